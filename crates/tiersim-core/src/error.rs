@@ -1,0 +1,52 @@
+use std::path::PathBuf;
+
+/// Every failure a user can cause is one of these, and each names where it happened
+/// (file and byte offset, config key, or argument) and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: at byte offset {offset}: {msg}")]
+    Trace { path: PathBuf, offset: u64, msg: String },
+    #[error("config key `{key}`: {msg}")]
+    Config { key: String, msg: String },
+    #[error("unknown {kind} `{name}`; valid names: {valid}")]
+    UnknownPlugin { kind: String, name: String, valid: String },
+    #[error("{0}")]
+    Sim(String),
+    #[error("invalid argument `{arg}`: {msg}")]
+    Arg { arg: String, msg: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Config { key: key.into(), msg: msg.into() }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub fn trace(path: impl Into<PathBuf>, offset: u64, msg: impl Into<String>) -> Self {
+        Error::Trace { path: path.into(), offset, msg: msg.into() }
+    }
+
+    pub fn arg(arg: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Arg { arg: arg.into(), msg: msg.into() }
+    }
+
+    /// Prefix the key of a config error, so errors raised deep inside a plugin's parameter
+    /// table come out as `nodes.cxl0.params.channels`.
+    pub fn under(self, prefix: &str) -> Self {
+        match self {
+            Error::Config { key, msg } => Error::Config { key: format!("{prefix}.{key}"), msg },
+            other => other,
+        }
+    }
+}
