@@ -1,1 +1,119 @@
+//! The tiersim engine: loads a platform, builds its devices and the chosen policy, replays a
+//! trace (or a generator) through the host and OS model, and returns the summary, the time
+//! series and the fully resolved configuration of the run.
 
+use std::path::Path;
+
+use serde_json::json;
+use tiersim_core::{Error, Result};
+use tiersim_trace::AccessSource;
+
+pub mod node;
+pub mod platform;
+pub mod sim;
+
+pub use platform::Platform;
+pub use sim::{SimOptions, SimResult, Timeseries};
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where the accesses come from.
+pub enum TraceInput<'a> {
+    File(&'a Path),
+    /// Run a generator in memory, without writing a trace file.
+    Generator { name: &'a str, params: Option<&'a toml::Table> },
+}
+
+pub struct RunRequest<'a> {
+    /// Preset name or path to a platform TOML file.
+    pub platform: &'a str,
+    /// `key.path=value` overrides applied to the platform.
+    pub overrides: &'a [String],
+    pub policy: &'a str,
+    pub policy_params: Option<&'a toml::Table>,
+    pub trace: TraceInput<'a>,
+    pub seed: u64,
+    pub options: SimOptions,
+}
+
+pub struct RunOutput {
+    pub summary: serde_json::Value,
+    pub timeseries: Timeseries,
+    /// The run's fully resolved configuration (TOML): rerunning it gives the same result.
+    pub config: String,
+}
+
+pub fn run(req: &RunRequest) -> Result<RunOutput> {
+    let platform = platform::load(req.platform, req.overrides)?;
+    run_on(&platform, req)
+}
+
+/// Run on an already loaded platform (sweeps load a platform once and run many policies on it).
+pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
+    let topo = platform_topology(platform);
+    let (policy, policy_params) = tiersim_policies::build(req.policy, req.policy_params, &topo)?;
+    let mut run_t = toml::Table::new();
+    run_t.insert("policy".into(), req.policy.into());
+    run_t.insert("seed".into(), (req.seed as i64).into());
+    run_t.insert("policy_params".into(), policy_params.to_toml().into());
+    let (mut source, label): (Box<dyn AccessSource>, String) = match &req.trace {
+        TraceInput::File(path) => {
+            run_t.insert("trace".into(), path.display().to_string().into());
+            (Box::new(tiersim_trace::TraceReader::open(path)?), path.display().to_string())
+        }
+        TraceInput::Generator { name, params } => {
+            let entry = tiersim_trace::gen::find(name)?;
+            let resolved = tiersim_core::Params::resolve(entry.info.params, *params).map_err(|e| e.under("generator_params"))?;
+            let src = Box::new(tiersim_trace::gen::GeneratorSource::new((entry.build)(&resolved, req.seed)?));
+            run_t.insert("generator".into(), (*name).into());
+            run_t.insert("generator_params".into(), resolved.to_toml().into());
+            (src, format!("generator:{name}"))
+        }
+    };
+    let header = source.header().clone();
+    let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
+    let mut summary = result.summary;
+    let head = json!({
+        "tiersim_version": VERSION,
+        "platform": platform.name,
+        "policy": req.policy,
+        "trace": label,
+        "seed": req.seed,
+        "time_unit": header.time_unit,
+        "addr_kind": header.addr_kind,
+        "mode": platform.host.str("mode"),
+    });
+    if let (Some(s), serde_json::Value::Object(h)) = (summary.as_object_mut(), head) {
+        s.extend(h);
+    }
+    let mut config = toml::Table::new();
+    config.insert("run".into(), run_t.into());
+    config.insert("platform".into(), platform.resolved.clone().into());
+    let config = toml::to_string_pretty(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
+    Ok(RunOutput { summary, timeseries: result.timeseries, config })
+}
+
+fn platform_topology(p: &Platform) -> tiersim_policies::Topology {
+    sim::topology(p)
+}
+
+/// Every registered plugin and preset, with parameters and defaults, for `tiersim list`.
+pub fn list_plugins() -> Result<serde_json::Value> {
+    let section = |specs: &[tiersim_core::ParamSpec], name: &'static str, summary: &'static str| {
+        tiersim_core::PluginInfo { name, summary, source: "", params: Box::leak(specs.to_vec().into_boxed_slice()) }.to_json()
+    };
+    Ok(json!({
+        "policies": tiersim_policies::REGISTRY.iter().map(|e| e.info.to_json()).collect::<Vec<_>>(),
+        "devices": tiersim_devices::REGISTRY.iter().map(|e| e.info.to_json()).collect::<Vec<_>>(),
+        "generators": tiersim_trace::gen::REGISTRY.iter().map(|e| e.info.to_json()).collect::<Vec<_>>(),
+        "platforms": platform::preset_list().into_iter().map(|(n, s)| json!({"name": n, "summary": s})).collect::<Vec<_>>(),
+        "device_presets": tiersim_devices::presets::all()?.into_iter().map(|p| json!({
+            "name": p.name, "device": p.device, "summary": p.summary, "source": p.source,
+        })).collect::<Vec<_>>(),
+        "platform_sections": [
+            section(platform::HOST_PARAMS, "host", "CPUs, sockets, clock, memory-level parallelism, loop mode"),
+            section(platform::OS_PARAMS, "os", "page size, watermarks, fault costs, reclaim"),
+            section(platform::STATS_PARAMS, "stats", "time-series epoch and warmup"),
+        ],
+    }))
+}

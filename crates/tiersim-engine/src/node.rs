@@ -1,0 +1,124 @@
+//! A memory node as the engine runs it: the node's devices (an interleave set of `count`
+//! identical devices, like 4 CXL modules or 6 Optane DIMMs behind one NUMA node), its page
+//! frames, watermarks and CLOCK list.
+
+use tiersim_core::{Ns, Result};
+use tiersim_devices::{Device, DeviceRequest};
+
+use crate::platform::NodeSpec;
+
+/// `count` devices interleaved at `granule` bytes: device = (addr / granule) % count, and each
+/// device sees a dense address space of its own.
+pub struct InterleaveSet {
+    devices: Vec<Box<dyn Device>>,
+    shift: u32,
+}
+
+impl InterleaveSet {
+    pub fn build(kind: &str, params: &tiersim_core::Params, count: u32, granule: u64) -> Result<Self> {
+        let entry = tiersim_devices::find(kind)?;
+        let devices = (0..count).map(|_| (entry.build)(params)).collect::<Result<Vec<_>>>()?;
+        Ok(InterleaveSet { devices, shift: granule.trailing_zeros() })
+    }
+
+    #[inline]
+    pub fn access(&mut self, req: &DeviceRequest) -> Ns {
+        let n = self.devices.len() as u64;
+        if n == 1 {
+            return self.devices[0].access(req);
+        }
+        let chunk = req.addr >> self.shift;
+        let mask = (1u64 << self.shift) - 1;
+        let local = DeviceRequest { addr: ((chunk / n) << self.shift) | (req.addr & mask), ..*req };
+        self.devices[(chunk % n) as usize].access(&local)
+    }
+
+    pub fn idle_latency(&self, op: tiersim_core::Op, size: u32) -> Ns {
+        self.devices[0].idle_latency(op, size)
+    }
+
+    pub fn peak_bandwidth(&self) -> f64 {
+        self.devices.iter().map(|d| d.peak_bandwidth()).sum()
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        if self.devices.len() == 1 {
+            return self.devices[0].stats();
+        }
+        serde_json::Value::Array(self.devices.iter().map(|d| d.stats()).collect())
+    }
+}
+
+/// Counters kept per node; `Epoch` is the same shape reset every epoch.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counters {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    pub latency_sum: u64,
+}
+
+pub const NIL: u32 = u32::MAX;
+
+pub struct Node {
+    pub spec: NodeSpec,
+    pub dev: InterleaveSet,
+    pub capacity: u64,
+    pub used: u64,
+    pub peak_used: u64,
+    free_frames: Vec<u32>,
+    next_frame: u32,
+    pub wmark_min: u64,
+    pub wmark_low: u64,
+    pub wmark_high: u64,
+    /// CLOCK list ends: head = most recently inserted.
+    pub lru_head: u32,
+    pub lru_tail: u32,
+    pub total: Counters,
+    pub epoch: Counters,
+}
+
+impl Node {
+    pub fn new(spec: NodeSpec, wmarks: (u64, u64, u64)) -> Result<Node> {
+        let dev = InterleaveSet::build(&spec.device, &spec.params, spec.count, spec.interleave)?;
+        Ok(Node {
+            capacity: spec.capacity_pages,
+            spec,
+            dev,
+            used: 0,
+            peak_used: 0,
+            free_frames: Vec::new(),
+            next_frame: 0,
+            wmark_min: wmarks.0,
+            wmark_low: wmarks.1,
+            wmark_high: wmarks.2,
+            lru_head: NIL,
+            lru_tail: NIL,
+            total: Counters::default(),
+            epoch: Counters::default(),
+        })
+    }
+
+    #[inline]
+    pub fn free(&self) -> u64 {
+        self.capacity - self.used
+    }
+
+    /// Take a frame; the caller has checked there is one.
+    pub fn take_frame(&mut self) -> u32 {
+        debug_assert!(self.used < self.capacity);
+        self.used += 1;
+        self.peak_used = self.peak_used.max(self.used);
+        self.free_frames.pop().unwrap_or_else(|| {
+            self.next_frame += 1;
+            self.next_frame - 1
+        })
+    }
+
+    pub fn release_frame(&mut self, frame: u32) {
+        debug_assert!(self.used > 0);
+        self.used -= 1;
+        self.free_frames.push(frame);
+    }
+}

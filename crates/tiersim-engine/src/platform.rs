@@ -1,0 +1,517 @@
+//! Platform files: the machine a trace runs on. A platform names the host (CPUs, sockets, clock,
+//! memory-level parallelism), OS knobs, statistics settings, memory nodes (device kind, preset,
+//! capacity, local CPUs, socket, tier) and the swap device. Presets are the TOML files in
+//! `platforms/`, embedded at build time. `scale` multiplies every capacity so a small trace sees
+//! the pressure of the paper's workload. Overrides (`key.path=value`) are applied to the raw
+//! TOML before validation, so they are checked exactly like the file itself.
+
+use tiersim_core::units::parse_bytes;
+use tiersim_core::{Error, ParamKind, ParamSpec, Params, Result};
+
+pub const HOST_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required("cpus", ParamKind::Int, "number of CPUs (trace cpu ids must be below it)").min(1.0).max(65536.0),
+    ParamSpec::new("sockets", ParamKind::Int, "1", "CPU sockets").min(1.0).max(64.0),
+    ParamSpec::new("frequency", ParamKind::Frequency, "2.0GHz", "core clock, turns instruction gaps into time"),
+    ParamSpec::new("cpi", ParamKind::Float, "1.0", "cycles per instruction of the compute between accesses").min(0.0),
+    ParamSpec::new("mlp", ParamKind::Float, "1.0", "memory-level parallelism: a CPU stalls latency/mlp per access (1 = serial)")
+        .min(1.0)
+        .max(1024.0),
+    ParamSpec::new("mode", ParamKind::Str, "closed", "closed: CPU clocks advance by compute + stall; open: issue at trace times")
+        .choices(&["closed", "open"]),
+    ParamSpec::new("remote_socket_latency", ParamKind::Duration, "0ns", "added to accesses that cross sockets (UPI / Infinity Fabric)"),
+    ParamSpec::new("remote_node_latency", ParamKind::Duration, "0ns", "added to accesses to another NUMA node of the same socket"),
+];
+
+pub const OS_PARAMS: &[ParamSpec] = &[
+    ParamSpec::new("page_size", ParamKind::Bytes, "4KiB", "page size: 4KiB base pages or 2MiB huge pages").min(4096.0),
+    ParamSpec::new("min_free", ParamKind::Bytes, "0B", "vm.min_free_kbytes; 0 = the kernel's formula sqrt(16 x memory KiB), clamped to 128KiB..256MiB"),
+    ParamSpec::new("watermark_scale_factor", ParamKind::Int, "10", "vm.watermark_scale_factor (1/10000 of a node between watermarks)")
+        .min(1.0)
+        .max(3000.0),
+    ParamSpec::new("fault_latency", ParamKind::Duration, "1us", "minor fault on first touch (allocate + zero a 4 KiB page), charged to the CPU"),
+    ParamSpec::new("swap_fault_latency", ParamKind::Duration, "5us", "major-fault software cost on swap-in, on top of the swap device read"),
+    ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
+];
+
+pub const STATS_PARAMS: &[ParamSpec] = &[
+    ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
+    ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
+];
+
+const NODE_KEYS: &[&str] = &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];
+const SWAP_KEYS: &[&str] = &["enabled", "device", "preset", "capacity", "params"];
+const TOP_KEYS: &[&str] = &["name", "summary", "scale", "host", "os", "stats", "nodes", "swap", "distances"];
+
+/// Platform presets shipped with tiersim: (name, TOML).
+pub static PRESETS: &[(&str, &str)] = &[
+    ("dram_only", include_str!("../platforms/dram_only.toml")),
+    ("epyc_cxl_nps1", include_str!("../platforms/epyc_cxl_nps1.toml")),
+    ("epyc_cxl_nps2", include_str!("../platforms/epyc_cxl_nps2.toml")),
+    ("epyc_cxl_nps4", include_str!("../platforms/epyc_cxl_nps4.toml")),
+];
+
+/// A memory node, validated. Capacities here are after `scale`.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub name: String,
+    pub device: String,
+    pub preset: Option<String>,
+    pub capacity_bytes: u64,
+    pub capacity_pages: u64,
+    pub cpus: Vec<u32>,
+    pub socket: u16,
+    pub tier: u8,
+    /// Devices in the node's interleave set (e.g. 4 CXL modules, 6 Optane DIMMs).
+    pub count: u32,
+    pub interleave: u64,
+    pub params: Params,
+}
+
+#[derive(Debug, Clone)]
+pub struct SwapSpec {
+    pub device: String,
+    pub preset: Option<String>,
+    pub capacity_bytes: u64,
+    pub capacity_pages: u64,
+    pub params: Params,
+}
+
+/// A fully validated platform.
+#[derive(Debug, Clone)]
+pub struct Platform {
+    pub name: String,
+    pub summary: String,
+    pub scale: f64,
+    pub host: Params,
+    pub os: Params,
+    pub stats: Params,
+    pub nodes: Vec<NodeSpec>,
+    pub swap: Option<SwapSpec>,
+    /// SLIT-style distances between nodes (10 = local).
+    pub distances: Vec<Vec<u32>>,
+    /// Per node, pages: (min, low, high) watermarks.
+    pub watermarks: Vec<(u64, u64, u64)>,
+    pub page_size: u64,
+    /// Per CPU: its local node.
+    pub cpu_node: Vec<u16>,
+    /// The platform as a TOML table with every default filled in; loads back to the same platform.
+    pub resolved: toml::Table,
+}
+
+/// Names of the shipped presets with their one-line summaries.
+pub fn preset_list() -> Vec<(String, String)> {
+    PRESETS
+        .iter()
+        .map(|(name, text)| {
+            let summary = toml::from_str::<toml::Table>(text)
+                .ok()
+                .and_then(|t| t.get("summary").and_then(|s| s.as_str()).map(str::to_owned))
+                .unwrap_or_default();
+            (name.to_string(), summary)
+        })
+        .collect()
+}
+
+/// Load a platform by preset name or file path and apply `key.path=value` overrides.
+pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
+    let (origin, text) = match PRESETS.iter().find(|(n, _)| *n == platform) {
+        Some((name, text)) => (format!("preset {name}"), (*text).to_owned()),
+        None => {
+            let path = std::path::Path::new(platform);
+            if !path.exists() {
+                let names: Vec<_> = PRESETS.iter().map(|(n, _)| *n).collect();
+                return Err(Error::arg(
+                    "platform",
+                    format!("{platform:?} is neither a preset nor an existing file; presets: {}", names.join(", ")),
+                ));
+            }
+            (platform.to_owned(), std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?)
+        }
+    };
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| Error::config("(file)", format!("{origin}: {}", e.message())))?;
+    for o in overrides {
+        apply_override(&mut table, o)?;
+    }
+    from_table(&table)
+}
+
+/// Parse `key.path=value`; the value is TOML (`4`, `"16GiB"`, `[1, 2]`, `true`), and a bare word
+/// that is not valid TOML is taken as a string, so `--set host.mode=open` works unquoted.
+pub fn parse_override(o: &str) -> Result<(Vec<String>, toml::Value)> {
+    let (key, value) = o.split_once('=').ok_or_else(|| Error::arg(o, "expected key.path=value"))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|s| s.is_empty()) {
+        return Err(Error::arg(o, "expected key.path=value with a non-empty dotted key"));
+    }
+    let value = value.trim();
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}")).ok().and_then(|mut t| t.remove("v"));
+    let value = parsed.unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    Ok((key.split('.').map(str::to_owned).collect(), value))
+}
+
+fn apply_override(table: &mut toml::Table, o: &str) -> Result<()> {
+    let (path, value) = parse_override(o)?;
+    let mut cur = table;
+    let mut i = 0;
+    while i < path.len() - 1 {
+        let seg = &path[i];
+        if seg == "nodes" {
+            if i + 2 >= path.len() {
+                return Err(Error::arg(o, "expected nodes.NAME.key=value"));
+            }
+            let name = &path[i + 1];
+            let nodes = cur.get_mut("nodes").and_then(|v| v.as_array_mut()).ok_or_else(|| Error::config("nodes", "platform has no nodes"))?;
+            let names: Vec<String> =
+                nodes.iter().filter_map(|n| n.get("name").and_then(|v| v.as_str()).map(str::to_owned)).collect();
+            let node = nodes
+                .iter_mut()
+                .find(|n| n.get("name").and_then(|v| v.as_str()) == Some(name))
+                .ok_or_else(|| Error::config(format!("nodes.{name}"), format!("no node named {name:?}; nodes are {}", names.join(", "))))?;
+            cur = node.as_table_mut().ok_or_else(|| Error::config(format!("nodes.{name}"), "expected a table"))?;
+            i += 2;
+            continue;
+        }
+        let entry = cur.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry.as_table_mut().ok_or_else(|| Error::config(path[..=i].join("."), "is not a table; cannot set a key inside it"))?;
+        i += 1;
+    }
+    cur.insert(path[path.len() - 1].clone(), value);
+    Ok(())
+}
+
+fn check_keys(t: &toml::Table, valid: &[&str], at: &str) -> Result<()> {
+    for k in t.keys() {
+        if !valid.contains(&k.as_str()) {
+            let key = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            return Err(Error::config(key, format!("unknown key; valid keys: {}", valid.join(", "))));
+        }
+    }
+    Ok(())
+}
+
+fn section<'a>(t: &'a toml::Table, key: &str) -> Result<Option<&'a toml::Table>> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Table(s)) => Ok(Some(s)),
+        Some(v) => Err(Error::config(key, format!("expected a table, got {v}"))),
+    }
+}
+
+fn str_of<'a>(t: &'a toml::Table, key: &str, at: &str) -> Result<Option<&'a str>> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(Error::config(format!("{at}.{key}"), format!("expected a string, got {v}"))),
+    }
+}
+
+fn int_of(t: &toml::Table, key: &str, at: &str) -> Result<Option<i64>> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) => Ok(Some(*i)),
+        Some(v) => Err(Error::config(format!("{at}.{key}"), format!("expected an integer, got {v}"))),
+    }
+}
+
+fn bytes_of(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) if *i >= 0 => Ok(Some(*i as u64)),
+        Some(toml::Value::String(s)) => parse_bytes(s).map(Some).map_err(|e| Error::config(format!("{at}.{key}"), e)),
+        Some(v) => Err(Error::config(format!("{at}.{key}"), format!("expected a size like \"16GiB\", got {v}"))),
+    }
+}
+
+/// Parse a CPU list like "0-31,64-95".
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
+        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
+        if b < a {
+            return Err(format!("empty CPU range {part:?}"));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// Resolve a device's parameter table: preset params, then the node's own `params` on top.
+fn device_params(t: &toml::Table, at: &str, default_device: Option<&str>) -> Result<(String, Option<String>, Params)> {
+    let preset_name = str_of(t, "preset", at)?.map(str::to_owned);
+    let mut merged = toml::Table::new();
+    let mut device = str_of(t, "device", at)?.map(str::to_owned);
+    if let Some(p) = &preset_name {
+        let preset = tiersim_devices::presets::get(p).map_err(|e| match e {
+            Error::UnknownPlugin { .. } => Error::config(format!("{at}.preset"), e.to_string()),
+            other => other,
+        })?;
+        if let Some(d) = &device {
+            if *d != preset.device {
+                return Err(Error::config(
+                    format!("{at}.device"),
+                    format!("device {d:?} does not match preset {p:?}, which is a {:?} device", preset.device),
+                ));
+            }
+        }
+        device = Some(preset.device.clone());
+        merged.extend(preset.params.clone());
+    }
+    let device = device
+        .or_else(|| default_device.map(str::to_owned))
+        .ok_or_else(|| Error::config(format!("{at}.device"), "missing: give a device kind or a preset"))?;
+    if let Some(own) = section(t, "params").map_err(|e| e.under(at))? {
+        merged.extend(own.clone());
+    }
+    let entry = tiersim_devices::find(&device).map_err(|e| Error::config(format!("{at}.device"), e.to_string()))?;
+    let params = Params::resolve(entry.info.params, Some(&merged)).map_err(|e| e.under(&format!("{at}.params")))?;
+    (entry.build)(&params).map_err(|e| e.under(&format!("{at}.params")))?;
+    Ok((device, preset_name, params))
+}
+
+/// Linux 5.x init_per_zone_wmark_min: min_free_kbytes = int_sqrt(lowmem_kbytes * 16), clamped
+/// to [128, 262144]; split over nodes by size. Per node (policies.md 1.1, __setup_per_zone_wmarks):
+/// tmp = max(min/4, managed * watermark_scale_factor / 10000); low = min + tmp; high = low + tmp.
+fn watermarks(nodes: &[NodeSpec], page_size: u64, min_free: u64, wsf: u64) -> Vec<(u64, u64, u64)> {
+    let total_bytes: u64 = nodes.iter().map(|n| n.capacity_bytes).sum();
+    let min_free_bytes = if min_free > 0 {
+        min_free
+    } else {
+        let kb = (((total_bytes / 1024) as f64 * 16.0).sqrt() as u64).clamp(128, 262_144);
+        kb * 1024
+    };
+    nodes
+        .iter()
+        .map(|n| {
+            let share = (min_free_bytes as u128 * n.capacity_bytes as u128 / total_bytes.max(1) as u128) as u64;
+            let min = share / page_size;
+            let tmp = (min / 4).max(n.capacity_pages * wsf / 10_000);
+            // A node must keep at least one usable page above its high watermark.
+            let cap = n.capacity_pages.saturating_sub(1);
+            let (min, low, high) = (min.min(cap), (min + tmp).min(cap), (min + 2 * tmp).min(cap));
+            (min, low, high)
+        })
+        .collect()
+}
+
+/// Default SLIT distances when the file gives none; these match the example of policies.md 1.1
+/// (local DRAM 10, local CPU-less node 17, remote DRAM 21, remote CPU-less 28); two NUMA nodes
+/// of one socket (AMD NPS2/NPS4) are 12 apart.
+fn default_distance(a: &NodeSpec, b: &NodeSpec) -> u32 {
+    let same_socket = a.socket == b.socket;
+    match (same_socket, !a.cpus.is_empty() && !b.cpus.is_empty()) {
+        (true, true) => 12,
+        (true, false) => 17,
+        (false, true) => 21,
+        (false, false) => 28,
+    }
+}
+
+pub fn from_table(t: &toml::Table) -> Result<Platform> {
+    check_keys(t, TOP_KEYS, "")?;
+    let name = str_of(t, "name", "")?.ok_or_else(|| Error::config("name", "missing platform name"))?.to_owned();
+    let summary = str_of(t, "summary", "")?.unwrap_or("").to_owned();
+    let scale = match t.get("scale") {
+        None => 1.0,
+        Some(toml::Value::Float(f)) => *f,
+        Some(toml::Value::Integer(i)) => *i as f64,
+        Some(v) => return Err(Error::config("scale", format!("expected a number, got {v}"))),
+    };
+    if !(scale > 0.0 && scale <= 1024.0) {
+        return Err(Error::config("scale", format!("{scale} must be in (0, 1024]")));
+    }
+    let host = Params::resolve(HOST_PARAMS, section(t, "host")?).map_err(|e| e.under("host"))?;
+    let os = Params::resolve(OS_PARAMS, section(t, "os")?).map_err(|e| e.under("os"))?;
+    let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
+    let page_size = os.bytes("page_size");
+    if !page_size.is_power_of_two() {
+        return Err(Error::config("os.page_size", format!("{page_size} B is not a power of two")));
+    }
+    let ncpus = host.uint("cpus") as u32;
+    let sockets = host.uint("sockets") as u16;
+
+    let raw_nodes = match t.get("nodes") {
+        Some(toml::Value::Array(a)) if !a.is_empty() => a,
+        Some(toml::Value::Array(_)) | None => return Err(Error::config("nodes", "a platform needs at least one [[nodes]] entry")),
+        Some(v) => return Err(Error::config("nodes", format!("expected an array of tables ([[nodes]]), got {v}"))),
+    };
+    if raw_nodes.len() > 64 {
+        return Err(Error::config("nodes", "at most 64 memory nodes are supported"));
+    }
+    let mut nodes = Vec::new();
+    let mut cpu_node: Vec<Option<u16>> = vec![None; ncpus as usize];
+    for (i, raw) in raw_nodes.iter().enumerate() {
+        let nt = raw.as_table().ok_or_else(|| Error::config(format!("nodes[{i}]"), "expected a table"))?;
+        let name = str_of(nt, "name", &format!("nodes[{i}]"))?
+            .ok_or_else(|| Error::config(format!("nodes[{i}].name"), "missing node name"))?
+            .to_owned();
+        let at = format!("nodes.{name}");
+        if nodes.iter().any(|n: &NodeSpec| n.name == name) {
+            return Err(Error::config(at, "duplicate node name"));
+        }
+        check_keys(nt, NODE_KEYS, &at)?;
+        let (device, preset, params) = device_params(nt, &at, None)?;
+        let raw_cap = bytes_of(nt, "capacity", &at)?.ok_or_else(|| Error::config(format!("{at}.capacity"), "missing node capacity"))?;
+        let capacity_bytes = (raw_cap as f64 * scale) as u64;
+        let capacity_pages = capacity_bytes / page_size;
+        if capacity_pages == 0 {
+            return Err(Error::config(
+                format!("{at}.capacity"),
+                format!("capacity {capacity_bytes} B (after scale {scale}) is smaller than one page ({page_size} B)"),
+            ));
+        }
+        if capacity_pages > u32::MAX as u64 {
+            return Err(Error::config(format!("{at}.capacity"), format!("{capacity_pages} pages is more than the 2^32 frames a node may have")));
+        }
+        let cpus = match str_of(nt, "cpus", &at)? {
+            Some(s) => parse_cpu_list(s).map_err(|e| Error::config(format!("{at}.cpus"), e))?,
+            None => Vec::new(),
+        };
+        let socket = int_of(nt, "socket", &at)?.unwrap_or(0);
+        if socket < 0 || socket >= sockets as i64 {
+            return Err(Error::config(format!("{at}.socket"), format!("socket {socket} does not exist (host.sockets = {sockets})")));
+        }
+        for &c in &cpus {
+            let slot = cpu_node.get_mut(c as usize).ok_or_else(|| {
+                Error::config(format!("{at}.cpus"), format!("CPU {c} is beyond host.cpus = {ncpus}"))
+            })?;
+            if let Some(prev) = slot {
+                return Err(Error::config(format!("{at}.cpus"), format!("CPU {c} is already local to node {}", nodes[*prev as usize].name)));
+            }
+            *slot = Some(i as u16);
+        }
+        let tier = int_of(nt, "tier", &at)?.unwrap_or(if cpus.is_empty() { 1 } else { 0 });
+        if !(0..=7).contains(&tier) {
+            return Err(Error::config(format!("{at}.tier"), format!("tier {tier} must be in 0..7")));
+        }
+        let count = int_of(nt, "count", &at)?.unwrap_or(1);
+        if !(1..=64).contains(&count) {
+            return Err(Error::config(format!("{at}.count"), format!("{count} devices in the interleave set; must be 1..64")));
+        }
+        let interleave = bytes_of(nt, "interleave", &at)?.unwrap_or(4096);
+        if !interleave.is_power_of_two() || interleave < 64 {
+            return Err(Error::config(format!("{at}.interleave"), format!("{interleave} B must be a power of two of at least 64 B")));
+        }
+        nodes.push(NodeSpec {
+            name,
+            device,
+            preset,
+            capacity_bytes,
+            capacity_pages,
+            cpus,
+            socket: socket as u16,
+            tier: tier as u8,
+            count: count as u32,
+            interleave,
+            params,
+        });
+    }
+    let cpu_node: Vec<u16> = cpu_node
+        .iter()
+        .enumerate()
+        .map(|(c, n)| n.ok_or_else(|| Error::config("nodes", format!("CPU {c} is local to no node: give every CPU a node in some node's `cpus`"))))
+        .collect::<Result<_>>()?;
+
+    let swap = match section(t, "swap")? {
+        None => None,
+        Some(st) => {
+            check_keys(st, SWAP_KEYS, "swap")?;
+            let enabled = match st.get("enabled") {
+                None => true,
+                Some(toml::Value::Boolean(b)) => *b,
+                Some(v) => return Err(Error::config("swap.enabled", format!("expected true or false, got {v}"))),
+            };
+            if enabled {
+                let (device, preset, params) = device_params(st, "swap", Some("ssd"))?;
+                let raw = bytes_of(st, "capacity", "swap")?.unwrap_or(64 << 30);
+                let capacity_bytes = (raw as f64 * scale) as u64;
+                let capacity_pages = capacity_bytes / page_size;
+                if capacity_pages == 0 {
+                    return Err(Error::config("swap.capacity", format!("capacity {capacity_bytes} B (after scale) is smaller than one page")));
+                }
+                Some(SwapSpec { device, preset, capacity_bytes, capacity_pages, params })
+            } else {
+                None
+            }
+        }
+    };
+
+    let n = nodes.len();
+    let distances = match t.get("distances") {
+        None => (0..n).map(|a| (0..n).map(|b| if a == b { 10 } else { default_distance(&nodes[a], &nodes[b]) }).collect()).collect(),
+        Some(v) => {
+            let rows = v.as_array().ok_or_else(|| Error::config("distances", "expected a square matrix of integers"))?;
+            let m: Vec<Vec<u32>> = rows
+                .iter()
+                .map(|r| {
+                    r.as_array()
+                        .filter(|r| r.len() == n)
+                        .and_then(|r| r.iter().map(|x| x.as_integer().filter(|x| (10..=255).contains(x)).map(|x| x as u32)).collect())
+                })
+                .collect::<Option<_>>()
+                .ok_or_else(|| Error::config("distances", format!("expected a {n}x{n} matrix of integers 10..255")))?;
+            if m.len() != n || (0..n).any(|i| m[i][i] != 10) {
+                return Err(Error::config("distances", format!("expected a {n}x{n} matrix with 10 on the diagonal")));
+            }
+            m
+        }
+    };
+    let watermarks = watermarks(&nodes, page_size, os.bytes("min_free"), os.uint("watermark_scale_factor"));
+
+    let mut resolved = toml::Table::new();
+    resolved.insert("name".into(), name.clone().into());
+    resolved.insert("summary".into(), summary.clone().into());
+    resolved.insert("scale".into(), toml::Value::Float(scale));
+    resolved.insert("host".into(), host.to_toml().into());
+    resolved.insert("os".into(), os.to_toml().into());
+    resolved.insert("stats".into(), stats.to_toml().into());
+    let node_tables: Vec<toml::Value> = raw_nodes
+        .iter()
+        .zip(&nodes)
+        .map(|(raw, spec)| {
+            let mut nt = raw.as_table().cloned().unwrap_or_default();
+            nt.insert("device".into(), spec.device.clone().into());
+            nt.insert("tier".into(), (spec.tier as i64).into());
+            nt.insert("socket".into(), (spec.socket as i64).into());
+            nt.insert("count".into(), (spec.count as i64).into());
+            nt.insert("interleave".into(), format!("{}B", spec.interleave).into());
+            nt.insert("params".into(), spec.params.to_toml().into());
+            nt.into()
+        })
+        .collect();
+    resolved.insert("nodes".into(), toml::Value::Array(node_tables));
+    let mut swap_t = section(t, "swap")?.cloned().unwrap_or_default();
+    match &swap {
+        Some(s) => {
+            swap_t.insert("enabled".into(), true.into());
+            swap_t.insert("device".into(), s.device.clone().into());
+            swap_t.insert("params".into(), s.params.to_toml().into());
+        }
+        None => {
+            swap_t = toml::Table::new();
+            swap_t.insert("enabled".into(), false.into());
+        }
+    }
+    resolved.insert("swap".into(), swap_t.into());
+    resolved.insert(
+        "distances".into(),
+        toml::Value::Array(distances.iter().map(|r| toml::Value::Array(r.iter().map(|d| (*d as i64).into()).collect())).collect()),
+    );
+
+    Ok(Platform { name, summary, scale, host, os, stats, nodes, swap, distances, watermarks, page_size, cpu_node, resolved })
+}
+
+impl Platform {
+    /// Zonelist of node `from`: every node by increasing distance; ties broken as the kernel's
+    /// find_next_best_node does (a CPU-less node wins a tie against a node with CPUs, then the
+    /// lower id) — policies.md 1.1.
+    pub fn zonelist(&self, from: usize) -> Vec<u16> {
+        let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+        order.sort_by_key(|&b| (if b == from { 0 } else { 1 }, self.distances[from][b], !self.nodes[b].cpus.is_empty(), b));
+        order.into_iter().map(|b| b as u16).collect()
+    }
+}

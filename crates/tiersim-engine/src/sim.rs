@@ -1,0 +1,813 @@
+//! The event loop: CPUs replay their accesses in global issue-time order; each access is
+//! translated through the OS model to a node, served by the node's devices, and the CPU's clock
+//! advances by its compute gap plus latency / mlp (closed loop) or follows the trace times (open
+//! loop). The OS model follows Linux 5.x (policies.md 1.1): first touch along the zonelist above
+//! the low watermark; when every node fails, kswapd is woken to reclaim to the high watermark and
+//! allocation retries against min; then direct reclaim. Reclaim takes the coldest pages by CLOCK
+//! (second chance on a referenced bit, which approximates the kernel's inactive-list aging) and
+//! writes them to swap.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use hdrhistogram::Histogram;
+use rustc_hash::FxHashMap;
+use serde_json::json;
+use tiersim_core::{Access, Error, NodeId, Ns, Op, Result};
+use tiersim_devices::{Device, DeviceRequest};
+use tiersim_policies::{NodeInfo, PlaceCtx, Policy, Topology};
+use tiersim_trace::{AccessSource, TimeUnit};
+
+use crate::node::{Counters, Node, NIL};
+use crate::platform::Platform;
+
+const REFERENCED: u8 = 1;
+const DIRTY: u8 = 2;
+const SWAPPED: u16 = u16::MAX;
+/// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
+/// holds the others back (its next access may then be issued slightly out of time order).
+const MAX_BUFFERED: usize = 1 << 20;
+const BATCH: usize = 1 << 14;
+
+/// Per-page state, 8 bytes so one cache line holds eight pages.
+#[derive(Clone, Copy)]
+struct PageEntry {
+    /// Frame on its node, or swap slot when swapped.
+    frame: u32,
+    node: u16,
+    flags: u8,
+}
+
+struct Cpu {
+    /// Picoseconds, so sub-ns compute gaps and stalls accumulate exactly.
+    clock_ps: u64,
+    next_issue_ps: u64,
+    node: NodeId,
+    socket: u16,
+    started: bool,
+    prev_trace_time: u64,
+    last_vpn: u64,
+    last_page: u32,
+    queue: VecDeque<Access>,
+}
+
+struct Swap {
+    dev: Box<dyn Device>,
+    capacity: u64,
+    used: u64,
+    free_slots: Vec<u32>,
+    next_slot: u32,
+    swap_ins: u64,
+    swap_outs: u64,
+    epoch_ins: u64,
+    epoch_outs: u64,
+}
+
+/// Options that do not change results.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimOptions {
+    /// Verify the OS model's invariants every this many accesses (0 = never); for tests.
+    pub check_every: u64,
+}
+
+/// Per-epoch time series in long format: one row per (epoch, node), plus a "swap" row.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Timeseries {
+    pub epoch: Vec<u64>,
+    pub t_start_ns: Vec<u64>,
+    pub t_end_ns: Vec<u64>,
+    pub node: Vec<String>,
+    pub pages: Vec<u64>,
+    pub accesses: Vec<u64>,
+    pub reads: Vec<u64>,
+    pub writes: Vec<u64>,
+    pub bytes: Vec<u64>,
+    pub bandwidth_gbs: Vec<f64>,
+}
+
+pub struct SimResult {
+    pub summary: serde_json::Value,
+    pub timeseries: Timeseries,
+}
+
+struct Engine {
+    topo: Topology,
+    nodes: Vec<Node>,
+    swap: Option<Swap>,
+    policy: Box<dyn Policy>,
+    pages: Vec<PageEntry>,
+    lru_prev: Vec<u32>,
+    lru_next: Vec<u32>,
+    index: FxHashMap<u64, u32>,
+    cpus: Vec<Cpu>,
+    page_shift: u32,
+    page_size: u64,
+    penalty: Vec<Ns>,
+    mlp: f64,
+    ps_per_instr: f64,
+    open_loop: bool,
+    time_unit: TimeUnit,
+    fault_ps: u64,
+    swap_fault_ps: u64,
+    reclaim_batch: u64,
+    free_scratch: Vec<u64>,
+    // measurement
+    measuring: bool,
+    measure_start_ns: Ns,
+    hist: Histogram<u64>,
+    first_touch_faults: u64,
+    fault_time_ps: u64,
+    max_completion_ns: Ns,
+    last_issue_ns: Ns,
+    time_went_back: u64,
+    epoch_ns: Ns,
+    epoch_idx: u64,
+    ts: Timeseries,
+    processed: u64,
+}
+
+pub(crate) fn topology(p: &Platform) -> Topology {
+    Topology {
+        nodes: p
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeInfo {
+                id: i as NodeId,
+                name: n.name.clone(),
+                tier: n.tier,
+                socket: n.socket,
+                has_cpus: !n.cpus.is_empty(),
+                capacity_pages: n.capacity_pages,
+            })
+            .collect(),
+        zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),
+        cpu_node: p.cpu_node.clone(),
+        page_size: p.page_size,
+    }
+}
+
+impl Engine {
+    fn new(platform: &Platform, policy: Box<dyn Policy>, time_unit: TimeUnit) -> Result<Self> {
+        let topo = topology(platform);
+        let nodes = platform
+            .nodes
+            .iter()
+            .zip(&platform.watermarks)
+            .map(|(spec, w)| Node::new(spec.clone(), *w))
+            .collect::<Result<Vec<_>>>()?;
+        let swap = match &platform.swap {
+            None => None,
+            Some(s) => Some(Swap {
+                dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
+                capacity: s.capacity_pages,
+                used: 0,
+                free_slots: Vec::new(),
+                next_slot: 0,
+                swap_ins: 0,
+                swap_outs: 0,
+                epoch_ins: 0,
+                epoch_outs: 0,
+            }),
+        };
+        let n = nodes.len();
+        let host = &platform.host;
+        let mut penalty = vec![0; n * n];
+        for a in 0..n {
+            for b in 0..n {
+                let (na, nb) = (&platform.nodes[a], &platform.nodes[b]);
+                penalty[a * n + b] = if a == b {
+                    0
+                } else if na.socket != nb.socket {
+                    host.duration("remote_socket_latency")
+                } else if !nb.cpus.is_empty() {
+                    host.duration("remote_node_latency")
+                } else {
+                    0
+                };
+            }
+        }
+        let cpus = platform
+            .cpu_node
+            .iter()
+            .map(|&node| Cpu {
+                clock_ps: 0,
+                next_issue_ps: 0,
+                node,
+                socket: platform.nodes[node as usize].socket,
+                started: false,
+                prev_trace_time: 0,
+                last_vpn: u64::MAX,
+                last_page: 0,
+                queue: VecDeque::new(),
+            })
+            .collect();
+        let os = &platform.os;
+        let freq_ghz = host.float("frequency") / 1e9;
+        Ok(Engine {
+            topo,
+            nodes,
+            swap,
+            policy,
+            pages: Vec::new(),
+            lru_prev: Vec::new(),
+            lru_next: Vec::new(),
+            index: FxHashMap::default(),
+            cpus,
+            page_shift: platform.page_size.trailing_zeros(),
+            page_size: platform.page_size,
+            penalty,
+            mlp: host.float("mlp"),
+            ps_per_instr: host.float("cpi") * 1000.0 / freq_ghz,
+            open_loop: host.str("mode") == "open",
+            time_unit,
+            fault_ps: os.duration("fault_latency") * 1000,
+            swap_fault_ps: os.duration("swap_fault_latency") * 1000,
+            reclaim_batch: os.uint("reclaim_batch"),
+            free_scratch: vec![0; n],
+            measuring: false,
+            measure_start_ns: 0,
+            hist: Histogram::new(3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            first_touch_faults: 0,
+            fault_time_ps: 0,
+            max_completion_ns: 0,
+            last_issue_ns: 0,
+            time_went_back: 0,
+            epoch_ns: platform.stats.duration("epoch"),
+            epoch_idx: 0,
+            ts: Timeseries::default(),
+            processed: 0,
+        })
+    }
+
+    // ---- CLOCK lists -------------------------------------------------------------------
+
+    fn lru_push_head(&mut self, node: usize, p: u32) {
+        let n = &mut self.nodes[node];
+        self.lru_prev[p as usize] = NIL;
+        self.lru_next[p as usize] = n.lru_head;
+        if n.lru_head != NIL {
+            self.lru_prev[n.lru_head as usize] = p;
+        } else {
+            n.lru_tail = p;
+        }
+        n.lru_head = p;
+    }
+
+    fn lru_unlink(&mut self, node: usize, p: u32) {
+        let (prev, next) = (self.lru_prev[p as usize], self.lru_next[p as usize]);
+        let n = &mut self.nodes[node];
+        if prev != NIL {
+            self.lru_next[prev as usize] = next;
+        } else {
+            n.lru_head = next;
+        }
+        if next != NIL {
+            self.lru_prev[next as usize] = prev;
+        } else {
+            n.lru_tail = prev;
+        }
+    }
+
+    /// Second chance: referenced pages at the tail get their bit cleared and go back to the head.
+    fn pick_victim(&mut self, node: usize) -> Option<u32> {
+        for _ in 0..=2 * self.nodes[node].used {
+            let p = self.nodes[node].lru_tail;
+            if p == NIL {
+                return None;
+            }
+            self.lru_unlink(node, p);
+            let e = &mut self.pages[p as usize];
+            if e.flags & REFERENCED != 0 {
+                e.flags &= !REFERENCED;
+                self.lru_push_head(node, p);
+            } else {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    // ---- reclaim and swap --------------------------------------------------------------
+
+    /// Swap out up to `want` pages of `node`; the writes are issued to the swap device at `t`.
+    fn reclaim(&mut self, node: usize, want: u64, t: Ns) -> Result<u64> {
+        let Some(swap) = self.swap.as_ref() else { return Ok(0) };
+        if swap.used >= swap.capacity {
+            return Ok(0);
+        }
+        let mut done = 0;
+        while done < want {
+            if self.swap.as_ref().is_some_and(|s| s.used >= s.capacity) {
+                break;
+            }
+            let Some(p) = self.pick_victim(node) else { break };
+            let frame = self.pages[p as usize].frame;
+            self.nodes[node].release_frame(frame);
+            let swap = self.swap.as_mut().expect("checked above");
+            let slot = swap.free_slots.pop().unwrap_or_else(|| {
+                swap.next_slot += 1;
+                swap.next_slot - 1
+            });
+            swap.used += 1;
+            swap.dev.access(&DeviceRequest {
+                now: t,
+                addr: slot as u64 * self.page_size,
+                size: self.page_size as u32,
+                op: Op::Write,
+                socket: 0,
+            });
+            if self.measuring {
+                swap.swap_outs += 1;
+                swap.epoch_outs += 1;
+            }
+            self.pages[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
+            done += 1;
+        }
+        Ok(done)
+    }
+
+    /// kswapd: every node below its low watermark is reclaimed up to its high watermark. It runs
+    /// on a core of its own, so its time is not charged to the application's CPUs; its swap
+    /// writes still occupy the swap device.
+    fn kswapd(&mut self, t: Ns) -> Result<()> {
+        for n in 0..self.nodes.len() {
+            let node = &self.nodes[n];
+            if node.free() < node.wmark_low {
+                let want = node.wmark_high - node.free();
+                self.reclaim(n, want, t)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn try_zonelist(&self, zl: &[NodeId], use_min: bool) -> Option<usize> {
+        zl.iter().map(|&n| n as usize).find(|&n| {
+            let node = &self.nodes[n];
+            let mark = if use_min { node.wmark_min } else { node.wmark_low };
+            node.free() > mark
+        })
+    }
+
+    /// Allocate a frame for page `p` first touched (or swapped in) by `cpu` at time `t`;
+    /// returns the node and the direct-reclaim time (ps) charged to the CPU.
+    fn alloc(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<(usize, u64)> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            self.free_scratch[i] = n.free();
+        }
+        let local = self.cpus[cpu].node;
+        let preferred = self.policy.place(&PlaceCtx {
+            topo: &self.topo,
+            cpu: cpu as u32,
+            local_node: local,
+            vpn,
+            free_pages: &self.free_scratch,
+        }) as usize;
+        let zl = std::mem::take(&mut self.topo.zonelists[preferred]);
+        let result = self.alloc_along(&zl, t);
+        self.topo.zonelists[preferred] = zl;
+        let (node, reclaim_ps) = result?;
+        let frame = self.nodes[node].take_frame();
+        self.pages[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
+        self.lru_push_head(node, p);
+        Ok((node, reclaim_ps))
+    }
+
+    fn alloc_along(&mut self, zl: &[NodeId], t: Ns) -> Result<(usize, u64)> {
+        if let Some(n) = self.try_zonelist(zl, false) {
+            return Ok((n, 0));
+        }
+        self.kswapd(t)?;
+        if let Some(n) = self.try_zonelist(zl, true) {
+            return Ok((n, 0));
+        }
+        // Direct reclaim, charged to the faulting CPU: the swap write of the batch must finish.
+        let mut charged = 0;
+        for &n in zl {
+            let freed = self.reclaim(n as usize, self.reclaim_batch, t)?;
+            if freed > 0 {
+                if let Some(s) = self.swap.as_ref() {
+                    charged += s.dev.idle_latency(Op::Write, self.page_size as u32) * 1000;
+                }
+                if let Some(n) = self.try_zonelist(zl, true) {
+                    return Ok((n, charged));
+                }
+            }
+        }
+        // Last resort as the kernel's: take a node with any free frame at all.
+        if let Some(&n) = zl.iter().find(|&&n| self.nodes[n as usize].free() > 0) {
+            return Ok((n as usize, charged));
+        }
+        let usable: u64 = self.nodes.iter().map(|n| n.capacity).sum();
+        Err(Error::Sim(match &self.swap {
+            None => format!(
+                "out of memory after {} accesses: the trace has touched {} pages and all {} pages of memory are in use, and swap is disabled; \
+                 enable [swap], raise node capacities or `scale`",
+                self.processed,
+                self.index.len(),
+                usable
+            ),
+            Some(s) => format!(
+                "out of memory after {} accesses: memory ({usable} pages) and swap ({} pages) are full; raise swap.capacity or `scale`",
+                self.processed, s.capacity
+            ),
+        }))
+    }
+
+    /// Bring page `p` back from swap at time `t`; returns the fault time in ps.
+    fn swap_in(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
+        let slot = self.pages[p as usize].frame;
+        let swap = self.swap.as_mut().expect("a swapped page implies swap");
+        let done = swap.dev.access(&DeviceRequest {
+            now: t,
+            addr: slot as u64 * self.page_size,
+            size: self.page_size as u32,
+            op: Op::Read,
+            socket: self.cpus[cpu].socket,
+        });
+        swap.used -= 1;
+        swap.free_slots.push(slot);
+        if self.measuring {
+            swap.swap_ins += 1;
+            swap.epoch_ins += 1;
+        }
+        let io_ps = (done - t) * 1000 + self.swap_fault_ps;
+        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000)?;
+        Ok(io_ps + reclaim_ps)
+    }
+
+    // ---- time series -------------------------------------------------------------------
+
+    fn flush_epochs_until(&mut self, t: Ns) {
+        if !self.measuring {
+            return;
+        }
+        while t >= self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns {
+            self.flush_epoch(self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns);
+        }
+    }
+
+    fn flush_epoch(&mut self, end: Ns) {
+        let start = self.measure_start_ns + self.epoch_idx * self.epoch_ns;
+        let span = (end - start).max(1) as f64;
+        for i in 0..self.nodes.len() {
+            let c = std::mem::take(&mut self.nodes[i].epoch);
+            let used = self.nodes[i].used;
+            self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c.accesses, c.reads, c.writes, c.bytes, span);
+        }
+        if let Some(s) = self.swap.as_mut() {
+            let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
+            s.epoch_ins = 0;
+            s.epoch_outs = 0;
+            self.push_row(start, end, "swap".into(), used, ins, ins, outs, (ins + outs) * self.page_size, span);
+        }
+        self.epoch_idx += 1;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_row(&mut self, start: Ns, end: Ns, node: String, pages: u64, acc: u64, rd: u64, wr: u64, bytes: u64, span: f64) {
+        let ts = &mut self.ts;
+        ts.epoch.push(self.epoch_idx);
+        ts.t_start_ns.push(start);
+        ts.t_end_ns.push(end);
+        ts.node.push(node);
+        ts.pages.push(pages);
+        ts.accesses.push(acc);
+        ts.reads.push(rd);
+        ts.writes.push(wr);
+        ts.bytes.push(bytes);
+        ts.bandwidth_gbs.push(bytes as f64 / span);
+    }
+
+    // ---- the access path ---------------------------------------------------------------
+
+    /// Issue time (ps) of `a`, the next access of CPU `c`. Closed loop: the CPU's clock plus the
+    /// compute gap before `a` (instructions x CPI / frequency, or the trace's ns delta). Open loop
+    /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
+    /// that first appears late in the stream starts at the current simulated time.
+    fn first_issue_ps(&self, c: usize, a: &Access, t0: u64) -> u64 {
+        let cpu = &self.cpus[c];
+        let now_ps = self.last_issue_ns * 1000;
+        match (self.time_unit, cpu.started) {
+            (TimeUnit::Ns, _) if self.open_loop => a.time.saturating_sub(t0) * 1000,
+            (TimeUnit::Ns, false) => (a.time.saturating_sub(t0) * 1000).max(now_ps),
+            (TimeUnit::Ns, true) => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
+            (TimeUnit::Instructions, started) => {
+                let base = if started { cpu.clock_ps } else { now_ps };
+                base + (a.time as f64 * self.ps_per_instr) as u64
+            }
+        }
+    }
+
+    fn start_measuring(&mut self, t: Ns) {
+        self.measuring = true;
+        self.measure_start_ns = t;
+        self.max_completion_ns = t;
+        for n in &mut self.nodes {
+            n.total = Counters::default();
+            n.epoch = Counters::default();
+        }
+    }
+
+    fn access(&mut self, c: usize, a: Access) -> Result<()> {
+        let issue_ps = self.cpus[c].next_issue_ps;
+        let issue_ns = issue_ps / 1000;
+        if issue_ns < self.last_issue_ns {
+            self.time_went_back += 1;
+        } else {
+            self.last_issue_ns = issue_ns;
+        }
+        self.flush_epochs_until(issue_ns);
+
+        let vpn = a.addr >> self.page_shift;
+        let mut fault_ps = 0;
+        let p = if self.cpus[c].last_vpn == vpn {
+            self.cpus[c].last_page
+        } else {
+            let next_id = self.pages.len() as u32;
+            let p = *self.index.entry(vpn).or_insert(next_id);
+            if p == next_id {
+                if next_id == u32::MAX {
+                    return Err(Error::Sim("the trace touches more than 2^32 - 1 distinct pages".into()));
+                }
+                self.pages.push(PageEntry { frame: 0, node: SWAPPED, flags: 0 });
+                self.lru_prev.push(NIL);
+                self.lru_next.push(NIL);
+                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns)?;
+                fault_ps = self.fault_ps + reclaim_ps;
+                if self.measuring {
+                    self.first_touch_faults += 1;
+                }
+            }
+            self.cpus[c].last_vpn = vpn;
+            self.cpus[c].last_page = p;
+            p
+        };
+        // Also on the cached path: another CPU's reclaim may have swapped the page out.
+        if self.pages[p as usize].node == SWAPPED {
+            fault_ps += self.swap_in(p, c, vpn, issue_ns)?;
+        }
+        let entry = &mut self.pages[p as usize];
+        entry.flags |= REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
+        let node = entry.node as usize;
+        let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
+
+        let t_ps = issue_ps + fault_ps;
+        let t = t_ps / 1000;
+        let cpu_node = self.cpus[c].node as usize;
+        let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket: self.cpus[c].socket });
+        let latency = done - t + self.penalty[cpu_node * self.nodes.len() + node];
+
+        if self.measuring {
+            let n = &mut self.nodes[node];
+            for ctr in [&mut n.total, &mut n.epoch] {
+                ctr.accesses += 1;
+                ctr.bytes += a.size as u64;
+                ctr.latency_sum += latency;
+                if a.op.is_write() {
+                    ctr.writes += 1;
+                } else {
+                    ctr.reads += 1;
+                }
+            }
+            self.hist.saturating_record(latency.max(1));
+            self.fault_time_ps += fault_ps;
+            self.max_completion_ns = self.max_completion_ns.max(t + latency);
+        }
+
+        let cpu = &mut self.cpus[c];
+        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency as f64 * 1000.0 / self.mlp).ceil() as u64 };
+        cpu.prev_trace_time = a.time;
+        cpu.started = true;
+        self.processed += 1;
+        Ok(())
+    }
+
+    // ---- invariants --------------------------------------------------------------------
+
+    /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
+    /// CLOCK lists holding exactly the node's pages.
+    fn check(&self) -> Result<()> {
+        let fail = |m: String| Err(Error::Sim(format!("invariant violated: {m}")));
+        let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.nodes.len()];
+        let mut swapped = 0u64;
+        for (p, e) in self.pages.iter().enumerate() {
+            if e.node == SWAPPED {
+                swapped += 1;
+                continue;
+            }
+            if let Some(q) = seen[e.node as usize].insert(e.frame, p as u32) {
+                return fail(format!("pages {q} and {p} share frame {} on node {}", e.frame, e.node));
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.used > n.capacity {
+                return fail(format!("node {} holds {} pages over its capacity {}", n.spec.name, n.used, n.capacity));
+            }
+            if seen[i].len() as u64 != n.used {
+                return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
+            }
+            let (mut len, mut p) = (0u64, n.lru_head);
+            while p != NIL {
+                if self.pages[p as usize].node as usize != i {
+                    return fail(format!("page {p} on node {}'s list lives elsewhere", n.spec.name));
+                }
+                len += 1;
+                if len > n.used {
+                    break;
+                }
+                p = self.lru_next[p as usize];
+            }
+            if len != n.used {
+                return fail(format!("node {} list holds {len} pages, node has {}", n.spec.name, n.used));
+            }
+        }
+        let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
+        if swapped != swap_used {
+            return fail(format!("{swapped} pages are swapped but swap holds {swap_used}"));
+        }
+        Ok(())
+    }
+}
+
+/// Replay `source` on `platform` under `policy`. Errors leave nothing behind: results only exist
+/// once the whole trace has run.
+pub fn simulate(
+    platform: &Platform,
+    policy: Box<dyn Policy>,
+    source: &mut dyn AccessSource,
+    opts: SimOptions,
+) -> Result<SimResult> {
+    let header = source.header().clone();
+    let mut eng = Engine::new(platform, policy, header.time_unit)?;
+    let warmup = platform.stats.uint("warmup_accesses");
+    let ncpus = eng.cpus.len();
+    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(ncpus);
+    let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
+    let mut buffered = 0usize;
+    let mut dry = 0usize;
+    let mut eof = false;
+    let mut read = 0u64;
+    let mut t0_trace: Option<u64> = None;
+    if warmup == 0 {
+        eng.start_measuring(0);
+    }
+
+    loop {
+        while !eof && (heap.is_empty() || (dry > 0 && buffered < MAX_BUFFERED)) {
+            buf.clear();
+            if source.read_batch(&mut buf, BATCH)? == 0 {
+                eof = true;
+                break;
+            }
+            for a in buf.drain(..) {
+                let c = a.cpu as usize;
+                if c >= ncpus {
+                    return Err(Error::Sim(format!(
+                        "access #{read} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
+                         use a platform with more CPUs or remap the trace"
+                    )));
+                }
+                read += 1;
+                let was_empty = eng.cpus[c].queue.is_empty();
+                eng.cpus[c].queue.push_back(a);
+                buffered += 1;
+                if was_empty {
+                    if eng.cpus[c].started {
+                        dry -= 1;
+                    }
+                    let t0 = *t0_trace.get_or_insert(a.time);
+                    let issue = eng.first_issue_ps(c, &a, t0);
+                    eng.cpus[c].next_issue_ps = issue;
+                    heap.push(Reverse((issue, c as u32)));
+                }
+            }
+        }
+        let Some(Reverse((_, c))) = heap.pop() else { break };
+        let c = c as usize;
+        let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
+        buffered -= 1;
+        if !eng.measuring && eng.processed == warmup {
+            let t = eng.cpus[c].next_issue_ps / 1000;
+            eng.start_measuring(t);
+        }
+        eng.access(c, a)?;
+        if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
+            eng.check()?;
+        }
+        match eng.cpus[c].queue.front().copied() {
+            Some(next) => {
+                let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
+                eng.cpus[c].next_issue_ps = issue;
+                heap.push(Reverse((issue, c as u32)));
+            }
+            None => dry += 1,
+        }
+    }
+    if opts.check_every > 0 {
+        eng.check()?;
+    }
+    if read == 0 {
+        return Err(Error::Sim("the trace holds no accesses".into()));
+    }
+    if !eng.measuring {
+        return Err(Error::Sim(format!(
+            "stats.warmup_accesses = {warmup} is not smaller than the trace's {read} accesses; nothing was measured"
+        )));
+    }
+    Ok(finish(eng, read, warmup))
+}
+
+fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
+    let end_ns = if eng.open_loop {
+        eng.max_completion_ns
+    } else {
+        eng.cpus.iter().filter(|c| c.started).map(|c| c.clock_ps / 1000).max().unwrap_or(0).max(eng.max_completion_ns)
+    };
+    // A final partial epoch, if any accesses landed in it.
+    let start = eng.measure_start_ns + eng.epoch_idx * eng.epoch_ns;
+    if end_ns > start || eng.ts.epoch.is_empty() {
+        eng.flush_epoch(end_ns.max(start + 1));
+    }
+    let exec = end_ns - eng.measure_start_ns;
+    let total: u64 = eng.nodes.iter().map(|n| n.total.accesses).sum();
+    let fast: u64 = eng.nodes.iter().filter(|n| n.spec.tier == 0).map(|n| n.total.accesses).sum();
+    let reads: u64 = eng.nodes.iter().map(|n| n.total.reads).sum();
+    let h = &eng.hist;
+    let pct = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+    let nodes: Vec<_> = eng
+        .nodes
+        .iter()
+        .map(|n| {
+            let secs = exec.max(1) as f64 / 1e9;
+            json!({
+                "name": n.spec.name,
+                "device": n.spec.device,
+                "preset": n.spec.preset,
+                "tier": n.spec.tier,
+                "socket": n.spec.socket,
+                "has_cpus": !n.spec.cpus.is_empty(),
+                "capacity_bytes": n.capacity * eng.page_size,
+                "capacity_pages": n.capacity,
+                "watermarks_pages": {"min": n.wmark_min, "low": n.wmark_low, "high": n.wmark_high},
+                "accesses": n.total.accesses,
+                "reads": n.total.reads,
+                "writes": n.total.writes,
+                "bytes": n.total.bytes,
+                "bandwidth_gbs": n.total.bytes as f64 / secs / 1e9,
+                "share": if total > 0 { n.total.accesses as f64 / total as f64 } else { 0.0 },
+                "final_pages": n.used,
+                "peak_pages": n.peak_used,
+                "mean_latency_ns": if n.total.accesses > 0 { n.total.latency_sum as f64 / n.total.accesses as f64 } else { 0.0 },
+                "idle_read_latency_ns": n.dev.idle_latency(Op::Read, 64),
+                "peak_bandwidth_gbs": n.dev.peak_bandwidth() / 1e9,
+            })
+        })
+        .collect();
+    let devices: serde_json::Map<String, serde_json::Value> =
+        eng.nodes.iter().map(|n| (n.spec.name.clone(), n.dev.stats())).collect();
+    let swap = match &eng.swap {
+        Some(s) => json!({
+            "enabled": true,
+            "swap_ins": s.swap_ins,
+            "swap_outs": s.swap_outs,
+            "bytes_in": s.swap_ins * eng.page_size,
+            "bytes_out": s.swap_outs * eng.page_size,
+            "final_pages": s.used,
+            "capacity_pages": s.capacity,
+            "device": s.dev.stats(),
+        }),
+        None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0}),
+    };
+    let summary = json!({
+        "execution_time_ns": exec,
+        "accesses": total,
+        "reads": reads,
+        "writes": total - reads,
+        "trace_accesses": read,
+        "warmup_accesses": warmup,
+        "measured_from_ns": eng.measure_start_ns,
+        "cpus": eng.cpus.iter().filter(|c| c.started).count(),
+        "pages_touched": eng.pages.len(),
+        "page_size": eng.page_size,
+        "fast_tier_hit_ratio": if total > 0 { fast as f64 / total as f64 } else { 0.0 },
+        "latency_ns": {
+            "mean": if h.is_empty() { 0.0 } else { h.mean() },
+            "p50": pct(0.5),
+            "p90": pct(0.9),
+            "p99": pct(0.99),
+            "p999": pct(0.999),
+            "max": if h.is_empty() { 0 } else { h.max() },
+        },
+        "faults": {
+            "first_touch": eng.first_touch_faults,
+            "swap_in": eng.swap.as_ref().map_or(0, |s| s.swap_ins),
+            "fault_time_ns": eng.fault_time_ps / 1000,
+        },
+        "out_of_order_issues": eng.time_went_back,
+        "nodes": nodes,
+        "swap": swap,
+        "devices": devices,
+    });
+    SimResult { summary, timeseries: eng.ts }
+}

@@ -1,0 +1,347 @@
+//! Engine behaviour on hand-built platforms and traces: exact latencies, saturation, fallback,
+//! swap, errors, and the OS model's invariants over random traces.
+
+use proptest::prelude::*;
+use tiersim_core::{Access, Op, Result};
+use tiersim_engine::sim::{simulate, SimOptions, SimResult};
+use tiersim_engine::{platform, Platform};
+use tiersim_trace::format::TraceMeta;
+use tiersim_trace::{AccessSource, AddrKind, TimeUnit, TraceHeader};
+
+/// An in-memory trace.
+struct Mem {
+    header: TraceHeader,
+    accesses: Vec<Access>,
+    pos: usize,
+}
+
+impl Mem {
+    fn new(unit: TimeUnit, accesses: Vec<Access>) -> Mem {
+        let header = TraceHeader::new(&TraceMeta { time_unit: unit, addr_kind: AddrKind::Virtual, page_size: 4096 });
+        Mem { header, accesses, pos: 0 }
+    }
+}
+
+impl AccessSource for Mem {
+    fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let n = max.min(self.accesses.len() - self.pos).min(7); // small batches exercise refills
+        out.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+fn acc(cpu: u32, addr: u64, op: Op, gap: u64) -> Access {
+    Access { time: gap, addr, cpu, size: 64, op }
+}
+
+/// One channel at 64 GB/s (64 B = exactly 1 ns), 100 ns read / 50 ns write latency.
+const DRAM: &str = r#"device = "dram"
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", interleave = "256B" }"#;
+
+fn plat(text: &str, overrides: &[&str]) -> Platform {
+    let mut t: toml::Table = toml::from_str(text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, toml::to_string(&t).unwrap()).unwrap();
+    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    t.clear();
+    platform::load(path.to_str().unwrap(), &o).unwrap()
+}
+
+fn one_node(extra: &str) -> String {
+    format!(
+        r#"name = "t"
+[host]
+cpus = 4
+frequency = "1GHz"
+[os]
+fault_latency = "0ns"
+min_free = "4KiB"
+{extra}
+[[nodes]]
+name = "dram0"
+capacity = "1MiB"
+cpus = "0-3"
+{DRAM}
+"#
+    )
+}
+
+fn run(p: &Platform, policy: &str, accesses: Vec<Access>) -> Result<SimResult> {
+    let (pol, _) = tiersim_policies::build(policy, None, &topo(p))?;
+    simulate(p, pol, &mut Mem::new(TimeUnit::Instructions, accesses), SimOptions { check_every: 1 })
+}
+
+fn topo(p: &Platform) -> tiersim_policies::Topology {
+    tiersim_policies::Topology {
+        nodes: p
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| tiersim_policies::NodeInfo {
+                id: i as u16,
+                name: n.name.clone(),
+                tier: n.tier,
+                socket: n.socket,
+                has_cpus: !n.cpus.is_empty(),
+                capacity_pages: n.capacity_pages,
+            })
+            .collect(),
+        zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),
+        cpu_node: p.cpu_node.clone(),
+        page_size: p.page_size,
+    }
+}
+
+fn u(v: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut v = v;
+    for k in path {
+        v = &v[*k];
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path:?} = {v}"))
+}
+
+#[test]
+fn single_read_and_write_latency() {
+    let p = plat(&one_node(""), &[]);
+    // Read: 1 ns on the channel + 100 ns = completes at 101; mlp 1 so the CPU ends at 101.
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0)]).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 101);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 101);
+    // Write: 1 ns + 50 ns.
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Write, 0)]).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 51);
+    // A first-touch fault of 1 us is paid before the access is issued.
+    let p = plat(&one_node(""), &["os.fault_latency=\"1us\""]);
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0)]).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1101);
+    assert_eq!(u(&r.summary, &["faults", "fault_time_ns"]), 1000);
+    // 50 instructions at CPI 1 and 1 GHz before the access: +50 ns.
+    let p = plat(&one_node(""), &[]);
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 50)]).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 151);
+}
+
+#[test]
+fn saturated_channel_queues_fcfs() {
+    let p = plat(&one_node(""), &[]);
+    // Four CPUs issue at t = 0 to the one channel: served 1 ns apart, latencies 101..104.
+    let r = run(&p, "linux_default", (0..4).map(|c| acc(c, 0x1000 + 64 * c as u64, Op::Read, 0)).collect()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 104);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 104);
+    assert_eq!(u(&r.summary, &["latency_ns", "p50"]), 102);
+    // mlp 2: the CPU stalls 101 / 2 = 50.5 ns, so its second read issues at 50 ns, finds the
+    // channel idle, and completes at 151.
+    let p = plat(&one_node(""), &["host.mlp=2"]);
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0), acc(0, 0x2000, Op::Read, 0)]).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 151);
+}
+
+const TWO_SOCKETS: &str = r#"name = "t2"
+[host]
+cpus = 2
+sockets = 2
+frequency = "1GHz"
+remote_socket_latency = "60ns"
+[os]
+fault_latency = "0ns"
+min_free = "4KiB"
+[[nodes]]
+name = "dram0"
+capacity = "64KiB"
+cpus = "0"
+socket = 0
+device = "dram"
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+[[nodes]]
+name = "dram1"
+capacity = "64KiB"
+cpus = "1"
+socket = 1
+device = "dram"
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+"#;
+
+#[test]
+fn remote_socket_penalty_and_fallback() {
+    let p = plat(TWO_SOCKETS, &[]);
+    // CPU 0 touches the page (node 0), then CPU 1 reads it remotely: 101 + 60 ns.
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0), acc(1, 0x1000, Op::Read, 500)]).unwrap();
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 161);
+    // 16 pages per node; min_free (8 KiB) is split by node size, so min = low = high = 1 page
+    // per node, and a node takes 15 pages before the allocator falls back to the other socket.
+    let p = plat(TWO_SOCKETS, &["os.min_free=\"8KiB\""]);
+    let a: Vec<_> = (0..20).map(|i| acc(0, 0x10000 + i * 4096, Op::Write, 0)).collect();
+    let r = run(&p, "linux_default", a).unwrap();
+    assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 15);
+    assert_eq!(u(&r.summary["nodes"][1], &["final_pages"]), 5);
+}
+
+#[test]
+fn interleave_splits_pages_by_weight() {
+    let p = plat(TWO_SOCKETS, &[]);
+    let topo = topo(&p);
+    let params: toml::Table = toml::from_str("weights = [2, 1]").unwrap();
+    let (pol, _) = tiersim_policies::build("interleave", Some(&params), &topo).unwrap();
+    let a: Vec<_> = (0..12).map(|i| acc(0, i * 4096, Op::Read, 0)).collect();
+    let r = simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a), SimOptions { check_every: 1 }).unwrap();
+    assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 8);
+    assert_eq!(u(&r.summary["nodes"][1], &["final_pages"]), 4);
+}
+
+#[test]
+fn swap_takes_the_coldest_pages() {
+    let text = one_node("reclaim_batch = 1\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    // 8 frames; min = low = high = 1 page, so 7 pages fit before reclaim.
+    let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
+    let page = |i: u64| i * 4096;
+    let mut a: Vec<_> = (0..7).map(|i| acc(0, page(i), Op::Write, 0)).collect();
+    // p7: direct reclaim. Every page was referenced since allocation, so CLOCK clears all bits
+    // and evicts the oldest, p0. The list is then p7 p6 .. p1 (tail).
+    a.push(acc(0, page(7), Op::Write, 0));
+    // p1 is read again (bit set); p8 needs a frame: p1 gets its second chance, p2 is evicted.
+    a.push(acc(0, page(1), Op::Read, 0));
+    a.push(acc(0, page(8), Op::Write, 0));
+    // p1 is still in memory; p0 comes back from swap and evicts the tail, p3.
+    a.push(acc(0, page(1), Op::Read, 0));
+    a.push(acc(0, page(0), Op::Read, 0));
+    let r = run(&p, "linux_default", a).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["swap", "swap_outs"]), 3, "{s}");
+    assert_eq!(u(s, &["swap", "swap_ins"]), 1, "{s}");
+    assert_eq!(u(s, &["swap", "final_pages"]), 2);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 7);
+    assert_eq!(u(s, &["pages_touched"]), 9);
+    // The swap-in read waits for the NVMe read (80 us + transfer) and the 5 us fault overhead.
+    assert!(u(s, &["faults", "fault_time_ns"]) > 85_000, "{s}");
+}
+
+#[test]
+fn out_of_memory_without_swap_is_an_error() {
+    let p = plat(&one_node(""), &["nodes.dram0.capacity=\"32KiB\""]);
+    // 8 frames: 7 above the watermark, the last one by the allocator's last resort.
+    let ok: Vec<_> = (0..8).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    assert!(run(&p, "linux_default", ok.clone()).is_ok());
+    let mut over = ok;
+    over.push(acc(0, 8 * 4096, Op::Write, 0));
+    let e = run(&p, "linux_default", over).err().unwrap().to_string();
+    assert!(e.contains("out of memory after 8 accesses") && e.contains("swap is disabled"), "{e}");
+}
+
+#[test]
+fn bad_platforms_and_traces_are_rejected() {
+    let text = one_node("");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, &text).unwrap();
+    let load = |o: &[&str]| {
+        let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+        platform::load(path.to_str().unwrap(), &o).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    assert!(load(&["nodes.dram0.bogus=1"]).contains("config key `nodes.dram0.bogus`: unknown key; valid keys: name, device"));
+    assert!(load(&["nodes.dram9.capacity=1"]).contains("no node named \"dram9\"; nodes are dram0"));
+    assert!(load(&["host.bogus=1"]).contains("config key `host.bogus`: unknown parameter"));
+    assert!(load(&["bogus=1"]).contains("config key `bogus`: unknown key"));
+    assert!(load(&["nodes.dram0.capacity=\"1KiB\""]).contains("smaller than one page"));
+    assert!(load(&["nodes.dram0.params.channels=0"]).contains("nodes.dram0.params.channels"));
+    assert!(load(&["os.page_size=\"12KiB\""]).contains("not a power of two"));
+    assert!(load(&["host.cpus=8"]).contains("CPU 4 is local to no node"));
+    assert!(load(&["nodeschannels"]).contains("expected key.path=value"));
+    assert!(platform::load("no_such_preset", &[]).err().unwrap().to_string().contains("presets: dram_only, epyc_cxl_nps1"));
+
+    let p = plat(&text, &[]);
+    let e = run(&p, "linux_default", vec![acc(9, 0, Op::Read, 0)]).err().unwrap().to_string();
+    assert!(e.contains("access #0 is from cpu 9, but the platform has 4 CPUs"), "{e}");
+    let e = run(&p, "nope", vec![acc(0, 0, Op::Read, 0)]).err().unwrap().to_string();
+    assert!(e.contains("unknown policy `nope`; valid names: linux_default, interleave"), "{e}");
+    let p = plat(&text, &["stats.warmup_accesses=5"]);
+    let e = run(&p, "linux_default", vec![acc(0, 0, Op::Read, 0)]).err().unwrap().to_string();
+    assert!(e.contains("warmup_accesses = 5 is not smaller than the trace's 1 accesses"), "{e}");
+}
+
+#[test]
+fn presets_load_and_interleave_gives_the_white_paper_ratios() {
+    for (name, want_cxl) in [("epyc_cxl_nps1", 0.5), ("epyc_cxl_nps2", 1.0 / 3.0), ("epyc_cxl_nps4", 0.2)] {
+        let p = platform::load(name, &["scale=0.0001".to_owned()]).unwrap();
+        let (pol, _) = tiersim_policies::build("interleave", None, &topo(&p)).unwrap();
+        let a: Vec<_> = (0..3000u64).map(|i| acc((i % 128) as u32, i * 4096, Op::Read, 10)).collect();
+        let r = simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a), SimOptions::default()).unwrap();
+        let nodes = r.summary["nodes"].as_array().unwrap();
+        let cxl = nodes.iter().find(|n| n["name"] == "cxl0").unwrap();
+        let share = cxl["final_pages"].as_u64().unwrap() as f64 / 3000.0;
+        assert!((share - want_cxl).abs() < 0.001, "{name}: CXL holds {share} of pages");
+    }
+    for (name, _) in platform::PRESETS {
+        platform::load(name, &[]).unwrap();
+    }
+}
+
+#[test]
+fn same_inputs_same_results() {
+    let p = plat(&one_node("[swap]\npreset = \"nvme_ssd\""), &["nodes.dram0.capacity=\"64KiB\"", "stats.epoch=\"200ns\""]);
+    let a: Vec<_> = (0..500u64).map(|i| acc((i % 4) as u32, (i * 7919 % 40) * 4096 + (i % 64) * 64, if i % 3 == 0 { Op::Write } else { Op::Read }, i % 5)).collect();
+    let r1 = run(&p, "linux_default", a.clone()).unwrap();
+    let r2 = run(&p, "linux_default", a).unwrap();
+    assert_eq!(r1.summary.to_string(), r2.summary.to_string());
+    assert_eq!(r1.timeseries, r2.timeseries);
+}
+
+fn random_platform(caps: &[u64], swap: bool, cpus: u32) -> Platform {
+    let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
+    if swap {
+        text.push_str("[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"\n");
+    }
+    for (i, c) in caps.iter().enumerate() {
+        let cpus = if i == 0 { format!("cpus = \"0-{}\"\n", cpus - 1) } else { String::new() };
+        text.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\n{cpus}{DRAM}\n", c * 4));
+    }
+    plat(&text, &[])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Over random traces and machines: each page on one node or in swap, no node over capacity,
+    /// every access counted once, time never goes back (checked inside with check_every = 1).
+    #[test]
+    fn invariants_hold_on_random_traces(
+        caps in prop::collection::vec(4u64..40, 1..4),
+        swap in any::<bool>(),
+        policy in prop::sample::select(vec!["linux_default", "interleave"]),
+        raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
+    ) {
+        let p = random_platform(&caps, swap, 3);
+        let total_frames: u64 = caps.iter().sum();
+        let limit = if swap { 200 } else { total_frames };
+        let a: Vec<Access> = raw.iter().map(|&(cpu, page, w, gap, line)| {
+            acc(cpu, (page % limit) * 4096 + line * 64, if w { Op::Write } else { Op::Read }, gap)
+        }).collect();
+        let r = run(&p, policy, a.clone()).unwrap();
+        let s = &r.summary;
+        let nodes = s["nodes"].as_array().unwrap();
+        let counted: u64 = nodes.iter().map(|n| n["accesses"].as_u64().unwrap()).sum();
+        prop_assert_eq!(counted, a.len() as u64);
+        prop_assert_eq!(s["out_of_order_issues"].as_u64().unwrap(), 0);
+        let resident: u64 = nodes.iter().map(|n| n["final_pages"].as_u64().unwrap()).sum();
+        let swapped = s["swap"]["final_pages"].as_u64().unwrap_or(0);
+        prop_assert_eq!(resident + swapped, s["pages_touched"].as_u64().unwrap());
+        let ts = &r.timeseries;
+        for (i, name) in ts.node.iter().enumerate() {
+            if let Some(n) = nodes.iter().find(|n| n["name"] == name.as_str()) {
+                prop_assert!(ts.pages[i] <= n["capacity_pages"].as_u64().unwrap());
+            }
+            if i > 0 {
+                prop_assert!(ts.t_start_ns[i] >= ts.t_start_ns[i - 1]);
+            }
+        }
+        for n in nodes {
+            let name = n["name"].as_str().unwrap();
+            let per_epoch: u64 = ts.node.iter().zip(&ts.accesses).filter(|(m, _)| m.as_str() == name).map(|(_, a)| a).sum();
+            prop_assert_eq!(per_epoch, n["accesses"].as_u64().unwrap());
+        }
+    }
+}
