@@ -1,0 +1,347 @@
+//! DRAM behind an integrated memory controller: independent channels, each an FCFS server moving
+//! whole bursts at its sustained rate, with addresses interleaved across channels. Idle latency
+//! is the published load-to-use figure; loaded latency grows only once a channel queues.
+//! Defaults are DDR5-4800 (JEDEC JESD79-5: 4800 MT/s x 8 B = 38.4 GB/s per channel); latency and
+//! efficiency are typical published values (see the parameter help). `ChannelGroup` is also the
+//! media model behind the `cxl` device.
+
+use serde_json::json;
+use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
+
+use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
+use crate::{Device, DeviceRequest};
+
+/// The parameters of a channel group, with `$prefix` in front of every name so that a device
+/// embedding one (the `cxl` media) declares them under its own names, and extra specs first.
+macro_rules! channel_specs {
+    (
+        prefix: $p:literal,
+        extra: [$($extra:expr),* $(,)?],
+        channels: $ch:literal,
+        channel_bandwidth: $bw:literal,
+        efficiency: $eff:literal,
+        read_latency: $rl:literal,
+        write_latency: $wl:literal,
+        interleave: $il:literal,
+        burst: $burst:literal $(,)?
+    ) => {
+        &[
+            $($extra,)*
+            ParamSpec::new(concat!($p, "channels"), ParamKind::Int, $ch, "independent memory channels")
+                .min(1.0)
+                .max(1024.0),
+            ParamSpec::new(concat!($p, "channel_bandwidth"), ParamKind::Bandwidth, $bw,
+                "peak data rate of one channel (transfer rate x bus width)")
+                .min(1e6),
+            ParamSpec::new(concat!($p, "efficiency"), ParamKind::Float, $eff,
+                "sustained fraction of peak: refresh, read/write turnarounds and row conflicts keep \
+                 STREAM-class bandwidth at about 80-90% of peak on server DDR (typical published value)")
+                .min(0.01)
+                .max(1.0),
+            ParamSpec::new(concat!($p, "read_latency"), ParamKind::Duration, $rl,
+                "idle load-to-use latency of a read as a CPU measures it (MLC-style), excluding the \
+                 burst transfer"),
+            ParamSpec::new(concat!($p, "write_latency"), ParamKind::Duration, $wl,
+                "idle latency until a write's data is in the DRAM, excluding the burst transfer"),
+            ParamSpec::new(concat!($p, "interleave"), ParamKind::Bytes, $il,
+                "channel interleave granularity (power of two, at least `burst`)")
+                .min(1.0)
+                .max(1073741824.0),
+            ParamSpec::new(concat!($p, "burst"), ParamKind::Bytes, $burst,
+                "smallest transfer on a channel (power of two); shorter requests still move a burst")
+                .min(1.0)
+                .max(65536.0),
+            ParamSpec::new(concat!($p, "hash"), ParamKind::Bool, "false",
+                "XOR higher address bits into the channel index, as server controllers do, so \
+                 power-of-two strides spread over the channels"),
+        ]
+    };
+}
+pub(crate) use channel_specs;
+
+pub const SPECS: &[ParamSpec] = channel_specs! {
+    prefix: "",
+    extra: [],
+    channels: "1",
+    channel_bandwidth: "38.4GB/s",
+    efficiency: "0.85",
+    read_latency: "110ns",
+    write_latency: "110ns",
+    interleave: "256B",
+    burst: "64B",
+};
+
+pub const INFO: PluginInfo = PluginInfo {
+    name: "dram",
+    summary: "DDR channels: per-channel FCFS queue at sustained bandwidth plus idle latency",
+    source: "JEDEC DDR5/DDR4 transfer rates; idle latency and efficiency are typical published values",
+    params: SPECS,
+};
+
+pub fn build(p: &Params) -> Result<Box<dyn Device>> {
+    Ok(Box::new(Dram::from_params(p)?))
+}
+
+/// Address bits folded into the channel index when `hash` is on: one fold per 12 block bits
+/// (a 4 KiB page of 256 B blocks has 4 bits; 12 covers the row bits that strides hit).
+const HASH_FOLD_BITS: u32 = 12;
+
+/// A set of interleaved DRAM channels with their statistics.
+#[derive(Debug, Clone)]
+pub struct ChannelGroup {
+    channels: Vec<Pipe>,
+    /// `channels - 1` when the count is a power of two (mask instead of divide).
+    mask: Option<u64>,
+    /// Lemire fastmod multiplier for other counts: `u64::MAX / channels + 1`.
+    fastmod: u64,
+    interleave: u64,
+    interleave_shift: u32,
+    burst_shift: u32,
+    /// Channel time of one burst, the usual request.
+    burst_service: Ps,
+    hash: bool,
+    read_latency: Ps,
+    write_latency: Ps,
+    bandwidth: f64,
+    reads: u64,
+    writes: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    queue_total: Ps,
+    queue_max: Ps,
+}
+
+fn power_of_two(p: &Params, key: &str) -> Result<u32> {
+    let v = p.bytes(key);
+    if !v.is_power_of_two() {
+        return Err(Error::config(key, format!("{v}B is not a power of two")));
+    }
+    Ok(v.trailing_zeros())
+}
+
+impl ChannelGroup {
+    /// Build from parameters declared by `channel_specs!` with the same `prefix`.
+    pub fn from_params(p: &Params, prefix: &str) -> Result<Self> {
+        let key = |name: &str| format!("{prefix}{name}");
+        let n = p.uint(&key("channels"));
+        if n == 0 {
+            return Err(Error::config(key("channels"), "must be at least 1"));
+        }
+        let efficiency = p.float(&key("efficiency"));
+        if !(efficiency > 0.0 && efficiency <= 1.0) {
+            return Err(Error::config(key("efficiency"), format!("{efficiency} is not in (0, 1]")));
+        }
+        let interleave_shift = power_of_two(p, &key("interleave"))?;
+        let burst_shift = power_of_two(p, &key("burst"))?;
+        if burst_shift > interleave_shift {
+            return Err(Error::config(
+                key("interleave"),
+                format!("{}B is smaller than the burst ({}B)", p.bytes(&key("interleave")), p.bytes(&key("burst"))),
+            ));
+        }
+        let bandwidth = p.bandwidth(&key("channel_bandwidth")) * efficiency;
+        let proto = Pipe::new(bandwidth);
+        Ok(ChannelGroup {
+            burst_service: proto.service(1 << burst_shift),
+            channels: vec![proto; n as usize],
+            mask: n.is_power_of_two().then_some(n - 1),
+            fastmod: (u64::MAX / n).wrapping_add(1),
+            interleave: 1 << interleave_shift,
+            interleave_shift,
+            burst_shift,
+            hash: p.bool(&key("hash")),
+            read_latency: ps_from_ns(p.duration(&key("read_latency"))),
+            write_latency: ps_from_ns(p.duration(&key("write_latency"))),
+            bandwidth,
+            reads: 0,
+            writes: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            queue_total: 0,
+            queue_max: 0,
+        })
+    }
+
+    pub fn num_channels(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// Channel holding `addr`.
+    #[inline]
+    pub fn channel_of(&self, addr: u64) -> usize {
+        let mut block = addr >> self.interleave_shift;
+        if self.hash {
+            let mut x = block;
+            while x != 0 {
+                x >>= HASH_FOLD_BITS;
+                block ^= x;
+            }
+        }
+        let n = self.channels.len() as u64;
+        match self.mask {
+            Some(m) => (block & m) as usize,
+            // A 64-bit divide per access costs as much as the rest of the model; blocks below
+            // 2^32 (the first TiB at 256 B interleave) take two multiplies instead.
+            None if block <= u64::from(u32::MAX) => {
+                ((u128::from(self.fastmod.wrapping_mul(block)) * u128::from(n)) >> 64) as usize
+            }
+            None => (block % n) as usize,
+        }
+    }
+
+    /// Bytes moved on the bus for `[addr, addr + size)`: whole bursts, at least one.
+    #[inline]
+    pub fn bus_bytes(&self, addr: u64, size: u32) -> u64 {
+        self.span_bytes(addr, addr.saturating_add(u64::from(size.max(1)) - 1))
+    }
+
+    /// Whole bursts covering the inclusive byte range `[first, last]`.
+    #[inline]
+    fn span_bytes(&self, first: u64, last: u64) -> u64 {
+        ((last >> self.burst_shift) - (first >> self.burst_shift) + 1) << self.burst_shift
+    }
+
+    pub fn latency(&self, op: Op) -> Ps {
+        match op {
+            Op::Read => self.read_latency,
+            Op::Write => self.write_latency,
+        }
+    }
+
+    /// Serve a request arriving at `at`; returns when its data is complete (latency included).
+    /// A request spanning several interleave blocks is split; each part queues on its channel and
+    /// the request completes with its last part.
+    #[inline]
+    pub fn serve(&mut self, at: Ps, addr: u64, size: u32, op: Op) -> Ps {
+        // Inclusive end, so a request touching the top of the address space cannot vanish.
+        let last = addr.saturating_add(u64::from(size.max(1)) - 1);
+        let (done, queued, bytes) = if (addr ^ last) >> self.interleave_shift == 0 {
+            let bytes = self.span_bytes(addr, last);
+            let ch = self.channel_of(addr);
+            let service =
+                if bytes >> self.burst_shift == 1 { self.burst_service } else { self.channels[ch].service(bytes) };
+            let (start, finish) = self.channels[ch].serve_for(at, bytes, service);
+            (finish, start - at, bytes)
+        } else {
+            self.serve_split(at, addr, last)
+        };
+        self.queue_total = self.queue_total.saturating_add(queued);
+        self.queue_max = self.queue_max.max(queued);
+        match op {
+            Op::Read => {
+                self.reads += 1;
+                self.bytes_read = self.bytes_read.saturating_add(bytes);
+            }
+            Op::Write => {
+                self.writes += 1;
+                self.bytes_written = self.bytes_written.saturating_add(bytes);
+            }
+        }
+        done.saturating_add(self.latency(op))
+    }
+
+    /// A request spanning interleave blocks: each block queues on its own channel.
+    /// Returns (last part's end, longest wait, bus bytes).
+    fn serve_split(&mut self, at: Ps, addr: u64, last: u64) -> (Ps, Ps, u64) {
+        let mut a = addr;
+        let mut done = at;
+        let mut queued = 0;
+        let mut bytes = 0u64;
+        loop {
+            let chunk_last = last.min(a | (self.interleave - 1));
+            let chunk_bytes = self.span_bytes(a, chunk_last);
+            let ch = self.channel_of(a);
+            let (start, finish) = self.channels[ch].serve(at, chunk_bytes);
+            queued = queued.max(start - at);
+            done = done.max(finish);
+            bytes = bytes.saturating_add(chunk_bytes);
+            if chunk_last >= last {
+                return (done, queued, bytes);
+            }
+            a = chunk_last + 1;
+        }
+    }
+
+    /// Latency of `size` bytes at address 0 on idle channels.
+    pub fn idle(&self, op: Op, size: u32) -> Ps {
+        let size = u64::from(size.max(1));
+        let n = self.channels.len() as u64;
+        let blocks = size.div_ceil(self.interleave);
+        let pipe = &self.channels[0];
+        // Without hashing, blocks of a request at address 0 go round-robin over the channels, so
+        // the busiest channel is one of the first two (the last block may be partial).
+        let per_channel = |c: u64| -> Ps {
+            (c..blocks)
+                .step_by(n as usize)
+                .map(|b| {
+                    let len = (size - b * self.interleave).min(self.interleave);
+                    pipe.service(self.bus_bytes(b * self.interleave, len as u32))
+                })
+                .sum()
+        };
+        let busiest = (0..n.min(2).min(blocks)).map(per_channel).max().unwrap_or(0);
+        busiest + self.latency(op)
+    }
+
+    /// Sustained read bandwidth of all channels together (bytes/s).
+    pub fn peak_bandwidth(&self) -> f64 {
+        self.bandwidth * self.channels.len() as f64
+    }
+
+    /// (bytes moved, busy time) per channel.
+    pub fn channel_usage(&self) -> impl Iterator<Item = (u64, Ps)> + '_ {
+        self.channels.iter().map(|c| (c.bytes(), c.busy()))
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        let reqs = self.reads + self.writes;
+        json!({
+            "channels": self.channels.len(),
+            "reads": self.reads,
+            "writes": self.writes,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "busy_ns": ns_f64(self.channels.iter().map(Pipe::busy).sum()),
+            "busy_ns_per_channel": self.channels.iter().map(|c| ns_f64(c.busy())).collect::<Vec<_>>(),
+            "queue_delay_ns_total": ns_f64(self.queue_total),
+            "queue_delay_ns_mean": if reqs == 0 { 0.0 } else { ns_f64(self.queue_total) / reqs as f64 },
+            "queue_delay_ns_max": ns_f64(self.queue_max),
+        })
+    }
+}
+
+/// The `dram` device: one channel group.
+pub struct Dram {
+    group: ChannelGroup,
+}
+
+impl Dram {
+    pub fn from_params(p: &Params) -> Result<Self> {
+        Ok(Dram { group: ChannelGroup::from_params(p, "")? })
+    }
+
+    pub fn group(&self) -> &ChannelGroup {
+        &self.group
+    }
+}
+
+impl Device for Dram {
+    #[inline]
+    fn access(&mut self, req: &DeviceRequest) -> Ns {
+        completion(req.now, self.group.serve(ps_from_ns(req.now), req.addr, req.size, req.op))
+    }
+
+    fn idle_latency(&self, op: Op, size: u32) -> Ns {
+        ns_from_ps(self.group.idle(op, size))
+    }
+
+    fn peak_bandwidth(&self) -> f64 {
+        self.group.peak_bandwidth()
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let mut s = self.group.stats();
+        s["device"] = json!("dram");
+        s
+    }
+}

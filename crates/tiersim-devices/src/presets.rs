@@ -1,0 +1,78 @@
+//! Device presets: named parameter sets for real parts, each with the published figures it
+//! matches. Presets are TOML files under `presets/`, embedded at build time; each holds
+//! `device`, `summary`, `source` and a `[params]` table that must resolve against the device's specs.
+
+use tiersim_core::{Error, Params, Result};
+
+/// (preset name, TOML text)
+pub static PRESETS: &[(&str, &str)] = &[
+    ("ddr5_4800", include_str!("../presets/ddr5_4800.toml")),
+    ("ddr4_3200", include_str!("../presets/ddr4_3200.toml")),
+    ("ddr4_2666", include_str!("../presets/ddr4_2666.toml")),
+    ("cxl_cz120", include_str!("../presets/cxl_cz120.toml")),
+    ("nvme_ssd", include_str!("../presets/nvme_ssd.toml")),
+    ("optane_ssd", include_str!("../presets/optane_ssd.toml")),
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Device kind, a name in `REGISTRY`.
+    pub device: String,
+    pub summary: String,
+    pub source: String,
+    pub params: toml::Table,
+}
+
+impl Preset {
+    /// The preset's parameters resolved against its device's specs (defaults filled in).
+    pub fn resolve(&self) -> Result<Params> {
+        let entry = crate::find(&self.device)?;
+        Params::resolve(entry.info.params, Some(&self.params))
+            .map_err(|e| e.under(&format!("preset {}.params", self.name)))
+    }
+}
+
+fn parse(name: &'static str, text: &str) -> Result<Preset> {
+    let where_ = format!("preset {name}");
+    let mut t: toml::Table = toml::from_str(text).map_err(|e| Error::config(&where_, e.to_string()))?;
+    let mut string = |key: &str| match t.remove(key) {
+        Some(toml::Value::String(s)) => Ok(s),
+        Some(v) => Err(Error::config(format!("{where_}.{key}"), format!("expected a string, got {v}"))),
+        None => Err(Error::config(format!("{where_}.{key}"), "missing")),
+    };
+    let device = string("device")?;
+    let summary = string("summary")?;
+    let source = string("source")?;
+    let params = match t.remove("params") {
+        Some(toml::Value::Table(p)) => p,
+        Some(v) => return Err(Error::config(format!("{where_}.params"), format!("expected a table, got {v}"))),
+        None => toml::Table::new(),
+    };
+    if let Some(key) = t.keys().next() {
+        return Err(Error::config(
+            format!("{where_}.{key}"),
+            "unknown key; valid keys: device, summary, source, params",
+        ));
+    }
+    let preset = Preset { name, device, summary, source, params };
+    preset.resolve()?;
+    Ok(preset)
+}
+
+/// Every preset, parsed and checked against its device's specs.
+pub fn all() -> Result<Vec<Preset>> {
+    PRESETS.iter().map(|(name, text)| parse(name, text)).collect()
+}
+
+/// One preset by name; an unknown name lists the valid ones.
+pub fn get(name: &str) -> Result<Preset> {
+    match PRESETS.iter().find(|(n, _)| *n == name) {
+        Some((n, text)) => parse(n, text),
+        None => Err(Error::UnknownPlugin {
+            kind: "device preset".to_owned(),
+            name: name.to_owned(),
+            valid: PRESETS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
