@@ -59,7 +59,7 @@ pub struct Counters {
     pub latency_sum: u64,
 }
 
-pub const NIL: u32 = u32::MAX;
+pub use crate::pagetable::NIL;
 
 pub struct Node {
     pub spec: NodeSpec,

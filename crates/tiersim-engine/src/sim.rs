@@ -18,25 +18,14 @@ use tiersim_devices::{Device, DeviceRequest};
 use tiersim_policies::{NodeInfo, PlaceCtx, Policy, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
-use crate::node::{Counters, Node, NIL};
+use crate::node::{Counters, Node};
+use crate::pagetable::{Link, PageEntry, PageTable, DIRTY, NIL, REFERENCED, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 
-const REFERENCED: u8 = 1;
-const DIRTY: u8 = 2;
-const SWAPPED: u16 = u16::MAX;
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
 /// holds the others back (its next access may then be issued slightly out of time order).
 const MAX_BUFFERED: usize = 1 << 20;
 const BATCH: usize = 1 << 14;
-
-/// Per-page state, 8 bytes so one cache line holds eight pages.
-#[derive(Clone, Copy)]
-struct PageEntry {
-    /// Frame on its node, or swap slot when swapped.
-    frame: u32,
-    node: u16,
-    flags: u8,
-}
 
 struct Cpu {
     /// Picoseconds, so sub-ns compute gaps and stalls accumulate exactly.
@@ -95,15 +84,13 @@ struct Engine {
     nodes: Vec<Node>,
     swap: Option<Swap>,
     policy: Box<dyn Policy>,
-    pages: Vec<PageEntry>,
-    lru_prev: Vec<u32>,
-    lru_next: Vec<u32>,
-    index: FxHashMap<u64, u32>,
+    pt: PageTable,
     cpus: Vec<Cpu>,
     page_shift: u32,
     page_size: u64,
     penalty: Vec<Ns>,
-    mlp: f64,
+    /// mlp x 1000, so the stall latency / mlp is integer arithmetic.
+    mlp_milli: u64,
     ps_per_instr: f64,
     open_loop: bool,
     time_unit: TimeUnit,
@@ -209,15 +196,12 @@ impl Engine {
             nodes,
             swap,
             policy,
-            pages: Vec::new(),
-            lru_prev: Vec::new(),
-            lru_next: Vec::new(),
-            index: FxHashMap::default(),
+            pt: PageTable::default(),
             cpus,
             page_shift: platform.page_size.trailing_zeros(),
             page_size: platform.page_size,
             penalty,
-            mlp: host.float("mlp"),
+            mlp_milli: (host.float("mlp") * 1000.0).round() as u64,
             ps_per_instr: host.float("cpi") * 1000.0 / freq_ghz,
             open_loop: host.str("mode") == "open",
             time_unit,
@@ -244,10 +228,10 @@ impl Engine {
 
     fn lru_push_head(&mut self, node: usize, p: u32) {
         let n = &mut self.nodes[node];
-        self.lru_prev[p as usize] = NIL;
-        self.lru_next[p as usize] = n.lru_head;
+        self.pt.lru[p as usize].prev = NIL;
+        self.pt.lru[p as usize].next = n.lru_head;
         if n.lru_head != NIL {
-            self.lru_prev[n.lru_head as usize] = p;
+            self.pt.lru[n.lru_head as usize].prev = p;
         } else {
             n.lru_tail = p;
         }
@@ -255,15 +239,15 @@ impl Engine {
     }
 
     fn lru_unlink(&mut self, node: usize, p: u32) {
-        let (prev, next) = (self.lru_prev[p as usize], self.lru_next[p as usize]);
+        let Link { prev, next } = self.pt.lru[p as usize];
         let n = &mut self.nodes[node];
         if prev != NIL {
-            self.lru_next[prev as usize] = next;
+            self.pt.lru[prev as usize].next = next;
         } else {
             n.lru_head = next;
         }
         if next != NIL {
-            self.lru_prev[next as usize] = prev;
+            self.pt.lru[next as usize].prev = prev;
         } else {
             n.lru_tail = prev;
         }
@@ -277,7 +261,7 @@ impl Engine {
                 return None;
             }
             self.lru_unlink(node, p);
-            let e = &mut self.pages[p as usize];
+            let e = &mut self.pt.entries[p as usize];
             if e.flags & REFERENCED != 0 {
                 e.flags &= !REFERENCED;
                 self.lru_push_head(node, p);
@@ -302,7 +286,7 @@ impl Engine {
                 break;
             }
             let Some(p) = self.pick_victim(node) else { break };
-            let frame = self.pages[p as usize].frame;
+            let frame = self.pt.entries[p as usize].frame;
             self.nodes[node].release_frame(frame);
             let swap = self.swap.as_mut().expect("checked above");
             let slot = swap.free_slots.pop().unwrap_or_else(|| {
@@ -321,7 +305,7 @@ impl Engine {
                 swap.swap_outs += 1;
                 swap.epoch_outs += 1;
             }
-            self.pages[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
+            self.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
             done += 1;
         }
         Ok(done)
@@ -368,7 +352,7 @@ impl Engine {
         self.topo.zonelists[preferred] = zl;
         let (node, reclaim_ps) = result?;
         let frame = self.nodes[node].take_frame();
-        self.pages[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
+        self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
         self.lru_push_head(node, p);
         Ok((node, reclaim_ps))
     }
@@ -404,7 +388,7 @@ impl Engine {
                 "out of memory after {} accesses: the trace has touched {} pages and all {} pages of memory are in use, and swap is disabled; \
                  enable [swap], raise node capacities or `scale`",
                 self.processed,
-                self.index.len(),
+                self.pt.touched,
                 usable
             ),
             Some(s) => format!(
@@ -416,7 +400,7 @@ impl Engine {
 
     /// Bring page `p` back from swap at time `t`; returns the fault time in ps.
     fn swap_in(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
-        let slot = self.pages[p as usize].frame;
+        let slot = self.pt.entries[p as usize].frame;
         let swap = self.swap.as_mut().expect("a swapped page implies swap");
         let done = swap.dev.access(&DeviceRequest {
             now: t,
@@ -524,30 +508,25 @@ impl Engine {
         let p = if self.cpus[c].last_vpn == vpn {
             self.cpus[c].last_page
         } else {
-            let next_id = self.pages.len() as u32;
-            let p = *self.index.entry(vpn).or_insert(next_id);
-            if p == next_id {
-                if next_id == u32::MAX {
-                    return Err(Error::Sim("the trace touches more than 2^32 - 1 distinct pages".into()));
-                }
-                self.pages.push(PageEntry { frame: 0, node: SWAPPED, flags: 0 });
-                self.lru_prev.push(NIL);
-                self.lru_next.push(NIL);
+            let p = self.pt.slot(vpn)?;
+            self.cpus[c].last_vpn = vpn;
+            self.cpus[c].last_page = p;
+            p
+        };
+        match self.pt.entries[p as usize].node {
+            UNTOUCHED => {
+                self.pt.touched += 1;
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns)?;
                 fault_ps = self.fault_ps + reclaim_ps;
                 if self.measuring {
                     self.first_touch_faults += 1;
                 }
             }
-            self.cpus[c].last_vpn = vpn;
-            self.cpus[c].last_page = p;
-            p
-        };
-        // Also on the cached path: another CPU's reclaim may have swapped the page out.
-        if self.pages[p as usize].node == SWAPPED {
-            fault_ps += self.swap_in(p, c, vpn, issue_ns)?;
+            // Also on the cached path: another CPU's reclaim may have swapped the page out.
+            SWAPPED => fault_ps = self.swap_in(p, c, vpn, issue_ns)?,
+            _ => {}
         }
-        let entry = &mut self.pages[p as usize];
+        let entry = &mut self.pt.entries[p as usize];
         entry.flags |= REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
         let node = entry.node as usize;
         let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
@@ -576,7 +555,7 @@ impl Engine {
         }
 
         let cpu = &mut self.cpus[c];
-        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency as f64 * 1000.0 / self.mlp).ceil() as u64 };
+        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency * 1_000_000).div_ceil(self.mlp_milli) };
         cpu.prev_trace_time = a.time;
         cpu.started = true;
         self.processed += 1;
@@ -591,7 +570,10 @@ impl Engine {
         let fail = |m: String| Err(Error::Sim(format!("invariant violated: {m}")));
         let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.nodes.len()];
         let mut swapped = 0u64;
-        for (p, e) in self.pages.iter().enumerate() {
+        for (p, e) in self.pt.entries.iter().enumerate() {
+            if e.node == UNTOUCHED {
+                continue;
+            }
             if e.node == SWAPPED {
                 swapped += 1;
                 continue;
@@ -609,14 +591,14 @@ impl Engine {
             }
             let (mut len, mut p) = (0u64, n.lru_head);
             while p != NIL {
-                if self.pages[p as usize].node as usize != i {
+                if self.pt.entries[p as usize].node as usize != i {
                     return fail(format!("page {p} on node {}'s list lives elsewhere", n.spec.name));
                 }
                 len += 1;
                 if len > n.used {
                     break;
                 }
-                p = self.lru_next[p as usize];
+                p = self.pt.lru[p as usize].next;
             }
             if len != n.used {
                 return fail(format!("node {} list holds {len} pages, node has {}", n.spec.name, n.used));
@@ -683,7 +665,7 @@ pub fn simulate(
                 }
             }
         }
-        let Some(Reverse((_, c))) = heap.pop() else { break };
+        let Some(&Reverse((_, c))) = heap.peek() else { break };
         let c = c as usize;
         let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
         buffered -= 1;
@@ -697,11 +679,18 @@ pub fn simulate(
         }
         match eng.cpus[c].queue.front().copied() {
             Some(next) => {
+                // This CPU's next access comes up about `ncpus` accesses from now: time enough
+                // for its page entry to arrive from memory.
+                eng.pt.prefetch(next.addr >> eng.page_shift);
                 let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
                 eng.cpus[c].next_issue_ps = issue;
-                heap.push(Reverse((issue, c as u32)));
+                // Re-key the top in place: one sift instead of a pop and a push.
+                *heap.peek_mut().expect("peeked above") = Reverse((issue, c as u32));
             }
-            None => dry += 1,
+            None => {
+                heap.pop();
+                dry += 1;
+            }
         }
     }
     if opts.check_every > 0 {
@@ -788,7 +777,7 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "warmup_accesses": warmup,
         "measured_from_ns": eng.measure_start_ns,
         "cpus": eng.cpus.iter().filter(|c| c.started).count(),
-        "pages_touched": eng.pages.len(),
+        "pages_touched": eng.pt.touched,
         "page_size": eng.page_size,
         "fast_tier_hit_ratio": if total > 0 { fast as f64 / total as f64 } else { 0.0 },
         "latency_ns": {
