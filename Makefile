@@ -1,0 +1,54 @@
+# Developer entry points. The Python environment lives in .venv; the extension is built into it
+# with maturin and rebuilt only when Rust sources, Cargo files or pyproject.toml change.
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+# maturin develop installs into the environment named by VIRTUAL_ENV.
+MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin
+MATURIN_FLAGS ?= --release
+DEMO_FLAGS ?=
+
+DEPS_STAMP := $(VENV)/.deps-stamp
+BUILD_STAMP := $(VENV)/.build-stamp
+RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
+
+.PHONY: env demo test test-py bench clean
+
+env: $(BUILD_STAMP)
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+# Tools and the project's runtime + test dependencies, read from pyproject.toml so the list
+# is written in one place.
+$(DEPS_STAMP): pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet maturin
+	$(VPY) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"]))' > $(VENV)/requirements.txt
+	$(VPY) -m pip install --quiet -r $(VENV)/requirements.txt
+	touch $@
+
+$(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
+	$(MATURIN) develop $(MATURIN_FLAGS)
+	touch $@
+
+demo: env
+	$(VENV)/bin/tiersim demo $(DEMO_FLAGS)
+
+test: env
+	cargo test --workspace --exclude tiersim-py
+	$(VPY) -m pytest
+
+# Only the Python suite, against the current build.
+test-py: env
+	$(VPY) -m pytest
+
+bench:
+	cargo bench -p tiersim-trace -p tiersim-devices -p tiersim-engine
+
+clean:
+	cargo clean
+	rm -rf $(VENV) .pytest_cache
+	rm -f python/tiersim/_native*.so
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +

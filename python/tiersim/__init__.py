@@ -1,0 +1,149 @@
+"""tiersim: a trace-driven simulator and policy lab for tiered memory.
+
+The simulation runs in Rust (`tiersim._native`); this package turns Python values into the
+native call arguments, returns results as polars DataFrames and writes run directories.
+
+    >>> import tiersim
+    >>> r = tiersim.run("stream.trace", platform="epyc_cxl_nps4", policy="interleave")
+    >>> r.nodes.select("name", "accesses")
+    >>> r.write("runs/nps4")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    from tiersim import _native
+except ImportError as exc:  # pragma: no cover - only without a built extension
+    raise ImportError(
+        "tiersim's native extension is not built; run `make test` or "
+        "`maturin develop --release` in the repository first"
+    ) from exc
+
+from tiersim._convert import overrides_to_list, params_to_toml
+from tiersim._native import TiersimError
+from tiersim._result import RunResult, timeseries_frame
+
+__all__ = [
+    "RunResult",
+    "TiersimError",
+    "__version__",
+    "generate",
+    "generate_with",
+    "inspect",
+    "list_plugins",
+    "resolve_platform",
+    "run",
+]
+
+__version__: str = _native.version()
+
+PathLike = str | os.PathLike[str]
+Overrides = Mapping[str, Any] | Sequence[str] | None
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise TiersimError(f"seed must be an integer in [0, 2^64), got {seed!r}")
+    return seed
+
+
+def run(
+    trace: PathLike | None = None,
+    *,
+    platform: PathLike,
+    policy: str = "linux_default",
+    params: Mapping[str, Any] | str | None = None,
+    overrides: Overrides = None,
+    seed: int = 0,
+    generator: str | None = None,
+    generator_params: Mapping[str, Any] | str | None = None,
+    out_dir: PathLike | None = None,
+) -> RunResult:
+    """Simulate `trace` (a trace file) or `generator` (a built-in workload run in memory) on
+    `platform` (preset name or TOML file) under `policy`.
+
+    params: the policy's parameters, e.g. {"weights": [4, 1], "nodes": ["dram0", "cxl0"]}.
+    overrides: platform overrides as {"nodes.cxl0.capacity": "64GiB"} or ["scale=0.001"].
+    generator_params: the generator's parameters, e.g. {"accesses": 100000}.
+    out_dir: if given, the run directory is written there (see RunResult.write).
+
+    Raises TiersimError for every invalid input, with a message naming what was wrong.
+    """
+    if (trace is None) == (generator is None):
+        raise TiersimError("give exactly one of a trace file and a generator name")
+    if generator_params is not None and generator is None:
+        raise TiersimError("generator_params given without a generator")
+    raw = _native.run(
+        os.fspath(platform),
+        policy,
+        "" if trace is None else os.fspath(trace),
+        overrides=overrides_to_list(overrides),
+        policy_params=params_to_toml(params),
+        seed=_check_seed(seed),
+        generator=generator,
+        generator_params=params_to_toml(generator_params),
+    )
+    result = RunResult(
+        summary=json.loads(raw["summary"]),
+        config=raw["config"],
+        timeseries=timeseries_frame(raw["timeseries"]),
+    )
+    if out_dir is not None:
+        result.write(out_dir)
+    return result
+
+
+def generate(name: str, out: PathLike, /, *, seed: int = 0, **params: Any) -> dict[str, Any]:
+    """Write the trace of generator `name` to `out`; returns its `inspect` statistics.
+
+    params are the generator's parameters, e.g. accesses=100_000, footprint="64MiB".
+    The file is written under a temporary name beside `out` and renamed at the end, so a failed
+    generation leaves no partial trace behind.
+    """
+    return generate_with(name, out, params, seed=seed)
+
+
+def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | None, *, seed: int = 0) -> dict[str, Any]:
+    """`generate` with the parameters as one dict (or TOML text), so that a generator parameter
+    may be called `seed`, `name` or `out`."""
+    out_path = Path(out)
+    if out_path.is_dir():
+        raise TiersimError(f"output '{out_path}' is a directory; give a file name")
+    parent = out_path.parent
+    if not parent.is_dir():
+        raise TiersimError(f"cannot write '{out_path}': directory '{parent}' does not exist")
+    params_text = params_to_toml(params)
+    seed = _check_seed(seed)
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=parent))
+    try:
+        # Same file name inside the temp dir: the native writer may go by the extension.
+        tmp = tmp_dir / out_path.name
+        info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+        os.replace(tmp, out_path)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    info["path"] = os.fspath(out_path)
+    return info
+
+
+def inspect(path: PathLike) -> dict[str, Any]:
+    """Header and statistics of a trace file (accesses, footprint, per-CPU counts, ...)."""
+    return json.loads(_native.inspect(os.fspath(path)))
+
+
+def list_plugins() -> dict[str, Any]:
+    """Every registered policy, device, generator, platform and device preset with its params."""
+    return json.loads(_native.list_plugins())
+
+
+def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
+    """The fully resolved platform TOML for a preset name or file plus overrides."""
+    return _native.resolve_platform(os.fspath(platform), overrides_to_list(overrides))

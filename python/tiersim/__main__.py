@@ -1,0 +1,5 @@
+"""`python -m tiersim` is the `tiersim` command."""
+
+from tiersim.cli import main
+
+main()

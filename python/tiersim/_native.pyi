@@ -1,0 +1,34 @@
+"""Typed stub of the PyO3 extension built from crates/tiersim-py."""
+
+from typing import Any
+
+class TiersimError(Exception):
+    """Every user error (message names the file/offset/key and what was expected) and every
+    internal error (message starts with "internal error")."""
+
+def run(
+    platform: str,
+    policy: str,
+    trace: str,
+    overrides: list[str] = ...,
+    policy_params: str = "",
+    seed: int = 0,
+    generator: str | None = None,
+    generator_params: str = "",
+) -> dict[str, Any]:
+    """Returns {"summary": JSON text, "timeseries": dict of equal-length columns,
+    "config": resolved TOML text}."""
+
+def inspect(path: str) -> str:
+    """JSON text: header and statistics of a trace file."""
+
+def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
+    """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
+
+def list_plugins() -> str:
+    """JSON text: {"policies", "devices", "generators", "platforms", "device_presets"}."""
+
+def resolve_platform(platform: str, overrides: list[str] = ...) -> str:
+    """Resolved platform TOML text."""
+
+def version() -> str: ...

@@ -1,0 +1,145 @@
+"""The result of one simulation run, and how it is written to a run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+SUMMARY_FILE = "summary.json"
+TIMESERIES_FILE = "timeseries.parquet"
+CONFIG_FILE = "config.toml"
+RUN_FILES = (SUMMARY_FILE, TIMESERIES_FILE, CONFIG_FILE)
+
+# Fixed dtypes, so that an empty run or a run whose first rows happen to hold small numbers
+# still yields the same schema (and the same parquet bytes).
+TIMESERIES_SCHEMA: dict[str, pl.DataType] = {
+    "epoch": pl.Int64(),
+    "t_start_ns": pl.Int64(),
+    "t_end_ns": pl.Int64(),
+    "node": pl.Utf8(),
+    "pages": pl.Int64(),
+    "accesses": pl.Int64(),
+    "reads": pl.Int64(),
+    "writes": pl.Int64(),
+    "bytes": pl.Int64(),
+    "bandwidth_gbs": pl.Float64(),
+}
+
+NODE_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.Utf8(),
+    "device": pl.Utf8(),
+    "socket": pl.Int64(),
+    "capacity_bytes": pl.Int64(),
+    "accesses": pl.Int64(),
+    "reads": pl.Int64(),
+    "writes": pl.Int64(),
+    "bytes": pl.Int64(),
+    "final_pages": pl.Int64(),
+    "peak_pages": pl.Int64(),
+    "mean_latency_ns": pl.Float64(),
+}
+
+
+def timeseries_frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
+    """Documented columns first with fixed dtypes, then any further columns the engine adds."""
+    series = [pl.Series(name, columns.get(name, []), dtype=dtype) for name, dtype in TIMESERIES_SCHEMA.items()]
+    series += [pl.Series(name, values) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
+    return pl.DataFrame(series)
+
+
+def nodes_frame(nodes: list[dict[str, Any]]) -> pl.DataFrame:
+    if not nodes:
+        return pl.DataFrame(schema=NODE_SCHEMA)
+    overrides = {name: dtype for name, dtype in NODE_SCHEMA.items() if name in nodes[0]}
+    # socket is null for CPU-less nodes; without the override an all-null column has no type.
+    return pl.DataFrame(nodes, schema_overrides=overrides, infer_schema_length=None)
+
+
+def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """Refuse an output directory that `RunResult.write` would have to clobber: a file, or a
+    directory holding anything but a previous run's files. Callers check before a long run."""
+    from tiersim._native import TiersimError
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TiersimError(f"output '{out}' exists and is not a directory")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES)
+        if foreign:
+            raise TiersimError(
+                f"output directory '{out}' already exists and holds files that are not a "
+                f"tiersim run ({', '.join(foreign[:5])}); choose another directory"
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run produced: the summary, the resolved config and the per-epoch time series.
+
+    `summary` is the parsed summary JSON; `nodes` and `timeseries` are DataFrames built from it
+    and from the native time-series columns.
+    """
+
+    summary: dict[str, Any]
+    config: str
+    timeseries: pl.DataFrame
+    nodes: pl.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", nodes_frame(self.summary.get("nodes", [])))
+
+    @property
+    def latency(self) -> dict[str, float]:
+        """Access latency statistics in ns: mean, p50, p90, p99, p999, max."""
+        return dict(self.summary["latency_ns"])
+
+    @property
+    def execution_time_ns(self) -> int:
+        return int(self.summary["execution_time_ns"])
+
+    def summary_json(self) -> str:
+        """The summary as written to summary.json: sorted keys, indent 2, so equal results give
+        equal bytes."""
+        return json.dumps(self.summary, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+        """Write summary.json, timeseries.parquet and config.toml into `out_dir`.
+
+        The files are written into a temporary directory beside `out_dir` that is renamed into
+        place at the end, so a failure leaves no directory that looks like a finished run. An
+        existing `out_dir` is replaced only if it is empty or holds nothing but a previous run's
+        files; anything else is refused rather than deleted.
+        """
+        out = check_out_dir(out_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
+            # statistics off: min/max blocks add nothing for a table this small, and fewer
+            # metadata fields means fewer ways for the bytes to differ between polars builds.
+            self.timeseries.write_parquet(tmp / TIMESERIES_FILE, compression="zstd", statistics=False)
+            (tmp / CONFIG_FILE).write_text(self.config, encoding="utf-8")
+            if out.is_dir():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+                os.replace(out, old / "run")
+                try:
+                    os.replace(tmp, out)
+                except BaseException:
+                    os.replace(old / "run", out)
+                    raise
+                finally:
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out
