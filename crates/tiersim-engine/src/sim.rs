@@ -493,7 +493,11 @@ impl Engine {
         }
     }
 
-    fn access(&mut self, c: usize, a: Access) -> Result<()> {
+    /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
+    /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
+    /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
+    /// always see requests in time order.
+    fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
         let issue_ps = self.cpus[c].next_issue_ps;
         let issue_ns = issue_ps / 1000;
         if issue_ns < self.last_issue_ns {
@@ -504,7 +508,6 @@ impl Engine {
         self.flush_epochs_until(issue_ns);
 
         let vpn = a.addr >> self.page_shift;
-        let mut fault_ps = 0;
         let p = if self.cpus[c].last_vpn == vpn {
             self.cpus[c].last_page
         } else {
@@ -513,25 +516,31 @@ impl Engine {
             self.cpus[c].last_page = p;
             p
         };
-        match self.pt.entries[p as usize].node {
+        let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns)?;
-                fault_ps = self.fault_ps + reclaim_ps;
                 if self.measuring {
                     self.first_touch_faults += 1;
                 }
+                self.fault_ps + reclaim_ps
             }
             // Also on the cached path: another CPU's reclaim may have swapped the page out.
-            SWAPPED => fault_ps = self.swap_in(p, c, vpn, issue_ns)?,
-            _ => {}
+            SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
+            _ => 0,
+        };
+        if fault_ps > 0 {
+            if self.measuring {
+                self.fault_time_ps += fault_ps;
+            }
+            return Ok(Some(issue_ps + fault_ps));
         }
         let entry = &mut self.pt.entries[p as usize];
         entry.flags |= REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
         let node = entry.node as usize;
         let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
 
-        let t_ps = issue_ps + fault_ps;
+        let t_ps = issue_ps;
         let t = t_ps / 1000;
         let cpu_node = self.cpus[c].node as usize;
         let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket: self.cpus[c].socket });
@@ -550,7 +559,6 @@ impl Engine {
                 }
             }
             self.hist.saturating_record(latency.max(1));
-            self.fault_time_ps += fault_ps;
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
@@ -559,7 +567,7 @@ impl Engine {
         cpu.prev_trace_time = a.time;
         cpu.started = true;
         self.processed += 1;
-        Ok(())
+        Ok(None)
     }
 
     // ---- invariants --------------------------------------------------------------------
@@ -668,12 +676,17 @@ pub fn simulate(
         let Some(&Reverse((_, c))) = heap.peek() else { break };
         let c = c as usize;
         let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
-        buffered -= 1;
         if !eng.measuring && eng.processed == warmup {
             let t = eng.cpus[c].next_issue_ps / 1000;
             eng.start_measuring(t);
         }
-        eng.access(c, a)?;
+        if let Some(retry_ps) = eng.access(c, a)? {
+            eng.cpus[c].queue.push_front(a);
+            eng.cpus[c].next_issue_ps = retry_ps;
+            *heap.peek_mut().expect("peeked above") = Reverse((retry_ps, c as u32));
+            continue;
+        }
+        buffered -= 1;
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }

@@ -141,6 +141,20 @@ fn saturated_channel_queues_fcfs() {
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 151);
 }
 
+#[test]
+fn a_faulting_access_does_not_block_the_channel_for_others() {
+    let p = plat(&one_node(""), &["os.fault_latency=\"1us\""]);
+    // CPU 0: first touch of X (fault 0..1000, read done at 1101), then first touch of Z at 1101
+    // (fault until 2101). CPU 1 reads X at 1500, while CPU 0 is in its fault: the channel is
+    // idle, so 101 ns. (Issuing CPU 0's Z read when its fault began, at 2101, would have
+    // queued CPU 1 behind it: 702 ns.)
+    let a = vec![acc(0, 0x1000, Op::Read, 0), acc(1, 0x1000, Op::Read, 1500), acc(0, 0x5000, Op::Read, 0)];
+    let r = run(&p, "linux_default", a).unwrap();
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 101, "{}", r.summary);
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 2202);
+    assert_eq!(u(&r.summary, &["faults", "fault_time_ns"]), 2000);
+}
+
 const TWO_SOCKETS: &str = r#"name = "t2"
 [host]
 cpus = 2
