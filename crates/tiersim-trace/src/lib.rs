@@ -1,1 +1,25 @@
+//! Traces: the native tiersim format (versioned header, fixed-size little-endian records in zstd
+//! frames, streamed both ways) and the synthetic generators.
 
+use std::path::Path;
+
+use tiersim_core::{Access, Result};
+
+pub mod format;
+pub mod gen;
+
+pub use format::{AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, WriterOptions};
+pub use gen::{generate, open_generator, Generator, GeneratorSource};
+
+/// Header and statistics of a trace file (computed by a full scan if the file's header lacks
+/// them), as JSON for `tiersim trace inspect`.
+pub fn inspect(path: &Path) -> Result<serde_json::Value> {
+    format::inspect(path)
+}
+
+/// Any source of accesses the engine can replay.
+pub trait AccessSource {
+    fn header(&self) -> &TraceHeader;
+    /// Append up to `max` accesses to `out`; returns how many were appended (0 at end of trace).
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize>;
+}

@@ -1,0 +1,1075 @@
+//! The native tiersim trace format, version 1.
+//!
+//! A file is a fixed 128-byte header, then the records region (a sequence of zstd frames whose
+//! decompressed bytes are back-to-back fixed-size records), then an optional trailer of per-CPU
+//! access counts, then end of file. Every integer is little-endian.
+//!
+//! Header (offsets in bytes, see the `H_*` constants):
+//!
+//! | offset | size | field                                                                 |
+//! |-------:|-----:|-----------------------------------------------------------------------|
+//! |      0 |    8 | magic `b"TIERSIM\0"`                                                  |
+//! |      8 |    2 | version (1)                                                           |
+//! |     10 |    2 | record_layout (1: the 24-byte record below)                           |
+//! |     12 |    2 | record_size (24)                                                      |
+//! |     14 |    1 | time_unit: 0 ns absolute, 1 instructions since the same CPU's last access |
+//! |     15 |    1 | addr_kind: 0 virtual, 1 physical                                      |
+//! |     16 |    4 | page_size in bytes (power of two, at least 64)                        |
+//! |     20 |    4 | flags: bit 0 set when the stats below and the trailer are complete    |
+//! |     24 |    8 | records_end: offset where the records region ends (0 if unknown)      |
+//! |     32 |    4 | n_cpus: entries in the trailer                                        |
+//! |     36 |    4 | reserved                                                              |
+//! |     40 |    8 | accesses                                                              |
+//! |     48 |    8 | reads                                                                 |
+//! |     56 |    8 | writes                                                                |
+//! |     64 |    8 | bytes (sum of access sizes)                                           |
+//! |     72 |    8 | footprint_pages (distinct pages of page_size touched)                 |
+//! |     80 |    8 | time_first                                                            |
+//! |     88 |    8 | time_last                                                             |
+//! |     96 |   32 | reserved, zero                                                        |
+//!
+//! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
+//! op u8 (0 read, 1 write), flags u8 (reserved, written as 0, ignored by readers).
+//!
+//! For ns traces `time_first`/`time_last` are the first and last timestamps. For instruction
+//! traces the record times are per-CPU deltas, so `time_first` is 0 and `time_last` is the
+//! largest per-CPU sum of deltas: the trace's length in instructions on its busiest CPU.
+//!
+//! The writer streams: records are compressed in frames of a bounded number of records, each
+//! frame carrying its content size and a checksum, into a temporary file that is renamed over the
+//! target only after the trailer and the completed header are written. A file whose header lacks
+//! the complete flag (a writer that was interrupted, or another tool) is still readable: its
+//! records region runs to end of file and its statistics come from a scan.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashSet;
+use serde::{Deserialize, Serialize};
+use tiersim_core::{Access, Error, Op, Result};
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, DParameter, InBuffer, OutBuffer};
+
+use crate::AccessSource;
+
+pub const MAGIC: [u8; 8] = *b"TIERSIM\0";
+pub const VERSION: u16 = 1;
+/// Versions this build reads.
+pub const SUPPORTED_VERSIONS: &[u16] = &[1];
+pub const RECORD_LAYOUT_V1: u16 = 1;
+pub const RECORD_SIZE: usize = 24;
+pub const HEADER_SIZE: usize = 128;
+pub const FLAG_STATS_COMPLETE: u32 = 1;
+/// CPUs are numbered below this; it bounds the trailer and the per-CPU tables of consumers.
+pub const MAX_CPUS: u32 = 65536;
+pub const MIN_PAGE_SIZE: u32 = 64;
+/// Magic number opening every zstd frame, as it appears in the file.
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+pub const DEFAULT_LEVEL: i32 = 3;
+pub const DEFAULT_FRAME_RECORDS: usize = 1 << 16;
+/// Bounds a frame's decompressed size (24 MiB), which also bounds the decoder's window memory.
+pub const MAX_FRAME_RECORDS: usize = 1 << 20;
+
+pub const H_MAGIC: usize = 0;
+pub const H_VERSION: usize = 8;
+pub const H_RECORD_LAYOUT: usize = 10;
+pub const H_RECORD_SIZE: usize = 12;
+pub const H_TIME_UNIT: usize = 14;
+pub const H_ADDR_KIND: usize = 15;
+pub const H_PAGE_SIZE: usize = 16;
+pub const H_FLAGS: usize = 20;
+pub const H_RECORDS_END: usize = 24;
+pub const H_N_CPUS: usize = 32;
+pub const H_ACCESSES: usize = 40;
+pub const H_READS: usize = 48;
+pub const H_WRITES: usize = 56;
+pub const H_BYTES: usize = 64;
+pub const H_FOOTPRINT_PAGES: usize = 72;
+pub const H_TIME_FIRST: usize = 80;
+pub const H_TIME_LAST: usize = 88;
+
+pub const R_TIME: usize = 0;
+pub const R_ADDR: usize = 8;
+pub const R_CPU: usize = 16;
+pub const R_SIZE: usize = 20;
+pub const R_OP: usize = 22;
+pub const R_FLAGS: usize = 23;
+
+/// 2^25 bytes: enough for the largest frame a `TraceWriter` makes.
+const WINDOW_LOG_MAX: u32 = 25;
+const IN_BUF: usize = 4 << 20;
+const OUT_BUF: usize = 4 << 20;
+/// zstd skippable frames carry 0x184D2A50..=0x184D2A5F; the decoder skips them.
+const SKIPPABLE_MAGIC_MASK: u32 = 0xFFFF_FFF0;
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
+
+/// What `time` means in a trace's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeUnit {
+    /// Absolute timestamps in ns, non-decreasing.
+    Ns,
+    /// Instructions executed by the same CPU since its previous access.
+    Instructions,
+}
+
+impl TimeUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Ns => "ns",
+            TimeUnit::Instructions => "instructions",
+        }
+    }
+    fn code(self) -> u8 {
+        match self {
+            TimeUnit::Ns => 0,
+            TimeUnit::Instructions => 1,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(TimeUnit::Ns),
+            1 => Some(TimeUnit::Instructions),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a trace's addresses are virtual or physical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddrKind {
+    Virtual,
+    Physical,
+}
+
+impl AddrKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AddrKind::Virtual => "virtual",
+            AddrKind::Physical => "physical",
+        }
+    }
+    fn code(self) -> u8 {
+        match self {
+            AddrKind::Virtual => 0,
+            AddrKind::Physical => 1,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(AddrKind::Virtual),
+            1 => Some(AddrKind::Physical),
+            _ => None,
+        }
+    }
+}
+
+/// Summary statistics of a trace (see the module doc for what the times mean).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TraceStats {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Sum of access sizes.
+    pub bytes: u64,
+    /// Distinct pages of the header's page size touched by any byte of any access.
+    pub footprint_pages: u64,
+    pub time_first: u64,
+    pub time_last: u64,
+    /// Accesses per CPU, indexed by CPU number; its length is the highest CPU + 1.
+    pub per_cpu: Vec<u64>,
+}
+
+/// What a trace file says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceHeader {
+    pub version: u16,
+    pub record_layout: u16,
+    pub time_unit: TimeUnit,
+    pub addr_kind: AddrKind,
+    pub page_size: u32,
+    /// `None` when the file's statistics are not marked complete.
+    pub stats: Option<TraceStats>,
+}
+
+impl TraceHeader {
+    /// The header of a version-1 trace with this metadata and no statistics yet.
+    pub fn new(meta: &TraceMeta) -> TraceHeader {
+        TraceHeader {
+            version: VERSION,
+            record_layout: RECORD_LAYOUT_V1,
+            time_unit: meta.time_unit,
+            addr_kind: meta.addr_kind,
+            page_size: meta.page_size,
+            stats: None,
+        }
+    }
+}
+
+/// What a writer needs to know before the first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TraceMeta {
+    pub time_unit: TimeUnit,
+    pub addr_kind: AddrKind,
+    /// Bytes; a power of two, at least 64.
+    pub page_size: u32,
+}
+
+/// Compression settings of a `TraceWriter`; they do not change what a reader sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// zstd level (1..=22; 3 by default).
+    pub level: i32,
+    /// Records per zstd frame (1..=MAX_FRAME_RECORDS). Bounds the writer's memory and the
+    /// reader's window.
+    pub frame_records: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS }
+    }
+}
+
+#[inline(always)]
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(a)
+}
+
+#[inline(always)]
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+#[inline(always)]
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String> {
+    if !page_size.is_power_of_two() {
+        return Err(format!("page_size {page_size} is not a power of two"));
+    }
+    if page_size < MIN_PAGE_SIZE {
+        return Err(format!("page_size {page_size} is below the minimum {MIN_PAGE_SIZE}"));
+    }
+    Ok(())
+}
+
+/// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
+pub(crate) struct StatsBuilder {
+    time_unit: TimeUnit,
+    page_shift: u32,
+    stats: TraceStats,
+    pages: FxHashSet<u64>,
+    /// Per-CPU running instruction counts (instruction traces only).
+    instr: Vec<u64>,
+}
+
+impl StatsBuilder {
+    pub fn new(time_unit: TimeUnit, page_size: u32) -> StatsBuilder {
+        StatsBuilder {
+            time_unit,
+            page_shift: page_size.max(1).trailing_zeros(),
+            stats: TraceStats::default(),
+            pages: FxHashSet::default(),
+            instr: Vec::new(),
+        }
+    }
+
+    /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it).
+    #[inline]
+    pub fn add(&mut self, a: &Access) {
+        let s = &mut self.stats;
+        let cpu = a.cpu as usize;
+        if cpu >= s.per_cpu.len() {
+            s.per_cpu.resize(cpu + 1, 0);
+        }
+        s.per_cpu[cpu] += 1;
+        s.accesses += 1;
+        match a.op {
+            Op::Read => s.reads += 1,
+            Op::Write => s.writes += 1,
+        }
+        s.bytes = s.bytes.saturating_add(a.size as u64);
+        match self.time_unit {
+            TimeUnit::Ns => {
+                if s.accesses == 1 {
+                    s.time_first = a.time;
+                }
+                s.time_last = a.time;
+            }
+            TimeUnit::Instructions => {
+                if cpu >= self.instr.len() {
+                    self.instr.resize(cpu + 1, 0);
+                }
+                let t = self.instr[cpu].saturating_add(a.time);
+                self.instr[cpu] = t;
+                s.time_last = s.time_last.max(t);
+            }
+        }
+        let first = a.addr >> self.page_shift;
+        let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
+        for p in first..=last {
+            self.pages.insert(p);
+        }
+    }
+
+    pub fn finish(mut self) -> TraceStats {
+        self.stats.footprint_pages = self.pages.len() as u64;
+        self.stats
+    }
+}
+
+fn encode_header(meta: &TraceMeta, flags: u32, records_end: u64, stats: Option<&TraceStats>) -> [u8; HEADER_SIZE] {
+    let mut h = [0u8; HEADER_SIZE];
+    h[H_MAGIC..H_MAGIC + 8].copy_from_slice(&MAGIC);
+    h[H_VERSION..H_VERSION + 2].copy_from_slice(&VERSION.to_le_bytes());
+    h[H_RECORD_LAYOUT..H_RECORD_LAYOUT + 2].copy_from_slice(&RECORD_LAYOUT_V1.to_le_bytes());
+    h[H_RECORD_SIZE..H_RECORD_SIZE + 2].copy_from_slice(&(RECORD_SIZE as u16).to_le_bytes());
+    h[H_TIME_UNIT] = meta.time_unit.code();
+    h[H_ADDR_KIND] = meta.addr_kind.code();
+    h[H_PAGE_SIZE..H_PAGE_SIZE + 4].copy_from_slice(&meta.page_size.to_le_bytes());
+    h[H_FLAGS..H_FLAGS + 4].copy_from_slice(&flags.to_le_bytes());
+    h[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&records_end.to_le_bytes());
+    if let Some(s) = stats {
+        h[H_N_CPUS..H_N_CPUS + 4].copy_from_slice(&(s.per_cpu.len() as u32).to_le_bytes());
+        for (at, v) in [
+            (H_ACCESSES, s.accesses),
+            (H_READS, s.reads),
+            (H_WRITES, s.writes),
+            (H_BYTES, s.bytes),
+            (H_FOOTPRINT_PAGES, s.footprint_pages),
+            (H_TIME_FIRST, s.time_first),
+            (H_TIME_LAST, s.time_last),
+        ] {
+            h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    h
+}
+
+/// Streams accesses into a trace file. Nothing appears at the target path until `finish`
+/// succeeds; dropping an unfinished writer removes its temporary file.
+pub struct TraceWriter {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    file: Option<File>,
+    meta: TraceMeta,
+    frame_records: usize,
+    cctx: CCtx<'static>,
+    frame: Vec<u8>,
+    compressed: Vec<u8>,
+    pos: u64,
+    stats: StatsBuilder,
+    prev_time: u64,
+}
+
+impl TraceWriter {
+    /// Start a trace at `path` with default compression settings.
+    pub fn create(path: &Path, meta: TraceMeta) -> Result<TraceWriter> {
+        TraceWriter::create_with(path, meta, WriterOptions::default())
+    }
+
+    /// Start a trace at `path` with explicit compression settings.
+    pub fn create_with(path: &Path, meta: TraceMeta, opts: WriterOptions) -> Result<TraceWriter> {
+        check_page_size(meta.page_size).map_err(|m| Error::arg("page_size", m))?;
+        let (lo, hi) = (1, zstd_safe::max_c_level());
+        if !(lo..=hi).contains(&opts.level) {
+            return Err(Error::arg("level", format!("zstd level {} is outside {lo}..={hi}", opts.level)));
+        }
+        if !(1..=MAX_FRAME_RECORDS).contains(&opts.frame_records) {
+            return Err(Error::arg(
+                "frame_records",
+                format!("{} records per frame is outside 1..={MAX_FRAME_RECORDS}", opts.frame_records),
+            ));
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| Error::arg("path", format!("{} does not name a file", path.display())))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp{}", std::process::id()));
+        let tmp_path = path.with_file_name(tmp_name);
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
+        // A valid but incomplete header from the start: an interrupted file is still readable.
+        file.write_all(&encode_header(&meta, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        let mut cctx = CCtx::create();
+        let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
+        cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
+        // Checksums let the reader tell corruption from valid data; they cost little to verify.
+        cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
+        let frame_bytes = opts.frame_records * RECORD_SIZE;
+        Ok(TraceWriter {
+            path: path.to_owned(),
+            tmp_path,
+            file: Some(file),
+            meta,
+            frame_records: opts.frame_records,
+            cctx,
+            frame: Vec::with_capacity(frame_bytes),
+            compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
+            pos: HEADER_SIZE as u64,
+            stats: StatsBuilder::new(meta.time_unit, meta.page_size),
+            prev_time: 0,
+        })
+    }
+
+    fn reject(&self, msg: String) -> Error {
+        Error::arg("access", format!("record {} for {}: {msg}", self.stats.stats.accesses, self.path.display()))
+    }
+
+    /// Append one access. Rejects size 0, CPUs at or above `MAX_CPUS`, and (for ns traces)
+    /// timestamps that go backwards.
+    pub fn write(&mut self, a: &Access) -> Result<()> {
+        if a.size == 0 {
+            return Err(self.reject("size 0; every access moves at least one byte".into()));
+        }
+        if a.cpu >= MAX_CPUS {
+            return Err(self.reject(format!("cpu {} is above the maximum {}", a.cpu, MAX_CPUS - 1)));
+        }
+        if self.meta.time_unit == TimeUnit::Ns {
+            if a.time < self.prev_time {
+                return Err(self.reject(format!(
+                    "time {} ns is before the previous record's {} ns; ns traces must be sorted by time",
+                    a.time, self.prev_time
+                )));
+            }
+            self.prev_time = a.time;
+        }
+        self.stats.add(a);
+        let mut r = [0u8; RECORD_SIZE];
+        r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
+        r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
+        r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
+        r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
+        r[R_OP] = a.op.is_write() as u8;
+        r[R_FLAGS] = 0;
+        self.frame.extend_from_slice(&r);
+        if self.frame.len() >= self.frame_records * RECORD_SIZE {
+            self.flush_frame()?;
+        }
+        Ok(())
+    }
+
+    /// Append a slice of accesses.
+    pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
+        accesses.iter().try_for_each(|a| self.write(a))
+    }
+
+    fn flush_frame(&mut self) -> Result<()> {
+        if self.frame.is_empty() {
+            return Ok(());
+        }
+        self.compressed.clear();
+        self.cctx.compress2(&mut self.compressed, &self.frame).map_err(|c| {
+            Error::io(&self.tmp_path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
+        })?;
+        let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        file.write_all(&self.compressed).map_err(|e| Error::io(&self.tmp_path, e))?;
+        self.pos += self.compressed.len() as u64;
+        self.frame.clear();
+        Ok(())
+    }
+
+    /// Write the last frame, the trailer and the complete header, then move the file into place.
+    pub fn finish(mut self) -> Result<TraceStats> {
+        let r = self.finish_inner();
+        if r.is_err() {
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<TraceStats> {
+        self.flush_frame()?;
+        let stats = std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
+        let records_end = self.pos;
+        let header = encode_header(&self.meta, FLAG_STATS_COMPLETE, records_end, Some(&stats));
+        let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        let io = |e| Error::io(&self.tmp_path, e);
+        let trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
+        file.write_all(&trailer).map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        drop(file);
+        std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        Ok(stats)
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+/// Streams accesses out of a trace file, in batches (`AccessSource`) or one at a time
+/// (`Iterator`). After an error it yields nothing more.
+pub struct TraceReader {
+    path: PathBuf,
+    file: File,
+    header: TraceHeader,
+    /// Records carry CPUs below this.
+    cpu_limit: u32,
+    region_end: u64,
+    /// File offset of the next byte to read into `inbuf`.
+    file_pos: u64,
+    inbuf: Vec<u8>,
+    in_pos: usize,
+    dctx: DCtx<'static>,
+    /// Decompressed bytes; `out[out_pos..]` are not yet converted.
+    out: Vec<u8>,
+    out_pos: usize,
+    /// Offset of `out[0]` in the decompressed record stream.
+    out_base: u64,
+    in_frame: bool,
+    /// (decompressed offset, file offset) where each frame that fed `out` starts.
+    frames: Vec<(u64, u64)>,
+    records: u64,
+    prev_time: u64,
+    eof: bool,
+    done: bool,
+    iter_buf: Vec<Access>,
+    iter_pos: usize,
+}
+
+struct RawHeader {
+    header: TraceHeader,
+    flags: u32,
+    records_end: u64,
+    n_cpus: u32,
+}
+
+fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHeader> {
+    let err = |off: usize, msg: String| Error::trace(path, off as u64, msg);
+    let n = h.len().min(8);
+    if h[..n] != MAGIC[..n] {
+        return Err(err(
+            0,
+            format!("not a tiersim trace: expected magic \"TIERSIM\\0\" ({}), found {}", hex(&MAGIC), hex(&h[..n])),
+        ));
+    }
+    if h.len() < HEADER_SIZE {
+        return Err(Error::trace(
+            path,
+            h.len() as u64,
+            format!("truncated header: the file is {} bytes, a tiersim header is {HEADER_SIZE}", h.len()),
+        ));
+    }
+    let version = le_u16(h, H_VERSION);
+    if !SUPPORTED_VERSIONS.contains(&version) {
+        let v: Vec<_> = SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect();
+        return Err(err(H_VERSION, format!("unsupported trace version {version}; this build reads version {}", v.join(", "))));
+    }
+    let layout = le_u16(h, H_RECORD_LAYOUT);
+    if layout != RECORD_LAYOUT_V1 {
+        return Err(err(
+            H_RECORD_LAYOUT,
+            format!("unsupported record layout {layout}; expected {RECORD_LAYOUT_V1} (24-byte records)"),
+        ));
+    }
+    let record_size = le_u16(h, H_RECORD_SIZE);
+    if record_size as usize != RECORD_SIZE {
+        return Err(err(
+            H_RECORD_SIZE,
+            format!("record_size {record_size} does not match record layout {layout}, whose records are {RECORD_SIZE} bytes"),
+        ));
+    }
+    let time_unit = TimeUnit::from_code(h[H_TIME_UNIT]).ok_or_else(|| {
+        err(H_TIME_UNIT, format!("invalid time_unit {}; expected 0 (ns) or 1 (instructions)", h[H_TIME_UNIT]))
+    })?;
+    let addr_kind = AddrKind::from_code(h[H_ADDR_KIND]).ok_or_else(|| {
+        err(H_ADDR_KIND, format!("invalid addr_kind {}; expected 0 (virtual) or 1 (physical)", h[H_ADDR_KIND]))
+    })?;
+    let page_size = le_u32(h, H_PAGE_SIZE);
+    check_page_size(page_size).map_err(|m| err(H_PAGE_SIZE, m))?;
+    let flags = le_u32(h, H_FLAGS);
+    if flags & !FLAG_STATS_COMPLETE != 0 {
+        return Err(err(H_FLAGS, format!("unknown flags {flags:#x}; this build knows only bit 0 (stats complete)")));
+    }
+    let records_end = le_u64(h, H_RECORDS_END);
+    let n_cpus = le_u32(h, H_N_CPUS);
+    if n_cpus > MAX_CPUS {
+        return Err(err(H_N_CPUS, format!("n_cpus {n_cpus} is above the maximum {MAX_CPUS}")));
+    }
+    let complete = flags & FLAG_STATS_COMPLETE != 0;
+    if records_end == 0 {
+        if complete {
+            return Err(err(H_RECORDS_END, "records_end is 0 (unknown) but the stats-complete flag is set".into()));
+        }
+        if n_cpus != 0 {
+            return Err(err(H_N_CPUS, format!("n_cpus is {n_cpus} but records_end is 0, so there is no trailer")));
+        }
+    } else {
+        if records_end < HEADER_SIZE as u64 {
+            return Err(err(
+                H_RECORDS_END,
+                format!("records_end {records_end} points inside the {HEADER_SIZE}-byte header"),
+            ));
+        }
+        if records_end > file_len {
+            return Err(err(H_RECORDS_END, format!("records_end {records_end} is beyond end of file ({file_len} bytes)")));
+        }
+        let trailer = file_len - records_end;
+        if trailer != n_cpus as u64 * 8 {
+            return Err(Error::trace(
+                path,
+                records_end,
+                format!(
+                    "expected a trailer of {n_cpus} per-CPU counts ({} bytes) from records_end to end of file, found {trailer} bytes",
+                    n_cpus as u64 * 8
+                ),
+            ));
+        }
+    }
+    let stats = complete.then(|| TraceStats {
+        accesses: le_u64(h, H_ACCESSES),
+        reads: le_u64(h, H_READS),
+        writes: le_u64(h, H_WRITES),
+        bytes: le_u64(h, H_BYTES),
+        footprint_pages: le_u64(h, H_FOOTPRINT_PAGES),
+        time_first: le_u64(h, H_TIME_FIRST),
+        time_last: le_u64(h, H_TIME_LAST),
+        per_cpu: Vec::new(),
+    });
+    if let Some(s) = &stats {
+        if s.reads.checked_add(s.writes) != Some(s.accesses) {
+            return Err(err(
+                H_ACCESSES,
+                format!("header stats disagree: {} reads + {} writes != {} accesses", s.reads, s.writes, s.accesses),
+            ));
+        }
+    }
+    Ok(RawHeader {
+        header: TraceHeader { version, record_layout: layout, time_unit, addr_kind, page_size, stats },
+        flags,
+        records_end,
+        n_cpus,
+    })
+}
+
+impl TraceReader {
+    /// Open a trace and check its header (and trailer, if the header says there is one).
+    pub fn open(path: &Path) -> Result<TraceReader> {
+        let io = |e| Error::io(path, e);
+        let mut file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut h = Vec::with_capacity(HEADER_SIZE);
+        (&mut file).take(HEADER_SIZE as u64).read_to_end(&mut h).map_err(io)?;
+        let raw = parse_header(path, &h, file_len)?;
+        let mut header = raw.header;
+        let region_end = if raw.records_end == 0 { file_len } else { raw.records_end };
+        if raw.records_end != 0 && raw.n_cpus > 0 {
+            let mut t = vec![0u8; raw.n_cpus as usize * 8];
+            file.seek(SeekFrom::Start(raw.records_end)).map_err(io)?;
+            file.read_exact(&mut t).map_err(io)?;
+            if let Some(s) = header.stats.as_mut() {
+                s.per_cpu = t.chunks_exact(8).map(|c| le_u64(c, 0)).collect();
+                let sum = s.per_cpu.iter().try_fold(0u64, |acc, &c| acc.checked_add(c));
+                if sum != Some(s.accesses) {
+                    return Err(Error::trace(
+                        path,
+                        raw.records_end,
+                        format!("trailer per-CPU counts do not sum to the header's {} accesses", s.accesses),
+                    ));
+                }
+            }
+        }
+        let complete = raw.flags & FLAG_STATS_COMPLETE != 0;
+        let mut dctx = DCtx::create();
+        dctx.set_parameter(DParameter::WindowLogMax(WINDOW_LOG_MAX))
+            .map_err(|c| Error::Sim(format!("zstd: {}", zstd_safe::get_error_name(c))))?;
+        let mut r = TraceReader {
+            path: path.to_owned(),
+            file,
+            header,
+            cpu_limit: if complete { raw.n_cpus } else { MAX_CPUS },
+            region_end,
+            file_pos: HEADER_SIZE as u64,
+            inbuf: Vec::with_capacity(IN_BUF),
+            in_pos: 0,
+            dctx,
+            out: Vec::with_capacity(OUT_BUF),
+            out_pos: 0,
+            out_base: 0,
+            in_frame: false,
+            frames: Vec::new(),
+            records: 0,
+            prev_time: 0,
+            eof: false,
+            done: false,
+            iter_buf: Vec::new(),
+            iter_pos: 0,
+        };
+        r.file.seek(SeekFrom::Start(HEADER_SIZE as u64)).map_err(io)?;
+        r.refill_input()?;
+        let first = &r.inbuf[..r.inbuf.len().min(4)];
+        if first != &ZSTD_MAGIC[..first.len()] {
+            return Err(Error::trace(
+                path,
+                HEADER_SIZE as u64,
+                format!(
+                    "expected the records region to start with a zstd frame (magic {}), found {}",
+                    hex(&ZSTD_MAGIC),
+                    hex(first)
+                ),
+            ));
+        }
+        Ok(r)
+    }
+
+    /// The header as read from the file.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, offset: u64, msg: String) -> Error {
+        Error::trace(&self.path, offset, msg)
+    }
+
+    /// Move unread input to the front of `inbuf` and read more, up to the end of the region.
+    /// Returns how many bytes were read.
+    fn refill_input(&mut self) -> Result<usize> {
+        self.inbuf.drain(..self.in_pos);
+        self.in_pos = 0;
+        let want = ((IN_BUF - self.inbuf.len().min(IN_BUF)) as u64).min(self.region_end - self.file_pos) as usize;
+        if want == 0 {
+            return Ok(0);
+        }
+        let start = self.inbuf.len();
+        self.inbuf.resize(start + want, 0);
+        if let Err(e) = self.file.read_exact(&mut self.inbuf[start..]) {
+            self.inbuf.truncate(start);
+            return Err(Error::io(&self.path, e));
+        }
+        self.file_pos += want as u64;
+        Ok(want)
+    }
+
+    fn input_file_offset(&self) -> u64 {
+        self.file_pos - (self.inbuf.len() - self.in_pos) as u64
+    }
+
+    /// Decompress more records into `out` after moving its unconverted tail to the front.
+    fn fill(&mut self) -> Result<()> {
+        let tail = self.out.len() - self.out_pos;
+        self.out.copy_within(self.out_pos.., 0);
+        self.out.truncate(tail);
+        self.out_base += self.out_pos as u64;
+        self.out_pos = 0;
+        let keep = self.frames.iter().rposition(|&(u, _)| u <= self.out_base).unwrap_or(0);
+        self.frames.drain(..keep);
+
+        while !self.eof && self.out.capacity() - self.out.len() >= RECORD_SIZE {
+            if !self.in_frame {
+                let avail = self.inbuf.len() - self.in_pos;
+                // Refill when the next frame is not whole in the buffer: zstd decodes a whole frame
+                // straight into `out` in one pass, but must go through its own buffers otherwise.
+                if self.file_pos < self.region_end
+                    && (avail < 4 || zstd_safe::find_frame_compressed_size(&self.inbuf[self.in_pos..]).is_err())
+                {
+                    self.refill_input()?;
+                }
+                let rest = &self.inbuf[self.in_pos..];
+                if rest.is_empty() {
+                    self.eof = true;
+                    break;
+                }
+                let at = self.input_file_offset();
+                if rest.len() < 4 {
+                    return Err(self.err(
+                        self.region_end,
+                        format!("truncated record stream: {} bytes at the end are too short for a zstd frame", rest.len()),
+                    ));
+                }
+                let magic = le_u32(rest, 0);
+                if rest[..4] != ZSTD_MAGIC && magic & SKIPPABLE_MAGIC_MASK != SKIPPABLE_MAGIC {
+                    return Err(self.err(
+                        at,
+                        format!("corrupt zstd frame: expected frame magic {}, found {}", hex(&ZSTD_MAGIC), hex(&rest[..4])),
+                    ));
+                }
+                // Stop before a frame that would not fit whole, so it too decodes in one pass.
+                if let Ok(Some(size)) = zstd_safe::get_frame_content_size(rest) {
+                    let spare = (self.out.capacity() - self.out.len()) as u64;
+                    if size > spare && self.out.len() >= RECORD_SIZE {
+                        break;
+                    }
+                }
+                self.in_frame = true;
+                self.frames.push((self.out_base + self.out.len() as u64, at));
+            }
+            let frame_at = self.frames.last().map_or(HEADER_SIZE as u64, |f| f.1);
+            if self.in_pos == self.inbuf.len() && self.refill_input()? == 0 {
+                // Input is exhausted mid-frame: zstd may still hold decoded bytes to flush.
+                let before = self.out.len();
+                let mut input = InBuffer::around(&[]);
+                let mut output = OutBuffer::around_pos(&mut self.out, before);
+                let res = self.dctx.decompress_stream(&mut output, &mut input);
+                match res {
+                    Ok(0) => self.in_frame = false,
+                    Ok(_) if self.out.len() > before => {}
+                    Ok(_) => {
+                        return Err(self.err(
+                            self.region_end,
+                            format!("truncated record stream: the zstd frame at offset {frame_at} ends early"),
+                        ))
+                    }
+                    Err(c) => return Err(self.corrupt(frame_at, c)),
+                }
+                continue;
+            }
+            let mut input = InBuffer::around(&self.inbuf[self.in_pos..]);
+            let filled = self.out.len();
+            let mut output = OutBuffer::around_pos(&mut self.out, filled);
+            let res = self.dctx.decompress_stream(&mut output, &mut input);
+            self.in_pos += input.pos();
+            match res {
+                Ok(0) => self.in_frame = false,
+                Ok(_) => {}
+                Err(c) => return Err(self.corrupt(frame_at, c)),
+            }
+        }
+        Ok(())
+    }
+
+    fn corrupt(&self, frame_at: u64, code: usize) -> Error {
+        self.err(frame_at, format!("corrupt zstd frame: {}", zstd_safe::get_error_name(code)))
+    }
+
+    /// File offset of the frame that decoded the byte at decompressed offset `u`.
+    fn frame_of(&self, u: u64) -> u64 {
+        self.frames.iter().rev().find(|&&(s, _)| s <= u).map_or(HEADER_SIZE as u64, |f| f.1)
+    }
+
+    /// Check and convert up to `max` whole records from `out`.
+    fn convert(&mut self, dst: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let n = ((self.out.len() - self.out_pos) / RECORD_SIZE).min(max);
+        let bytes = &self.out[self.out_pos..self.out_pos + n * RECORD_SIZE];
+        let cpu_limit = self.cpu_limit;
+        let ns = self.header.time_unit == TimeUnit::Ns;
+        let mut prev = self.prev_time;
+        let mut bad = false;
+        let start = dst.len();
+        dst.reserve(n);
+        dst.extend(bytes.chunks_exact(RECORD_SIZE).map(|r| {
+            let time = le_u64(r, R_TIME);
+            let cpu = le_u32(r, R_CPU);
+            let size = le_u16(r, R_SIZE);
+            let op = r[R_OP];
+            bad |= (op > 1) | (size == 0) | (cpu >= cpu_limit) | (ns & (time < prev));
+            prev = time;
+            Access {
+                time,
+                addr: le_u64(r, R_ADDR),
+                cpu,
+                size,
+                op: if op == 1 { Op::Write } else { Op::Read },
+            }
+        }));
+        if bad {
+            dst.truncate(start);
+            return Err(self.record_error(n));
+        }
+        if let Some(s) = &self.header.stats {
+            if self.records + n as u64 > s.accesses {
+                dst.truncate(start);
+                return Err(self.err(
+                    self.frame_of(self.out_base + self.out_pos as u64),
+                    format!("the record stream holds more records than the header's {} accesses", s.accesses),
+                ));
+            }
+        }
+        self.prev_time = prev;
+        self.out_pos += n * RECORD_SIZE;
+        self.records += n as u64;
+        Ok(n)
+    }
+
+    /// Find and describe the first bad record among the next `n`.
+    fn record_error(&self, n: usize) -> Error {
+        let ns = self.header.time_unit == TimeUnit::Ns;
+        let mut prev = self.prev_time;
+        for i in 0..n {
+            let at = self.out_pos + i * RECORD_SIZE;
+            let r = &self.out[at..at + RECORD_SIZE];
+            let u = self.out_base + at as u64;
+            let index = self.records + i as u64;
+            let frame = self.frame_of(u);
+            let what = |m: String| {
+                self.err(
+                    frame,
+                    format!("record {index} (byte {u} of the decompressed records, in the zstd frame at this offset): {m}"),
+                )
+            };
+            let (time, cpu, size, op) = (le_u64(r, R_TIME), le_u32(r, R_CPU), le_u16(r, R_SIZE), r[R_OP]);
+            if op > 1 {
+                return what(format!("invalid op byte {op}; expected 0 (read) or 1 (write)"));
+            }
+            if size == 0 {
+                return what("size 0; every access moves at least one byte".into());
+            }
+            if cpu >= self.cpu_limit {
+                return what(if self.cpu_limit == MAX_CPUS {
+                    format!("cpu {cpu} is above the maximum {}", MAX_CPUS - 1)
+                } else {
+                    format!("cpu {cpu} is not below the header's n_cpus {}", self.cpu_limit)
+                });
+            }
+            if ns && time < prev {
+                return what(format!("time {time} ns is before the previous record's {prev} ns; ns traces must be sorted"));
+            }
+            prev = time;
+        }
+        self.err(self.frame_of(self.out_base), "invalid record".into())
+    }
+
+    fn read_inner(&mut self, dst: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let mut got = 0;
+        if self.iter_pos < self.iter_buf.len() {
+            let take = (self.iter_buf.len() - self.iter_pos).min(max);
+            dst.extend_from_slice(&self.iter_buf[self.iter_pos..self.iter_pos + take]);
+            self.iter_pos += take;
+            got += take;
+        }
+        while got < max && !self.done {
+            if self.out.len() - self.out_pos < RECORD_SIZE {
+                if self.eof {
+                    return self.finish_stream().map(|()| got);
+                }
+                self.fill()?;
+                continue;
+            }
+            got += self.convert(dst, max - got)?;
+        }
+        Ok(got)
+    }
+
+    fn finish_stream(&mut self) -> Result<()> {
+        self.done = true;
+        let tail = self.out.len() - self.out_pos;
+        if tail > 0 {
+            return Err(self.err(
+                self.region_end,
+                format!(
+                    "partial record at the end of the record stream: {tail} bytes after record {}; records are {RECORD_SIZE} bytes",
+                    self.records
+                ),
+            ));
+        }
+        if self.in_frame {
+            return Err(self.err(self.region_end, "truncated record stream: the last zstd frame ends early".into()));
+        }
+        if let Some(s) = &self.header.stats {
+            if s.accesses != self.records {
+                return Err(self.err(
+                    self.region_end,
+                    format!("truncated record stream: {} records, but the header says {}", self.records, s.accesses),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AccessSource for TraceReader {
+    fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let r = self.read_inner(out, max);
+        if r.is_err() {
+            self.done = true;
+            self.iter_buf.clear();
+            self.iter_pos = 0;
+        }
+        r
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Access>;
+
+    fn next(&mut self) -> Option<Result<Access>> {
+        if self.iter_pos == self.iter_buf.len() {
+            let mut buf = std::mem::take(&mut self.iter_buf);
+            buf.clear();
+            self.iter_pos = 0;
+            let r = self.read_batch(&mut buf, 4096);
+            self.iter_buf = buf;
+            match r {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let a = self.iter_buf[self.iter_pos];
+        self.iter_pos += 1;
+        Some(Ok(a))
+    }
+}
+
+/// Header and statistics of a trace as JSON (see `crate::inspect`).
+pub fn inspect(path: &Path) -> Result<serde_json::Value> {
+    let mut r = TraceReader::open(path)?;
+    let file_len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let h = r.header().clone();
+    let (stats, source) = match h.stats.clone() {
+        Some(s) => (s, "header"),
+        None => {
+            let mut b = StatsBuilder::new(h.time_unit, h.page_size);
+            let mut batch = Vec::with_capacity(1 << 16);
+            loop {
+                batch.clear();
+                if r.read_batch(&mut batch, 1 << 16)? == 0 {
+                    break;
+                }
+                batch.iter().for_each(|a| b.add(a));
+            }
+            (b.finish(), "scan")
+        }
+    };
+    let bytes_per_access = (stats.accesses > 0).then(|| file_len as f64 / stats.accesses as f64);
+    Ok(serde_json::json!({
+        "path": path.display().to_string(),
+        "version": h.version,
+        "record_layout": h.record_layout,
+        "time_unit": h.time_unit,
+        "addr_kind": h.addr_kind,
+        "page_size": h.page_size,
+        "stats_source": source,
+        "accesses": stats.accesses,
+        "reads": stats.reads,
+        "writes": stats.writes,
+        "bytes": stats.bytes,
+        "footprint_pages": stats.footprint_pages,
+        "footprint_bytes": stats.footprint_pages.saturating_mul(h.page_size as u64),
+        "time_first": stats.time_first,
+        "time_last": stats.time_last,
+        "time_span": stats.time_last.saturating_sub(stats.time_first),
+        "per_cpu": stats.per_cpu,
+        "compressed_bytes": file_len,
+        "bytes_per_access": bytes_per_access,
+    }))
+}

@@ -1,0 +1,68 @@
+//! Uniformly random accesses: every access picks an `access_size`-aligned slot anywhere in the
+//! footprint with equal probability, so there is no locality beyond the page a slot falls in.
+//! This is the worst case for a fast tier smaller than the footprint and the baseline against
+//! which tiering policies show their gain (the "random" workload of the CXL-flash study).
+
+use rand::Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tiersim_core::params::{ParamSpec, Params};
+use tiersim_core::{Access, Op, Result};
+
+use super::{Common, Generator, ACCESSES, ACCESS_SIZE, BASE_ADDR, FOOTPRINT, GAP_INSTRUCTIONS, PAGE_SIZE, THREADS};
+use crate::format::TraceMeta;
+
+pub const PARAMS: &[ParamSpec] = &[
+    FOOTPRINT,
+    ACCESSES,
+    super::write_ratio("0.3"),
+    THREADS,
+    ACCESS_SIZE,
+    GAP_INSTRUCTIONS,
+    BASE_ADDR,
+    PAGE_SIZE,
+];
+
+struct Random {
+    c: Common,
+    write_ratio: f64,
+    slots: u64,
+    rng: ChaCha8Rng,
+    i: u64,
+}
+
+pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
+    let c = Common::from_params(p)?;
+    c.check_span(c.footprint)?;
+    Ok(Box::new(Random {
+        c,
+        write_ratio: p.float("write_ratio"),
+        slots: c.footprint / c.access_size,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        i: 0,
+    }))
+}
+
+impl Generator for Random {
+    fn meta(&self) -> TraceMeta {
+        self.c.meta()
+    }
+
+    fn next_access(&mut self) -> Option<Access> {
+        if self.i >= self.c.accesses {
+            return None;
+        }
+        let cpu = (self.i % self.c.threads) as u32;
+        self.i += 1;
+        // Both draws happen every time, so the address sequence does not depend on write_ratio.
+        let slot = self.rng.gen_range(0..self.slots);
+        let write = self.rng.gen::<f64>() < self.write_ratio;
+        Some(Access {
+            time: self.c.gap,
+            addr: self.c.base + slot * self.c.access_size,
+            cpu,
+            size: self.c.access_size as u16,
+            op: if write { Op::Write } else { Op::Read },
+        })
+    }
+}

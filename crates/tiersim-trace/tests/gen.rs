@@ -1,0 +1,186 @@
+use std::collections::HashSet;
+use std::path::Path;
+
+use tiersim_core::{Access, Op};
+use tiersim_trace::gen::{self, GeneratorSource, REGISTRY};
+use tiersim_trace::{AccessSource, AddrKind, TimeUnit, TraceReader, TraceStats};
+
+fn table(s: &str) -> toml::Table {
+    toml::from_str(s).unwrap()
+}
+
+fn run(name: &str, params: &str, seed: u64) -> (TraceStats, Vec<Access>, Vec<u8>) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("g.trace");
+    let stats = gen::generate(name, Some(&table(params)), &p, seed).unwrap();
+    let accesses = read(&p);
+    (stats, accesses, std::fs::read(&p).unwrap())
+}
+
+fn read(p: &Path) -> Vec<Access> {
+    TraceReader::open(p).unwrap().map(|a| a.unwrap()).collect()
+}
+
+#[test]
+fn registry_names_are_unique_and_findable() {
+    let names: HashSet<_> = REGISTRY.iter().map(|e| e.info.name).collect();
+    assert_eq!(names.len(), REGISTRY.len());
+    for e in REGISTRY {
+        assert_eq!(gen::find(e.info.name).unwrap().info.name, e.info.name);
+        // Every generator builds from its defaults.
+        gen::open_generator(e.info.name, None, 0).unwrap();
+    }
+    let e = gen::find("zipf").err().unwrap().to_string();
+    assert_eq!(e, "unknown generator `zipf`; valid names: random, stride, stream");
+}
+
+#[test]
+fn bad_params_rejected() {
+    let e = gen::open_generator("random", Some(&table("footprnt = \"1GiB\"")), 0).err().unwrap().to_string();
+    assert!(e.contains("`footprnt`") && e.contains("valid parameters: footprint"), "{e}");
+    let e = gen::open_generator("stream", Some(&table("write_ratio = 0.5")), 0).err().unwrap().to_string();
+    assert!(e.contains("`write_ratio`: unknown parameter"), "{e}");
+    let e = gen::open_generator("random", Some(&table("write_ratio = 1.5")), 0).err().unwrap().to_string();
+    assert!(e.contains("above the maximum"), "{e}");
+    let e = gen::open_generator("random", Some(&table("page_size = 3000")), 0).err().unwrap().to_string();
+    assert!(e.contains("`page_size`") && e.contains("power of two"), "{e}");
+    let e = gen::open_generator("random", Some(&table("base_addr = 100")), 0).err().unwrap().to_string();
+    assert!(e.contains("`base_addr`") && e.contains("not aligned"), "{e}");
+    let e = gen::open_generator("stride", Some(&table("footprint = 128\nthreads = 4")), 0).err().unwrap().to_string();
+    assert!(e.contains("`footprint`"), "{e}");
+    let e = gen::open_generator("random", Some(&table("base_addr = 9223372036854771712\nfootprint = \"16EB\"")), 0);
+    assert!(e.is_err());
+    let e = gen::open_generator("random", Some(&table("threads = 0")), 0).err().unwrap().to_string();
+    assert!(e.contains("below the minimum"), "{e}");
+}
+
+fn pages(a: &[Access], page: u64) -> usize {
+    a.iter().map(|x| x.addr / page).collect::<HashSet<_>>().len()
+}
+
+#[test]
+fn random_footprint_mix_and_cpus() {
+    let (s, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 100000\nthreads = 4\nwrite_ratio = 0.3", 7);
+    assert_eq!(s.accesses, 100_000);
+    assert_eq!(a.len(), 100_000);
+    // 256 pages, 100k uniform draws: missing one has probability ~256 * e^-390.
+    assert_eq!(s.footprint_pages, 256);
+    assert_eq!(pages(&a, 4096), 256);
+    let wr = s.writes as f64 / s.accesses as f64;
+    assert!((wr - 0.3).abs() < 0.01, "write ratio {wr}");
+    assert_eq!(s.per_cpu, vec![25_000; 4]);
+    let base = gen::DEFAULT_BASE_ADDR;
+    for (i, x) in a.iter().enumerate() {
+        assert_eq!(x.cpu as usize, i % 4);
+        assert!(x.addr >= base && x.addr + 64 <= base + (1 << 20));
+        assert_eq!(x.addr % 64, 0);
+        assert_eq!((x.size, x.time), (64, 10));
+    }
+    assert_eq!(s.bytes, 64 * 100_000);
+    // 4 CPUs each run 25k accesses 10 instructions apart.
+    assert_eq!((s.time_first, s.time_last), (0, 250_000));
+}
+
+#[test]
+fn stride_covers_its_footprint_exactly() {
+    // 4 threads x 256 KiB slices, 64 B stride: 4096 accesses per thread sweep each slice once.
+    let (s, a, _) = run("stride", "footprint = \"1MiB\"\naccesses = 16384\nthreads = 4", 1);
+    assert_eq!(s.footprint_pages, 256);
+    assert_eq!(s.per_cpu, vec![4096; 4]);
+    assert_eq!(s.writes, 0);
+    let base = gen::DEFAULT_BASE_ADDR;
+    assert_eq!(a[0].addr, base);
+    assert_eq!(a[1].addr, base + (256 << 10));
+    assert_eq!(a[4].addr, base + 64);
+    // Every line of the footprint exactly once.
+    assert_eq!(a.iter().map(|x| x.addr).collect::<HashSet<_>>().len(), 16384);
+    // One more lap wraps back to the start of each slice.
+    let (_, a2, _) = run("stride", "footprint = \"1MiB\"\naccesses = 16388\nthreads = 4", 1);
+    assert_eq!(a2[16384].addr, base);
+    // A page-sized stride touches a new page every access.
+    let (s, _, _) = run("stride", "footprint = \"1MiB\"\naccesses = 256\nstride = \"4KiB\"\nwrite_ratio = 0.5", 1);
+    assert_eq!(s.footprint_pages, 256);
+    assert!(s.writes > 64 && s.writes < 192, "{}", s.writes);
+}
+
+#[test]
+fn stream_covers_its_arrays_exactly() {
+    // 4 arrays of 2 MiB (512 pages each), 32768 lines each: one sweep is 4 * 32768 accesses.
+    let (s, a, _) = run("stream", "footprint = \"8MiB\"\narrays = 4\naccesses = 131072\nthreads = 2", 0);
+    assert_eq!(s.footprint_pages, 2048);
+    assert_eq!(s.writes * 4, s.accesses);
+    assert_eq!(s.per_cpu, vec![65536; 2]);
+    let base = gen::DEFAULT_BASE_ADDR;
+    let two_mib = 2u64 << 20;
+    // Thread 0: element 0 of arrays 1, 2, 3 read, then array 0 written; thread 1 starts at 16384.
+    let want = [
+        (base + two_mib, 0, Op::Read),
+        (base + two_mib + 16384 * 64, 1, Op::Read),
+        (base + 2 * two_mib, 0, Op::Read),
+        (base + 2 * two_mib + 16384 * 64, 1, Op::Read),
+        (base + 3 * two_mib, 0, Op::Read),
+        (base + 3 * two_mib + 16384 * 64, 1, Op::Read),
+        (base, 0, Op::Write),
+        (base + 16384 * 64, 1, Op::Write),
+        (base + two_mib + 64, 0, Op::Read),
+    ];
+    for (i, (addr, cpu, op)) in want.into_iter().enumerate() {
+        assert_eq!((a[i].addr, a[i].cpu, a[i].op), (addr, cpu, op), "access {i}");
+    }
+    // Uneven split: 3 arrays of 64 MiB / 3, each starting on a 2 MiB boundary.
+    let (s, a, _) = run("stream", "accesses = 300000\nthreads = 3", 0);
+    // Each thread's 100000 accesses are 33333 whole elements (3 accesses, 1 write) and a read.
+    assert_eq!(s.writes, 99_999);
+    // 64 MiB / 3 rounds up to an 11 x 2 MiB slot per array.
+    let slot = 11 * two_mib;
+    assert_eq!((a[0].addr, a[3].addr, a[6].addr), (base + slot, base + 2 * slot, base));
+    assert!(a.iter().all(|x| x.addr >= base && x.addr < base + 3 * slot));
+    // Repeats: with twice the accesses every element is visited twice.
+    let (s1, _, _) = run("stream", "footprint = \"8MiB\"\narrays = 4\naccesses = 262144", 0);
+    assert_eq!(s1.footprint_pages, 2048);
+}
+
+#[test]
+fn deterministic_files() {
+    for (name, params) in [
+        ("random", "footprint = \"4MiB\"\naccesses = 50000\nthreads = 3"),
+        ("stride", "footprint = \"4MiB\"\naccesses = 50000\nwrite_ratio = 0.25\nstride = \"192B\""),
+        ("stream", "footprint = \"4MiB\"\naccesses = 50000\nthreads = 5"),
+    ] {
+        let (_, _, b1) = run(name, params, 42);
+        let (_, _, b2) = run(name, params, 42);
+        assert!(b1 == b2, "{name}: same seed must give identical bytes");
+        if name != "stream" {
+            let (_, _, b3) = run(name, params, 43);
+            assert!(b1 != b3, "{name}: a different seed should change the trace");
+        }
+    }
+}
+
+#[test]
+fn headers_say_instructions_and_virtual() {
+    for e in REGISTRY {
+        let (_, _, _) = run(e.info.name, "footprint = \"1MiB\"\naccesses = 1000", 0);
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h.trace");
+        gen::generate(e.info.name, Some(&table("accesses = 10\npage_size = \"2MiB\"")), &p, 0).unwrap();
+        let r = TraceReader::open(&p).unwrap();
+        let h = r.header();
+        assert_eq!((h.time_unit, h.addr_kind, h.page_size), (TimeUnit::Instructions, AddrKind::Virtual, 2 << 20));
+        assert_eq!(h.stats.as_ref().unwrap().accesses, 10);
+    }
+}
+
+#[test]
+fn generator_source_matches_file() {
+    let params = table("footprint = \"2MiB\"\naccesses = 10001\nthreads = 2");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("s.trace");
+    gen::generate("random", Some(&params), &p, 5).unwrap();
+    let mut src = GeneratorSource::new(gen::open_generator("random", Some(&params), 5).unwrap());
+    assert_eq!(src.header().time_unit, TimeUnit::Instructions);
+    assert!(src.header().stats.is_none());
+    let mut got = Vec::new();
+    while src.read_batch(&mut got, 1000).unwrap() > 0 {}
+    assert_eq!(got, read(&p));
+}
