@@ -12,13 +12,15 @@ use crate::platform::NodeSpec;
 pub struct InterleaveSet {
     devices: Vec<Box<dyn Device>>,
     shift: u32,
+    /// log2(count) when count is a power of two: spares two divisions per access.
+    count_shift: Option<u32>,
 }
 
 impl InterleaveSet {
     pub fn build(kind: &str, params: &tiersim_core::Params, count: u32, granule: u64) -> Result<Self> {
         let entry = tiersim_devices::find(kind)?;
         let devices = (0..count).map(|_| (entry.build)(params)).collect::<Result<Vec<_>>>()?;
-        Ok(InterleaveSet { devices, shift: granule.trailing_zeros() })
+        Ok(InterleaveSet { devices, shift: granule.trailing_zeros(), count_shift: count.is_power_of_two().then(|| count.trailing_zeros()) })
     }
 
     #[inline]
@@ -29,8 +31,12 @@ impl InterleaveSet {
         }
         let chunk = req.addr >> self.shift;
         let mask = (1u64 << self.shift) - 1;
-        let local = DeviceRequest { addr: ((chunk / n) << self.shift) | (req.addr & mask), ..*req };
-        self.devices[(chunk % n) as usize].access(&local)
+        let (row, dev) = match self.count_shift {
+            Some(k) => (chunk >> k, chunk & (n - 1)),
+            None => (chunk / n, chunk % n),
+        };
+        let local = DeviceRequest { addr: (row << self.shift) | (req.addr & mask), ..*req };
+        self.devices[dev as usize].access(&local)
     }
 
     pub fn idle_latency(&self, op: tiersim_core::Op, size: u32) -> Ns {

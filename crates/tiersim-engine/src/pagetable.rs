@@ -71,19 +71,18 @@ impl PageTable {
         Ok(base as u32)
     }
 
-    /// Hint the CPU to fetch `vpn`'s entry, if its chunk exists.
+    /// Hint the CPU to fetch `vpn`'s entry; returns the page id if its chunk exists, so the
+    /// caller can keep it and skip the lookup when the access comes up.
     #[inline]
-    pub fn prefetch(&self, vpn: u64) {
-        if let Some(&base) = self.chunk_of.get(&(vpn >> CHUNK_SHIFT)) {
-            let i = base as usize + (vpn as usize & (CHUNK - 1));
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetch never faults; the pointer is in bounds of `entries`.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch(self.entries.as_ptr().add(i) as *const i8, _MM_HINT_T0);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = i;
+    pub fn prefetch(&self, vpn: u64) -> Option<u32> {
+        let base = *self.chunk_of.get(&(vpn >> CHUNK_SHIFT))?;
+        let i = base as usize + (vpn as usize & (CHUNK - 1));
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults; the pointer is in bounds of `entries`.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch(self.entries.as_ptr().add(i) as *const i8, _MM_HINT_T0);
         }
+        Some(i as u32)
     }
 }

@@ -694,7 +694,12 @@ pub fn simulate(
             Some(next) => {
                 // This CPU's next access comes up about `ncpus` accesses from now: time enough
                 // for its page entry to arrive from memory.
-                eng.pt.prefetch(next.addr >> eng.page_shift);
+                let vpn = next.addr >> eng.page_shift;
+                if let Some(p) = eng.pt.prefetch(vpn) {
+                    // Page ids never move, so this stands in for the lookup at issue time.
+                    eng.cpus[c].last_vpn = vpn;
+                    eng.cpus[c].last_page = p;
+                }
                 let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
                 eng.cpus[c].next_issue_ps = issue;
                 // Re-key the top in place: one sift instead of a pop and a push.

@@ -155,6 +155,23 @@ fn a_faulting_access_does_not_block_the_channel_for_others() {
     assert_eq!(u(&r.summary, &["faults", "fault_time_ns"]), 2000);
 }
 
+#[test]
+fn open_loop_issues_at_trace_times() {
+    let p = plat(&one_node(""), &["host.mode=open"]);
+    let (pol, _) = tiersim_policies::build("linux_default", None, &topo(&p)).unwrap();
+    // ns trace, absolute times 1000, 1010, 1020 and a burst of two at 1020 (relative 0..20).
+    // Reads at 0, 10, 20 find the channel idle: 101 ns each; the burst's second read queues
+    // 1 ns behind the first. Execution time = last completion = 20 + 1 + 1 + 100 = 122.
+    let a: Vec<_> = [(1000, 0x1000), (1010, 0x1040), (1020, 0x1080), (1020, 0x10c0)]
+        .iter()
+        .map(|&(t, addr)| Access { time: t, addr, cpu: 0, size: 64, op: Op::Read })
+        .collect();
+    let r = simulate(&p, pol, &mut Mem::new(TimeUnit::Ns, a), SimOptions { check_every: 1 }).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 122);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+    assert_eq!(u(&r.summary, &["latency_ns", "p50"]), 101);
+}
+
 const TWO_SOCKETS: &str = r#"name = "t2"
 [host]
 cpus = 2
