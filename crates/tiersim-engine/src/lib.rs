@@ -51,7 +51,7 @@ pub fn run(req: &RunRequest) -> Result<RunOutput> {
 
 /// Run on an already loaded platform (sweeps load a platform once and run many policies on it).
 pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
-    let topo = platform_topology(platform);
+    let topo = sim::topology(platform);
     let (policy, policy_params) = tiersim_policies::build(req.policy, req.policy_params, &topo)?;
     let mut run_t = toml::Table::new();
     run_t.insert("policy".into(), req.policy.into());
@@ -94,14 +94,10 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     Ok(RunOutput { summary, timeseries: result.timeseries, config })
 }
 
-fn platform_topology(p: &Platform) -> tiersim_policies::Topology {
-    sim::topology(p)
-}
-
 /// Every registered plugin and preset, with parameters and defaults, for `tiersim list`.
 pub fn list_plugins() -> Result<serde_json::Value> {
-    let section = |specs: &[tiersim_core::ParamSpec], name: &'static str, summary: &'static str| {
-        tiersim_core::PluginInfo { name, summary, source: "", params: Box::leak(specs.to_vec().into_boxed_slice()) }.to_json()
+    let section = |params: &'static [tiersim_core::ParamSpec], name: &'static str, summary: &'static str| {
+        tiersim_core::PluginInfo { name, summary, source: "", params }.to_json()
     };
     Ok(json!({
         "policies": tiersim_policies::REGISTRY.iter().map(|e| e.info.to_json()).collect::<Vec<_>>(),

@@ -113,7 +113,8 @@ struct Engine {
     processed: u64,
 }
 
-pub(crate) fn topology(p: &Platform) -> Topology {
+/// The machine as policies see it.
+pub fn topology(p: &Platform) -> Topology {
     Topology {
         nodes: p
             .nodes

@@ -77,24 +77,7 @@ fn run(p: &Platform, policy: &str, accesses: Vec<Access>) -> Result<SimResult> {
 }
 
 fn topo(p: &Platform) -> tiersim_policies::Topology {
-    tiersim_policies::Topology {
-        nodes: p
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| tiersim_policies::NodeInfo {
-                id: i as u16,
-                name: n.name.clone(),
-                tier: n.tier,
-                socket: n.socket,
-                has_cpus: !n.cpus.is_empty(),
-                capacity_pages: n.capacity_pages,
-            })
-            .collect(),
-        zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),
-        cpu_node: p.cpu_node.clone(),
-        page_size: p.page_size,
-    }
+    tiersim_engine::sim::topology(p)
 }
 
 fn u(v: &serde_json::Value, path: &[&str]) -> u64 {
