@@ -3,11 +3,13 @@ use serde::{Deserialize, Serialize};
 use crate::units::Ns;
 
 /// Direction of a memory access.
+/// One byte with fixed tags, as in the trace record (0 read, 1 write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[repr(u8)]
 pub enum Op {
-    Read,
-    Write,
+    Read = 0,
+    Write = 1,
 }
 
 impl Op {
@@ -20,7 +22,12 @@ impl Op {
 ///
 /// `time` is either an absolute time in ns or an instruction count since the previous access
 /// of the same CPU; the trace header says which (see `tiersim_trace::TimeUnit`).
+///
+/// `repr(C)`: the fields sit exactly where the trace's 24-byte record has them (time 0, addr 8,
+/// cpu 16, size 20, op 22, one byte of padding), so the trace reader can store decoded record
+/// bytes straight into `Access` slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct Access {
     pub time: Ns,
     pub addr: u64,

@@ -1,5 +1,7 @@
 //! Decode throughput of the native format (the engine's input rate ceiling) and generator speed.
-//! Traces are generated into a temporary directory during setup.
+//! Traces are generated into a temporary directory during setup, byte-shuffled (the writer's
+//! default) and re-encoded as rows (`*_rows`). Setup also prints, once per zstd level, write and
+//! decode speed and size of the shuffled encoding.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -8,7 +10,7 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_core::Access;
 use tiersim_trace::gen::{self, Generator};
-use tiersim_trace::{AccessSource, TraceReader};
+use tiersim_trace::{AccessSource, TraceReader, TraceWriter, WriterOptions};
 
 const RECORDS: u64 = 10_000_000;
 const BATCH: usize = 1 << 16;
@@ -27,6 +29,41 @@ fn decode_all(path: &Path, buf: &mut Vec<Access>) -> u64 {
     }
 }
 
+/// Re-encode `src` with `opts`; returns the seconds spent in the writer alone.
+fn reencode(src: &Path, dst: &Path, opts: WriterOptions) -> f64 {
+    let mut r = TraceReader::open(src).expect("open bench trace");
+    let meta = tiersim_trace::TraceMeta {
+        time_unit: r.header().time_unit,
+        addr_kind: r.header().addr_kind,
+        page_size: r.header().page_size,
+    };
+    let mut buf = Vec::with_capacity(BATCH);
+    let mut spent = 0.0;
+    let t = Instant::now();
+    let mut w = TraceWriter::create_with(dst, meta, opts).expect("create bench trace");
+    spent += t.elapsed().as_secs_f64();
+    while r.read_batch(&mut buf, BATCH).expect("decode bench trace") > 0 {
+        let t = Instant::now();
+        w.write_all(&buf).expect("write bench trace");
+        spent += t.elapsed().as_secs_f64();
+        buf.clear();
+    }
+    let t = Instant::now();
+    w.finish().expect("finish bench trace");
+    spent + t.elapsed().as_secs_f64()
+}
+
+/// Best of three single passes, in M records/s.
+fn decode_rate(path: &Path, buf: &mut Vec<Access>) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            let n = decode_all(path, buf);
+            n as f64 / t.elapsed().as_secs_f64() / 1e6
+        })
+        .fold(0.0, f64::max)
+}
+
 fn params(s: &str) -> toml::Table {
     toml::from_str(s).expect("bench params")
 }
@@ -41,18 +78,34 @@ fn decode(c: &mut Criterion) {
     ] {
         let path = dir.path().join(format!("{name}.trace"));
         gen::generate(name, Some(&params(&p)), &path, 1).expect("generate bench trace");
-        let size = std::fs::metadata(&path).expect("stat").len();
+        let rows = dir.path().join(format!("{name}_rows.trace"));
+        reencode(&path, &rows, WriterOptions { shuffle: false, ..Default::default() });
         let mut buf = Vec::with_capacity(BATCH);
-        let t = Instant::now();
-        let n = decode_all(&path, &mut buf);
-        let s = t.elapsed().as_secs_f64();
-        println!(
-            "decode/{name}: {n} records, {:.2} bytes/record compressed, one pass {:.1} M records/s ({:.2} GB/s of raw records)",
-            size as f64 / n as f64,
-            n as f64 / s / 1e6,
-            n as f64 * 24.0 / s / 1e9
-        );
-        g.bench_function(name, |b| b.iter(|| decode_all(&path, &mut buf)));
+        for level in [1, 3, 6] {
+            let l = dir.path().join(format!("{name}_l{level}.trace"));
+            let w = reencode(&path, &l, WriterOptions { level, ..Default::default() });
+            let size = std::fs::metadata(&l).expect("stat").len();
+            println!(
+                "level/{name}/{level}: write {:.1} M records/s, decode {:.1} M records/s, {:.2} bytes/record",
+                RECORDS as f64 / w / 1e6,
+                decode_rate(&l, &mut buf),
+                size as f64 / RECORDS as f64
+            );
+            std::fs::remove_file(&l).expect("remove");
+        }
+        for (label, path) in [(name.to_string(), &path), (format!("{name}_rows"), &rows)] {
+            let size = std::fs::metadata(path).expect("stat").len();
+            let t = Instant::now();
+            let n = decode_all(path, &mut buf);
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "decode/{label}: {n} records, {:.2} bytes/record compressed, one pass {:.1} M records/s ({:.2} GB/s of raw records)",
+                size as f64 / n as f64,
+                n as f64 / s / 1e6,
+                n as f64 * 24.0 / s / 1e9
+            );
+            g.bench_function(label.as_str(), |b| b.iter(|| decode_all(path, &mut buf)));
+        }
     }
     g.finish();
 }

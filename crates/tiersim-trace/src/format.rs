@@ -1,8 +1,8 @@
 //! The native tiersim trace format, version 1.
 //!
 //! A file is a fixed 128-byte header, then the records region (a sequence of zstd frames whose
-//! decompressed bytes are back-to-back fixed-size records), then an optional trailer of per-CPU
-//! access counts, then end of file. Every integer is little-endian.
+//! decompressed bytes are fixed-size records, as rows or byte planes: see frame_filter), then an
+//! optional trailer of per-CPU access counts, then end of file. Every integer is little-endian.
 //!
 //! Header (offsets in bytes, see the `H_*` constants):
 //!
@@ -18,7 +18,8 @@
 //! |     20 |    4 | flags: bit 0 set when the stats below and the trailer are complete    |
 //! |     24 |    8 | records_end: offset where the records region ends (0 if unknown)      |
 //! |     32 |    4 | n_cpus: entries in the trailer                                        |
-//! |     36 |    4 | reserved                                                              |
+//! |     36 |    1 | frame_filter: 0 none, 1 byte shuffle (see below)                      |
+//! |     37 |    3 | reserved, zero                                                        |
 //! |     40 |    8 | accesses                                                              |
 //! |     48 |    8 | reads                                                                 |
 //! |     56 |    8 | writes                                                                |
@@ -30,6 +31,14 @@
 //!
 //! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
 //! op u8 (0 read, 1 write), flags u8 (reserved, written as 0, ignored by readers).
+//!
+//! Frame filter 1 (byte shuffle, the writer's default) stores each frame's records transposed:
+//! for a frame of n records, the decompressed bytes are byte 0 of every record, then byte 1 of
+//! every record, ..., then byte 23 of every record (24 planes of n bytes). Neighbouring records
+//! share their high bytes, so the planes compress far better and decompress faster than rows.
+//! A frame is unshuffled on its own, so with this filter every frame holds whole records. With
+//! filter 0 the decompressed bytes of all frames are the records back to back, and a record may
+//! straddle frames. Readers reject other filter values.
 //!
 //! For ns traces `time_first`/`time_last` are the first and last timestamps. For instruction
 //! traces the record times are per-CPU deltas, so `time_first` is 0 and `time_last` is the
@@ -43,6 +52,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashSet;
@@ -80,6 +90,7 @@ pub const H_PAGE_SIZE: usize = 16;
 pub const H_FLAGS: usize = 20;
 pub const H_RECORDS_END: usize = 24;
 pub const H_N_CPUS: usize = 32;
+pub const H_FRAME_FILTER: usize = 36;
 pub const H_ACCESSES: usize = 40;
 pub const H_READS: usize = 48;
 pub const H_WRITES: usize = 56;
@@ -94,6 +105,11 @@ pub const R_CPU: usize = 16;
 pub const R_SIZE: usize = 20;
 pub const R_OP: usize = 22;
 pub const R_FLAGS: usize = 23;
+
+pub const FRAME_FILTER_NONE: u8 = 0;
+pub const FRAME_FILTER_SHUFFLE: u8 = 1;
+/// Bounds a frame's decompressed size; a byte-shuffled frame is held whole in memory.
+pub const MAX_FRAME_BYTES: usize = MAX_FRAME_RECORDS * RECORD_SIZE;
 
 /// 2^25 bytes: enough for the largest frame a `TraceWriter` makes.
 const WINDOW_LOG_MAX: u32 = 25;
@@ -165,6 +181,38 @@ impl AddrKind {
     }
 }
 
+/// How each frame's decompressed bytes are arranged (header offset 36).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameFilter {
+    /// Records back to back.
+    None,
+    /// Byte planes: byte k of every record of the frame, for k in 0..24.
+    Shuffle,
+}
+
+impl FrameFilter {
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameFilter::None => "none",
+            FrameFilter::Shuffle => "shuffle",
+        }
+    }
+    pub fn code(self) -> u8 {
+        match self {
+            FrameFilter::None => FRAME_FILTER_NONE,
+            FrameFilter::Shuffle => FRAME_FILTER_SHUFFLE,
+        }
+    }
+    pub fn from_code(c: u8) -> Option<Self> {
+        match c {
+            FRAME_FILTER_NONE => Some(FrameFilter::None),
+            FRAME_FILTER_SHUFFLE => Some(FrameFilter::Shuffle),
+            _ => None,
+        }
+    }
+}
+
 /// Summary statistics of a trace (see the module doc for what the times mean).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TraceStats {
@@ -224,11 +272,13 @@ pub struct WriterOptions {
     /// Records per zstd frame (1..=MAX_FRAME_RECORDS). Bounds the writer's memory and the
     /// reader's window.
     pub frame_records: usize,
+    /// Byte-shuffle each frame (frame filter 1; true by default): smaller files, faster reads.
+    pub shuffle: bool,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS }
+        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS, shuffle: true }
     }
 }
 
@@ -332,7 +382,13 @@ impl StatsBuilder {
     }
 }
 
-fn encode_header(meta: &TraceMeta, flags: u32, records_end: u64, stats: Option<&TraceStats>) -> [u8; HEADER_SIZE] {
+fn encode_header(
+    meta: &TraceMeta,
+    filter: FrameFilter,
+    flags: u32,
+    records_end: u64,
+    stats: Option<&TraceStats>,
+) -> [u8; HEADER_SIZE] {
     let mut h = [0u8; HEADER_SIZE];
     h[H_MAGIC..H_MAGIC + 8].copy_from_slice(&MAGIC);
     h[H_VERSION..H_VERSION + 2].copy_from_slice(&VERSION.to_le_bytes());
@@ -343,6 +399,7 @@ fn encode_header(meta: &TraceMeta, flags: u32, records_end: u64, stats: Option<&
     h[H_PAGE_SIZE..H_PAGE_SIZE + 4].copy_from_slice(&meta.page_size.to_le_bytes());
     h[H_FLAGS..H_FLAGS + 4].copy_from_slice(&flags.to_le_bytes());
     h[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&records_end.to_le_bytes());
+    h[H_FRAME_FILTER] = filter.code();
     if let Some(s) = stats {
         h[H_N_CPUS..H_N_CPUS + 4].copy_from_slice(&(s.per_cpu.len() as u32).to_le_bytes());
         for (at, v) in [
@@ -360,6 +417,257 @@ fn encode_header(meta: &TraceMeta, flags: u32, records_end: u64, stats: Option<&
     h
 }
 
+/// Records per block of the writer's shuffle: a block's rows (96 KiB) and its slice of every
+/// plane stay in L2 while the 24 planes are walked.
+const SHUFFLE_BLOCK: usize = 4096;
+
+/// Rows of whole records into byte planes (frame filter 1).
+fn shuffle(rows: &[u8], planes: &mut Vec<u8>) {
+    let n = rows.len() / RECORD_SIZE;
+    planes.clear();
+    planes.resize(n * RECORD_SIZE, 0);
+    if n == 0 {
+        return;
+    }
+    for start in (0..n).step_by(SHUFFLE_BLOCK) {
+        let end = (start + SHUFFLE_BLOCK).min(n);
+        let block = &rows[start * RECORD_SIZE..end * RECORD_SIZE];
+        for (k, plane) in planes.chunks_exact_mut(n).enumerate() {
+            for (d, r) in plane[start..end].iter_mut().zip(block.chunks_exact(RECORD_SIZE)) {
+                *d = r[k];
+            }
+        }
+    }
+}
+
+/// The 24 bytes of record `j` of a shuffled frame of `n` records.
+#[inline(always)]
+fn gather1(planes: &[u8], n: usize, j: usize) -> [u8; RECORD_SIZE] {
+    let mut r = [0u8; RECORD_SIZE];
+    for (k, b) in r.iter_mut().enumerate() {
+        *b = planes[k * n + j];
+    }
+    r
+}
+
+/// Records `first..first + dst.len()` of the shuffled frame `planes` into `dst`, read straight
+/// from the planes, checked as `TraceReader::convert` checks rows. Returns whether every record
+/// was good; only then is all of `dst` written.
+fn unshuffle(
+    planes: &[u8],
+    first: usize,
+    dst: &mut [MaybeUninit<Access>],
+    cpu_limit: u32,
+    ns: bool,
+    prev: &mut u64,
+) -> bool {
+    // Two copies, so instruction traces pay nothing for the ns ordering check.
+    if ns {
+        unshuffle_as::<true>(planes, first, dst, cpu_limit, prev)
+    } else {
+        unshuffle_as::<false>(planes, first, dst, cpu_limit, prev)
+    }
+}
+
+#[inline(always)]
+fn unshuffle_as<const NS: bool>(
+    planes: &[u8],
+    first: usize,
+    dst: &mut [MaybeUninit<Access>],
+    cpu_limit: u32,
+    prev: &mut u64,
+) -> bool {
+    let n = planes.len() / RECORD_SIZE;
+    let mut done = 0;
+    // Only the non-SIMD build keeps this initial value.
+    #[cfg_attr(target_arch = "x86_64", allow(unused_assignments))]
+    let mut ok = true;
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY (all three calls): SSE2 is part of the x86_64 baseline; `rows` bounds-checks its
+        // loads and stores, and `Access` is laid out as a record row (asserted in `sse2`).
+        let mut checks = unsafe { sse2::Checks::new(cpu_limit) };
+        for chunk in dst.chunks_exact_mut(sse2::BLOCK) {
+            unsafe { sse2::rows(planes, n, first + done, chunk, &mut checks) };
+            done += sse2::BLOCK;
+        }
+        ok = unsafe { checks.passed() };
+        if NS && ok {
+            for slot in &dst[..done] {
+                // SAFETY: `rows` wrote every slot in `..done`, and `checks` passed, so each is a
+                // valid `Access` (an op byte of 0 or 1 is a valid `Op`: it is repr(u8) with those tags).
+                let time = unsafe { slot.assume_init_ref() }.time;
+                ok &= time >= *prev;
+                *prev = time;
+            }
+        }
+    }
+    let mut p = *prev;
+    for (j, slot) in dst.iter_mut().enumerate().skip(done) {
+        let r = gather1(planes, n, first + j);
+        let time = le_u64(&r, R_TIME);
+        let cpu = le_u32(&r, R_CPU);
+        let size = le_u16(&r, R_SIZE);
+        let op = r[R_OP];
+        ok &= (op <= 1) & (size != 0) & (cpu < cpu_limit) & (!NS | (time >= p));
+        p = time;
+        slot.write(Access { time, addr: le_u64(&r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read } });
+    }
+    *prev = p;
+    ok
+}
+
+/// Transposes records out of byte planes with SSE2 byte interleaves: three rounds (8-, 16-,
+/// then 32-bit) turn 8 planes of 16 bytes into 16 little-endian u64 fields, which are then
+/// stored as `Access` rows.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::*;
+    use std::mem::{size_of, MaybeUninit};
+
+    use tiersim_core::{Access, Op};
+
+    /// Records per call of `rows`: one cache line of each plane. The planes of a frame whose
+    /// record count is a multiple of 4096 all map to the same L1 sets, so each line must be
+    /// used whole before the other planes evict it.
+    pub(super) const BLOCK: usize = 64;
+
+    // `Access` is repr(C) and `Op` repr(u8), so an `Access` is a record row: the SIMD path
+    // stores record bytes straight into `Access` slots. Checked at compile time.
+    const _: () = {
+        assert!(size_of::<Access>() == super::RECORD_SIZE);
+        assert!(std::mem::offset_of!(Access, time) == super::R_TIME);
+        assert!(std::mem::offset_of!(Access, addr) == super::R_ADDR);
+        assert!(std::mem::offset_of!(Access, cpu) == super::R_CPU);
+        assert!(std::mem::offset_of!(Access, size) == super::R_SIZE);
+        assert!(std::mem::offset_of!(Access, op) == super::R_OP);
+        assert!(size_of::<Op>() == 1 && Op::Read as u8 == 0 && Op::Write as u8 == 1);
+    };
+
+    /// Field checks accumulated over many records, tested once at the end.
+    pub(super) struct Checks {
+        /// Largest op byte seen.
+        op_max: __m128i,
+        /// Nonzero bytes where a record had size 0.
+        size_zero: __m128i,
+        /// All ones while every cpu was below the limit.
+        cpu_ok: __m128i,
+        /// The CPU limit, biased by 2^31 so a signed compare orders u32s.
+        limit: __m128i,
+    }
+
+    const BIAS: i32 = i32::MIN;
+
+    impl Checks {
+        #[inline(always)]
+        pub(super) unsafe fn new(cpu_limit: u32) -> Checks {
+            Checks {
+                op_max: _mm_setzero_si128(),
+                size_zero: _mm_setzero_si128(),
+                cpu_ok: _mm_set1_epi32(-1),
+                limit: _mm_set1_epi32((cpu_limit as i32) ^ BIAS),
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn passed(&self) -> bool {
+            let op_ok = _mm_cmpeq_epi8(_mm_min_epu8(self.op_max, _mm_set1_epi8(1)), self.op_max);
+            _mm_movemask_epi8(op_ok) == 0xFFFF
+                && _mm_movemask_epi8(self.size_zero) == 0
+                && _mm_movemask_epi8(self.cpu_ok) == 0xFFFF
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load(planes: &[u8], at: usize) -> __m128i {
+        let s = &planes[at..at + 16];
+        _mm_loadu_si128(s.as_ptr().cast())
+    }
+
+    #[inline(always)]
+    unsafe fn planes8(planes: &[u8], n: usize, i: usize, k0: usize) -> [__m128i; 8] {
+        std::array::from_fn(|k| load(planes, (k0 + k) * n + i))
+    }
+
+    /// The 8- and 16-bit rounds: of 8 planes of 16 records, `c[0..4]` hold bytes 0..4 of
+    /// records 0..4, 4..8, 8..12, 12..16 as u32 lanes, and `c[4..8]` bytes 4..8 likewise.
+    #[inline(always)]
+    unsafe fn rounds8_16(a: &[__m128i; 8]) -> [__m128i; 8] {
+        let b0 = _mm_unpacklo_epi8(a[0], a[1]);
+        let b1 = _mm_unpackhi_epi8(a[0], a[1]);
+        let b2 = _mm_unpacklo_epi8(a[2], a[3]);
+        let b3 = _mm_unpackhi_epi8(a[2], a[3]);
+        let b4 = _mm_unpacklo_epi8(a[4], a[5]);
+        let b5 = _mm_unpackhi_epi8(a[4], a[5]);
+        let b6 = _mm_unpacklo_epi8(a[6], a[7]);
+        let b7 = _mm_unpackhi_epi8(a[6], a[7]);
+        [
+            _mm_unpacklo_epi16(b0, b2),
+            _mm_unpackhi_epi16(b0, b2),
+            _mm_unpacklo_epi16(b1, b3),
+            _mm_unpackhi_epi16(b1, b3),
+            _mm_unpacklo_epi16(b4, b6),
+            _mm_unpackhi_epi16(b4, b6),
+            _mm_unpacklo_epi16(b5, b7),
+            _mm_unpackhi_epi16(b5, b7),
+        ]
+    }
+
+    /// The 32-bit round: `d[x]` holds the u64 fields of records 2x and 2x + 1.
+    #[inline(always)]
+    unsafe fn round32(c: [__m128i; 8]) -> [__m128i; 8] {
+        [
+            _mm_unpacklo_epi32(c[0], c[4]),
+            _mm_unpackhi_epi32(c[0], c[4]),
+            _mm_unpacklo_epi32(c[1], c[5]),
+            _mm_unpackhi_epi32(c[1], c[5]),
+            _mm_unpacklo_epi32(c[2], c[6]),
+            _mm_unpackhi_epi32(c[2], c[6]),
+            _mm_unpacklo_epi32(c[3], c[7]),
+            _mm_unpackhi_epi32(c[3], c[7]),
+        ]
+    }
+
+    /// Store records `i..i + BLOCK` of a shuffled frame of `n` records as rows into `dst`
+    /// (`BLOCK` long), adding their cpu, size and op to `checks`. The layout assertions make
+    /// the rows `Access` values, and only `checks` passing makes their op bytes valid.
+    #[inline(always)]
+    pub(super) unsafe fn rows(planes: &[u8], n: usize, i: usize, dst: &mut [MaybeUninit<Access>], checks: &mut Checks) {
+        let dst = &mut dst[..BLOCK];
+        let out: *mut __m128i = dst.as_mut_ptr().cast();
+        // Times and addresses of the whole block first, plane group by plane group (see BLOCK).
+        let mut t = [[_mm_setzero_si128(); 8]; BLOCK / 16];
+        let mut a = t;
+        for (s, d) in t.iter_mut().enumerate() {
+            *d = round32(rounds8_16(&planes8(planes, n, i + 16 * s, 0)));
+        }
+        for (s, d) in a.iter_mut().enumerate() {
+            *d = round32(rounds8_16(&planes8(planes, n, i + 16 * s, 8)));
+        }
+        let bias = _mm_set1_epi32(BIAS);
+        for s in 0..BLOCK / 16 {
+            let p = planes8(planes, n, i + 16 * s, 16);
+            checks.op_max = _mm_max_epu8(checks.op_max, p[6]);
+            let size_zero = _mm_cmpeq_epi8(_mm_or_si128(p[4], p[5]), _mm_setzero_si128());
+            checks.size_zero = _mm_or_si128(checks.size_zero, size_zero);
+            let c = rounds8_16(&p);
+            for cpu in &c[..4] {
+                let below = _mm_cmpgt_epi32(checks.limit, _mm_xor_si128(*cpu, bias));
+                checks.cpu_ok = _mm_and_si128(checks.cpu_ok, below);
+            }
+            let w = round32(c);
+            for x in 0..8 {
+                // Records 16s + 2x and 16s + 2x + 1 are 48 bytes: t0 a0 | w0 t1 | a1 w1.
+                let (tv, av, wv) = (t[s][x], a[s][x], w[x]);
+                let o = out.add((16 * s + 2 * x) / 2 * 3);
+                _mm_storeu_si128(o, _mm_unpacklo_epi64(tv, av));
+                _mm_storeu_si128(o.add(1), _mm_castpd_si128(_mm_shuffle_pd(_mm_castsi128_pd(wv), _mm_castsi128_pd(tv), 0b10)));
+                _mm_storeu_si128(o.add(2), _mm_unpackhi_epi64(av, wv));
+            }
+        }
+    }
+}
+
 /// Streams accesses into a trace file. Nothing appears at the target path until `finish`
 /// succeeds; dropping an unfinished writer removes its temporary file.
 pub struct TraceWriter {
@@ -367,9 +675,12 @@ pub struct TraceWriter {
     tmp_path: PathBuf,
     file: Option<File>,
     meta: TraceMeta,
+    filter: FrameFilter,
     frame_records: usize,
     cctx: CCtx<'static>,
     frame: Vec<u8>,
+    /// The frame's byte planes, when shuffling.
+    planes: Vec<u8>,
     compressed: Vec<u8>,
     pos: u64,
     stats: StatsBuilder,
@@ -404,7 +715,8 @@ impl TraceWriter {
         let tmp_path = path.with_file_name(tmp_name);
         let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
         // A valid but incomplete header from the start: an interrupted file is still readable.
-        file.write_all(&encode_header(&meta, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
+        file.write_all(&encode_header(&meta, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
@@ -417,9 +729,11 @@ impl TraceWriter {
             tmp_path,
             file: Some(file),
             meta,
+            filter,
             frame_records: opts.frame_records,
             cctx,
             frame: Vec::with_capacity(frame_bytes),
+            planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
             compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
             pos: HEADER_SIZE as u64,
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
@@ -474,7 +788,14 @@ impl TraceWriter {
             return Ok(());
         }
         self.compressed.clear();
-        self.cctx.compress2(&mut self.compressed, &self.frame).map_err(|c| {
+        let src = match self.filter {
+            FrameFilter::None => &self.frame,
+            FrameFilter::Shuffle => {
+                shuffle(&self.frame, &mut self.planes);
+                &self.planes
+            }
+        };
+        self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
             Error::io(&self.tmp_path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
         })?;
         let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
@@ -497,7 +818,7 @@ impl TraceWriter {
         self.flush_frame()?;
         let stats = std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
         let records_end = self.pos;
-        let header = encode_header(&self.meta, FLAG_STATS_COMPLETE, records_end, Some(&stats));
+        let header = encode_header(&self.meta, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let io = |e| Error::io(&self.tmp_path, e);
         let trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
@@ -530,12 +851,22 @@ pub struct TraceReader {
     region_end: u64,
     /// File offset of the next byte to read into `inbuf`.
     file_pos: u64,
+    /// Read-ahead of the records region; `inbuf[in_pos..in_end]` is not yet decompressed. Its
+    /// length stays `IN_BUF` so that refills need not zero it.
     inbuf: Vec<u8>,
+    in_end: usize,
     in_pos: usize,
     dctx: DCtx<'static>,
-    /// Decompressed bytes; `out[out_pos..]` are not yet converted.
+    filter: FrameFilter,
+    /// Decompressed bytes; `out[out_pos..]` are not yet converted. When shuffled, the byte
+    /// planes of the current frame only, and `out_pos` stays 0.
     out: Vec<u8>,
     out_pos: usize,
+    /// Shuffled frames: records in the current frame, the next one to convert, and the frame's
+    /// file offset.
+    frame_records: usize,
+    frame_next: usize,
+    frame_at: u64,
     /// Offset of `out[0]` in the decompressed record stream.
     out_base: u64,
     in_frame: bool,
@@ -551,6 +882,7 @@ pub struct TraceReader {
 
 struct RawHeader {
     header: TraceHeader,
+    filter: FrameFilter,
     flags: u32,
     records_end: u64,
     n_cpus: u32,
@@ -603,6 +935,15 @@ fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHeader> {
     if flags & !FLAG_STATS_COMPLETE != 0 {
         return Err(err(H_FLAGS, format!("unknown flags {flags:#x}; this build knows only bit 0 (stats complete)")));
     }
+    let filter = FrameFilter::from_code(h[H_FRAME_FILTER]).ok_or_else(|| {
+        err(
+            H_FRAME_FILTER,
+            format!(
+                "unknown frame_filter {}; expected {FRAME_FILTER_NONE} (none) or {FRAME_FILTER_SHUFFLE} (byte shuffle)",
+                h[H_FRAME_FILTER]
+            ),
+        )
+    })?;
     let records_end = le_u64(h, H_RECORDS_END);
     let n_cpus = le_u32(h, H_N_CPUS);
     if n_cpus > MAX_CPUS {
@@ -658,6 +999,7 @@ fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHeader> {
     }
     Ok(RawHeader {
         header: TraceHeader { version, record_layout: layout, time_unit, addr_kind, page_size, stats },
+        filter,
         flags,
         records_end,
         n_cpus,
@@ -702,11 +1044,17 @@ impl TraceReader {
             cpu_limit: if complete { raw.n_cpus } else { MAX_CPUS },
             region_end,
             file_pos: HEADER_SIZE as u64,
-            inbuf: Vec::with_capacity(IN_BUF),
+            inbuf: vec![0; IN_BUF],
+            in_end: 0,
             in_pos: 0,
             dctx,
-            out: Vec::with_capacity(OUT_BUF),
+            filter: raw.filter,
+            // A shuffled frame sizes the buffer itself, from its content size.
+            out: Vec::with_capacity(if raw.filter == FrameFilter::None { OUT_BUF } else { 0 }),
             out_pos: 0,
+            frame_records: 0,
+            frame_next: 0,
+            frame_at: HEADER_SIZE as u64,
             out_base: 0,
             in_frame: false,
             frames: Vec::new(),
@@ -719,7 +1067,7 @@ impl TraceReader {
         };
         r.file.seek(SeekFrom::Start(HEADER_SIZE as u64)).map_err(io)?;
         r.refill_input()?;
-        let first = &r.inbuf[..r.inbuf.len().min(4)];
+        let first = &r.inbuf[..r.in_end.min(4)];
         if first != &ZSTD_MAGIC[..first.len()] {
             return Err(Error::trace(
                 path,
@@ -743,6 +1091,11 @@ impl TraceReader {
         &self.path
     }
 
+    /// How the file's frames are arranged (header offset 36).
+    pub fn frame_filter(&self) -> FrameFilter {
+        self.filter
+    }
+
     fn err(&self, offset: u64, msg: String) -> Error {
         Error::trace(&self.path, offset, msg)
     }
@@ -750,27 +1103,97 @@ impl TraceReader {
     /// Move unread input to the front of `inbuf` and read more, up to the end of the region.
     /// Returns how many bytes were read.
     fn refill_input(&mut self) -> Result<usize> {
-        self.inbuf.drain(..self.in_pos);
+        self.inbuf.copy_within(self.in_pos..self.in_end, 0);
+        self.in_end -= self.in_pos;
         self.in_pos = 0;
-        let want = ((IN_BUF - self.inbuf.len().min(IN_BUF)) as u64).min(self.region_end - self.file_pos) as usize;
+        let want = ((IN_BUF - self.in_end) as u64).min(self.region_end - self.file_pos) as usize;
         if want == 0 {
             return Ok(0);
         }
-        let start = self.inbuf.len();
-        self.inbuf.resize(start + want, 0);
-        if let Err(e) = self.file.read_exact(&mut self.inbuf[start..]) {
-            self.inbuf.truncate(start);
-            return Err(Error::io(&self.path, e));
-        }
+        let start = self.in_end;
+        self.file.read_exact(&mut self.inbuf[start..start + want]).map_err(|e| Error::io(&self.path, e))?;
+        self.in_end += want;
         self.file_pos += want as u64;
         Ok(want)
     }
 
     fn input_file_offset(&self) -> u64 {
-        self.file_pos - (self.inbuf.len() - self.in_pos) as u64
+        self.file_pos - (self.in_end - self.in_pos) as u64
     }
 
-    /// Decompress more records into `out` after moving its unconverted tail to the front.
+    /// Check the start of the next frame, refilling input first unless the frame is whole in it
+    /// (zstd decodes a whole frame straight into `out` in one pass, but must go through its own
+    /// buffers otherwise). Returns the frame's file offset, or `None` at the end of the region.
+    fn next_frame(&mut self) -> Result<Option<u64>> {
+        let avail = self.in_end - self.in_pos;
+        if self.file_pos < self.region_end
+            && (avail < 4 || zstd_safe::find_frame_compressed_size(&self.inbuf[self.in_pos..self.in_end]).is_err())
+        {
+            self.refill_input()?;
+        }
+        let rest = &self.inbuf[self.in_pos..self.in_end];
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let at = self.input_file_offset();
+        if rest.len() < 4 {
+            return Err(self.err(
+                self.region_end,
+                format!("truncated record stream: {} bytes at the end are too short for a zstd frame", rest.len()),
+            ));
+        }
+        let magic = le_u32(rest, 0);
+        if rest[..4] != ZSTD_MAGIC && magic & SKIPPABLE_MAGIC_MASK != SKIPPABLE_MAGIC {
+            return Err(self.err(
+                at,
+                format!("corrupt zstd frame: expected frame magic {}, found {}", hex(&ZSTD_MAGIC), hex(&rest[..4])),
+            ));
+        }
+        Ok(Some(at))
+    }
+
+    /// Content size the next frame declares, if any.
+    fn next_frame_size(&self) -> Option<u64> {
+        zstd_safe::get_frame_content_size(&self.inbuf[self.in_pos..self.in_end]).ok().flatten()
+    }
+
+    /// Decompress part of the frame at `frame_at` into the spare capacity of `out` (which must
+    /// have some), clearing `in_frame` when the frame ends.
+    fn decompress_step(&mut self, frame_at: u64) -> Result<()> {
+        if self.in_pos == self.in_end && self.refill_input()? == 0 {
+            // Input is exhausted mid-frame: zstd may still hold decoded bytes to flush.
+            let before = self.out.len();
+            let mut input = InBuffer::around(&[]);
+            let mut output = OutBuffer::around_pos(&mut self.out, before);
+            let res = self.dctx.decompress_stream(&mut output, &mut input);
+            return match res {
+                Ok(0) => {
+                    self.in_frame = false;
+                    Ok(())
+                }
+                Ok(_) if self.out.len() > before => Ok(()),
+                Ok(_) => Err(self.err(
+                    self.region_end,
+                    format!("truncated record stream: the zstd frame at offset {frame_at} ends early"),
+                )),
+                Err(c) => Err(self.corrupt(frame_at, c)),
+            };
+        }
+        let mut input = InBuffer::around(&self.inbuf[self.in_pos..self.in_end]);
+        let filled = self.out.len();
+        let mut output = OutBuffer::around_pos(&mut self.out, filled);
+        let res = self.dctx.decompress_stream(&mut output, &mut input);
+        self.in_pos += input.pos();
+        match res {
+            Ok(0) => self.in_frame = false,
+            Ok(_) => {}
+            Err(c) => return Err(self.corrupt(frame_at, c)),
+        }
+        Ok(())
+    }
+
+    /// Decompress more records into `out` after moving its unconverted tail to the front
+    /// (frame filter 0).
     fn fill(&mut self) -> Result<()> {
         let tail = self.out.len() - self.out_pos;
         self.out.copy_within(self.out_pos.., 0);
@@ -782,35 +1205,12 @@ impl TraceReader {
 
         while !self.eof && self.out.capacity() - self.out.len() >= RECORD_SIZE {
             if !self.in_frame {
-                let avail = self.inbuf.len() - self.in_pos;
-                // Refill when the next frame is not whole in the buffer: zstd decodes a whole frame
-                // straight into `out` in one pass, but must go through its own buffers otherwise.
-                if self.file_pos < self.region_end
-                    && (avail < 4 || zstd_safe::find_frame_compressed_size(&self.inbuf[self.in_pos..]).is_err())
-                {
-                    self.refill_input()?;
-                }
-                let rest = &self.inbuf[self.in_pos..];
-                if rest.is_empty() {
+                let Some(at) = self.next_frame()? else {
                     self.eof = true;
                     break;
-                }
-                let at = self.input_file_offset();
-                if rest.len() < 4 {
-                    return Err(self.err(
-                        self.region_end,
-                        format!("truncated record stream: {} bytes at the end are too short for a zstd frame", rest.len()),
-                    ));
-                }
-                let magic = le_u32(rest, 0);
-                if rest[..4] != ZSTD_MAGIC && magic & SKIPPABLE_MAGIC_MASK != SKIPPABLE_MAGIC {
-                    return Err(self.err(
-                        at,
-                        format!("corrupt zstd frame: expected frame magic {}, found {}", hex(&ZSTD_MAGIC), hex(&rest[..4])),
-                    ));
-                }
+                };
                 // Stop before a frame that would not fit whole, so it too decodes in one pass.
-                if let Ok(Some(size)) = zstd_safe::get_frame_content_size(rest) {
+                if let Some(size) = self.next_frame_size() {
                     let spare = (self.out.capacity() - self.out.len()) as u64;
                     if size > spare && self.out.len() >= RECORD_SIZE {
                         break;
@@ -820,37 +1220,65 @@ impl TraceReader {
                 self.frames.push((self.out_base + self.out.len() as u64, at));
             }
             let frame_at = self.frames.last().map_or(HEADER_SIZE as u64, |f| f.1);
-            if self.in_pos == self.inbuf.len() && self.refill_input()? == 0 {
-                // Input is exhausted mid-frame: zstd may still hold decoded bytes to flush.
-                let before = self.out.len();
-                let mut input = InBuffer::around(&[]);
-                let mut output = OutBuffer::around_pos(&mut self.out, before);
-                let res = self.dctx.decompress_stream(&mut output, &mut input);
-                match res {
-                    Ok(0) => self.in_frame = false,
-                    Ok(_) if self.out.len() > before => {}
-                    Ok(_) => {
-                        return Err(self.err(
-                            self.region_end,
-                            format!("truncated record stream: the zstd frame at offset {frame_at} ends early"),
-                        ))
-                    }
-                    Err(c) => return Err(self.corrupt(frame_at, c)),
-                }
-                continue;
-            }
-            let mut input = InBuffer::around(&self.inbuf[self.in_pos..]);
-            let filled = self.out.len();
-            let mut output = OutBuffer::around_pos(&mut self.out, filled);
-            let res = self.dctx.decompress_stream(&mut output, &mut input);
-            self.in_pos += input.pos();
-            match res {
-                Ok(0) => self.in_frame = false,
-                Ok(_) => {}
-                Err(c) => return Err(self.corrupt(frame_at, c)),
-            }
+            self.decompress_step(frame_at)?;
         }
         Ok(())
+    }
+
+    /// Decompress the next frame that holds records, whole, into `out` (frame filter 1).
+    fn fill_frame(&mut self) -> Result<()> {
+        self.out.clear();
+        self.frame_records = 0;
+        self.frame_next = 0;
+        while !self.eof {
+            if !self.in_frame {
+                let Some(at) = self.next_frame()? else {
+                    self.eof = true;
+                    break;
+                };
+                self.frame_at = at;
+                if let Some(size) = self.next_frame_size() {
+                    if size > MAX_FRAME_BYTES as u64 {
+                        return Err(self.frame_too_large(format!("declares {size} bytes")));
+                    }
+                    self.out.reserve_exact(size as usize);
+                }
+                self.in_frame = true;
+            }
+            if self.out.len() == self.out.capacity() {
+                // Frames without a content size grow the buffer; one byte over the bound is
+                // room enough to tell an oversized frame from one that is exactly at the bound.
+                let cap = (self.out.capacity() * 2).clamp(1 << 16, MAX_FRAME_BYTES + 1);
+                self.out.reserve_exact(cap - self.out.len());
+            }
+            self.decompress_step(self.frame_at)?;
+            if self.out.len() > MAX_FRAME_BYTES {
+                return Err(self.frame_too_large("decompresses to more".into()));
+            }
+            if !self.in_frame && !self.out.is_empty() {
+                break;
+            }
+        }
+        if self.out.len() % RECORD_SIZE != 0 {
+            return Err(self.err(
+                self.frame_at,
+                format!(
+                    "the byte-shuffled zstd frame at this offset decompresses to {} bytes, not a whole number of {RECORD_SIZE}-byte records",
+                    self.out.len()
+                ),
+            ));
+        }
+        self.frame_records = self.out.len() / RECORD_SIZE;
+        Ok(())
+    }
+
+    fn frame_too_large(&self, what: String) -> Error {
+        self.err(
+            self.frame_at,
+            format!(
+                "the byte-shuffled zstd frame at this offset {what}; a frame may hold at most {MAX_FRAME_BYTES} bytes ({MAX_FRAME_RECORDS} records)"
+            ),
+        )
     }
 
     fn corrupt(&self, frame_at: u64, code: usize) -> Error {
@@ -906,42 +1334,98 @@ impl TraceReader {
         Ok(n)
     }
 
+    /// What is wrong with a record, given the previous record's time.
+    fn record_problem(&self, time: u64, cpu: u32, size: u16, op: u8, prev: u64) -> Option<String> {
+        if op > 1 {
+            return Some(format!("invalid op byte {op}; expected 0 (read) or 1 (write)"));
+        }
+        if size == 0 {
+            return Some("size 0; every access moves at least one byte".into());
+        }
+        if cpu >= self.cpu_limit {
+            return Some(if self.cpu_limit == MAX_CPUS {
+                format!("cpu {cpu} is above the maximum {}", MAX_CPUS - 1)
+            } else {
+                format!("cpu {cpu} is not below the header's n_cpus {}", self.cpu_limit)
+            });
+        }
+        if self.header.time_unit == TimeUnit::Ns && time < prev {
+            return Some(format!("time {time} ns is before the previous record's {prev} ns; ns traces must be sorted"));
+        }
+        None
+    }
+
     /// Find and describe the first bad record among the next `n`.
     fn record_error(&self, n: usize) -> Error {
-        let ns = self.header.time_unit == TimeUnit::Ns;
         let mut prev = self.prev_time;
         for i in 0..n {
             let at = self.out_pos + i * RECORD_SIZE;
             let r = &self.out[at..at + RECORD_SIZE];
-            let u = self.out_base + at as u64;
-            let index = self.records + i as u64;
-            let frame = self.frame_of(u);
-            let what = |m: String| {
-                self.err(
-                    frame,
+            let time = le_u64(r, R_TIME);
+            if let Some(m) = self.record_problem(time, le_u32(r, R_CPU), le_u16(r, R_SIZE), r[R_OP], prev) {
+                let u = self.out_base + at as u64;
+                let index = self.records + i as u64;
+                return self.err(
+                    self.frame_of(u),
                     format!("record {index} (byte {u} of the decompressed records, in the zstd frame at this offset): {m}"),
-                )
-            };
-            let (time, cpu, size, op) = (le_u64(r, R_TIME), le_u32(r, R_CPU), le_u16(r, R_SIZE), r[R_OP]);
-            if op > 1 {
-                return what(format!("invalid op byte {op}; expected 0 (read) or 1 (write)"));
-            }
-            if size == 0 {
-                return what("size 0; every access moves at least one byte".into());
-            }
-            if cpu >= self.cpu_limit {
-                return what(if self.cpu_limit == MAX_CPUS {
-                    format!("cpu {cpu} is above the maximum {}", MAX_CPUS - 1)
-                } else {
-                    format!("cpu {cpu} is not below the header's n_cpus {}", self.cpu_limit)
-                });
-            }
-            if ns && time < prev {
-                return what(format!("time {time} ns is before the previous record's {prev} ns; ns traces must be sorted"));
+                );
             }
             prev = time;
         }
         self.err(self.frame_of(self.out_base), "invalid record".into())
+    }
+
+    /// Check and convert up to `max` records of the current shuffled frame.
+    fn convert_shuffled(&mut self, dst: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let n = (self.frame_records - self.frame_next).min(max);
+        let planes = &self.out[..self.frame_records * RECORD_SIZE];
+        let start = dst.len();
+        dst.reserve(n);
+        let mut prev = self.prev_time;
+        let ok = unshuffle(
+            planes,
+            self.frame_next,
+            &mut dst.spare_capacity_mut()[..n],
+            self.cpu_limit,
+            self.header.time_unit == TimeUnit::Ns,
+            &mut prev,
+        );
+        if !ok {
+            return Err(self.shuffled_record_error(n));
+        }
+        if let Some(s) = &self.header.stats {
+            if self.records + n as u64 > s.accesses {
+                return Err(self.err(
+                    self.frame_at,
+                    format!("the record stream holds more records than the header's {} accesses", s.accesses),
+                ));
+            }
+        }
+        // SAFETY: `unshuffle` returned true, so it initialised all of the `n` spare slots.
+        unsafe { dst.set_len(start + n) };
+        self.prev_time = prev;
+        self.frame_next += n;
+        self.records += n as u64;
+        Ok(n)
+    }
+
+    /// Find and describe the first bad record among the next `n` of the shuffled frame.
+    fn shuffled_record_error(&self, n: usize) -> Error {
+        let planes = &self.out[..self.frame_records * RECORD_SIZE];
+        let mut prev = self.prev_time;
+        for j in self.frame_next..self.frame_next + n {
+            let r = gather1(planes, self.frame_records, j);
+            let time = le_u64(&r, R_TIME);
+            if let Some(m) = self.record_problem(time, le_u32(&r, R_CPU), le_u16(&r, R_SIZE), r[R_OP], prev) {
+                let index = self.records + (j - self.frame_next) as u64;
+                return self.err(
+                    self.frame_at,
+                    format!("record {index} (record {j} of the byte-shuffled zstd frame at this offset): {m}"),
+                );
+            }
+            prev = time;
+        }
+        self.err(self.frame_at, "invalid record".into())
     }
 
     fn read_inner(&mut self, dst: &mut Vec<Access>, max: usize) -> Result<usize> {
@@ -953,21 +1437,36 @@ impl TraceReader {
             got += take;
         }
         while got < max && !self.done {
-            if self.out.len() - self.out_pos < RECORD_SIZE {
-                if self.eof {
-                    return self.finish_stream().map(|()| got);
+            match self.filter {
+                FrameFilter::None => {
+                    if self.out.len() - self.out_pos < RECORD_SIZE {
+                        if self.eof {
+                            return self.finish_stream().map(|()| got);
+                        }
+                        self.fill()?;
+                        continue;
+                    }
+                    got += self.convert(dst, max - got)?;
                 }
-                self.fill()?;
-                continue;
+                FrameFilter::Shuffle => {
+                    if self.frame_next == self.frame_records {
+                        if self.eof {
+                            return self.finish_stream().map(|()| got);
+                        }
+                        self.fill_frame()?;
+                        continue;
+                    }
+                    got += self.convert_shuffled(dst, max - got)?;
+                }
             }
-            got += self.convert(dst, max - got)?;
         }
         Ok(got)
     }
 
     fn finish_stream(&mut self) -> Result<()> {
         self.done = true;
-        let tail = self.out.len() - self.out_pos;
+        // Shuffled frames are checked for whole records as each is decoded.
+        let tail = if self.filter == FrameFilter::None { self.out.len() - self.out_pos } else { 0 };
         if tail > 0 {
             return Err(self.err(
                 self.region_end,
@@ -1055,6 +1554,7 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         "path": path.display().to_string(),
         "version": h.version,
         "record_layout": h.record_layout,
+        "frame_filter": r.frame_filter(),
         "time_unit": h.time_unit,
         "addr_kind": h.addr_kind,
         "page_size": h.page_size,
@@ -1072,4 +1572,42 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         "compressed_bytes": file_len,
         "bytes_per_access": bytes_per_access,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_then_unshuffle_round_trips() {
+        for n in [0usize, 1, 15, 64, 65, 200, SHUFFLE_BLOCK + 3] {
+            let rows: Vec<u8> = (0..n)
+                .flat_map(|i| {
+                    let mut r = [0u8; RECORD_SIZE];
+                    r[R_TIME..R_TIME + 8].copy_from_slice(&(i as u64 * 0x0101_0101_0101).to_le_bytes());
+                    r[R_ADDR..R_ADDR + 8].copy_from_slice(&(u64::MAX - i as u64).to_le_bytes());
+                    r[R_CPU..R_CPU + 4].copy_from_slice(&(i as u32 % 65536).to_le_bytes());
+                    r[R_SIZE..R_SIZE + 2].copy_from_slice(&(1 + i as u16).to_le_bytes());
+                    r[R_OP] = (i % 2) as u8;
+                    r[R_FLAGS] = 0xA5;
+                    r
+                })
+                .collect();
+            let mut planes = Vec::new();
+            shuffle(&rows, &mut planes);
+            assert_eq!(planes.len(), rows.len());
+            for first in [0, n.min(1), n / 2] {
+                let mut dst: Vec<Access> = Vec::with_capacity(n - first);
+                let mut prev = 0;
+                assert!(unshuffle(&planes, first, &mut dst.spare_capacity_mut()[..n - first], MAX_CPUS, true, &mut prev));
+                // SAFETY: `unshuffle` returned true, so it wrote all `n - first` slots.
+                unsafe { dst.set_len(n - first) };
+                for (j, a) in dst.iter().enumerate() {
+                    let r = &rows[(first + j) * RECORD_SIZE..][..RECORD_SIZE];
+                    assert_eq!((a.time, a.addr, a.cpu, a.size), (le_u64(r, 0), le_u64(r, 8), le_u32(r, 16), le_u16(r, 20)));
+                    assert_eq!(a.op.is_write(), r[R_OP] == 1);
+                }
+            }
+        }
+    }
 }

@@ -8,7 +8,7 @@ use tiersim_core::{Access, Result};
 pub mod format;
 pub mod gen;
 
-pub use format::{AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, WriterOptions};
+pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, WriterOptions};
 pub use gen::{generate, open_generator, Generator, GeneratorSource};
 
 /// Header and statistics of a trace file (computed by a full scan if the file's header lacks

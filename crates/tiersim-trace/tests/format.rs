@@ -198,9 +198,14 @@ fn unfinished_writer_never_shows_at_target() {
 
 /// A valid trace's bytes, written with small frames so there are several.
 fn valid_bytes(n: usize, frame_records: usize) -> Vec<u8> {
+    valid_bytes_with(n, frame_records, true)
+}
+
+fn valid_bytes_with(n: usize, frame_records: usize, shuffle: bool) -> Vec<u8> {
     let d = tmp();
     let p = d.path().join("v.trace");
-    write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { frame_records, ..Default::default() }, &edge_accesses(n, 3));
+    let opts = WriterOptions { frame_records, shuffle, ..Default::default() };
+    write_trace(&p, meta(TimeUnit::Instructions), opts, &edge_accesses(n, 3));
     std::fs::read(&p).unwrap()
 }
 
@@ -219,11 +224,30 @@ fn make_incomplete(b: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Hand-made trace: incomplete header, then `records` compressed into one frame.
+/// Hand-made trace: incomplete header, then `records` (rows) compressed into one frame.
 fn handmade(records: &[u8]) -> Vec<u8> {
     let mut v = make_incomplete(&valid_bytes(0, 10));
     v.truncate(HEADER_SIZE);
+    v[H_FRAME_FILTER] = FRAME_FILTER_NONE;
     v.extend(zstd::bulk::compress(records, 3).unwrap());
+    v
+}
+
+/// Byte planes of whole records given as rows: byte k of every record, for k in 0..24.
+fn shuffled(rows: &[u8]) -> Vec<u8> {
+    let n = rows.len() / RECORD_SIZE;
+    (0..RECORD_SIZE).flat_map(|k| (0..n).map(move |r| rows[r * RECORD_SIZE + k])).collect()
+}
+
+/// Hand-made shuffled trace: incomplete header, then each of `frames` (already shuffled, or
+/// any bytes) compressed into a frame of its own.
+fn handmade_shuffled(frames: &[&[u8]]) -> Vec<u8> {
+    let mut v = make_incomplete(&valid_bytes(0, 10));
+    v.truncate(HEADER_SIZE);
+    v[H_FRAME_FILTER] = FRAME_FILTER_SHUFFLE;
+    for f in frames {
+        v.extend(zstd::bulk::compress(f, 3).unwrap());
+    }
     v
 }
 
@@ -272,6 +296,8 @@ fn malformed_headers_name_offset_and_expectation() {
         (good[..good.len() - 524_288 - 10].to_vec(), 24, "beyond end of file"),
         (good[..good.len() - 100].to_vec(), good.len() as u64 - 524_288, "expected a trailer of 65536 per-CPU counts"),
         (patch(H_N_CPUS, &70000u32.to_le_bytes()), 32, "n_cpus 70000"),
+        (patch(H_FRAME_FILTER, &[2]), 36, "unknown frame_filter 2; expected 0 (none) or 1 (byte shuffle)"),
+        (patch(H_FRAME_FILTER, &[255]), 36, "unknown frame_filter 255"),
         (patch(H_READS, &0u64.to_le_bytes()), 40, "header stats disagree"),
         (patch(HEADER_SIZE, b"\0\0\0\0"), 128, "expected the records region to start with a zstd frame"),
     ];
@@ -289,12 +315,14 @@ fn malformed_headers_name_offset_and_expectation() {
 #[test]
 fn truncated_record_stream() {
     let d = tmp();
-    let inc = make_incomplete(&valid_bytes(1000, 100));
-    let p = d.path().join("t.trace");
-    for cut in [inc.len() - 1, inc.len() - 30, HEADER_SIZE + 2, HEADER_SIZE + 20] {
-        let (o, m) = trace_err(read_all(&put(&p, &inc[..cut]), 64));
-        assert!(m.contains("truncated record stream"), "cut {cut}: {m}");
-        assert_eq!(o, cut as u64, "{m}");
+    for shuffle in [true, false] {
+        let inc = make_incomplete(&valid_bytes_with(1000, 100, shuffle));
+        let p = d.path().join("t.trace");
+        for cut in [inc.len() - 1, inc.len() - 30, HEADER_SIZE + 2, HEADER_SIZE + 20] {
+            let (o, m) = trace_err(read_all(&put(&p, &inc[..cut]), 64));
+            assert!(m.contains("truncated record stream"), "cut {cut}, shuffle {shuffle}: {m}");
+            assert_eq!(o, cut as u64, "{m}");
+        }
     }
 }
 
@@ -317,8 +345,14 @@ fn truncated_stream_detected_by_count() {
 
 #[test]
 fn corrupt_frame_names_its_offset() {
+    for shuffle in [true, false] {
+        corrupt_frame_names_its_offset_with(shuffle);
+    }
+}
+
+fn corrupt_frame_names_its_offset_with(shuffle: bool) {
     let d = tmp();
-    let good = valid_bytes(1000, 100);
+    let good = valid_bytes_with(1000, 100, shuffle);
     let offs = frame_offsets(&good);
     assert!(offs.len() >= 3);
     let p = d.path().join("c.trace");
@@ -369,6 +403,19 @@ fn invalid_record_fields() {
         let (o, m) = trace_err(read_all(&put(&p, &handmade(&recs)), 3));
         assert!(m.contains(want), "{m:?} should contain {want:?}");
         assert_eq!(o, HEADER_SIZE as u64);
+        // Shuffled, in a second frame: the record's index in the trace and in its frame.
+        let (head, tail) = recs.split_at(2 * RECORD_SIZE);
+        let b = handmade_shuffled(&[&shuffled(head), &shuffled(tail)]);
+        let (o, m) = trace_err(read_all(&put(&p, &b), 3));
+        let problem = &want[want.find("): ").unwrap() + 3..];
+        if index < 2 {
+            assert!(m.contains(&format!("record {index} (record {index} of the byte-shuffled zstd frame at this offset): {problem}")), "{m}");
+            assert_eq!(o, HEADER_SIZE as u64);
+        } else {
+            let inner = index - 2;
+            assert!(m.contains(&format!("record {index} (record {inner} of the byte-shuffled zstd frame at this offset): {problem}")), "{m}");
+            assert_eq!(o, frame_offsets_to_end(&b)[1]);
+        }
     }
     // ns traces must not go back in time.
     let mut recs = Vec::new();
@@ -379,6 +426,50 @@ fn invalid_record_fields() {
     b[H_TIME_UNIT] = 0;
     let (_, m) = trace_err(read_all(&put(&p, &b), 100));
     assert!(m.contains("record 2") && m.contains("time 6 ns is before the previous record's 7 ns"), "{m}");
+    // Across shuffled frames too.
+    let mut b = handmade_shuffled(&[&shuffled(&recs[..48]), &shuffled(&recs[48..])]);
+    b[H_TIME_UNIT] = 0;
+    let (_, m) = trace_err(read_all(&put(&p, &b), 100));
+    assert!(m.contains("record 2 (record 0 of") && m.contains("time 6 ns is before the previous record's 7 ns"), "{m}");
+}
+
+#[test]
+fn invalid_fields_found_in_long_shuffled_frames() {
+    let d = tmp();
+    let p = d.path().join("r.trace");
+    let good = |i: usize| record(10 * i as u64, 64 * i as u64, (i % 3) as u32, 64, (i % 2) as u8);
+    let cases: Vec<(usize, [u8; RECORD_SIZE], &str)> = vec![
+        (130, record(1300, 0, 0, 64, 2), "invalid op byte 2"),
+        (64, record(640, 0, 0, 64, 255), "invalid op byte 255"),
+        (201, record(2010, 0, 0, 0, 0), "size 0"),
+        (0, record(0, 0, 65536, 64, 0), "cpu 65536 is above the maximum 65535"),
+        (77, record(770, 0, 0x8000_0000, 64, 0), "cpu 2147483648 is above"),
+        (255, record(2550, 0, u32::MAX, 64, 0), "cpu 4294967295 is above"),
+        (190, record(5, 0, 0, 64, 0), "time 5 ns is before the previous record's 1890 ns"),
+    ];
+    for (index, bad, want) in cases {
+        let rows: Vec<u8> = (0..300).flat_map(|i| if i == index { bad } else { good(i) }).collect();
+        let mut b = handmade_shuffled(&[&shuffled(&rows)]);
+        b[H_TIME_UNIT] = 0;
+        for batch in [1 << 20, 64, 7] {
+            let (o, m) = trace_err(read_all(&put(&p, &b), batch));
+            let want = format!("record {index} (record {index} of the byte-shuffled zstd frame at this offset): {want}");
+            assert!(m.contains(&want), "batch {batch}: {m:?} should contain {want:?}");
+            assert_eq!(o, HEADER_SIZE as u64);
+        }
+    }
+    // A cpu limit below 65536 comes from a complete header: keep 4 trailer entries of 8.
+    let a: Vec<Access> = (0..1000).map(|i| acc(i, 64 * i, (i % 8) as u32, 64, Op::Read)).collect();
+    let full = d.path().join("full.trace");
+    write_trace(&full, meta(TimeUnit::Ns), WriterOptions::default(), &a);
+    let mut b = std::fs::read(&full).unwrap();
+    let end = b.len() - 64;
+    b.truncate(end + 32);
+    b[end..end + 8].copy_from_slice(&1000u64.to_le_bytes());
+    b[end + 8..end + 32].fill(0);
+    b[H_N_CPUS..H_N_CPUS + 4].copy_from_slice(&4u32.to_le_bytes());
+    let (_, m) = trace_err(read_all(&put(&p, &b), 1 << 20));
+    assert!(m.contains("record 4 (record 4 of the byte-shuffled zstd frame at this offset): cpu 4 is not below the header's n_cpus 4"), "{m}");
 }
 
 #[test]
@@ -405,14 +496,108 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     let d = tmp();
     let a = edge_accesses(3000, 9);
     let mut first = None;
-    for (level, frame_records) in [(1, 1), (3, 65536), (19, 333)] {
-        let p = d.path().join(format!("l{level}.trace"));
-        let s = write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { level, frame_records }, &a);
-        assert_eq!(read_all(&p, 1000).unwrap(), a);
-        assert_eq!(*first.get_or_insert(s.clone()), s);
+    for shuffle in [true, false] {
+        for (level, frame_records) in [(1, 1), (3, 65536), (19, 333), (3, 16), (3, 17)] {
+            let p = d.path().join(format!("l{level}-{frame_records}-{shuffle}.trace"));
+            let s = write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { level, frame_records, shuffle }, &a);
+            let want = if shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
+            let r = TraceReader::open(&p).unwrap();
+            assert_eq!(r.frame_filter(), want);
+            assert_eq!(std::fs::read(&p).unwrap()[H_FRAME_FILTER..H_FRAME_FILTER + 4], [want.code(), 0, 0, 0]);
+            assert_eq!(inspect(&p).unwrap()["frame_filter"], want.name());
+            for batch in [1, 7, 1000, 1 << 20] {
+                assert_eq!(read_all(&p, batch).unwrap(), a, "level {level}, {frame_records} per frame, shuffle {shuffle}, batch {batch}");
+            }
+            assert_eq!(*first.get_or_insert(s.clone()), s);
+        }
     }
-    assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), WriterOptions { level: 99, frame_records: 1 }).is_err());
-    assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), WriterOptions { level: 3, frame_records: 0 }).is_err());
+    let opts = |level, frame_records| WriterOptions { level, frame_records, ..Default::default() };
+    assert!(WriterOptions::default().shuffle);
+    assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(99, 1)).is_err());
+    assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(3, 0)).is_err());
+}
+
+#[test]
+fn shuffled_and_row_files_read_the_same() {
+    let d = tmp();
+    for (unit, a) in [(TimeUnit::Instructions, edge_accesses(20_011, 11)), (TimeUnit::Ns, sorted_accesses(20_011))] {
+        let mut got = Vec::new();
+        for shuffle in [true, false] {
+            let p = d.path().join(format!("{}-{shuffle}.trace", unit.name()));
+            let opts = WriterOptions { frame_records: 4099, shuffle, ..Default::default() };
+            let s = write_trace(&p, meta(unit), opts, &a);
+            let full = read_all(&p, 1 << 16).unwrap();
+            assert_eq!(full, a);
+            let inc = put(&d.path().join("inc.trace"), &make_incomplete(&std::fs::read(&p).unwrap()));
+            assert_eq!(TraceReader::open(&inc).unwrap().frame_filter(), TraceReader::open(&p).unwrap().frame_filter());
+            assert_eq!(read_all(&inc, 555).unwrap(), a);
+            got.push((s, inspect(&inc).unwrap()["footprint_pages"].clone()));
+        }
+        assert_eq!(got[0], got[1]);
+    }
+}
+
+fn sorted_accesses(n: usize) -> Vec<Access> {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut t = 1_000_000u64;
+    (0..n)
+        .map(|_| {
+            t += rng.gen_range(0..50);
+            acc(t, rng.gen_range(0..1 << 40) & !63, rng.gen_range(0..64), 64, if rng.gen_bool(0.3) { Op::Write } else { Op::Read })
+        })
+        .collect()
+}
+
+#[test]
+fn shuffled_frames_hold_whole_records() {
+    let d = tmp();
+    let p = d.path().join("s.trace");
+    let rows: Vec<u8> = (0..5).flat_map(|i| record(i, 64 * i, 0, 64, 0)).collect();
+    // Two good frames and an empty one read back as records.
+    let b = handmade_shuffled(&[&shuffled(&rows[..48]), &[], &shuffled(&rows[48..])]);
+    let want: Vec<Access> = (0..5).map(|i| acc(i, 64 * i, 0, 64, Op::Read)).collect();
+    assert_eq!(read_all(&put(&p, &b), 2).unwrap(), want);
+    // A shuffled frame cannot hold a partial record.
+    let mut planes = shuffled(&rows[..72]);
+    planes.extend([0u8; 10]);
+    let b = handmade_shuffled(&[&shuffled(&rows[..48]), &planes]);
+    let second = frame_offsets_to_end(&b)[1];
+    let (o, m) = trace_err(read_all(&put(&p, &b), 100));
+    assert!(m.contains("the byte-shuffled zstd frame at this offset decompresses to 82 bytes, not a whole number of 24-byte records"), "{m}");
+    assert_eq!(o, second);
+    // Nor more than the largest frame a writer makes, whether it says so up front or not.
+    let big = vec![0u8; MAX_FRAME_BYTES + RECORD_SIZE];
+    let (o, m) = trace_err(read_all(&put(&p, &handmade_shuffled(&[&big])), 100));
+    assert!(m.contains("declares 25165848 bytes; a frame may hold at most 25165824 bytes"), "{m}");
+    assert_eq!(o, HEADER_SIZE as u64);
+    let mut b = make_incomplete(&valid_bytes(0, 10));
+    b.truncate(HEADER_SIZE);
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    std::io::Write::write_all(&mut enc, &big).unwrap();
+    b.extend(enc.finish().unwrap());
+    let (o, m) = trace_err(read_all(&put(&p, &b), 100));
+    assert!(m.contains("decompresses to more; a frame may hold at most"), "{m}");
+    assert_eq!(o, HEADER_SIZE as u64);
+    // Exactly the bound is fine: records of time 0, addr 0, cpu 0, size 64, read.
+    let mut max = vec![0u8; MAX_FRAME_BYTES];
+    max[R_SIZE * MAX_FRAME_RECORDS..(R_SIZE + 1) * MAX_FRAME_RECORDS].fill(64);
+    let mut b = make_incomplete(&valid_bytes(0, 10));
+    b.truncate(HEADER_SIZE);
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    std::io::Write::write_all(&mut enc, &max).unwrap();
+    b.extend(enc.finish().unwrap());
+    assert_eq!(read_all(&put(&p, &b), 1 << 20).unwrap().len(), MAX_FRAME_RECORDS);
+}
+
+/// Frame offsets of a file whose records region runs to end of file.
+fn frame_offsets_to_end(b: &[u8]) -> Vec<u64> {
+    let mut at = HEADER_SIZE;
+    let mut v = Vec::new();
+    while at < b.len() {
+        v.push(at as u64);
+        at += zstd_safe::find_frame_compressed_size(&b[at..]).unwrap();
+    }
+    v
 }
 
 /// Reading must end in Ok or Err, never a panic, whatever the bytes.
@@ -439,11 +624,15 @@ proptest! {
     #[test]
     fn never_panics_on_mutations(
         incomplete in any::<bool>(),
+        shuffle in any::<bool>(),
         muts in proptest::collection::vec(mutation(), 1..6),
         cut in proptest::option::of(any::<usize>()),
     ) {
-        thread_local!(static BASE: Vec<u8> = valid_bytes(600, 64));
-        let mut b = BASE.with(|b| if incomplete { make_incomplete(b) } else { b.clone() });
+        thread_local!(static BASE: [Vec<u8>; 2] = [valid_bytes_with(600, 64, false), valid_bytes_with(600, 64, true)]);
+        let mut b = BASE.with(|b| {
+            let b = &b[shuffle as usize];
+            if incomplete { make_incomplete(b) } else { b.clone() }
+        });
         for (pos, val, kind) in muts {
             let i = pos % b.len();
             match kind {
@@ -462,10 +651,14 @@ proptest! {
     }
 
     #[test]
-    fn never_panics_on_random_bytes(body in proptest::collection::vec(any::<u8>(), 0..400), header_ok in any::<bool>()) {
+    fn never_panics_on_random_bytes(
+        body in proptest::collection::vec(any::<u8>(), 0..400),
+        header_ok in any::<bool>(),
+        shuffle in any::<bool>(),
+    ) {
         let mut b = body;
         if header_ok {
-            let mut h = make_incomplete(&valid_bytes(0, 1));
+            let mut h = make_incomplete(&valid_bytes_with(0, 1, shuffle));
             h.truncate(HEADER_SIZE);
             h.extend(ZSTD_MAGIC);
             h.extend(b);
