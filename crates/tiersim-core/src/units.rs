@@ -28,23 +28,29 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
 }
 
 /// Parse a byte size: `4096`, `64B`, `4KiB`, `16GiB`, `1.5TB` (SI and binary prefixes).
+/// Whole numbers are parsed exactly; fractions go through f64.
 pub fn parse_bytes(s: &str) -> Result<Bytes, String> {
     let (v, unit) = split_number(s).ok_or_else(|| format!("expected a size like \"16GiB\", got {s:?}"))?;
-    let mult: f64 = match unit {
-        "" | "B" => 1.0,
-        "KiB" | "K" => 1024.0,
-        "MiB" | "M" => 1024.0 * 1024.0,
-        "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" | "T" => 1024.0f64.powi(4),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
         _ => return Err(format!("unknown size unit {unit:?} in {s:?}; use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")),
     };
-    let bytes = v * mult;
-    if bytes > u64::MAX as f64 {
-        return Err(format!("size {s:?} is too large"));
+    let too_large = || format!("size {s:?} is too large");
+    let digits: String = s.trim().trim_end_matches(unit).trim().chars().filter(|c| *c != '_').collect();
+    if let Ok(whole) = digits.parse::<u64>() {
+        return whole.checked_mul(mult).ok_or_else(too_large);
+    }
+    let bytes = v * mult as f64;
+    if bytes >= u64::MAX as f64 {
+        return Err(too_large());
     }
     Ok(bytes.round() as u64)
 }
@@ -123,6 +129,42 @@ pub fn format_bytes(b: u64) -> String {
     }
 }
 
+/// The largest binary unit that represents `b` exactly (`"16GiB"`, `"256B"`), for resolved
+/// configs that read back to the same value.
+pub fn format_bytes_exact(b: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if b != 0 && b % (1u64 << shift) == 0 {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    format!("{b}B")
+}
+
+/// The largest unit that represents `ns` exactly (`"80us"`, `"110ns"`).
+pub fn format_duration_exact(ns: Ns) -> String {
+    for (div, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns != 0 && ns % div == 0 {
+            return format!("{}{unit}", ns / div);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// A rate with an SI prefix (`"38.4GB/s"`, `"2.25GHz"`) if it parses back to exactly `v`,
+/// else the plain number of base units.
+pub fn format_rate_exact(v: f64, base: &str, parse: fn(&str) -> Result<f64, String>) -> String {
+    let unit = |p: &str| if base == "Hz" { format!("{p}Hz") } else { format!("{p}B/s") };
+    for (mult, prefix) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if v >= mult {
+            let text = format!("{}{}", v / mult, unit(prefix));
+            if parse(&text) == Ok(v) {
+                return text;
+            }
+        }
+    }
+    format!("{v}{base}")
+}
+
 /// Time in ns to transfer `bytes` at `bytes_per_s`, rounded up so a transfer is never free.
 #[inline]
 pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> Ns {
@@ -144,6 +186,8 @@ mod tests {
         assert!(parse_bytes("12 parsecs").unwrap_err().contains("unknown size unit"));
         assert!(parse_bytes("-4KiB").is_err());
         assert!(parse_bytes("").is_err());
+        assert_eq!(parse_bytes("18446744073709551615B").unwrap(), u64::MAX);
+        assert!(parse_bytes("16777216TiB").unwrap_err().contains("too large"));
     }
 
     #[test]
@@ -161,5 +205,25 @@ mod tests {
         assert_eq!(transfer_ns(64, 38.4e9), 2);
         assert_eq!(transfer_ns(0, 38.4e9), 1);
         assert_eq!(transfer_ns(4096, 4.096e9), 1000);
+    }
+
+    #[test]
+    fn exact_formats_read_back() {
+        assert_eq!(format_bytes_exact(16 << 30), "16GiB");
+        assert_eq!(format_bytes_exact(256), "256B");
+        assert_eq!(format_bytes_exact(0), "0B");
+        assert_eq!(format_bytes_exact(1536), "1536B");
+        assert_eq!(format_duration_exact(80_000), "80us");
+        assert_eq!(format_duration_exact(110), "110ns");
+        assert_eq!(format_duration_exact(0), "0ns");
+        assert_eq!(format_rate_exact(38.4e9, "B/s", parse_bandwidth), "38.4GB/s");
+        assert_eq!(format_rate_exact(2.25e9, "Hz", parse_frequency), "2.25GHz");
+        for v in [38.4e9 * 0.85, 1073741824.0, 27e9, 1e-3, 123456789.123] {
+            let t = format_rate_exact(v, "B/s", parse_bandwidth);
+            assert_eq!(parse_bandwidth(&t), Ok(v), "{t}");
+        }
+        for b in [1, 4095, 4096, 1 << 20, 3 << 30, u64::MAX / 2] {
+            assert_eq!(parse_bytes(&format_bytes_exact(b)), Ok(b));
+        }
     }
 }

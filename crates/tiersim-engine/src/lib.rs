@@ -90,7 +90,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     let mut config = toml::Table::new();
     config.insert("run".into(), run_t.into());
     config.insert("platform".into(), platform.resolved.clone().into());
-    let config = toml::to_string_pretty(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
+    let config = toml::to_string(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
     Ok(RunOutput { summary, timeseries: result.timeseries, config })
 }
 

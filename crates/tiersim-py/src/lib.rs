@@ -111,7 +111,7 @@ fn list_plugins(py: Python<'_>) -> PyResult<String> {
 fn resolve_platform(py: Python<'_>, platform: String, overrides: Vec<String>) -> PyResult<String> {
     guarded(py, || {
         let p = tiersim_engine::platform::load(&platform, &overrides)?;
-        toml::to_string_pretty(&p.resolved).map_err(|e| Error::Sim(format!("writing the resolved platform: {e}")))
+        toml::to_string(&p.resolved).map_err(|e| Error::Sim(format!("writing the resolved platform: {e}")))
     })
 }
 
