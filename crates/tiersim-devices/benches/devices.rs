@@ -37,6 +37,8 @@ fn run(c: &mut Criterion, name: &str, preset: &str, channels_key: &str, channels
                     size: 64,
                     op: if i % 3 == 2 { Op::Write } else { Op::Read },
                     socket: 0,
+                    cpu: 0,
+                    remote: false,
                 };
                 last = dev.access(black_box(&req));
             }

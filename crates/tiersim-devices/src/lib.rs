@@ -10,7 +10,10 @@ use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 pub mod cxl;
 pub mod dram;
 pub mod pipe;
+pub mod interleave;
 pub mod presets;
+
+pub use interleave::InterleaveSet;
 pub mod ssd;
 
 /// One request as the engine hands it to a device.
@@ -26,6 +29,11 @@ pub struct DeviceRequest {
     pub op: Op,
     /// Socket of the requesting CPU (for devices with NUMA effects).
     pub socket: u16,
+    /// The requesting CPU (for devices whose behaviour depends on how many threads share them,
+    /// such as Optane DIMMs); background work uses the CPU it is charged to.
+    pub cpu: u32,
+    /// Whether the requester sits on another socket than the device.
+    pub remote: bool,
 }
 
 /// A memory or storage device model.

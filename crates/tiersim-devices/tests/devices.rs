@@ -10,7 +10,7 @@ fn table(s: &str) -> toml::Table {
 }
 
 fn req(now: u64, addr: u64, size: u32, op: Op) -> DeviceRequest {
-    DeviceRequest { now, addr, size, op, socket: 0 }
+    DeviceRequest { now, addr, size, op, socket: 0, cpu: 0, remote: false }
 }
 
 fn dev(kind: &str, params: &str) -> Box<dyn Device> {

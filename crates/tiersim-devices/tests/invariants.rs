@@ -18,7 +18,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 fn request(now: u64, &(_, page, off, log2, write): &Step) -> DeviceRequest {
     let size = 1u32 << log2;
     let addr = page * 4096 + ((off % 4096) & !(u64::from(size) - 1));
-    DeviceRequest { now, addr, size, op: if write { Op::Write } else { Op::Read }, socket: 0 }
+    DeviceRequest { now, addr, size, op: if write { Op::Write } else { Op::Read }, socket: 0, cpu: 0, remote: false }
 }
 
 const CHANNELS: [&str; 3] = [
@@ -83,7 +83,7 @@ proptest! {
             // Keep sizes realistic (at most 2 MiB) so the test runs fast; addresses and times are
             // unrestricted, including u64::MAX.
             let size = size % (2 << 20);
-            let r = DeviceRequest { now, addr, size, op: if write { Op::Write } else { Op::Read }, socket: 0 };
+            let r = DeviceRequest { now, addr, size, op: if write { Op::Write } else { Op::Read }, socket: 0, cpu: 0, remote: false };
             prop_assert!(d.access(&r) >= now);
         }
         let _ = d.stats();

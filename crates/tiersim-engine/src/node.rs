@@ -2,58 +2,10 @@
 //! identical devices, like 4 CXL modules or 6 Optane DIMMs behind one NUMA node), its page
 //! frames, watermarks and CLOCK list.
 
-use tiersim_core::{Ns, Result};
-use tiersim_devices::{Device, DeviceRequest};
+use tiersim_core::Result;
+use tiersim_devices::InterleaveSet;
 
 use crate::platform::NodeSpec;
-
-/// `count` devices interleaved at `granule` bytes: device = (addr / granule) % count, and each
-/// device sees a dense address space of its own.
-pub struct InterleaveSet {
-    devices: Vec<Box<dyn Device>>,
-    shift: u32,
-    /// log2(count) when count is a power of two: spares two divisions per access.
-    count_shift: Option<u32>,
-}
-
-impl InterleaveSet {
-    pub fn build(kind: &str, params: &tiersim_core::Params, count: u32, granule: u64) -> Result<Self> {
-        let entry = tiersim_devices::find(kind)?;
-        let devices = (0..count).map(|_| (entry.build)(params)).collect::<Result<Vec<_>>>()?;
-        Ok(InterleaveSet { devices, shift: granule.trailing_zeros(), count_shift: count.is_power_of_two().then(|| count.trailing_zeros()) })
-    }
-
-    #[inline]
-    pub fn access(&mut self, req: &DeviceRequest) -> Ns {
-        let n = self.devices.len() as u64;
-        if n == 1 {
-            return self.devices[0].access(req);
-        }
-        let chunk = req.addr >> self.shift;
-        let mask = (1u64 << self.shift) - 1;
-        let (row, dev) = match self.count_shift {
-            Some(k) => (chunk >> k, chunk & (n - 1)),
-            None => (chunk / n, chunk % n),
-        };
-        let local = DeviceRequest { addr: (row << self.shift) | (req.addr & mask), ..*req };
-        self.devices[dev as usize].access(&local)
-    }
-
-    pub fn idle_latency(&self, op: tiersim_core::Op, size: u32) -> Ns {
-        self.devices[0].idle_latency(op, size)
-    }
-
-    pub fn peak_bandwidth(&self) -> f64 {
-        self.devices.iter().map(|d| d.peak_bandwidth()).sum()
-    }
-
-    pub fn stats(&self) -> serde_json::Value {
-        if self.devices.len() == 1 {
-            return self.devices[0].stats();
-        }
-        serde_json::Value::Array(self.devices.iter().map(|d| d.stats()).collect())
-    }
-}
 
 /// Counters kept per node; `Epoch` is the same shape reset every epoch.
 #[derive(Debug, Default, Clone, Copy)]
@@ -87,7 +39,8 @@ pub struct Node {
 
 impl Node {
     pub fn new(spec: NodeSpec, wmarks: (u64, u64, u64)) -> Result<Node> {
-        let dev = InterleaveSet::build(&spec.device, &spec.params, spec.count, spec.interleave)?;
+        let entry = tiersim_devices::find(&spec.device)?;
+        let dev = InterleaveSet::build(entry.build, &spec.params, spec.count, spec.interleave)?;
         Ok(Node {
             capacity: spec.capacity_pages,
             spec,

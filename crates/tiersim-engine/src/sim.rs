@@ -301,6 +301,8 @@ impl Engine {
                 size: self.page_size as u32,
                 op: Op::Write,
                 socket: 0,
+                cpu: 0,
+                remote: false,
             });
             if self.measuring {
                 swap.swap_outs += 1;
@@ -409,6 +411,8 @@ impl Engine {
             size: self.page_size as u32,
             op: Op::Read,
             socket: self.cpus[cpu].socket,
+            cpu: cpu as u32,
+            remote: false,
         });
         swap.used -= 1;
         swap.free_slots.push(slot);
@@ -544,7 +548,9 @@ impl Engine {
         let t_ps = issue_ps;
         let t = t_ps / 1000;
         let cpu_node = self.cpus[c].node as usize;
-        let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket: self.cpus[c].socket });
+        let socket = self.cpus[c].socket;
+        let remote = socket != self.nodes[node].spec.socket;
+        let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
         let latency = done - t + self.penalty[cpu_node * self.nodes.len() + node];
 
         if self.measuring {

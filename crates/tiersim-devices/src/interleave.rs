@@ -1,0 +1,57 @@
+//! An interleave set: several identical devices behind one address space, as the 4 CXL modules
+//! of one NUMA node (CXL host-bridge interleave) or the 6 Optane DIMMs of a socket (4 KiB
+//! interleave, seed 000). Address chunk k of `granule` bytes goes to device k mod count, which
+//! sees a dense address space of its own.
+
+use tiersim_core::{Ns, Op, Params, Result};
+
+use crate::{Device, DeviceRequest};
+
+/// `count` devices interleaved at `granule` bytes: device = (addr / granule) % count, and each
+/// device sees a dense address space of its own.
+pub struct InterleaveSet {
+    devices: Vec<Box<dyn Device>>,
+    shift: u32,
+    /// log2(count) when count is a power of two: spares two divisions per access.
+    count_shift: Option<u32>,
+}
+
+impl InterleaveSet {
+    /// `count` devices built by `build` from `params`, interleaved at `granule` bytes (a power
+    /// of two).
+    pub fn build(build: crate::BuildFn, params: &Params, count: u32, granule: u64) -> Result<Self> {
+        let devices = (0..count).map(|_| build(params)).collect::<Result<Vec<_>>>()?;
+        Ok(InterleaveSet { devices, shift: granule.trailing_zeros(), count_shift: count.is_power_of_two().then(|| count.trailing_zeros()) })
+    }
+
+    #[inline]
+    pub fn access(&mut self, req: &DeviceRequest) -> Ns {
+        let n = self.devices.len() as u64;
+        if n == 1 {
+            return self.devices[0].access(req);
+        }
+        let chunk = req.addr >> self.shift;
+        let mask = (1u64 << self.shift) - 1;
+        let (row, dev) = match self.count_shift {
+            Some(k) => (chunk >> k, chunk & (n - 1)),
+            None => (chunk / n, chunk % n),
+        };
+        let local = DeviceRequest { addr: (row << self.shift) | (req.addr & mask), ..*req };
+        self.devices[dev as usize].access(&local)
+    }
+
+    pub fn idle_latency(&self, op: Op, size: u32) -> Ns {
+        self.devices[0].idle_latency(op, size)
+    }
+
+    pub fn peak_bandwidth(&self) -> f64 {
+        self.devices.iter().map(|d| d.peak_bandwidth()).sum()
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        if self.devices.len() == 1 {
+            return self.devices[0].stats();
+        }
+        serde_json::Value::Array(self.devices.iter().map(|d| d.stats()).collect())
+    }
+}
