@@ -15,6 +15,9 @@ pub struct Counters {
     pub writes: u64,
     pub bytes: u64,
     pub latency_sum: u64,
+    /// Pages migrated into / out of the node (promotions, demotions, NUMA moves).
+    pub migrated_in: u64,
+    pub migrated_out: u64,
 }
 
 pub use crate::pagetable::NIL;

@@ -6,6 +6,8 @@
 //! 16 bytes per slot, so a dense 1M-page footprint costs 16 MiB, while a trace that touches one
 //! page per 2 MiB region pays 8 KiB per page.
 
+use std::collections::BTreeMap;
+
 use rustc_hash::FxHashMap;
 use tiersim_core::{Error, Result};
 
@@ -19,6 +21,23 @@ pub const NIL: u32 = u32::MAX;
 
 pub const REFERENCED: u8 = 1;
 pub const DIRTY: u8 = 2;
+/// Made PROT_NONE by the NUMA-hinting scanner: the next access takes a hint fault.
+pub const PROT_NONE: u8 = 4;
+
+/// Per-page state only NUMA balancing needs, beside the hot entry so the access path does not
+/// pay for it.
+#[derive(Clone, Copy, Debug)]
+pub struct PageExt {
+    /// CPU of the last hint fault (the kernel's last_cpupid), NIL if none.
+    pub last_cpu: u32,
+    /// When the scanner last made the page PROT_NONE, in us.
+    pub scan_us: u32,
+    /// When the page last migrated, in us, and the node it left (for ping-pong counting).
+    pub moved_us: u32,
+    pub moved_from: u16,
+}
+
+const EXT_EMPTY: PageExt = PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED };
 
 /// Per-page state, 8 bytes so one cache line holds eight pages.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +63,9 @@ pub struct PageTable {
     /// CLOCK list links, touched only by allocation and reclaim; prev and next side by side so
     /// linking a new page costs one cache miss, not two.
     pub lru: Vec<Link>,
+    pub ext: Vec<PageExt>,
+    /// Chunk number -> base id, in virtual-address order, for the scanner's walk.
+    pub by_address: BTreeMap<u64, u32>,
     pub touched: u64,
 }
 
@@ -67,7 +89,9 @@ impl PageTable {
         }
         self.entries.resize(base + CHUNK, EMPTY);
         self.lru.resize(base + CHUNK, Link { prev: NIL, next: NIL });
+        self.ext.resize(base + CHUNK, EXT_EMPTY);
         self.chunk_of.insert(chunk, base as u32);
+        self.by_address.insert(chunk, base as u32);
         Ok(base as u32)
     }
 

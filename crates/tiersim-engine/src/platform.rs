@@ -31,11 +31,19 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("fault_latency", ParamKind::Duration, "1us", "minor fault on first touch (allocate + zero a 4 KiB page), charged to the CPU"),
     ParamSpec::new("swap_fault_latency", ParamKind::Duration, "5us", "major-fault software cost on swap-in, on top of the swap device read"),
     ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
+    // Costs of NUMA balancing and migration (policies.md 1.4 and 9: the mechanisms are from the
+    // kernel; the papers' per-page numbers were not retrieved, so these are typical published
+    // values to calibrate).
+    ParamSpec::new("hint_fault_latency", ParamKind::Duration, "1us", "NUMA hint fault: a minor fault that restores the PTE"),
+    ParamSpec::new("migrate_overhead", ParamKind::Duration, "3us", "per migrated page: isolate, unmap via rmap, remap (the copy is simulated on the devices)"),
+    ParamSpec::new("tlb_shootdown", ParamKind::Duration, "2us", "one IPI round to flush TLBs, per migration and per scan window"),
+    ParamSpec::new("pte_scan_cost", ParamKind::Duration, "2ns", "scanner cost per PTE walked (change_prot_numa)"),
 ];
 
 pub const STATS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
     ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
+    ParamSpec::new("ping_pong_window", ParamKind::Duration, "1s", "a page migrated back to the node it left within this time counts as ping-pong"),
 ];
 
 const NODE_KEYS: &[&str] = &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];

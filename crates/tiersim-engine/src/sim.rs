@@ -15,11 +15,11 @@ use rustc_hash::FxHashMap;
 use serde_json::json;
 use tiersim_core::{Access, Error, NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
-use tiersim_policies::{NodeInfo, PlaceCtx, Policy, Topology};
+use tiersim_policies::{FaultDecision, HintCtx, NodeInfo, PageView, PlaceCtx, Policy, ScanSpec, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::{Counters, Node};
-use crate::pagetable::{Link, PageEntry, PageTable, DIRTY, NIL, REFERENCED, SWAPPED, UNTOUCHED};
+use crate::pagetable::{Link, PageEntry, PageTable, CHUNK, CHUNK_SHIFT, DIRTY, NIL, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
@@ -52,6 +52,23 @@ struct Swap {
     epoch_outs: u64,
 }
 
+/// Tiering activity: migrations and the NUMA-balancing work behind them.
+#[derive(Debug, Default, Clone, Copy)]
+struct TieringStats {
+    promotions: u64,
+    demotions: u64,
+    migrations: u64,
+    migrated_bytes: u64,
+    hint_faults: u64,
+    failed_promotions: u64,
+    failed_migrations: u64,
+    ping_pong: u64,
+    scans: u64,
+    scan_time_ps: u64,
+    hint_fault_time_ps: u64,
+    migration_time_ps: u64,
+}
+
 /// Options that do not change results.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimOptions {
@@ -72,6 +89,9 @@ pub struct Timeseries {
     pub writes: Vec<u64>,
     pub bytes: Vec<u64>,
     pub bandwidth_gbs: Vec<f64>,
+    /// Pages migrated into / out of the node during the epoch.
+    pub migrated_in: Vec<u64>,
+    pub migrated_out: Vec<u64>,
 }
 
 pub struct SimResult {
@@ -109,6 +129,23 @@ struct Engine {
     time_went_back: u64,
     epoch_ns: Ns,
     epoch_idx: u64,
+    // NUMA balancing
+    scan: Option<ScanSpec>,
+    scan_next_ns: Ns,
+    scan_period_ns: Ns,
+    scan_cursor: u64,
+    scan_seq: u64,
+    pass_faults: u64,
+    pass_failed: bool,
+    top_tier: Vec<bool>,
+    demote_to: Vec<Option<usize>>,
+    wmarks: Vec<(u64, u64, u64)>,
+    hint_fault_ps: u64,
+    migrate_ps: u64,
+    tlb_shootdown_ps: u64,
+    pte_scan_ps: u64,
+    ping_pong_ns: u64,
+    tiering: TieringStats,
     ts: Timeseries,
     processed: u64,
 }
@@ -192,6 +229,9 @@ impl Engine {
             .collect();
         let os = &platform.os;
         let freq_ghz = host.float("frequency") / 1e9;
+        let scan = policy.scanner();
+        let top_tier = (0..n).map(|i| tiersim_policies::is_top_tier(i as NodeId, &topo)).collect();
+        let demote_to = (0..n).map(|i| policy.demotion_target(i as NodeId, &topo).map(usize::from)).collect();
         Ok(Engine {
             topo,
             nodes,
@@ -220,6 +260,22 @@ impl Engine {
             time_went_back: 0,
             epoch_ns: platform.stats.duration("epoch"),
             epoch_idx: 0,
+            scan,
+            scan_next_ns: scan.map_or(0, |s| s.delay_ns),
+            scan_period_ns: 0,
+            scan_cursor: 0,
+            scan_seq: 0,
+            pass_faults: 0,
+            pass_failed: false,
+            top_tier,
+            demote_to,
+            wmarks: platform.watermarks.clone(),
+            hint_fault_ps: os.duration("hint_fault_latency") * 1000,
+            migrate_ps: os.duration("migrate_overhead") * 1000,
+            tlb_shootdown_ps: os.duration("tlb_shootdown") * 1000,
+            pte_scan_ps: os.duration("pte_scan_cost") * 1000,
+            ping_pong_ns: platform.stats.duration("ping_pong_window"),
+            tiering: TieringStats::default(),
             ts: Timeseries::default(),
             processed: 0,
         })
@@ -275,43 +331,95 @@ impl Engine {
 
     // ---- reclaim and swap --------------------------------------------------------------
 
-    /// Swap out up to `want` pages of `node`; the writes are issued to the swap device at `t`.
+    /// Reclaim up to `want` pages of `node` at `t`. Each CLOCK victim is demoted to the policy's
+    /// demotion target while that node has free memory above its min watermark (the kernel's
+    /// demotion allocation does not reclaim on the target), else written to swap.
     fn reclaim(&mut self, node: usize, want: u64, t: Ns) -> Result<u64> {
-        let Some(swap) = self.swap.as_ref() else { return Ok(0) };
-        if swap.used >= swap.capacity {
-            return Ok(0);
-        }
+        let demote_to = self.demote_to[node];
         let mut done = 0;
         while done < want {
-            if self.swap.as_ref().is_some_and(|s| s.used >= s.capacity) {
+            let target = demote_to.filter(|&d| self.nodes[d].free() > self.nodes[d].wmark_min);
+            let can_swap = self.swap.as_ref().is_some_and(|s| s.used < s.capacity);
+            if target.is_none() && !can_swap {
                 break;
             }
             let Some(p) = self.pick_victim(node) else { break };
-            let frame = self.pt.entries[p as usize].frame;
-            self.nodes[node].release_frame(frame);
-            let swap = self.swap.as_mut().expect("checked above");
-            let slot = swap.free_slots.pop().unwrap_or_else(|| {
-                swap.next_slot += 1;
-                swap.next_slot - 1
-            });
-            swap.used += 1;
-            swap.dev.access(&DeviceRequest {
-                now: t,
-                addr: slot as u64 * self.page_size,
-                size: self.page_size as u32,
-                op: Op::Write,
-                socket: 0,
-                cpu: 0,
-                remote: false,
-            });
-            if self.measuring {
-                swap.swap_outs += 1;
-                swap.epoch_outs += 1;
+            match target {
+                Some(d) => {
+                    self.move_page(p, node, d, t);
+                }
+                None => self.swap_out(p, node, t),
             }
-            self.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
             done += 1;
         }
         Ok(done)
+    }
+
+    /// Write page `p` (already off its CLOCK list) to swap at `t`.
+    fn swap_out(&mut self, p: u32, node: usize, t: Ns) {
+        let frame = self.pt.entries[p as usize].frame;
+        self.nodes[node].release_frame(frame);
+        let swap = self.swap.as_mut().expect("callers check for swap space");
+        let slot = swap.free_slots.pop().unwrap_or_else(|| {
+            swap.next_slot += 1;
+            swap.next_slot - 1
+        });
+        swap.used += 1;
+        swap.dev.access(&DeviceRequest {
+            now: t,
+            addr: slot as u64 * self.page_size,
+            size: self.page_size as u32,
+            op: Op::Write,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        });
+        if self.measuring {
+            swap.swap_outs += 1;
+            swap.epoch_outs += 1;
+        }
+        self.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
+    }
+
+    /// Migrate page `p` (already off its CLOCK list) from node `from` to node `to`, which has a
+    /// free frame. The copy reads the page from the source device and writes it to the target
+    /// device, both issued at `t` (a streaming copy overlaps the two), so it takes bandwidth from
+    /// both; returns when the copy completes.
+    fn move_page(&mut self, p: u32, from: usize, to: usize, t: Ns) -> Ns {
+        let old = self.pt.entries[p as usize].frame;
+        self.nodes[from].release_frame(old);
+        let new = self.nodes[to].take_frame();
+        let e = &mut self.pt.entries[p as usize];
+        e.frame = new;
+        e.node = to as u16;
+        self.lru_push_head(to, p);
+        let size = self.page_size as u32;
+        let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
+        let read = self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read));
+        let write = self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write));
+        let t_us = (t / 1000) as u32;
+        let ext = &mut self.pt.ext[p as usize];
+        let back = ext.moved_from as usize == to && t_us.wrapping_sub(ext.moved_us) as u64 * 1000 < self.ping_pong_ns;
+        ext.moved_from = from as u16;
+        ext.moved_us = t_us;
+        if self.measuring {
+            let st = &mut self.tiering;
+            st.migrations += 1;
+            st.migrated_bytes += self.page_size;
+            match self.nodes[to].spec.tier.cmp(&self.nodes[from].spec.tier) {
+                std::cmp::Ordering::Less => st.promotions += 1,
+                std::cmp::Ordering::Greater => st.demotions += 1,
+                std::cmp::Ordering::Equal => {}
+            }
+            st.ping_pong += back as u64;
+            let src = &mut self.nodes[from];
+            src.total.migrated_out += 1;
+            src.epoch.migrated_out += 1;
+            let dst = &mut self.nodes[to];
+            dst.total.migrated_in += 1;
+            dst.epoch.migrated_in += 1;
+        }
+        read.max(write)
     }
 
     /// kswapd: every node below its low watermark is reclaimed up to its high watermark. It runs
@@ -442,30 +550,178 @@ impl Engine {
         for i in 0..self.nodes.len() {
             let c = std::mem::take(&mut self.nodes[i].epoch);
             let used = self.nodes[i].used;
-            self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c.accesses, c.reads, c.writes, c.bytes, span);
+            self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c, span);
         }
         if let Some(s) = self.swap.as_mut() {
             let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
             s.epoch_ins = 0;
             s.epoch_outs = 0;
-            self.push_row(start, end, "swap".into(), used, ins, ins, outs, (ins + outs) * self.page_size, span);
+            let c = Counters { accesses: ins, reads: ins, writes: outs, bytes: (ins + outs) * self.page_size, ..Counters::default() };
+            self.push_row(start, end, "swap".into(), used, c, span);
         }
         self.epoch_idx += 1;
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn push_row(&mut self, start: Ns, end: Ns, node: String, pages: u64, acc: u64, rd: u64, wr: u64, bytes: u64, span: f64) {
+    fn push_row(&mut self, start: Ns, end: Ns, node: String, pages: u64, c: Counters, span: f64) {
         let ts = &mut self.ts;
         ts.epoch.push(self.epoch_idx);
         ts.t_start_ns.push(start);
         ts.t_end_ns.push(end);
         ts.node.push(node);
         ts.pages.push(pages);
-        ts.accesses.push(acc);
-        ts.reads.push(rd);
-        ts.writes.push(wr);
-        ts.bytes.push(bytes);
-        ts.bandwidth_gbs.push(bytes as f64 / span);
+        ts.accesses.push(c.accesses);
+        ts.reads.push(c.reads);
+        ts.writes.push(c.writes);
+        ts.bytes.push(c.bytes);
+        ts.bandwidth_gbs.push(c.bytes as f64 / span);
+        ts.migrated_in.push(c.migrated_in);
+        ts.migrated_out.push(c.migrated_out);
+    }
+
+    // ---- NUMA balancing ----------------------------------------------------------------
+
+    /// One scan window of task_numa_work (policies.md 1.2): walk the touched address space from
+    /// the cursor, making present pages PROT_NONE (only pages below the top tier in tiering mode;
+    /// pages already PROT_NONE keep their stamp), until a window's worth of present pages or
+    /// 8x that much address space; at the end of the address space wrap and adapt the period.
+    /// Returns the scan's cost (ps), charged to the CPU that ran it.
+    fn run_scan(&mut self, spec: ScanSpec, t: Ns) -> u64 {
+        let window = (spec.scan_size / self.page_size).max(1);
+        let present: u64 = self.nodes.iter().map(|n| n.used).sum();
+        let windows = (present * self.page_size).div_ceil(spec.scan_size).max(1);
+        // task_scan_min/max: at most 2560 MB/s of scanning, and a full pass per period bound.
+        let scan_min = (spec.scan_size as u128 * 1_000_000_000 / (2560u128 << 20)) as u64;
+        let scan_min = scan_min.max(spec.period_min_ns / windows);
+        let scan_max = scan_min.max(spec.period_max_ns / windows);
+        if self.scan_period_ns == 0 {
+            self.scan_period_ns = scan_min;
+        }
+        let t_us = (t / 1000) as u32;
+        let (mut walked, mut present_walked) = (0u64, 0u64);
+        'walk: loop {
+            let cursor_chunk = self.scan_cursor >> CHUNK_SHIFT;
+            let Some((&chunk, &base)) = self.pt.by_address.range(cursor_chunk..).next() else {
+                self.scan_cursor = 0;
+                self.scan_seq += 1;
+                self.adapt_scan_period(spec, scan_min, scan_max);
+                break;
+            };
+            let start = if chunk == cursor_chunk { (self.scan_cursor & (CHUNK as u64 - 1)) as usize } else { 0 };
+            for off in start..CHUNK {
+                let id = base as usize + off;
+                let e = &mut self.pt.entries[id];
+                // The trace tells us nothing of the program's mappings beyond the pages it
+                // touched, so those stand for its VMAs: untouched slots cost no walk.
+                if e.node == UNTOUCHED {
+                    continue;
+                }
+                walked += 1;
+                if e.node != SWAPPED {
+                    present_walked += 1;
+                    if (spec.top_tier || !self.top_tier[e.node as usize]) && e.flags & PROT_NONE == 0 {
+                        e.flags |= PROT_NONE;
+                        self.pt.ext[id].scan_us = t_us;
+                    }
+                }
+                if present_walked >= window || walked >= 8 * window {
+                    self.scan_cursor = (chunk << CHUNK_SHIFT) + off as u64 + 1;
+                    break 'walk;
+                }
+            }
+            self.scan_cursor = (chunk + 1) << CHUNK_SHIFT;
+        }
+        self.scan_next_ns = t + self.scan_period_ns;
+        let cost = walked * self.pte_scan_ps + self.tlb_shootdown_ps;
+        if self.measuring {
+            self.tiering.scans += 1;
+            self.tiering.scan_time_ps += cost;
+        }
+        cost
+    }
+
+    /// update_task_scan_period after a full pass. Every fault of one process is private, so
+    /// with faults the period grows by 3/10 (ps = 10 tenths >= 7); with none, or a failed
+    /// migration, it doubles. In tiering mode slow-tier faults are not recorded and the period
+    /// stays where it started (policies.md 3).
+    fn adapt_scan_period(&mut self, spec: ScanSpec, scan_min: u64, scan_max: u64) {
+        if spec.top_tier {
+            self.scan_period_ns = if self.pass_faults == 0 || self.pass_failed {
+                self.scan_period_ns * 2
+            } else {
+                self.scan_period_ns + 3 * (self.scan_period_ns / 10).max(1)
+            };
+        }
+        self.scan_period_ns = self.scan_period_ns.clamp(scan_min, scan_max);
+        self.pass_faults = 0;
+        self.pass_failed = false;
+    }
+
+    /// A hint fault by CPU `c` on PROT_NONE page `p` at `t`: restore the PTE, ask the policy,
+    /// and migrate if it says so and the target has free memory above its high watermark
+    /// (migrate_misplaced_page). Returns the time charged to the CPU (ps).
+    fn hint_fault(&mut self, c: usize, p: u32, t: Ns, write: bool) -> u64 {
+        self.pt.entries[p as usize].flags &= !PROT_NONE;
+        let node = self.pt.entries[p as usize].node as usize;
+        for (i, n) in self.nodes.iter().enumerate() {
+            self.free_scratch[i] = n.free();
+        }
+        let ext = self.pt.ext[p as usize];
+        let ctx = HintCtx {
+            topo: &self.topo,
+            cpu: c as u32,
+            cpu_node: self.cpus[c].node,
+            page: PageView {
+                id: p,
+                node: node as NodeId,
+                last_cpu: (ext.last_cpu != NIL).then_some(ext.last_cpu),
+                scan_time_ns: ext.scan_us as u64 * 1000,
+            },
+            now_ns: t,
+            write,
+            free_pages: &self.free_scratch,
+            watermarks: &self.wmarks,
+            scan_seq: self.scan_seq,
+        };
+        let decision = self.policy.on_hint_fault(&ctx);
+        self.pt.ext[p as usize].last_cpu = c as u32;
+        if self.scan.is_some_and(|s| s.top_tier) {
+            self.pass_faults += 1;
+        }
+        let mut cost = self.hint_fault_ps;
+        if let FaultDecision::Migrate(dst) = decision {
+            let d = dst as usize;
+            if d != node {
+                if self.nodes[d].free() > self.nodes[d].wmark_high + 1 {
+                    self.lru_unlink(node, p);
+                    let done = self.move_page(p, node, d, t);
+                    cost += self.migrate_ps + self.tlb_shootdown_ps + (done - t) * 1000;
+                    if self.measuring {
+                        self.tiering.migration_time_ps += cost - self.hint_fault_ps;
+                    }
+                } else {
+                    self.pass_failed = true;
+                    if self.measuring {
+                        if self.nodes[d].spec.tier < self.nodes[node].spec.tier {
+                            self.tiering.failed_promotions += 1;
+                        } else {
+                            self.tiering.failed_migrations += 1;
+                        }
+                    }
+                    let (wm, cap) = (self.wmarks[d], self.nodes[d].capacity);
+                    if let Some(goal) = self.policy.on_promotion_failed(dst, wm, cap) {
+                        // kswapd on the target, on a core of its own, until free memory is above
+                        // the goal (zone_watermark_ok is a strict test).
+                        let want = (goal + 1).saturating_sub(self.nodes[d].free());
+                        let _ = self.reclaim(d, want, t);
+                    }
+                }
+            }
+        }
+        if self.measuring {
+            self.tiering.hint_faults += 1;
+            self.tiering.hint_fault_time_ps += cost;
+        }
+        cost
     }
 
     // ---- the access path ---------------------------------------------------------------
@@ -521,6 +777,12 @@ impl Engine {
             self.cpus[c].last_page = p;
             p
         };
+        if let Some(spec) = self.scan {
+            if issue_ns >= self.scan_next_ns {
+                let cost = self.run_scan(spec, issue_ns);
+                return Ok(Some(issue_ps + cost));
+            }
+        }
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
@@ -539,6 +801,10 @@ impl Engine {
                 self.fault_time_ps += fault_ps;
             }
             return Ok(Some(issue_ps + fault_ps));
+        }
+        if self.pt.entries[p as usize].flags & PROT_NONE != 0 {
+            let cost = self.hint_fault(c, p, issue_ns, a.op.is_write());
+            return Ok(Some(issue_ps + cost));
         }
         let entry = &mut self.pt.entries[p as usize];
         entry.flags |= REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
@@ -771,6 +1037,8 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
                 "bandwidth_gbs": n.total.bytes as f64 / secs / 1e9,
                 "share": if total > 0 { n.total.accesses as f64 / total as f64 } else { 0.0 },
                 "final_pages": n.used,
+                "migrated_in": n.total.migrated_in,
+                "migrated_out": n.total.migrated_out,
                 "peak_pages": n.peak_used,
                 "mean_latency_ns": if n.total.accesses > 0 { n.total.latency_sum as f64 / n.total.accesses as f64 } else { 0.0 },
                 "idle_read_latency_ns": n.dev.idle_latency(Op::Read, 64),
@@ -819,6 +1087,20 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "fault_time_ns": eng.fault_time_ps / 1000,
         },
         "out_of_order_issues": eng.time_went_back,
+        "tiering": {
+            "promotions": eng.tiering.promotions,
+            "demotions": eng.tiering.demotions,
+            "migrations": eng.tiering.migrations,
+            "migrated_bytes": eng.tiering.migrated_bytes,
+            "hint_faults": eng.tiering.hint_faults,
+            "failed_promotions": eng.tiering.failed_promotions,
+            "failed_migrations": eng.tiering.failed_migrations,
+            "ping_pong": eng.tiering.ping_pong,
+            "scans": eng.tiering.scans,
+            "scan_time_ns": eng.tiering.scan_time_ps / 1000,
+            "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
+            "migration_time_ns": eng.tiering.migration_time_ps / 1000,
+        },
         "nodes": nodes,
         "swap": swap,
         "devices": devices,

@@ -72,9 +72,17 @@ cpus = "0-3"
 }
 
 fn run(p: &Platform, policy: &str, accesses: Vec<Access>) -> Result<SimResult> {
-    let (pol, _) = tiersim_policies::build(policy, None, &topo(p))?;
+    run_with(p, policy, "", accesses)
+}
+
+fn run_with(p: &Platform, policy: &str, params: &str, accesses: Vec<Access>) -> Result<SimResult> {
+    let params: toml::Table = toml::from_str(params).unwrap();
+    let (pol, _) = tiersim_policies::build(policy, Some(&params), &topo(p))?;
     simulate(p, pol, &mut Mem::new(TimeUnit::Instructions, accesses), SimOptions { check_every: 1 })
 }
+
+/// Scanner settings small enough for traces of microseconds.
+const FAST_SCAN: &str = "scan_size = \"64KiB\"\nscan_period_min = \"100us\"\nscan_period_max = \"1ms\"\n";
 
 fn topo(p: &Platform) -> tiersim_policies::Topology {
     tiersim_engine::sim::topology(p)
@@ -193,6 +201,100 @@ fn remote_socket_penalty_and_fallback() {
     let r = run(&p, "linux_default", a).unwrap();
     assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 15);
     assert_eq!(u(&r.summary["nodes"][1], &["final_pages"]), 5);
+}
+
+#[test]
+fn autonuma_migrates_after_a_hint_fault_with_exact_costs() {
+    let p = plat(TWO_SOCKETS, &[]);
+    // CPU 1 touches X (node 1). The first scan is due at 1 us; CPU 0's read of X at 2 us runs
+    // it: the touched address space is X alone, so the walk marks X and wraps:
+    // 1 PTE x 2 ns + 2 us TLB flush = 2002 ns, and the read retries at 4002. X is PROT_NONE:
+    // hint fault (1 us); no last CPU, so the filter passes and X moves to node 0: migrate 3 us
+    // + TLB 2 us + copy (4 KiB at 64 GB/s = 64 ns on each side; node 1's read ends at
+    // 4002 + 64 + 100 = 4166) = 6164 ns. The read is reissued at 10166 and is local: 10267.
+    let params = format!("{FAST_SCAN}scan_delay = \"1us\"");
+    let a = vec![acc(1, 0x1000, Op::Read, 0), acc(0, 0x1000, Op::Read, 2000)];
+    let r = run_with(&p, "autonuma", &params, a).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["execution_time_ns"]), 10267, "{s}");
+    assert_eq!(u(s, &["tiering", "scans"]), 1);
+    assert_eq!(u(s, &["tiering", "scan_time_ns"]), 2002);
+    assert_eq!(u(s, &["tiering", "hint_faults"]), 1);
+    assert_eq!(u(s, &["tiering", "migrations"]), 1);
+    assert_eq!(u(s, &["tiering", "promotions"]), 0, "DRAM to DRAM is no promotion");
+    assert_eq!(u(s, &["tiering", "migration_time_ns"]), 5164);
+    assert_eq!(u(s, &["tiering", "migrated_bytes"]), 4096);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 1);
+    assert_eq!(u(&s["nodes"][0], &["migrated_in"]), 1);
+    assert_eq!(u(&s["nodes"][1], &["migrated_out"]), 1);
+}
+
+/// A socket with a DRAM node and a slow CPU-less node of 16 pages each. With min_free 16 KiB
+/// (2 pages per node) and watermark_scale_factor 1000 (tmp = 1 page), each node has min 2,
+/// low 3, high 4 and a promo watermark of 5.
+const TIERED: &str = r#"name = "tiered"
+[host]
+cpus = 1
+frequency = "1GHz"
+[os]
+fault_latency = "0ns"
+min_free = "16KiB"
+watermark_scale_factor = 1000
+[[nodes]]
+name = "dram0"
+capacity = "64KiB"
+cpus = "0"
+device = "dram"
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+[[nodes]]
+name = "slow0"
+capacity = "64KiB"
+device = "dram"
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "300ns", write_latency = "300ns" }
+"#;
+
+/// Pages 0..13 first touched (DRAM takes 13, down to its low watermark; page 13 spills to the
+/// slow node), then page 13 read again after the first scan, and again after the next one.
+fn tiered_trace() -> Vec<Access> {
+    let mut a: Vec<_> = (0..14).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    a.push(acc(0, 13 * 4096, Op::Read, 10_000));
+    a.push(acc(0, 13 * 4096, Op::Read, 200_000));
+    a
+}
+
+#[test]
+fn autonuma_never_promotes_into_a_full_node() {
+    let p = plat(TIERED, &[]);
+    let r = run_with(&p, "autonuma", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
+    let s = &r.summary;
+    // Both hint faults want node 0, which has 3 free pages, not more than high + 1 = 5.
+    assert_eq!(u(s, &["tiering", "hint_faults"]), 2, "{s}");
+    assert_eq!(u(s, &["tiering", "failed_promotions"]), 2);
+    assert_eq!(u(s, &["tiering", "migrations"]), 0);
+    assert_eq!(u(s, &["tiering", "demotions"]), 0);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 13);
+    assert_eq!(u(&s["nodes"][1], &["final_pages"]), 1);
+}
+
+#[test]
+fn numab_tiering_demotes_to_make_room_then_promotes() {
+    let p = plat(TIERED, &[]);
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
+    let s = &r.summary;
+    // First hint fault on page 13: promotion fails (3 free, not > 5) and wakes kswapd on node 0,
+    // which demotes CLOCK victims until free > promo (5): 3 pages. The next scan marks page 13
+    // again; its fault finds 6 free pages and promotes it.
+    assert_eq!(u(s, &["tiering", "hint_faults"]), 2, "{s}");
+    assert_eq!(u(s, &["tiering", "failed_promotions"]), 1);
+    assert_eq!(u(s, &["tiering", "demotions"]), 3);
+    assert_eq!(u(s, &["tiering", "promotions"]), 1);
+    assert_eq!(u(s, &["tiering", "migrations"]), 4);
+    assert_eq!(u(s, &["tiering", "migrated_bytes"]), 4 * 4096);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 11);
+    assert_eq!(u(&s["nodes"][1], &["final_pages"]), 3);
+    // Tiering mode scans only the slow node: DRAM pages never fault.
+    let linux = run(&p, "linux_default", tiered_trace()).unwrap();
+    assert_eq!(u(&linux.summary, &["tiering", "hint_faults"]), 0);
 }
 
 #[test]
@@ -325,7 +427,7 @@ proptest! {
     fn invariants_hold_on_random_traces(
         caps in prop::collection::vec(4u64..40, 1..4),
         swap in any::<bool>(),
-        policy in prop::sample::select(vec!["linux_default", "interleave"]),
+        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering"]),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
     ) {
         let p = random_platform(&caps, swap, 3);
@@ -334,9 +436,18 @@ proptest! {
         let a: Vec<Access> = raw.iter().map(|&(cpu, page, w, gap, line)| {
             acc(cpu, (page % limit) * 4096 + line * 64, if w { Op::Write } else { Op::Read }, gap)
         }).collect();
-        let r = run(&p, policy, a.clone()).unwrap();
+        let params = if policy.contains("numa") {
+            "scan_size = \"16KiB\"\nscan_period_min = \"2us\"\nscan_period_max = \"20us\"\nscan_delay = \"1us\"".to_owned()
+        } else {
+            String::new()
+        };
+        let r = run_with(&p, policy, &params, a.clone()).unwrap();
         let s = &r.summary;
         let nodes = s["nodes"].as_array().unwrap();
+        let t = &s["tiering"];
+        prop_assert_eq!(t["migrated_bytes"].as_u64().unwrap(), t["migrations"].as_u64().unwrap() * 4096);
+        let moved_in: u64 = nodes.iter().map(|n| n["migrated_in"].as_u64().unwrap()).sum();
+        prop_assert_eq!(moved_in, t["migrations"].as_u64().unwrap());
         let counted: u64 = nodes.iter().map(|n| n["accesses"].as_u64().unwrap()).sum();
         prop_assert_eq!(counted, a.len() as u64);
         prop_assert_eq!(s["out_of_order_issues"].as_u64().unwrap(), 0);
