@@ -133,7 +133,7 @@ pub fn format_bytes(b: u64) -> String {
 /// configs that read back to the same value.
 pub fn format_bytes_exact(b: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if b != 0 && b % (1u64 << shift) == 0 {
+        if b != 0 && b.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }
@@ -143,7 +143,7 @@ pub fn format_bytes_exact(b: u64) -> String {
 /// The largest unit that represents `ns` exactly (`"80us"`, `"110ns"`).
 pub fn format_duration_exact(ns: Ns) -> String {
     for (div, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if ns != 0 && ns % div == 0 {
+        if ns != 0 && ns.is_multiple_of(div) {
             return format!("{}{unit}", ns / div);
         }
     }

@@ -1259,7 +1259,7 @@ impl TraceReader {
                 break;
             }
         }
-        if self.out.len() % RECORD_SIZE != 0 {
+        if !self.out.len().is_multiple_of(RECORD_SIZE) {
             return Err(self.err(
                 self.frame_at,
                 format!(
