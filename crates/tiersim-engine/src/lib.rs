@@ -57,20 +57,13 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     run_t.insert("policy".into(), req.policy.into());
     run_t.insert("seed".into(), (req.seed as i64).into());
     run_t.insert("policy_params".into(), policy_params.to_toml().into());
-    let (mut source, label): (Box<dyn AccessSource>, String) = match &req.trace {
-        TraceInput::File(path) => {
-            run_t.insert("trace".into(), path.display().to_string().into());
-            (Box::new(tiersim_trace::TraceReader::open(path)?), path.display().to_string())
-        }
-        TraceInput::Generator { name, params } => {
-            let entry = tiersim_trace::gen::find(name)?;
-            let resolved = tiersim_core::Params::resolve(entry.info.params, *params).map_err(|e| e.under("generator_params"))?;
-            let src = Box::new(tiersim_trace::gen::GeneratorSource::new((entry.build)(&resolved, req.seed)?));
-            run_t.insert("generator".into(), (*name).into());
-            run_t.insert("generator_params".into(), resolved.to_toml().into());
-            (src, format!("generator:{name}"))
-        }
-    };
+    let (mut source, label, source_t) = open_source(&req.trace, req.seed)?;
+    run_t.extend(source_t);
+    let mut policy = policy;
+    if policy.wants_profile() {
+        let (mut again, _, _) = open_source(&req.trace, req.seed)?;
+        policy.set_profile(&profile(again.as_mut(), platform.page_size)?);
+    }
     let header = source.header().clone();
     let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
     let mut summary = result.summary;
@@ -92,6 +85,44 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     config.insert("platform".into(), platform.resolved.clone().into());
     let config = toml::to_string(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
     Ok(RunOutput { summary, timeseries: result.timeseries, config })
+}
+
+/// Open the run's access source; also returns its label and its part of the resolved config.
+fn open_source(input: &TraceInput, seed: u64) -> Result<(Box<dyn AccessSource>, String, toml::Table)> {
+    let mut t = toml::Table::new();
+    Ok(match input {
+        TraceInput::File(path) => {
+            t.insert("trace".into(), path.display().to_string().into());
+            (Box::new(tiersim_trace::TraceReader::open(path)?), path.display().to_string(), t)
+        }
+        TraceInput::Generator { name, params } => {
+            let entry = tiersim_trace::gen::find(name)?;
+            let resolved = tiersim_core::Params::resolve(entry.info.params, *params).map_err(|e| e.under("generator_params"))?;
+            t.insert("generator".into(), (*name).into());
+            t.insert("generator_params".into(), resolved.to_toml().into());
+            (Box::new(tiersim_trace::gen::GeneratorSource::new((entry.build)(&resolved, seed)?)), format!("generator:{name}"), t)
+        }
+    })
+}
+
+/// Accesses per page over the whole trace, hottest first (ties: lower page first), for
+/// policies that know the future.
+pub fn profile(source: &mut dyn AccessSource, page_size: u64) -> Result<Vec<(u64, u64)>> {
+    let shift = page_size.trailing_zeros();
+    let mut counts: rustc_hash::FxHashMap<u64, u64> = Default::default();
+    let mut buf = Vec::with_capacity(1 << 14);
+    loop {
+        buf.clear();
+        if source.read_batch(&mut buf, 1 << 14)? == 0 {
+            break;
+        }
+        for a in &buf {
+            *counts.entry(a.addr >> shift).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
+    v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(v)
 }
 
 /// Every registered plugin and preset, with parameters and defaults, for `tiersim list`.

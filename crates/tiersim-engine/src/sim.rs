@@ -164,6 +164,7 @@ pub fn topology(p: &Platform) -> Topology {
                 socket: n.socket,
                 has_cpus: !n.cpus.is_empty(),
                 capacity_pages: n.capacity_pages,
+                usable_pages: n.capacity_pages - p.watermarks[i].2,
             })
             .collect(),
         zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),

@@ -298,6 +298,30 @@ fn numab_tiering_demotes_to_make_room_then_promotes() {
 }
 
 #[test]
+fn oracle_gives_the_fast_tier_to_the_hottest_pages() {
+    // DRAM 16 pages, slow node 64. min_free 16 KiB splits 1:4, so DRAM has min 0, and with
+    // watermark_scale_factor 1000 tmp = 1: low 1, high 2. First touch fills DRAM to 15 pages;
+    // the oracle's fast tier holds 16 - 2 = 14 pages.
+    let p = plat(TIERED, &["nodes.slow0.capacity=\"256KiB\""]);
+    // 20 cold pages touched once, then 10 hot pages read 10 times each.
+    let mut a: Vec<_> = (100..120).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    for _ in 0..10 {
+        a.extend((0..10).map(|i| acc(0, i * 4096, Op::Read, 0)));
+    }
+    // linux_default: cold pages 100..114 take DRAM; every hot access is slow: 15 of 120 fast.
+    let linux = run(&p, "linux_default", a.clone()).unwrap();
+    assert_eq!(u(&linux.summary["nodes"][0], &["accesses"]), 15);
+    // oracle: the 14 hottest are the 10 hot pages and cold 100..103 (ties go to lower pages):
+    // 4 + 100 = 104 fast accesses.
+    let (mut pol, _) = tiersim_policies::build("oracle", None, &topo(&p)).unwrap();
+    pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
+    let r = simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a), SimOptions { check_every: 1 }).unwrap();
+    assert_eq!(u(&r.summary["nodes"][0], &["accesses"]), 104, "{}", r.summary);
+    assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 14);
+    assert!(u(&r.summary, &["execution_time_ns"]) < u(&linux.summary, &["execution_time_ns"]));
+}
+
+#[test]
 fn interleave_splits_pages_by_weight() {
     let p = plat(TWO_SOCKETS, &[]);
     let topo = topo(&p);
@@ -427,7 +451,7 @@ proptest! {
     fn invariants_hold_on_random_traces(
         caps in prop::collection::vec(4u64..40, 1..4),
         swap in any::<bool>(),
-        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering"]),
+        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering", "oracle"]),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
     ) {
         let p = random_platform(&caps, swap, 3);

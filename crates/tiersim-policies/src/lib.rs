@@ -10,6 +10,7 @@ mod autonuma;
 mod interleave;
 mod linux_default;
 mod numab_tiering;
+mod oracle;
 
 /// What a policy may know about one memory node.
 #[derive(Debug, Clone)]
@@ -23,6 +24,8 @@ pub struct NodeInfo {
     /// Whether CPUs are local to this node (a CXL or PMEM node usually has none).
     pub has_cpus: bool,
     pub capacity_pages: u64,
+    /// Pages usable before the allocator stops at the node's high watermark.
+    pub usable_pages: u64,
 }
 
 /// The machine as policies see it.
@@ -126,6 +129,15 @@ pub trait Policy: Send {
         None
     }
 
+    /// Whether the policy needs the whole trace's page profile before the run (the oracle).
+    fn wants_profile(&self) -> bool {
+        false
+    }
+
+    /// Every page's access count over the whole trace: (virtual page number, accesses), hottest
+    /// first, ties by lower page number. Called once before the run if `wants_profile`.
+    fn set_profile(&mut self, _hottest_first: &[(u64, u64)]) {}
+
     /// A promotion into `node` failed for lack of free memory; return the free-page goal kswapd
     /// should reclaim (demote) the node to, if the policy wakes it (NUMAB-2's promo watermark).
     fn on_promotion_failed(&mut self, _node: NodeId, _watermarks: (u64, u64, u64), _capacity: u64) -> Option<u64> {
@@ -174,7 +186,7 @@ pub struct PolicyEntry {
 }
 
 /// Every policy tiersim knows, by config name. The only place a policy is named.
-pub static REGISTRY: &[PolicyEntry] = &[linux_default::ENTRY, interleave::ENTRY, autonuma::ENTRY, numab_tiering::ENTRY];
+pub static REGISTRY: &[PolicyEntry] = &[linux_default::ENTRY, interleave::ENTRY, autonuma::ENTRY, numab_tiering::ENTRY, oracle::ENTRY];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry> {
     tiersim_core::params::lookup("policy", name, REGISTRY, |e| &e.info)
@@ -201,6 +213,7 @@ pub(crate) mod testutil {
             socket,
             has_cpus,
             capacity_pages: 1000,
+            usable_pages: 994,
         };
         Topology {
             nodes: vec![
