@@ -139,6 +139,9 @@ struct Engine {
     pass_failed: bool,
     top_tier: Vec<bool>,
     demote_to: Vec<Option<usize>>,
+    /// Per node: free pages kswapd keeps proactively (TPP's demotion watermark).
+    reclaim_goal: Vec<Option<u64>>,
+    protect_demoted: bool,
     wmarks: Vec<(u64, u64, u64)>,
     hint_fault_ps: u64,
     migrate_ps: u64,
@@ -233,6 +236,10 @@ impl Engine {
         let scan = policy.scanner();
         let top_tier = (0..n).map(|i| tiersim_policies::is_top_tier(i as NodeId, &topo)).collect();
         let demote_to = (0..n).map(|i| policy.demotion_target(i as NodeId, &topo).map(usize::from)).collect();
+        let protect_demoted = policy.protect_demoted();
+        let reclaim_goal = (0..n)
+            .map(|i| policy.reclaim_goal(i as NodeId, platform.watermarks[i], platform.nodes[i].capacity_pages, &topo))
+            .collect();
         Ok(Engine {
             topo,
             nodes,
@@ -270,6 +277,8 @@ impl Engine {
             pass_failed: false,
             top_tier,
             demote_to,
+            reclaim_goal,
+            protect_demoted,
             wmarks: platform.watermarks.clone(),
             hint_fault_ps: os.duration("hint_fault_latency") * 1000,
             migrate_ps: os.duration("migrate_overhead") * 1000,
@@ -399,6 +408,12 @@ impl Engine {
         let read = self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read));
         let write = self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write));
         let t_us = (t / 1000) as u32;
+        let demoted = self.nodes[to].spec.tier > self.nodes[from].spec.tier;
+        if demoted && self.protect_demoted {
+            self.pt.entries[p as usize].flags |= PROT_NONE;
+            self.pt.ext[p as usize].scan_us = t_us;
+        }
+        self.policy.on_page_moved(p, from as NodeId, to as NodeId);
         let ext = &mut self.pt.ext[p as usize];
         let back = ext.moved_from as usize == to && t_us.wrapping_sub(ext.moved_us) as u64 * 1000 < self.ping_pong_ns;
         ext.moved_from = from as u16;
@@ -466,7 +481,20 @@ impl Engine {
         let frame = self.nodes[node].take_frame();
         self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
         self.lru_push_head(node, p);
+        self.proactive_reclaim(node, t)?;
         Ok((node, reclaim_ps))
+    }
+
+    /// After an allocation on `node`: a policy's kswapd goal (TPP's demotion watermark) wakes
+    /// kswapd, on a core of its own, as soon as free memory drops below it.
+    fn proactive_reclaim(&mut self, node: usize, t: Ns) -> Result<()> {
+        if let Some(goal) = self.reclaim_goal[node] {
+            let free = self.nodes[node].free();
+            if free < goal {
+                self.reclaim(node, goal - free, t)?;
+            }
+        }
+        Ok(())
     }
 
     fn alloc_along(&mut self, zl: &[NodeId], t: Ns) -> Result<(usize, u64)> {
@@ -696,6 +724,7 @@ impl Engine {
                     self.lru_unlink(node, p);
                     let done = self.move_page(p, node, d, t);
                     cost += self.migrate_ps + self.tlb_shootdown_ps + (done - t) * 1000;
+                    let _ = self.proactive_reclaim(d, t);
                     if self.measuring {
                         self.tiering.migration_time_ps += cost - self.hint_fault_ps;
                     }

@@ -298,6 +298,32 @@ fn numab_tiering_demotes_to_make_room_then_promotes() {
 }
 
 #[test]
+fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
+    // TIERED: DRAM 16 pages, high 4, so TPP's demotion watermark is clamp(16 x 2 %, 8, 16) = 8.
+    let p = plat(TIERED, &[]);
+    let params = format!("{FAST_SCAN}scan_delay = \"1ms\"");
+    // 12 first touches: from the 9th on, each allocation leaves 7 free < 8 and kswapd demotes
+    // the CLOCK victim: p0..p3 go to the slow node, PROT_NONE at once.
+    let mut a: Vec<_> = (0..12).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    // p0 is read three times: fault 1 (its demotion left it PROT_NONE) references it; the scan
+    // at 1 ms re-protects it and fault 2 activates it; the next scan, fault 3 promotes it (8 free
+    // > high + 1), which leaves 7 free, so kswapd demotes one more page.
+    a.push(acc(0, 0, Op::Read, 10_000));
+    a.push(acc(0, 0, Op::Read, 1_000_000));
+    a.push(acc(0, 0, Op::Read, 200_000));
+    let r = run_with(&p, "tpp", &params, a).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["tiering", "hint_faults"]), 3, "{s}");
+    assert_eq!(u(s, &["tiering", "promotions"]), 1);
+    assert_eq!(u(s, &["tiering", "demotions"]), 5);
+    assert_eq!(u(s, &["tiering", "failed_promotions"]), 0);
+    // p0 left DRAM at ~1 us and came back ~1.2 ms later: one ping-pong.
+    assert_eq!(u(s, &["tiering", "ping_pong"]), 1);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 8);
+    assert_eq!(u(&s["nodes"][1], &["final_pages"]), 4);
+}
+
+#[test]
 fn oracle_gives_the_fast_tier_to_the_hottest_pages() {
     // DRAM 16 pages, slow node 64. min_free 16 KiB splits 1:4, so DRAM has min 0, and with
     // watermark_scale_factor 1000 tmp = 1: low 1, high 2. First touch fills DRAM to 15 pages;
@@ -451,7 +477,7 @@ proptest! {
     fn invariants_hold_on_random_traces(
         caps in prop::collection::vec(4u64..40, 1..4),
         swap in any::<bool>(),
-        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering", "oracle"]),
+        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering", "oracle", "tpp"]),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
     ) {
         let p = random_platform(&caps, swap, 3);
@@ -460,7 +486,7 @@ proptest! {
         let a: Vec<Access> = raw.iter().map(|&(cpu, page, w, gap, line)| {
             acc(cpu, (page % limit) * 4096 + line * 64, if w { Op::Write } else { Op::Read }, gap)
         }).collect();
-        let params = if policy.contains("numa") {
+        let params = if policy.contains("numa") || policy == "tpp" {
             "scan_size = \"16KiB\"\nscan_period_min = \"2us\"\nscan_period_max = \"20us\"\nscan_delay = \"1us\"".to_owned()
         } else {
             String::new()

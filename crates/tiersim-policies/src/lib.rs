@@ -11,6 +11,7 @@ mod interleave;
 mod linux_default;
 mod numab_tiering;
 mod oracle;
+mod tpp;
 
 /// What a policy may know about one memory node.
 #[derive(Debug, Clone)]
@@ -129,6 +130,20 @@ pub trait Policy: Send {
         None
     }
 
+    /// Free pages kswapd keeps on `node` proactively, checked after every allocation there
+    /// (TPP's demotion watermark); None = only the kernel's usual low/high watermarks.
+    fn reclaim_goal(&self, _node: NodeId, _watermarks: (u64, u64, u64), _capacity: u64, _topo: &Topology) -> Option<u64> {
+        None
+    }
+
+    /// Whether demoted pages are made PROT_NONE at once, so a hot one faults promptly (TPP).
+    fn protect_demoted(&self) -> bool {
+        false
+    }
+
+    /// Page `page` (dense id) moved from `from` to `to` (promotion, demotion or NUMA move).
+    fn on_page_moved(&mut self, _page: u32, _from: NodeId, _to: NodeId) {}
+
     /// Whether the policy needs the whole trace's page profile before the run (the oracle).
     fn wants_profile(&self) -> bool {
         false
@@ -186,7 +201,7 @@ pub struct PolicyEntry {
 }
 
 /// Every policy tiersim knows, by config name. The only place a policy is named.
-pub static REGISTRY: &[PolicyEntry] = &[linux_default::ENTRY, interleave::ENTRY, autonuma::ENTRY, numab_tiering::ENTRY, oracle::ENTRY];
+pub static REGISTRY: &[PolicyEntry] = &[linux_default::ENTRY, interleave::ENTRY, autonuma::ENTRY, numab_tiering::ENTRY, oracle::ENTRY, tpp::ENTRY];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry> {
     tiersim_core::params::lookup("policy", name, REGISTRY, |e| &e.info)
