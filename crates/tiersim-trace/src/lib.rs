@@ -5,6 +5,7 @@ use std::path::Path;
 
 use tiersim_core::{Access, Result};
 
+pub mod convert;
 pub mod format;
 pub mod gen;
 
