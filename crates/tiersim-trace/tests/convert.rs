@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tiersim_core::{Access, Op};
 use tiersim_trace::convert::{self, Format, TextOptions};
-use tiersim_trace::{gen, AccessSource, AddrKind, TimeUnit, TraceMeta, TraceWriter};
+use tiersim_trace::{gen, AddrKind, TimeUnit, TraceMeta, TraceWriter};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)

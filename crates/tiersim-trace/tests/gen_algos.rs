@@ -245,12 +245,35 @@ fn graph_phases_and_csr() {
 
 #[test]
 fn graph_bfs_visits_the_component() {
-    let fp = 344 * 512 + 8 * 512;
-    let (s, a, _) = run("graph", &format!("footprint = {fp}\nalgorithm = \"bfs\"\naccesses = 150000\nthreads = 2"), 4);
+    // 400 bytes per BFS vertex: 256 vertices, 4096 edges. Layout: edge list (64 KiB), offsets
+    // (2056 B, a page), adjacency (32 KiB), parents (1 KiB, a page), queue (1 KiB).
+    let fp = 400 * 256;
+    assert_eq!(graph::scale(fp, 16, true), 8);
+    let (parent_at, queue_at) = (BASE + 102_400, BASE + 106_496);
+    let (s, a, _) = run("graph", &format!("footprint = {fp}
+algorithm = \"bfs\"\naccesses = 150000\nthreads = 2"), 4);
     assert_eq!(s.accesses, 150000);
-    // BFS only reads the CSR and writes 4-byte parents and queue slots after the build.
-    let build_end = 2048 * 16 / 16;
-    assert!(a[build_end..].iter().all(|x| x.op == Op::Read || x.size == 4 || x.size == 8 || x.size == 16));
+    let build_end = 4096 + 5 * 4096 + 512 + 7 * 4096 + 513;
+    // Init: every parent set to -1, by both threads.
+    let init = &a[build_end..build_end + 256];
+    assert!(init.iter().all(|x| x.op == Op::Write && x.size == 4 && x.addr >= parent_at && x.addr < parent_at + 1024));
+    // Each search appends to the queue from slot 0 up; a new search starts again at slot 0.
+    let starts: Vec<usize> = (0..a.len()).filter(|&i| a[i].op == Op::Write && a[i].addr == queue_at).collect();
+    assert!(starts.len() >= 3, "{} searches", starts.len());
+    let first = &a[starts[0]..starts[1]];
+    let queue: Vec<u64> = first.iter().filter(|x| x.op == Op::Write && x.addr >= queue_at).map(|x| (x.addr - queue_at) / 4).collect();
+    assert_eq!(queue, (0..queue.len() as u64).collect::<Vec<_>>());
+    // Parents written: one per vertex reached after the root (whose parent is written just
+    // before its queue slot), then the next search's 256 resets and its root.
+    let parents: Vec<u64> = first.iter().filter(|x| x.op == Op::Write && x.addr >= parent_at && x.addr < queue_at).map(|x| x.addr).collect();
+    assert_eq!(parents.len(), (queue.len() - 1) + 256 + 1);
+    let reached: HashSet<_> = parents[..queue.len() - 1].iter().collect();
+    assert_eq!(reached.len(), queue.len() - 1);
+    // The degree count's writes name the vertices that have edges; with 16 edges per vertex they
+    // form one component, and the search reaches all of them.
+    let count = &a[4096..4096 + 5 * 4096];
+    let with_edges: HashSet<_> = count.iter().filter(|x| x.op == Op::Write).map(|x| x.addr).collect();
+    assert_eq!((with_edges.len(), queue.len()), (235, 235));
 }
 
 #[test]
