@@ -35,12 +35,16 @@ __all__ = [
     "RunResult",
     "TiersimError",
     "__version__",
+    "convert",
     "generate",
     "generate_with",
     "inspect",
     "list_plugins",
+    "mix",
     "resolve_platform",
     "run",
+    "sample",
+    "trace_stats",
 ]
 
 __version__: str = _native.version()
@@ -147,3 +151,85 @@ def list_plugins() -> dict[str, Any]:
 def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
     """The fully resolved platform TOML for a preset name or file plus overrides."""
     return _native.resolve_platform(os.fspath(platform), overrides_to_list(overrides))
+
+
+TRACE_FORMATS = ("native", "mqsim", "lackey", "csv")
+
+
+def _writable(out: PathLike) -> str:
+    path = Path(out)
+    if path.is_dir():
+        raise TiersimError(f"output '{path}' is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise TiersimError(f"cannot write '{path}': directory '{path.parent}' does not exist")
+    return os.fspath(path)
+
+
+def convert(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    dst_format: str,
+    src_format: str | None = None,
+    addr_kind: str = "virtual",
+    page_size: int = 4096,
+    ns_per_instruction: float = 0.5,
+    csv_time_unit: str = "instructions",
+) -> dict[str, Any]:
+    """Convert a trace between native, mqsim, lackey and csv. `src_format` None reads a native
+    trace (recognised by its magic; text formats are never guessed). addr_kind, page_size and
+    csv_time_unit describe text input that does not say; ns_per_instruction turns an
+    instruction trace into MQSim's ns. Returns the statistics of the written accesses."""
+    return json.loads(
+        _native.convert(
+            os.fspath(src),
+            src_format,
+            _writable(dst),
+            dst_format,
+            addr_kind=addr_kind,
+            page_size=page_size,
+            ns_per_instruction=ns_per_instruction,
+            csv_time_unit=csv_time_unit,
+        )
+    )
+
+
+def sample(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    src_format: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    cpus: Sequence[int] | None = None,
+    every: int = 1,
+) -> dict[str, Any]:
+    """A smaller native trace: accesses in the time window [start, end) (ns, or each CPU's
+    instruction count), of the given CPUs, then every Nth of those. Returns its statistics."""
+    return json.loads(
+        _native.sample(
+            os.fspath(src),
+            _writable(dst),
+            src_format=src_format,
+            start=start,
+            end=end,
+            cpus=None if cpus is None else list(cpus),
+            every=every,
+        )
+    )
+
+
+def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] | None = None) -> dict[str, Any]:
+    """One multi-program trace from several native traces: each gets its own CPUs (after the
+    previous input's, or from `first_cpus`) and, for virtual addresses, its own address space;
+    accesses merge in time order. Returns the statistics of the result."""
+    return json.loads(
+        _native.mix(
+            [os.fspath(p) for p in inputs], _writable(dst), None if first_cpus is None else list(first_cpus)
+        )
+    )
+
+
+def trace_stats(path: PathLike, *, src_format: str | None = None, max_points: int = 100_000) -> dict[str, Any]:
+    """Page reuse-distance and hotness histograms and page-vs-access scatter points."""
+    return json.loads(_native.trace_stats(os.fspath(path), src_format, max_points))

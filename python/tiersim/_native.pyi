@@ -25,6 +25,36 @@ def inspect(path: str) -> str:
 def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
     """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
 
+def convert(
+    src: str,
+    src_format: str | None,
+    dst: str,
+    dst_format: str,
+    addr_kind: str = "virtual",
+    page_size: int = 4096,
+    ns_per_instruction: float = 0.5,
+    csv_time_unit: str = "instructions",
+) -> str:
+    """Converts `src` (format named, or None for native by magic) to `dst` in `dst_format`
+    (native, mqsim, lackey, csv); returns JSON statistics of what was written."""
+
+def sample(
+    src: str,
+    dst: str,
+    src_format: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    cpus: list[int] | None = None,
+    every: int = 1,
+) -> str:
+    """Writes the selected accesses of `src` to the native trace `dst`; returns its inspect JSON."""
+
+def mix(inputs: list[str], dst: str, first_cpus: list[int] | None = None) -> str:
+    """Merges native traces into the multi-program trace `dst`; returns its inspect JSON."""
+
+def trace_stats(path: str, src_format: str | None = None, max_points: int = 100000) -> str:
+    """JSON: reuse-distance and hotness histograms and page-vs-time scatter points."""
+
 def list_plugins() -> str:
     """JSON text: {"policies", "devices", "generators", "platforms", "device_presets"}."""
 

@@ -12,6 +12,9 @@ pub enum Error {
     },
     #[error("{path}: at byte offset {offset}: {msg}")]
     Trace { path: PathBuf, offset: u64, msg: String },
+    /// A malformed line of a text trace (MQSim, lackey, CSV); lines count from 1.
+    #[error("{path}:{line}: {msg}")]
+    Line { path: PathBuf, line: u64, msg: String },
     #[error("config key `{key}`: {msg}")]
     Config { key: String, msg: String },
     #[error("unknown {kind} `{name}`; valid names: {valid}")]
@@ -35,6 +38,10 @@ impl Error {
 
     pub fn trace(path: impl Into<PathBuf>, offset: u64, msg: impl Into<String>) -> Self {
         Error::Trace { path: path.into(), offset, msg: msg.into() }
+    }
+
+    pub fn line(path: impl Into<PathBuf>, line: u64, msg: impl Into<String>) -> Self {
+        Error::Line { path: path.into(), line, msg: msg.into() }
     }
 
     pub fn arg(arg: impl Into<String>, msg: impl Into<String>) -> Self {

@@ -10,6 +10,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tiersim_core::{Error, Result};
 use tiersim_engine::{RunRequest, SimOptions, TraceInput};
+use tiersim_trace::convert::{Format, TextOptions};
+use tiersim_trace::stats::StatsOptions;
+use tiersim_trace::tools::{MixInput, SampleOptions};
+use tiersim_trace::{AddrKind, TimeUnit};
 
 create_exception!(_native, TiersimError, pyo3::exceptions::PyException);
 
@@ -101,6 +105,106 @@ fn generate(py: Python<'_>, name: String, out: String, params: String, seed: u64
     })
 }
 
+fn text_options(addr_kind: &str, page_size: u32, ns_per_instruction: f64, csv_time_unit: &str) -> Result<TextOptions> {
+    let addr_kind = match addr_kind {
+        "virtual" => AddrKind::Virtual,
+        "physical" => AddrKind::Physical,
+        k => return Err(Error::arg("addr_kind", format!("`{k}` is neither virtual nor physical"))),
+    };
+    let csv_time_unit = match csv_time_unit {
+        "instructions" => TimeUnit::Instructions,
+        "ns" => TimeUnit::Ns,
+        u => return Err(Error::arg("csv_time_unit", format!("`{u}` is neither instructions nor ns"))),
+    };
+    Ok(TextOptions { addr_kind, page_size, ns_per_instruction, csv_time_unit })
+}
+
+/// `None` or "native" read by magic; anything else must name a format.
+fn src_format(name: Option<&str>) -> Result<Option<Format>> {
+    match name {
+        None => Ok(None),
+        Some(n) => Format::parse(n).map(Some),
+    }
+}
+
+fn stats_json(stats: &tiersim_trace::TraceStats) -> Result<String> {
+    serde_json::to_string(stats).map_err(|e| Error::Sim(format!("writing statistics: {e}")))
+}
+
+#[pyfunction]
+#[pyo3(signature = (src, src_format, dst, dst_format, addr_kind="virtual", page_size=4096, ns_per_instruction=0.5, csv_time_unit="instructions"))]
+#[allow(clippy::too_many_arguments)]
+fn convert(
+    py: Python<'_>,
+    src: String,
+    src_format: Option<String>,
+    dst: String,
+    dst_format: String,
+    addr_kind: &str,
+    page_size: u32,
+    ns_per_instruction: f64,
+    csv_time_unit: &str,
+) -> PyResult<String> {
+    let opts = text_options(addr_kind, page_size, ns_per_instruction, csv_time_unit);
+    guarded(py, || {
+        let opts = opts?;
+        let from = self::src_format(src_format.as_deref())?;
+        let to = Format::parse(&dst_format)?;
+        stats_json(&tiersim_trace::convert::convert(Path::new(&src), from, Path::new(&dst), to, &opts)?)
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (src, dst, src_format=None, start=None, end=None, cpus=None, every=1))]
+#[allow(clippy::too_many_arguments)]
+fn sample(
+    py: Python<'_>,
+    src: String,
+    dst: String,
+    src_format: Option<String>,
+    start: Option<u64>,
+    end: Option<u64>,
+    cpus: Option<Vec<u32>>,
+    every: u64,
+) -> PyResult<String> {
+    guarded(py, || {
+        let from = self::src_format(src_format.as_deref())?;
+        let opts = SampleOptions { window: (start, end), cpus, every };
+        tiersim_trace::tools::sample(Path::new(&src), from, Path::new(&dst), &opts, &TextOptions::default())?;
+        tiersim_trace::inspect(Path::new(&dst)).map(|v| v.to_string())
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (inputs, dst, first_cpus=None))]
+fn mix(py: Python<'_>, inputs: Vec<String>, dst: String, first_cpus: Option<Vec<u32>>) -> PyResult<String> {
+    guarded(py, || {
+        if let Some(f) = &first_cpus {
+            if f.len() != inputs.len() {
+                return Err(Error::arg("first_cpus", format!("{} values for {} traces", f.len(), inputs.len())));
+            }
+        }
+        let paths: Vec<&Path> = inputs.iter().map(Path::new).collect();
+        let mix_inputs: Vec<MixInput<'_>> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| MixInput { path: p, format: None, first_cpu: first_cpus.as_ref().map(|f| f[i]) })
+            .collect();
+        tiersim_trace::tools::mix(&mix_inputs, Path::new(&dst), &TextOptions::default())?;
+        tiersim_trace::inspect(Path::new(&dst)).map(|v| v.to_string())
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (path, src_format=None, max_points=100_000))]
+fn trace_stats(py: Python<'_>, path: String, src_format: Option<String>, max_points: usize) -> PyResult<String> {
+    guarded(py, || {
+        let from = self::src_format(src_format.as_deref())?;
+        let v = tiersim_trace::stats::trace_stats(Path::new(&path), from, &TextOptions::default(), &StatsOptions { max_points })?;
+        Ok(v.to_string())
+    })
+}
+
 #[pyfunction]
 fn list_plugins(py: Python<'_>) -> PyResult<String> {
     guarded(py, || tiersim_engine::list_plugins().map(|v| v.to_string()))
@@ -126,6 +230,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(generate, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(sample, m)?)?;
+    m.add_function(wrap_pyfunction!(mix, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(list_plugins, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_platform, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

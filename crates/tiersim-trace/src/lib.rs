@@ -5,8 +5,11 @@ use std::path::Path;
 
 use tiersim_core::{Access, Result};
 
+pub mod convert;
 pub mod format;
 pub mod gen;
+pub mod stats;
+pub mod tools;
 
 pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, WriterOptions};
 pub use gen::{generate, open_generator, Generator, GeneratorSource};

@@ -10,7 +10,15 @@ use tiersim_core::{Access, Error, Result};
 use crate::format::{check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceStats, TraceWriter};
 use crate::AccessSource;
 
+pub mod graph;
+pub mod hashmap;
+pub mod kv;
+pub mod matmul;
+pub mod minheap;
+pub mod phased;
+mod program;
 pub mod random;
+pub mod stencil;
 pub mod stream;
 pub mod stride;
 
@@ -56,6 +64,69 @@ pub static REGISTRY: &[GeneratorEntry] = &[
             params: stream::PARAMS,
         },
         build: stream::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "hashmap",
+            summary: "chained hash map: insert every key, then random lookups walking the chains (some update the value)",
+            source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023 (fig. 3a, hash map)",
+            params: hashmap::PARAMS,
+        },
+        build: hashmap::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "matmul",
+            summary: "naive i-j-k multiply of n x n f64 matrices: a row of A, a column of B, one store to C",
+            source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023 (fig. 3b, matrix multiplication)",
+            params: matmul::PARAMS,
+        },
+        build: matmul::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "minheap",
+            summary: "binary min-heap of 32-byte events: fill by inserts, then hold-model extract-min + insert",
+            source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023 (fig. 3c, min-heap); hold model of priority-queue benchmarks",
+            params: minheap::PARAMS,
+        },
+        build: minheap::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "kv",
+            summary: "key-value store with a hash index under YCSB workload a/b/c and scrambled zipfian keys",
+            source: "Cooper et al., \"Benchmarking Cloud Serving Systems with YCSB\", SoCC 2010",
+            params: kv::PARAMS,
+        },
+        build: kv::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "graph",
+            summary: "R-MAT power-law graph: load the edge list, build CSR, then PageRank or BFS",
+            source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023 (fig. 16, page rank phases); graph500 R-MAT; GAP benchmark suite kernels",
+            params: graph::PARAMS,
+        },
+        build: graph::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "stencil",
+            summary: "CloverLeaf-like 2-D 5-point stencil kernels streaming several field arrays per time step",
+            source: "Mallinson et al., \"CloverLeaf: Preparing Hydrodynamics Codes for Exascale\", CUG 2013",
+            params: stencil::PARAMS,
+        },
+        build: stencil::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "phased",
+            summary: "write a large intermediate data set, build from it, then a hot kernel on a small region",
+            source: "Kim et al., \"Exploring the Design Space of Page Management for Multi-Tiered Memory Systems\" (AutoTiering), USENIX ATC 2021: graph500",
+            params: phased::PARAMS,
+        },
+        build: phased::build,
     },
 ];
 
@@ -181,11 +252,17 @@ pub(crate) struct Common {
 
 impl Common {
     pub fn from_params(p: &Params) -> Result<Common> {
+        Common::with_access_size(p, p.bytes("access_size"))
+    }
+
+    /// For generators whose access sizes come from their data structures (an 8-byte matrix
+    /// element, a 32-byte heap entry) rather than from the `access_size` parameter.
+    pub fn with_access_size(p: &Params, access_size: u64) -> Result<Common> {
         let c = Common {
             footprint: p.bytes("footprint"),
             accesses: p.uint("accesses"),
             threads: p.uint("threads"),
-            access_size: p.bytes("access_size"),
+            access_size,
             gap: p.uint("gap_instructions"),
             base: p.uint("base_addr"),
             page_size: u32::try_from(p.bytes("page_size")).map_err(|_| Error::config("page_size", "too large"))?,
