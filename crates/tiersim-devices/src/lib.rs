@@ -7,6 +7,7 @@
 
 use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 
+pub mod characterize;
 pub mod cxl;
 pub mod dram;
 pub mod pipe;

@@ -57,7 +57,7 @@ pub const SPECS: &[ParamSpec] = &[
          contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures")
         .min(0.0)
         .max(100.0),
-    ParamSpec::new("contention_window", ParamKind::Duration, "10us",
+    ParamSpec::new("contention_window", ParamKind::Duration, "2us",
         "a CPU counts as a concurrent user of the DIMM for this long after its last access")
         .min(1.0),
     ParamSpec::new("remote_read_latency", ParamKind::Duration, "61ns",
@@ -413,18 +413,20 @@ impl Pmem {
     }
 
     /// Write a displaced line back: a partly written line is first read from the media (RMW).
-    /// Returns when the write starts on the media, or `at` for a clean line.
+    /// Returns when the media starts on it (the buffer slot is then free), or `at` for a clean line.
     fn write_back(&mut self, at: Ps, victim: Option<Victim>, write_service: Ps, read_service: Ps) -> Ps {
         match victim {
             Some(v) if v.dirty != 0 => {
-                let mut t = at;
-                if v.dirty != self.full {
+                let (start, t) = if v.dirty != self.full {
                     self.rmw += 1;
                     self.media_reads += 1;
-                    t = self.media(t, read_service).1;
-                }
+                    self.media(at, read_service)
+                } else {
+                    (at.max(self.media_busy_until), at)
+                };
                 self.media_writes += 1;
-                self.media(t, write_service).0
+                self.media(t, write_service);
+                start
             }
             _ => at,
         }
