@@ -27,14 +27,17 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
+from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 from tiersim._result import RunResult, timeseries_frame
 
 __all__ = [
+    "Characterization",
     "RunResult",
     "TiersimError",
     "__version__",
+    "characterize",
     "generate",
     "generate_with",
     "inspect",
@@ -147,3 +150,17 @@ def list_plugins() -> dict[str, Any]:
 def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
     """The fully resolved platform TOML for a preset name or file plus overrides."""
     return _native.resolve_platform(os.fspath(platform), overrides_to_list(overrides))
+
+
+def characterize(
+    device: str,
+    params: Mapping[str, Any] | str | None = None,
+    *,
+    tests: Sequence[str] = (),
+    quick: bool = False,
+) -> Characterization:
+    """MLC-like tests against a device preset or kind (`tiersim list presets`): idle latency,
+    bandwidth vs threads and size, loaded latency, interleave scaling, and for pmem the EWR.
+    params: device parameters plus `count` (devices interleaved) and `granule` (bytes)."""
+    text = _native.characterize(device, params_to_toml(params), list(tests), quick)
+    return Characterization.from_json(text)
