@@ -27,15 +27,18 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
+from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 from tiersim._result import RunResult, timeseries_frame
 
 __all__ = [
+    "Characterization",
     "RunResult",
     "TiersimError",
     "__version__",
     "convert",
+    "characterize",
     "generate",
     "generate_with",
     "inspect",
@@ -233,3 +236,17 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
 def trace_stats(path: PathLike, *, src_format: str | None = None, max_points: int = 100_000) -> dict[str, Any]:
     """Page reuse-distance and hotness histograms and page-vs-access scatter points."""
     return json.loads(_native.trace_stats(os.fspath(path), src_format, max_points))
+
+
+def characterize(
+    device: str,
+    params: Mapping[str, Any] | str | None = None,
+    *,
+    tests: Sequence[str] = (),
+    quick: bool = False,
+) -> Characterization:
+    """MLC-like tests against a device preset or kind (`tiersim list presets`): idle latency,
+    bandwidth vs threads and size, loaded latency, interleave scaling, and for pmem the EWR.
+    params: device parameters plus `count` (devices interleaved) and `granule` (bytes)."""
+    text = _native.characterize(device, params_to_toml(params), list(tests), quick)
+    return Characterization.from_json(text)

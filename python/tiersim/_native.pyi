@@ -61,4 +61,9 @@ def list_plugins() -> str:
 def resolve_platform(platform: str, overrides: list[str] = ...) -> str:
     """Resolved platform TOML text."""
 
+def characterize(device_or_preset: str, params: str = "", tests: list[str] = ..., quick: bool = False) -> str:
+    """JSON text: {"target", "device", "count", "granule", "params", "tables": [{"name", "title",
+    "columns": [{"name", "values"}]}]}. `params` is TOML: device parameters plus `count` and
+    `granule` of the interleave set; `tests` empty runs all."""
+
 def version() -> str: ...

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
+import polars as pl
 import typer
 from rich import box
 from rich.console import Console
@@ -317,6 +318,51 @@ def run(
     else:
         _print(*_summary_tables(result))
         out.print(Text(f"run directory: {run_dir}"), soft_wrap=True)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if v is not None and v == v and float(v).is_integer() and abs(v) < 1e15:
+        return f"{int(v)}"
+    return f"{v:.4g}"
+
+
+@app.command("characterize")
+def characterize_cmd(
+    device: Annotated[str, typer.Argument(help="Device preset or kind (see `tiersim list presets`).")],
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            metavar="KEY=VALUE",
+            help="Device parameter, or count=N / granule=SIZE of an interleave set; repeatable.",
+        ),
+    ] = None,
+    test: Annotated[
+        list[str] | None, typer.Option("--test", metavar="NAME", help="Run only this test; repeatable.")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer points and accesses (seconds).")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="DIR", help="Write CSV, Parquet and PNG per table here."),
+    ] = None,
+) -> None:
+    """Run MLC-like tests against a device model: latency, bandwidth, EWR, loaded latency, scaling."""
+    params = _pairs(param, "--param")
+    with _user_errors():
+        with err.status(Text(f"characterizing {device} ...")):
+            result = tiersim.characterize(device, params, tests=test or (), quick=quick)
+        for name, df in result.tables.items():
+            table = Table(title=f"{result.titles[name]}  [{name}]", box=box.SIMPLE_HEAD)
+            for col in df.columns:
+                table.add_column(col, justify="left" if df[col].dtype == pl.String else "right")
+            for row in df.iter_rows():
+                table.add_row(*(_cell(v) for v in row))
+            _print(table)
+        if output is not None:
+            written = result.write(output)
+            out.print(Text(f"wrote {len(written)} files to {output}"), soft_wrap=True)
 
 
 @app.command("gen")

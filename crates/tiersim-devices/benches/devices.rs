@@ -16,10 +16,13 @@ fn next(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-fn run(c: &mut Criterion, name: &str, preset: &str, channels_key: &str, channels: i64) {
+/// `writes_every`: every n-th access is a write (1 = all writes).
+fn run(c: &mut Criterion, name: &str, preset: &str, set: Option<(&str, i64)>, writes_every: u64) {
     let p = presets::get(preset).expect("preset");
     let mut table = p.params.clone();
-    table.insert(channels_key.to_owned(), toml::Value::Integer(channels));
+    if let Some((key, value)) = set {
+        table.insert(key.to_owned(), toml::Value::Integer(value));
+    }
     let (mut dev, _) = build(&p.device, Some(&table)).expect("device");
     let mut group = c.benchmark_group("devices");
     group.throughput(Throughput::Elements(BATCH));
@@ -35,7 +38,7 @@ fn run(c: &mut Criterion, name: &str, preset: &str, channels_key: &str, channels
                     now,
                     addr: (r % SPAN) & !63,
                     size: 64,
-                    op: if i % 3 == 2 { Op::Write } else { Op::Read },
+                    op: if i % writes_every == writes_every - 1 { Op::Write } else { Op::Read },
                     socket: 0,
                     cpu: 0,
                     remote: false,
@@ -49,8 +52,10 @@ fn run(c: &mut Criterion, name: &str, preset: &str, channels_key: &str, channels
 }
 
 fn devices(c: &mut Criterion) {
-    run(c, "dram_12ch_random_64B", "ddr5_4800", "channels", 12);
-    run(c, "cxl_random_64B", "cxl_cz120", "media_channels", 2);
+    run(c, "dram_12ch_random_64B", "ddr5_4800", Some(("channels", 12)), 3);
+    run(c, "cxl_random_64B", "cxl_cz120", Some(("media_channels", 2)), 3);
+    // Every write misses the XPBuffer and evicts a partly written line (RMW): the costliest path.
+    run(c, "pmem_random_64B_writes", "optane_100", None, 1);
 }
 
 criterion_group!(benches, devices);

@@ -7,10 +7,12 @@
 
 use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 
+pub mod characterize;
 pub mod cxl;
 pub mod dram;
 pub mod pipe;
 pub mod interleave;
+pub mod pmem;
 pub mod presets;
 
 pub use interleave::InterleaveSet;
@@ -61,6 +63,7 @@ pub static REGISTRY: &[DeviceEntry] = &[
     DeviceEntry { info: dram::INFO, build: dram::build },
     DeviceEntry { info: cxl::INFO, build: cxl::build },
     DeviceEntry { info: ssd::INFO, build: ssd::build },
+    DeviceEntry { info: pmem::INFO, build: pmem::build },
 ];
 
 /// Find a device kind by name; an unknown name lists the valid ones.

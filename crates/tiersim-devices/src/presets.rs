@@ -12,6 +12,7 @@ pub static PRESETS: &[(&str, &str)] = &[
     ("cxl_cz120", include_str!("../presets/cxl_cz120.toml")),
     ("nvme_ssd", include_str!("../presets/nvme_ssd.toml")),
     ("optane_ssd", include_str!("../presets/optane_ssd.toml")),
+    ("optane_100", include_str!("../presets/optane_100.toml")),
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -220,6 +220,18 @@ fn resolve_platform(py: Python<'_>, platform: String, overrides: Vec<String>) ->
 }
 
 #[pyfunction]
+#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false))]
+fn characterize(py: Python<'_>, device_or_preset: String, params: String, tests: Vec<String>, quick: bool) -> PyResult<String> {
+    use tiersim_devices::characterize as ch;
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let target = ch::Target::resolve(&device_or_preset, p.as_ref())?;
+        let tables = ch::characterize(&target, &tests, quick)?;
+        Ok(ch::to_json(&target, &tables).to_string())
+    })
+}
+
+#[pyfunction]
 fn version() -> &'static str {
     tiersim_engine::VERSION
 }
@@ -236,6 +248,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(list_plugins, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_platform, m)?)?;
+    m.add_function(wrap_pyfunction!(characterize, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -1,0 +1,105 @@
+//! `characterize` on every preset (quick mode), and the seed 000 shapes on the Optane preset.
+
+use tiersim_devices::characterize::{characterize, to_json, Target, Table, TESTS};
+use tiersim_devices::presets;
+
+fn target(name: &str, params: &str) -> Target {
+    Target::resolve(name, Some(&toml::from_str(params).unwrap())).unwrap()
+}
+
+fn tables(name: &str, params: &str, tests: &[&str]) -> Vec<Table> {
+    let tests: Vec<String> = tests.iter().map(|s| (*s).to_owned()).collect();
+    characterize(&target(name, params), &tests, true).unwrap()
+}
+
+fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
+    let i = t.col(key_col).unwrap().iter().position(|&k| k == key).unwrap();
+    t.col(col).unwrap()[i]
+}
+
+#[test]
+fn smoke_every_preset() {
+    for p in presets::all().unwrap() {
+        let t = target(p.name, "");
+        let out = characterize(&t, &[], true).unwrap();
+        let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
+        let expect: Vec<_> =
+            TESTS.iter().copied().filter(|n| p.device == "pmem" || !n.starts_with("ewr")).collect();
+        assert_eq!(names, expect, "{}", p.name);
+        for table in &out {
+            for (name, _) in &table.columns {
+                if let Some(v) = table.col(name) {
+                    assert!(v.iter().all(|x| x.is_finite() && *x >= 0.0), "{} {} {name}: {v:?}", p.name, table.name);
+                }
+            }
+        }
+        let j = to_json(&t, &out);
+        assert_eq!(j["tables"].as_array().unwrap().len(), out.len());
+    }
+}
+
+#[test]
+fn deterministic() {
+    assert_eq!(tables("optane_100", "count = 6", &["bandwidth_size"]), tables("optane_100", "count = 6", &["bandwidth_size"]));
+}
+
+#[test]
+fn optane_reproduces_seed_000_shapes() {
+    let t = tables("optane_100", "", &["idle_latency", "bandwidth_threads", "ewr_size", "ewr_working_set", "scaling"]);
+    let lat = t[0].col("latency_ns").unwrap();
+    // Sequential read (305 + 3 x 124) / 4, random read 305, ntstore 90, clwb 62.
+    assert_eq!(&lat[..4], &[169.25, 305.0, 90.0, 62.0]);
+    // Single-DIMM bandwidth: reads saturate at 6.6 GB/s, writes at 2.3 GB/s up to 4 threads,
+    // then fall (seed 000: peak at 1-4 threads, 69% at 8).
+    let bw = &t[1];
+    let ops = bw.strs("op").unwrap();
+    let at = |op: &str, n: f64| {
+        let i = (0..ops.len()).find(|&i| ops[i] == op && bw.col("threads").unwrap()[i] == n).unwrap();
+        bw.col("bandwidth_gbs").unwrap()[i]
+    };
+    assert!((at("read", 4.0) - 6.6).abs() < 0.01);
+    assert!((at("write", 4.0) - 2.3).abs() < 0.01);
+    let fall = at("write", 8.0) / at("write", 4.0);
+    assert!((0.65..0.80).contains(&fall), "{fall}");
+    // EWR: 64 B random ntstore ~0.25, 256 B 1.
+    let ewr = &t[2];
+    let e64 = value(ewr, "size", 64.0, "ewr");
+    assert!((0.25..0.27).contains(&e64), "{e64}");
+    assert_eq!(value(ewr, "size", 256.0, "ewr"), 1.0);
+    // The XPBuffer knee: EWR 1 up to 16 KiB, about 0.5 beyond.
+    let ws = &t[3];
+    assert_eq!(value(ws, "working_set", 16384.0, "ewr"), 1.0);
+    assert!(value(ws, "working_set", 18432.0, "ewr") < 0.6);
+    // Interleaving 6 DIMMs scales reads ~6x (seed 000: 5.8x).
+    let s = &t[4];
+    let scale = s.col("read_gbs").unwrap()[5] / s.col("read_gbs").unwrap()[0];
+    assert!((5.6..6.1).contains(&scale), "{scale}");
+}
+
+#[test]
+fn interleave_dip_for_random_4k() {
+    let t = &tables("optane_100", "count = 6", &["bandwidth_size"])[0];
+    let bw = |pattern: &str, op: &str, size: f64| {
+        let (p, o, s) = (t.strs("pattern").unwrap(), t.strs("op").unwrap(), t.col("size").unwrap());
+        let i = (0..s.len()).find(|&i| p[i] == pattern && o[i] == op && s[i] == size).unwrap();
+        t.col("bandwidth_gbs").unwrap()[i]
+    };
+    // A random 4 KiB access sits on one DIMM; 24 KiB covers all six evenly.
+    assert!(bw("random", "write", 4096.0) < 0.7 * bw("random", "write", 24576.0));
+    assert!(bw("random", "read", 4096.0) < 0.95 * bw("random", "read", 24576.0));
+    // Sequential streams do not dip.
+    assert!(bw("sequential", "write", 4096.0) > 0.99 * bw("sequential", "write", 24576.0));
+}
+
+#[test]
+fn bad_targets_and_tests_are_rejected() {
+    let err = |name: &str, params: &str| Target::resolve(name, Some(&toml::from_str(params).unwrap())).err().unwrap().to_string();
+    assert!(err("hbm3", "").starts_with("invalid argument `device`: `hbm3` is neither a preset (ddr5_4800,"));
+    assert_eq!(err("optane_100", "count = 0"), "config key `count`: expected devices in the set, 1..=64, got 0");
+    assert_eq!(err("optane_100", "granule = \"3000B\""), "config key `granule`: 3000B is not a power of two of at least 64B");
+    assert_eq!(err("pmem", "xpline = \"100B\""), "config key `xpline`: 100B is not a power of two");
+    assert!(err("dram", "chanels = 2").contains("valid parameters: channels,"));
+    assert!(err("dram", "chanels = 2").ends_with("hash, count, granule"));
+    let e = characterize(&target("dram", ""), &["bandwidth".to_owned()], true).unwrap_err().to_string();
+    assert!(e.starts_with("invalid argument `tests`: unknown test `bandwidth`; valid tests: idle_latency,"), "{e}");
+}
