@@ -7,7 +7,7 @@
 
 use tiersim_core::{NodeId, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{scan_spec, FaultDecision, HintCtx, PlaceCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{scan_spec, FaultDecision, HintCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &SCAN_PARAMS;
 
@@ -43,10 +43,6 @@ pub(crate) fn two_stage_filter(ctx: &HintCtx, dst: NodeId) -> bool {
 }
 
 impl Policy for AutoNuma {
-    fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
-        ctx.local_node
-    }
-
     fn scanner(&self) -> Option<ScanSpec> {
         Some(self.scan)
     }

@@ -1,8 +1,8 @@
 //! Page-placement policies. A policy sees pages, nodes and statistics through narrow context
 //! structs, never device internals; the engine's OS model carries out what it decides.
 //!
-//! Adding a policy: one file in this crate and one line in `REGISTRY`. Every hook but `place`
-//! is optional.
+//! Adding a policy: one file in this crate and one line in `REGISTRY`. Every hook is optional;
+//! the default of each is what the kernel does without the policy.
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
@@ -113,7 +113,10 @@ pub enum FaultDecision {
 pub trait Policy: Send {
     /// The node to try first for a new page. The OS model walks that node's zonelist from there,
     /// taking the first node above its low watermark, as the kernel's page allocator does.
-    fn place(&mut self, ctx: &PlaceCtx) -> NodeId;
+    /// Default: the faulting CPU's node (the kernel's first-touch "local" policy).
+    fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
+        ctx.local_node
+    }
 
     /// The hinting scanner's settings, or None if the policy does not scan.
     fn scanner(&self) -> Option<ScanSpec> {

@@ -5,7 +5,7 @@
 
 use tiersim_core::{ParamSpec, Params, PluginInfo, Result};
 
-use crate::{PlaceCtx, Policy, PolicyEntry, Topology};
+use crate::{Policy, PolicyEntry, Topology};
 
 const PARAMS: &[ParamSpec] = &[];
 
@@ -25,16 +25,14 @@ fn build(_: &Params, _: &Topology) -> Result<Box<dyn Policy>> {
     Ok(Box::new(LinuxDefault))
 }
 
-impl Policy for LinuxDefault {
-    fn place(&mut self, ctx: &PlaceCtx) -> tiersim_core::NodeId {
-        ctx.local_node
-    }
-}
+/// Everything linux_default does is the trait's defaults.
+impl Policy for LinuxDefault {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::two_socket;
+    use crate::PlaceCtx;
 
     #[test]
     fn places_on_the_faulting_cpus_node() {

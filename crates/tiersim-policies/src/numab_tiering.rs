@@ -11,7 +11,7 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, PlaceCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -97,10 +97,6 @@ impl NumabTiering {
 }
 
 impl Policy for NumabTiering {
-    fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
-        ctx.local_node
-    }
-
     fn scanner(&self) -> Option<ScanSpec> {
         Some(self.scan)
     }
