@@ -110,16 +110,10 @@ fn open_source(input: &TraceInput, seed: u64) -> Result<(Box<dyn AccessSource>, 
 pub fn profile(source: &mut dyn AccessSource, page_size: u64) -> Result<Vec<(u64, u64)>> {
     let shift = page_size.trailing_zeros();
     let mut counts: rustc_hash::FxHashMap<u64, u64> = Default::default();
-    let mut buf = Vec::with_capacity(1 << 14);
-    loop {
-        buf.clear();
-        if source.read_batch(&mut buf, 1 << 14)? == 0 {
-            break;
-        }
-        for a in &buf {
-            *counts.entry(a.addr >> shift).or_default() += 1;
-        }
-    }
+    tiersim_trace::for_each_access(source, |a| {
+        *counts.entry(a.addr >> shift).or_default() += 1;
+        Ok(())
+    })?;
     let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
     v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(v)

@@ -160,17 +160,11 @@ pub fn convert(src: &Path, src_format: Option<Format>, dst: &Path, dst_format: F
 /// Stream `src` into `sink`, accumulating statistics.
 pub fn copy(src: &mut dyn AccessSource, mut sink: Box<dyn AccessSink>, meta: TraceMeta) -> Result<TraceStats> {
     let mut stats = crate::format::StatsBuilder::new(meta.time_unit, meta.page_size);
-    let mut batch = Vec::with_capacity(1 << 14);
-    loop {
-        batch.clear();
-        if src.read_batch(&mut batch, 1 << 14)? == 0 {
-            break;
-        }
-        for a in &batch {
-            sink.write(a)?;
-            stats.add(a);
-        }
-    }
+    crate::for_each_access(src, |a| {
+        sink.write(a)?;
+        stats.add(a);
+        Ok(())
+    })?;
     sink.finish()?;
     Ok(stats.finish())
 }

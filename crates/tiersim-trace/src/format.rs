@@ -1538,14 +1538,10 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         Some(s) => (s, "header"),
         None => {
             let mut b = StatsBuilder::new(h.time_unit, h.page_size);
-            let mut batch = Vec::with_capacity(1 << 16);
-            loop {
-                batch.clear();
-                if r.read_batch(&mut batch, 1 << 16)? == 0 {
-                    break;
-                }
-                batch.iter().for_each(|a| b.add(a));
-            }
+            crate::for_each_access(&mut r, |a| {
+                b.add(a);
+                Ok(())
+            })?;
             (b.finish(), "scan")
         }
     };

@@ -20,6 +20,21 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
     format::inspect(path)
 }
 
+/// Visit every remaining access of `src` in order, a batch at a time; stops at the first error
+/// that `src` or `f` returns. Memory stays one batch, whatever the trace's length.
+pub fn for_each_access(src: &mut dyn AccessSource, mut f: impl FnMut(&Access) -> Result<()>) -> Result<()> {
+    let mut batch = Vec::with_capacity(1 << 14);
+    loop {
+        batch.clear();
+        if src.read_batch(&mut batch, 1 << 14)? == 0 {
+            return Ok(());
+        }
+        for a in &batch {
+            f(a)?;
+        }
+    }
+}
+
 /// Any source of accesses the engine can replay.
 pub trait AccessSource {
     fn header(&self) -> &TraceHeader;

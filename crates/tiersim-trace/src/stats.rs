@@ -128,30 +128,24 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let mut stride = 1u64;
     let mut points: Vec<(u64, u64)> = Vec::new();
     let mut n = 0u64;
-    let mut batch = Vec::with_capacity(1 << 14);
-    loop {
-        batch.clear();
-        if r.read_batch(&mut batch, 1 << 14)? == 0 {
-            break;
+    crate::for_each_access(r.as_mut(), |a| {
+        let page = a.addr >> shift;
+        match rd.access(page) {
+            Some(d) => reuse[bucket(d)] += 1,
+            None => cold += 1,
         }
-        for a in &batch {
-            let page = a.addr >> shift;
-            match rd.access(page) {
-                Some(d) => reuse[bucket(d)] += 1,
-                None => cold += 1,
+        *per_page.entry(page).or_default() += 1;
+        if n % stride == 0 {
+            points.push((n, page));
+            if points.len() > max_points {
+                // Keep every other point and sample half as often: still evenly spaced.
+                stride *= 2;
+                points.retain(|&(i, _)| i % stride == 0);
             }
-            *per_page.entry(page).or_default() += 1;
-            if n % stride == 0 {
-                points.push((n, page));
-                if points.len() > max_points {
-                    // Keep every other point and sample half as often: still evenly spaced.
-                    stride *= 2;
-                    points.retain(|&(i, _)| i % stride == 0);
-                }
-            }
-            n += 1;
         }
-    }
+        n += 1;
+        Ok(())
+    })?;
     let mut hot = vec![0u64; 65];
     let mut counts: Vec<u64> = per_page.values().copied().collect();
     counts.iter().for_each(|&c| hot[bucket(c)] += 1);

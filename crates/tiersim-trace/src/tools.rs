@@ -56,43 +56,36 @@ pub fn sample(src: &Path, src_format: Option<Format>, dst: &Path, opts: &SampleO
     let mut now: Vec<u64> = Vec::new();
     let mut kept_at: Vec<u64> = Vec::new();
     let mut passed = 0u64;
-    let mut batch = Vec::with_capacity(1 << 14);
-    loop {
-        batch.clear();
-        if r.read_batch(&mut batch, 1 << 14)? == 0 {
-            break;
-        }
-        for a in &batch {
-            let cpu = a.cpu as usize;
-            let t = match h.time_unit {
-                TimeUnit::Ns => a.time,
-                TimeUnit::Instructions => {
-                    if cpu >= now.len() {
-                        now.resize(cpu + 1, 0);
-                        kept_at.resize(cpu + 1, start);
-                    }
-                    now[cpu] = now[cpu].saturating_add(a.time);
-                    now[cpu]
+    crate::for_each_access(r.as_mut(), |a| {
+        let cpu = a.cpu as usize;
+        let t = match h.time_unit {
+            TimeUnit::Ns => a.time,
+            TimeUnit::Instructions => {
+                if cpu >= now.len() {
+                    now.resize(cpu + 1, 0);
+                    kept_at.resize(cpu + 1, start);
                 }
-            };
-            if t < start || t >= end {
-                continue;
+                now[cpu] = now[cpu].saturating_add(a.time);
+                now[cpu]
             }
-            if opts.cpus.is_some() && !want.get(cpu).copied().unwrap_or(false) {
-                continue;
-            }
-            passed += 1;
-            if (passed - 1) % opts.every != 0 {
-                continue;
-            }
-            let mut out = *a;
-            if h.time_unit == TimeUnit::Instructions {
-                out.time = t - kept_at[cpu];
-                kept_at[cpu] = t;
-            }
-            w.write(&out)?;
+        };
+        if t < start || t >= end {
+            return Ok(());
         }
-    }
+        if opts.cpus.is_some() && !want.get(cpu).copied().unwrap_or(false) {
+            return Ok(());
+        }
+        passed += 1;
+        if (passed - 1) % opts.every != 0 {
+            return Ok(());
+        }
+        let mut out = *a;
+        if h.time_unit == TimeUnit::Instructions {
+            out.time = t - kept_at[cpu];
+            kept_at[cpu] = t;
+        }
+        w.write(&out)
+    })?;
     w.finish()
 }
 
@@ -140,14 +133,11 @@ fn cpu_count(path: &Path, format: Option<Format>, text: &TextOptions) -> Result<
         return Ok(s.per_cpu.len() as u32);
     }
     let mut n = 0u32;
-    let mut batch = Vec::with_capacity(1 << 14);
-    loop {
-        batch.clear();
-        if r.read_batch(&mut batch, 1 << 14)? == 0 {
-            return Ok(n);
-        }
-        n = batch.iter().fold(n, |m, a| m.max(a.cpu + 1));
-    }
+    crate::for_each_access(r.as_mut(), |a| {
+        n = n.max(a.cpu + 1);
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 /// Merge several traces into one multi-program trace at `dst`: each input's CPUs are moved to
