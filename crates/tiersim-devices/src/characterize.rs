@@ -461,7 +461,7 @@ fn loaded_latency(t: &Target, e: &Effort) -> Result<Table> {
         let probe = Thread { outstanding: 1, ..Thread::new(CACHE_LINE, true, "read") };
         let load = Thread { think: d, ..Thread::new(256, false, "read") };
         let mut threads = vec![probe];
-        threads.extend(std::iter::repeat(load).take((LOAD_THREADS_PER_DEVICE * t.count) as usize));
+        threads.extend(std::iter::repeat_n(load, (LOAD_THREADS_PER_DEVICE * t.count) as usize));
         let out = run(&mut b, &threads, e.accesses);
         think.push(d as f64);
         bw.push(gbs(out.bandwidth));

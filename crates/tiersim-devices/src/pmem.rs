@@ -286,7 +286,7 @@ impl Pmem {
             return Err(Error::config("host_line", format!("an xpline holds {subs} host lines; at most 64 are supported")));
         }
         let size = p.bytes("xpbuffer_size");
-        if size % (1u64 << line_shift) != 0 {
+        if !size.is_multiple_of(1u64 << line_shift) {
             return Err(Error::config("xpbuffer_size", format!("{size}B is not a whole number of {}B xplines", 1u64 << line_shift)));
         }
         let lines = size >> line_shift;

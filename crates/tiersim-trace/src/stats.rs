@@ -135,7 +135,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
             None => cold += 1,
         }
         *per_page.entry(page).or_default() += 1;
-        if n % stride == 0 {
+        if n.is_multiple_of(stride) {
             points.push((n, page));
             if points.len() > max_points {
                 // Keep every other point and sample half as often: still evenly spaced.

@@ -76,7 +76,7 @@ pub fn sample(src: &Path, src_format: Option<Format>, dst: &Path, opts: &SampleO
             return Ok(());
         }
         passed += 1;
-        if (passed - 1) % opts.every != 0 {
+        if !(passed - 1).is_multiple_of(opts.every) {
             return Ok(());
         }
         let mut out = *a;

@@ -59,7 +59,7 @@ fn hashmap_builds_then_looks_up() {
     let entries_at = BASE + 8192;
     let entry_writes: HashSet<_> = build.iter().filter(|x| x.size == 24).map(|x| x.addr).collect();
     assert_eq!(entry_writes.len(), 1024);
-    assert!(entry_writes.iter().all(|&e| e >= entries_at && e < entries_at + 32 * 1024 && (e - entries_at) % 32 == 0));
+    assert!(entry_writes.iter().all(|&e| e >= entries_at && e < entries_at + 32 * 1024 && (e - entries_at).is_multiple_of(32)));
     // 8 KiB of buckets and 32 KiB of entries.
     assert_eq!(s.footprint_pages, 10);
     // Lookups: one bucket read per lookup, then chain entries; the value write ratio holds.
@@ -129,7 +129,7 @@ fn kv_keys_are_zipfian_and_mix_holds() {
     let records_at = BASE + 32768;
     let mut per_key: HashMap<u64, u64> = HashMap::new();
     for x in &a {
-        if x.addr >= records_at && (x.addr - records_at) % 1024 == 0 {
+        if x.addr >= records_at && (x.addr - records_at).is_multiple_of(1024) {
             *per_key.entry((x.addr - records_at) / 1024).or_default() += 1;
         }
     }
@@ -151,7 +151,7 @@ fn kv_keys_are_zipfian_and_mix_holds() {
     // An operation's record access starts at the record (a read) or at a field (an update).
     let run = &a[40000..];
     let starts = |op: Op| {
-        run.iter().filter(|x| x.op == op && x.addr >= records_at && (x.addr - records_at) % 1024 % 102 == 0).count() as f64
+        run.iter().filter(|x| x.op == op && x.addr >= records_at && ((x.addr - records_at) % 1024).is_multiple_of(102)).count() as f64
     };
     let (reads, updates) = (starts(Op::Read), starts(Op::Write));
     let ratio = reads / (reads + updates);
