@@ -30,6 +30,8 @@ TIMESERIES_SCHEMA: dict[str, pl.DataType] = {
     "writes": pl.Int64(),
     "bytes": pl.Int64(),
     "bandwidth_gbs": pl.Float64(),
+    "migrated_in": pl.Int64(),
+    "migrated_out": pl.Int64(),
 }
 
 NODE_SCHEMA: dict[str, pl.DataType] = {
@@ -50,7 +52,8 @@ NODE_SCHEMA: dict[str, pl.DataType] = {
 def timeseries_frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
     """Documented columns first with fixed dtypes, then any further columns the engine adds."""
     series = [pl.Series(name, columns.get(name, []), dtype=dtype) for name, dtype in TIMESERIES_SCHEMA.items()]
-    series += [pl.Series(name, values) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
+    # hot_0 .. hot_8 (pages per hotness level) come only from policies that keep a history.
+    series += [pl.Series(name, values, dtype=pl.Int64()) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
     return pl.DataFrame(series)
 
 

@@ -27,6 +27,8 @@ pub struct Node {
     pub dev: InterleaveSet,
     pub capacity: u64,
     pub used: u64,
+    /// Free frames held out of the allocator (AutoTiering's per-CPU promotion pools).
+    pub reserved: u64,
     pub peak_used: u64,
     free_frames: Vec<u32>,
     next_frame: u32,
@@ -49,6 +51,7 @@ impl Node {
             spec,
             dev,
             used: 0,
+            reserved: 0,
             peak_used: 0,
             free_frames: Vec::new(),
             next_frame: 0,
@@ -64,12 +67,12 @@ impl Node {
 
     #[inline]
     pub fn free(&self) -> u64 {
-        self.capacity - self.used
+        self.capacity - self.used - self.reserved
     }
 
     /// Take a frame; the caller has checked there is one.
     pub fn take_frame(&mut self) -> u32 {
-        debug_assert!(self.used < self.capacity);
+        debug_assert!(self.used + self.reserved < self.capacity);
         self.used += 1;
         self.peak_used = self.peak_used.max(self.used);
         self.free_frames.pop().unwrap_or_else(|| {

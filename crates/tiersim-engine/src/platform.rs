@@ -38,6 +38,14 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("migrate_overhead", ParamKind::Duration, "3us", "per migrated page: isolate, unmap via rmap, remap (the copy is simulated on the devices)"),
     ParamSpec::new("tlb_shootdown", ParamKind::Duration, "2us", "one IPI round to flush TLBs, per migration and per scan window"),
     ParamSpec::new("pte_scan_cost", ParamKind::Duration, "2ns", "scanner cost per PTE walked (change_prot_numa)"),
+    ParamSpec::new(
+        "daemon_time_scale",
+        ParamKind::Float,
+        "1.0",
+        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds",
+    )
+    .min(1e-9)
+    .max(1.0),
 ];
 
 pub const STATS_PARAMS: &[ParamSpec] = &[
@@ -52,6 +60,7 @@ const TOP_KEYS: &[&str] = &["name", "summary", "scale", "host", "os", "stats", "
 
 /// Platform presets shipped with tiersim: (name, TOML).
 pub static PRESETS: &[(&str, &str)] = &[
+    ("cascadelake_dcpmm", include_str!("../platforms/cascadelake_dcpmm.toml")),
     ("dram_only", include_str!("../platforms/dram_only.toml")),
     ("epyc_cxl_nps1", include_str!("../platforms/epyc_cxl_nps1.toml")),
     ("epyc_cxl_nps2", include_str!("../platforms/epyc_cxl_nps2.toml")),

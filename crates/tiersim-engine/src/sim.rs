@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use serde_json::json;
 use tiersim_core::{Access, Error, NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
-use tiersim_policies::{FaultDecision, HintCtx, NodeInfo, PageView, PlaceCtx, Policy, ScanSpec, Topology};
+use tiersim_policies::{FaultDecision, HintCtx, MemOps, MoveMode, NodeInfo, PageView, PlaceCtx, Policy, ScanSpec, ScanVisit, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::{Counters, Node};
@@ -62,6 +62,8 @@ struct TieringStats {
     hint_faults: u64,
     failed_promotions: u64,
     failed_migrations: u64,
+    exchanges: u64,
+    exchanged_bytes: u64,
     ping_pong: u64,
     scans: u64,
     scan_time_ps: u64,
@@ -92,6 +94,9 @@ pub struct Timeseries {
     /// Pages migrated into / out of the node during the epoch.
     pub migrated_in: Vec<u64>,
     pub migrated_out: Vec<u64>,
+    /// Pages of the node at each hotness level 0..=8 at the epoch's end (AutoTiering's LAP
+    /// levels, seed 002 fig. 11), when the policy keeps an access history; zero for swap rows.
+    pub hotness: Option<Vec<[u64; 9]>>,
 }
 
 pub struct SimResult {
@@ -104,6 +109,11 @@ struct Engine {
     nodes: Vec<Node>,
     swap: Option<Swap>,
     policy: Box<dyn Policy>,
+    /// The policy is out of `policy` while it runs a hook that calls back into the OS model;
+    /// page events for it queue up meanwhile and are delivered when it returns.
+    parked: bool,
+    page_events: Vec<PageEvent>,
+    scan_visits: bool,
     pt: PageTable,
     cpus: Vec<Cpu>,
     page_shift: u32,
@@ -153,6 +163,16 @@ struct Engine {
     processed: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+enum PageEvent {
+    Moved(u32, NodeId, NodeId),
+    Evicted(u32, NodeId),
+}
+
+/// Stands in for the policy while it is parked; it holds nothing, so boxing it allocates nothing.
+struct Parked;
+impl Policy for Parked {}
+
 /// The machine as policies see it.
 pub fn topology(p: &Platform) -> Topology {
     Topology {
@@ -173,6 +193,8 @@ pub fn topology(p: &Platform) -> Topology {
         zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),
         cpu_node: p.cpu_node.clone(),
         page_size: p.page_size,
+        capacity_scale: p.scale,
+        time_scale: p.os.float("daemon_time_scale"),
     }
 }
 
@@ -234,6 +256,7 @@ impl Engine {
         let os = &platform.os;
         let freq_ghz = host.float("frequency") / 1e9;
         let scan = policy.scanner();
+        let scan_visits = policy.wants_scan_visits();
         let top_tier = (0..n).map(|i| tiersim_policies::is_top_tier(i as NodeId, &topo)).collect();
         let demote_to = (0..n).map(|i| policy.demotion_target(i as NodeId, &topo).map(usize::from)).collect();
         let protect_demoted = policy.protect_demoted();
@@ -245,6 +268,9 @@ impl Engine {
             nodes,
             swap,
             policy,
+            parked: false,
+            page_events: Vec::new(),
+            scan_visits,
             pt: PageTable::default(),
             cpus,
             page_shift: platform.page_size.trailing_zeros(),
@@ -389,6 +415,18 @@ impl Engine {
             swap.epoch_outs += 1;
         }
         self.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
+        self.page_event(PageEvent::Evicted(p, node as NodeId));
+    }
+
+    fn page_event(&mut self, ev: PageEvent) {
+        if self.parked {
+            self.page_events.push(ev);
+            return;
+        }
+        match ev {
+            PageEvent::Moved(p, from, to) => self.policy.on_page_moved(p, from, to),
+            PageEvent::Evicted(p, node) => self.policy.on_page_evicted(p, node),
+        }
     }
 
     /// Migrate page `p` (already off its CLOCK list) from node `from` to node `to`, which has a
@@ -407,21 +445,30 @@ impl Engine {
         let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
         let read = self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read));
         let write = self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write));
+        self.note_move(p, from, to, t);
+        if self.measuring {
+            self.tiering.migrations += 1;
+            self.tiering.migrated_bytes += self.page_size;
+        }
+        read.max(write)
+    }
+
+    /// What every page move shares, migration or exchange: PROT_NONE for demoted pages if the
+    /// policy asks, the policy's notice, ping-pong detection and the per-node move counters.
+    fn note_move(&mut self, p: u32, from: usize, to: usize, t: Ns) {
         let t_us = (t / 1000) as u32;
         let demoted = self.nodes[to].spec.tier > self.nodes[from].spec.tier;
         if demoted && self.protect_demoted {
             self.pt.entries[p as usize].flags |= PROT_NONE;
             self.pt.ext[p as usize].scan_us = t_us;
         }
-        self.policy.on_page_moved(p, from as NodeId, to as NodeId);
+        self.page_event(PageEvent::Moved(p, from as NodeId, to as NodeId));
         let ext = &mut self.pt.ext[p as usize];
         let back = ext.moved_from as usize == to && t_us.wrapping_sub(ext.moved_us) as u64 * 1000 < self.ping_pong_ns;
         ext.moved_from = from as u16;
         ext.moved_us = t_us;
         if self.measuring {
             let st = &mut self.tiering;
-            st.migrations += 1;
-            st.migrated_bytes += self.page_size;
             match self.nodes[to].spec.tier.cmp(&self.nodes[from].spec.tier) {
                 std::cmp::Ordering::Less => st.promotions += 1,
                 std::cmp::Ordering::Greater => st.demotions += 1,
@@ -435,7 +482,6 @@ impl Engine {
             dst.total.migrated_in += 1;
             dst.epoch.migrated_in += 1;
         }
-        read.max(write)
     }
 
     /// kswapd: every node below its low watermark is reclaimed up to its high watermark. It runs
@@ -481,6 +527,7 @@ impl Engine {
         let frame = self.nodes[node].take_frame();
         self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
         self.lru_push_head(node, p);
+        self.policy.on_page_placed(p, node as NodeId);
         self.proactive_reclaim(node, t)?;
         Ok((node, reclaim_ps))
     }
@@ -576,10 +623,14 @@ impl Engine {
     fn flush_epoch(&mut self, end: Ns) {
         let start = self.measure_start_ns + self.epoch_idx * self.epoch_ns;
         let span = (end - start).max(1) as f64;
+        let hot = self.policy.hotness().map(|h| h.to_vec());
         for i in 0..self.nodes.len() {
             let c = std::mem::take(&mut self.nodes[i].epoch);
             let used = self.nodes[i].used;
             self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c, span);
+            if let Some(h) = &hot {
+                self.ts.hotness.get_or_insert_with(Vec::new).push(h.get(i).copied().unwrap_or_default());
+            }
         }
         if let Some(s) = self.swap.as_mut() {
             let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
@@ -587,6 +638,9 @@ impl Engine {
             s.epoch_outs = 0;
             let c = Counters { accesses: ins, reads: ins, writes: outs, bytes: (ins + outs) * self.page_size, ..Counters::default() };
             self.push_row(start, end, "swap".into(), used, c, span);
+            if let Some(h) = self.ts.hotness.as_mut() {
+                h.push([0; 9]);
+            }
         }
         self.epoch_idx += 1;
     }
@@ -619,7 +673,7 @@ impl Engine {
         let present: u64 = self.nodes.iter().map(|n| n.used).sum();
         let windows = (present * self.page_size).div_ceil(spec.scan_size).max(1);
         // task_scan_min/max: at most 2560 MB/s of scanning, and a full pass per period bound.
-        let scan_min = (spec.scan_size as u128 * 1_000_000_000 / (2560u128 << 20)) as u64;
+        let scan_min = (spec.scan_size as f64 * 1e9 / spec.max_rate_bytes_per_s) as u64;
         let scan_min = scan_min.max(spec.period_min_ns / windows);
         let scan_max = scan_min.max(spec.period_max_ns / windows);
         if self.scan_period_ns == 0 {
@@ -647,9 +701,15 @@ impl Engine {
                 walked += 1;
                 if e.node != SWAPPED {
                     present_walked += 1;
-                    if (spec.top_tier || !self.top_tier[e.node as usize]) && e.flags & PROT_NONE == 0 {
-                        e.flags |= PROT_NONE;
-                        self.pt.ext[id].scan_us = t_us;
+                    if spec.top_tier || !self.top_tier[e.node as usize] {
+                        if self.scan_visits {
+                            let accessed = e.flags & PROT_NONE == 0;
+                            self.policy.on_scan(&ScanVisit { page: id as u32, node: e.node as NodeId, accessed, now_ns: t });
+                        }
+                        if e.flags & PROT_NONE == 0 {
+                            e.flags |= PROT_NONE;
+                            self.pt.ext[id].scan_us = t_us;
+                        }
                     }
                 }
                 if present_walked >= window || walked >= 8 * window {
@@ -695,8 +755,15 @@ impl Engine {
             self.free_scratch[i] = n.free();
         }
         let ext = self.pt.ext[p as usize];
+        // The policy may call back into the OS model (MemOps), which borrows the engine: park
+        // the policy and lend it the read-only context it sees.
+        let topo = std::mem::take(&mut self.topo);
+        let free = std::mem::take(&mut self.free_scratch);
+        let wmarks = std::mem::take(&mut self.wmarks);
+        let mut policy = std::mem::replace(&mut self.policy, Box::new(Parked));
+        self.parked = true;
         let ctx = HintCtx {
-            topo: &self.topo,
+            topo: &topo,
             cpu: c as u32,
             cpu_node: self.cpus[c].node,
             page: PageView {
@@ -707,26 +774,39 @@ impl Engine {
             },
             now_ns: t,
             write,
-            free_pages: &self.free_scratch,
-            watermarks: &self.wmarks,
+            free_pages: &free,
+            watermarks: &wmarks,
             scan_seq: self.scan_seq,
         };
-        let decision = self.policy.on_hint_fault(&ctx);
+        let mut ops = Ops { eng: self, t, cost_ps: 0 };
+        let decision = policy.on_hint_fault(&ctx, &mut ops);
+        let ops_ps = ops.cost_ps;
+        self.policy = policy;
+        self.parked = false;
+        self.topo = topo;
+        self.free_scratch = free;
+        self.wmarks = wmarks;
+        for ev in std::mem::take(&mut self.page_events) {
+            self.page_event(ev);
+        }
         self.pt.ext[p as usize].last_cpu = c as u32;
         if self.scan.is_some_and(|s| s.top_tier) {
             self.pass_faults += 1;
         }
-        let mut cost = self.hint_fault_ps;
+        let mut cost = self.hint_fault_ps + ops_ps;
+        let t = t + ops_ps / 1000;
+        let node = self.pt.entries[p as usize].node as usize;
         if let FaultDecision::Migrate(dst) = decision {
             let d = dst as usize;
             if d != node {
                 if self.nodes[d].free() > self.nodes[d].wmark_high + 1 {
                     self.lru_unlink(node, p);
                     let done = self.move_page(p, node, d, t);
-                    cost += self.migrate_ps + self.tlb_shootdown_ps + (done - t) * 1000;
+                    let move_ps = self.migrate_ps + self.tlb_shootdown_ps + (done - t) * 1000;
+                    cost += move_ps;
                     let _ = self.proactive_reclaim(d, t);
                     if self.measuring {
-                        self.tiering.migration_time_ps += cost - self.hint_fault_ps;
+                        self.tiering.migration_time_ps += move_ps;
                     }
                 } else {
                     self.pass_failed = true;
@@ -752,6 +832,35 @@ impl Engine {
             self.tiering.hint_fault_time_ps += cost;
         }
         cost
+    }
+
+    /// Swap the frames of pages `a` and `b` (on different nodes) at `t`: both pages are read and
+    /// written, all four transfers issued at once; returns when the last completes.
+    fn exchange_pages(&mut self, a: u32, b: u32, t: Ns) -> Ns {
+        let (ea, eb) = (self.pt.entries[a as usize], self.pt.entries[b as usize]);
+        let (na, nb) = (ea.node as usize, eb.node as usize);
+        self.lru_unlink(na, a);
+        self.lru_unlink(nb, b);
+        self.pt.entries[a as usize].frame = eb.frame;
+        self.pt.entries[a as usize].node = nb as u16;
+        self.pt.entries[b as usize].frame = ea.frame;
+        self.pt.entries[b as usize].node = na as u16;
+        self.lru_push_head(nb, a);
+        self.lru_push_head(na, b);
+        let size = self.page_size as u32;
+        let req = |frame: u32, op| DeviceRequest { now: t, addr: (frame as u64) << self.page_shift, size, op, socket: 0, cpu: 0, remote: false };
+        let mut done = t;
+        done = done.max(self.nodes[na].dev.access(&req(ea.frame, Op::Read)));
+        done = done.max(self.nodes[nb].dev.access(&req(eb.frame, Op::Read)));
+        done = done.max(self.nodes[nb].dev.access(&req(eb.frame, Op::Write)));
+        done = done.max(self.nodes[na].dev.access(&req(ea.frame, Op::Write)));
+        self.note_move(a, na, nb, t);
+        self.note_move(b, nb, na, t);
+        if self.measuring {
+            self.tiering.exchanges += 1;
+            self.tiering.exchanged_bytes += 2 * self.page_size;
+        }
+        done
     }
 
     // ---- the access path ---------------------------------------------------------------
@@ -894,8 +1003,8 @@ impl Engine {
             }
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.used > n.capacity {
-                return fail(format!("node {} holds {} pages over its capacity {}", n.spec.name, n.used, n.capacity));
+            if n.used + n.reserved > n.capacity {
+                return fail(format!("node {} holds {} pages and {} reserved frames over its capacity {}", n.spec.name, n.used, n.reserved, n.capacity));
             }
             if seen[i].len() as u64 != n.used {
                 return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
@@ -920,6 +1029,106 @@ impl Engine {
             return fail(format!("{swapped} pages are swapped but swap holds {swap_used}"));
         }
         Ok(())
+    }
+}
+
+/// The OS operations a policy performs from its hint-fault hook, in the faulting CPU's context:
+/// synchronous moves are charged to that CPU and run one after another from the fault time.
+struct Ops<'e> {
+    eng: &'e mut Engine,
+    t: Ns,
+    cost_ps: u64,
+}
+
+impl Ops<'_> {
+    fn charge(&mut self, mode: MoveMode, done: Ns) {
+        if mode == MoveMode::Sync {
+            let e = &mut *self.eng;
+            let ps = e.migrate_ps + e.tlb_shootdown_ps + (done - self.t) * 1000;
+            self.cost_ps += ps;
+            self.t += ps / 1000;
+            if e.measuring {
+                e.tiering.migration_time_ps += ps;
+            }
+        }
+    }
+
+    fn present(&self, page: u32) -> Option<usize> {
+        let e = self.eng.pt.entries.get(page as usize)?;
+        (e.node < SWAPPED).then_some(e.node as usize)
+    }
+
+    fn relocate(&mut self, page: u32, from: usize, to: usize, mode: MoveMode) {
+        let t = self.t;
+        self.eng.lru_unlink(from, page);
+        let done = self.eng.move_page(page, from, to, t);
+        self.charge(mode, done);
+    }
+}
+
+impl MemOps for Ops<'_> {
+    fn room(&self, node: NodeId) -> bool {
+        let n = &self.eng.nodes[node as usize];
+        n.free() > n.wmark_high + 1
+    }
+
+    fn page_node(&self, page: u32) -> Option<NodeId> {
+        self.present(page).map(|n| n as NodeId)
+    }
+
+    fn last_cpu(&self, page: u32) -> Option<u32> {
+        let c = self.eng.pt.ext.get(page as usize)?.last_cpu;
+        (c != NIL && (c as usize) < self.eng.cpus.len()).then_some(c)
+    }
+
+    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
+        let Some(from) = self.present(page) else { return false };
+        if from == to as usize || !self.room(to) {
+            return false;
+        }
+        self.relocate(page, from, to as usize, mode);
+        true
+    }
+
+    fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool {
+        let Some(from) = self.present(page) else { return false };
+        let n = &self.eng.nodes[to as usize];
+        if from == to as usize || n.free() <= n.wmark_min {
+            return false;
+        }
+        self.relocate(page, from, to as usize, mode);
+        if reserve {
+            self.eng.nodes[from].reserved += 1;
+        }
+        true
+    }
+
+    fn migrate_reserved(&mut self, page: u32, to: NodeId) -> bool {
+        let Some(from) = self.present(page) else { return false };
+        if from == to as usize || self.eng.nodes[to as usize].reserved == 0 {
+            return false;
+        }
+        self.eng.nodes[to as usize].reserved -= 1;
+        self.relocate(page, from, to as usize, MoveMode::Sync);
+        true
+    }
+
+    fn exchange(&mut self, a: u32, b: u32) -> bool {
+        let (Some(na), Some(nb)) = (self.present(a), self.present(b)) else { return false };
+        if na == nb {
+            return false;
+        }
+        let t = self.t;
+        let done = self.eng.exchange_pages(a, b, t);
+        // Two unmaps and TLB shootdowns, one two-way copy (policies.md 2.8).
+        let e = &*self.eng;
+        let ps = 2 * (e.migrate_ps + e.tlb_shootdown_ps) + (done - t) * 1000;
+        self.cost_ps += ps;
+        self.t += ps / 1000;
+        if self.eng.measuring {
+            self.eng.tiering.migration_time_ps += ps;
+        }
+        true
     }
 }
 
@@ -1125,12 +1334,15 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "hint_faults": eng.tiering.hint_faults,
             "failed_promotions": eng.tiering.failed_promotions,
             "failed_migrations": eng.tiering.failed_migrations,
+            "exchanges": eng.tiering.exchanges,
+            "exchanged_bytes": eng.tiering.exchanged_bytes,
             "ping_pong": eng.tiering.ping_pong,
             "scans": eng.tiering.scans,
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
         },
+        "policy_stats": eng.policy.stats(),
         "nodes": nodes,
         "swap": swap,
         "devices": devices,

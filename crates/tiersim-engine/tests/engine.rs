@@ -417,7 +417,7 @@ fn bad_platforms_and_traces_are_rejected() {
     assert!(load(&["os.page_size=\"12KiB\""]).contains("not a power of two"));
     assert!(load(&["host.cpus=8"]).contains("CPU 4 is local to no node"));
     assert!(load(&["nodeschannels"]).contains("expected key.path=value"));
-    assert!(platform::load("no_such_preset", &[]).err().unwrap().to_string().contains("presets: dram_only, epyc_cxl_nps1"));
+    assert!(platform::load("no_such_preset", &[]).err().unwrap().to_string().contains("presets: cascadelake_dcpmm, dram_only, epyc_cxl_nps1"));
 
     let p = plat(&text, &[]);
     let e = run(&p, "linux_default", vec![acc(9, 0, Op::Read, 0)]).err().unwrap().to_string();
@@ -456,16 +456,28 @@ fn same_inputs_same_results() {
     assert_eq!(r1.timeseries, r2.timeseries);
 }
 
-fn random_platform(caps: &[u64], swap: bool, cpus: u32) -> Platform {
-    let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
+/// Node 0 holds the CPUs (with two sockets, CPUs 0-1 on node 0 of socket 0, the rest on node 1
+/// of socket 1); further nodes are CPU-less, alternating sockets.
+fn random_platform(caps: &[u64], swap: bool, cpus: u32, sockets: u32) -> Platform {
+    let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nsockets = {sockets}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
     if swap {
         text.push_str("[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"\n");
     }
     for (i, c) in caps.iter().enumerate() {
-        let cpus = if i == 0 { format!("cpus = \"0-{}\"\n", cpus - 1) } else { String::new() };
-        text.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\n{cpus}{DRAM}\n", c * 4));
+        let cpus = match (sockets, i) {
+            (1, 0) => format!("cpus = \"0-{}\"\n", cpus - 1),
+            (2, 0) => "cpus = \"0-1\"\n".to_owned(),
+            (2, 1) => format!("cpus = \"2-{}\"\n", cpus - 1),
+            _ => String::new(),
+        };
+        let socket = i as u32 % sockets;
+        text.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\nsocket = {socket}\n{cpus}{DRAM}\n", c * 4));
     }
     plat(&text, &[])
+}
+
+fn all_policies() -> Vec<&'static str> {
+    tiersim_policies::REGISTRY.iter().map(|e| e.info.name).collect()
 }
 
 proptest! {
@@ -475,18 +487,21 @@ proptest! {
     /// every access counted once, time never goes back (checked inside with check_every = 1).
     #[test]
     fn invariants_hold_on_random_traces(
-        caps in prop::collection::vec(4u64..40, 1..4),
+        caps in prop::collection::vec(4u64..40, 1..5),
         swap in any::<bool>(),
-        policy in prop::sample::select(vec!["linux_default", "interleave", "autonuma", "numab_tiering", "oracle", "tpp"]),
+        two_sockets in any::<bool>(),
+        policy in prop::sample::select(all_policies()),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
     ) {
-        let p = random_platform(&caps, swap, 3);
+        let sockets = if two_sockets && caps.len() >= 2 { 2 } else { 1 };
+        let p = random_platform(&caps, swap, 3, sockets);
         let total_frames: u64 = caps.iter().sum();
         let limit = if swap { 200 } else { total_frames };
         let a: Vec<Access> = raw.iter().map(|&(cpu, page, w, gap, line)| {
             acc(cpu, (page % limit) * 4096 + line * 64, if w { Op::Write } else { Op::Read }, gap)
         }).collect();
-        let params = if policy.contains("numa") || policy == "tpp" {
+        let scans = tiersim_policies::find(policy).unwrap().info.params.iter().any(|p| p.name == "scan_size");
+        let params = if scans {
             "scan_size = \"16KiB\"\nscan_period_min = \"2us\"\nscan_period_max = \"20us\"\nscan_delay = \"1us\"".to_owned()
         } else {
             String::new()
@@ -497,7 +512,8 @@ proptest! {
         let t = &s["tiering"];
         prop_assert_eq!(t["migrated_bytes"].as_u64().unwrap(), t["migrations"].as_u64().unwrap() * 4096);
         let moved_in: u64 = nodes.iter().map(|n| n["migrated_in"].as_u64().unwrap()).sum();
-        prop_assert_eq!(moved_in, t["migrations"].as_u64().unwrap());
+        prop_assert_eq!(moved_in, t["migrations"].as_u64().unwrap() + 2 * t["exchanges"].as_u64().unwrap());
+        prop_assert_eq!(t["exchanged_bytes"].as_u64().unwrap(), t["exchanges"].as_u64().unwrap() * 2 * 4096);
         let counted: u64 = nodes.iter().map(|n| n["accesses"].as_u64().unwrap()).sum();
         prop_assert_eq!(counted, a.len() as u64);
         prop_assert_eq!(s["out_of_order_issues"].as_u64().unwrap(), 0);

@@ -7,7 +7,7 @@
 
 use tiersim_core::{NodeId, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{scan_spec, FaultDecision, HintCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &SCAN_PARAMS;
 
@@ -28,8 +28,8 @@ struct AutoNuma {
     scan: ScanSpec,
 }
 
-fn build(params: &Params, _: &Topology) -> Result<Box<dyn Policy>> {
-    Ok(Box::new(AutoNuma { scan: scan_spec(params, true) }))
+fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
+    Ok(Box::new(AutoNuma { scan: scan_spec(params, true, topo) }))
 }
 
 /// The kernel's two-stage filter for one process: early in the task's life any first fault
@@ -47,7 +47,7 @@ impl Policy for AutoNuma {
         Some(self.scan)
     }
 
-    fn on_hint_fault(&mut self, ctx: &HintCtx) -> FaultDecision {
+    fn on_hint_fault(&mut self, ctx: &HintCtx, _os: &mut dyn MemOps) -> FaultDecision {
         let dst = ctx.cpu_node;
         if ctx.page.node == dst || !two_stage_filter(ctx, dst) {
             return FaultDecision::Stay;
@@ -59,7 +59,7 @@ impl Policy for AutoNuma {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{hint, two_socket};
+    use crate::testutil::{hint, two_socket, FakeOs};
 
     #[test]
     fn two_consecutive_faults_from_one_node_after_youth() {
@@ -69,18 +69,18 @@ mod tests {
         // Page on remote DRAM (node 1), CPU 0 (node 0) faults. Old task (scan_seq 5):
         // the last fault came from CPU 5 on node 1 -> stay; from CPU 2 on node 0 -> migrate.
         let ctx = hint(&topo, 0, 1, Some(5), 5, &free);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
         let ctx = hint(&topo, 0, 1, Some(2), 5, &free);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(0));
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0));
         // Young task: the first fault migrates whatever the last CPU.
         let ctx = hint(&topo, 0, 1, Some(5), 4, &free);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(0));
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0));
         // A page already on the faulting CPU's node stays.
         let ctx = hint(&topo, 0, 0, None, 9, &free);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
         // A local-PMEM page (node 2) faulted from node 0 is promoted to node 0.
         let ctx = hint(&topo, 1, 2, Some(3), 9, &free);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(0));
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0));
         assert!(p.scanner().unwrap().top_tier);
         assert_eq!(p.demotion_target(0, &topo), None);
     }

@@ -7,10 +7,12 @@
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 mod autonuma;
+mod autotiering;
 mod interleave;
 mod linux_default;
 mod numab_tiering;
 mod oracle;
+mod tiering06;
 mod tpp;
 
 /// What a policy may know about one memory node.
@@ -30,7 +32,7 @@ pub struct NodeInfo {
 }
 
 /// The machine as policies see it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub nodes: Vec<NodeInfo>,
     /// Per node: every node ordered by distance from it (the kernel's zonelist).
@@ -38,11 +40,37 @@ pub struct Topology {
     /// Per CPU: its local memory node.
     pub cpu_node: Vec<NodeId>,
     pub page_size: u64,
+    /// The platform's `scale`: capacities are this fraction of the modelled machine's, so
+    /// byte-sized policy knobs (scan windows, rate limits) shrink by it too.
+    pub capacity_scale: f64,
+    /// `os.daemon_time_scale`: daemon periods, delays and time thresholds are multiplied by it,
+    /// so a short trace sees as many scan rounds as a long run on the real machine.
+    pub time_scale: f64,
 }
 
 impl Topology {
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
         self.nodes.iter().find(|n| n.name == name).map(|n| n.id)
+    }
+
+    /// A daemon time (period, delay, threshold, window) of the real machine in simulated time.
+    pub fn scaled_time(&self, ns: u64) -> u64 {
+        ((ns as f64 * self.time_scale).round() as u64).max(1)
+    }
+
+    /// A byte amount of the real machine (scan window, rate-limit budget) on the scaled one.
+    pub fn scaled_bytes(&self, bytes: u64) -> u64 {
+        (bytes as f64 * self.capacity_scale).round() as u64
+    }
+
+    /// Pages a rate of `bytes_per_s` allows per (scaled) second of daemon time.
+    pub fn rate_pages(&self, bytes_per_s: f64) -> u64 {
+        ((bytes_per_s * self.capacity_scale / self.page_size as f64) as u64).max(1)
+    }
+
+    /// The node of tier `tier` on `socket` with the lowest id, if any.
+    pub fn node_on(&self, socket: u16, tier: u8) -> Option<NodeId> {
+        self.nodes.iter().find(|n| n.socket == socket && n.tier == tier).map(|n| n.id)
     }
 }
 
@@ -70,6 +98,52 @@ pub struct ScanSpec {
     pub period_max_ns: u64,
     /// Time before the first scan (`scan_delay_ms`).
     pub delay_ns: u64,
+    /// The kernel's cap on scanning speed (task_scan_min: 2560 MB/s), scaled like the rest.
+    pub max_rate_bytes_per_s: f64,
+}
+
+/// One present page the scanner visits (only pages it may make PROT_NONE: every page, or in
+/// tiering modes those below the top tier).
+#[derive(Debug, Clone, Copy)]
+pub struct ScanVisit {
+    pub page: u32,
+    pub node: NodeId,
+    /// The page was touched since the previous scan made it PROT_NONE (its PTE is no longer
+    /// PROT_NONE), or it was never scanned before (AutoTiering's quirk (a), policies.md 2.4).
+    pub accessed: bool,
+    pub now_ns: u64,
+}
+
+/// How a policy-driven move is carried out and charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveMode {
+    /// In the fault path: its time is charged to the faulting CPU.
+    Sync,
+    /// By a kernel thread on a core of its own (kdemoted): only the devices see it.
+    Background,
+}
+
+/// The OS operations a policy may perform during a hint fault, beyond returning a decision.
+/// Room and allocation follow the kernel: a migration needs free memory above the target's high
+/// watermark (`migrate_balanced_pgdat`, policies.md 2.2), a demotion allocates without reclaim.
+pub trait MemOps {
+    /// Free pages above the high watermark plus one page: `free > high + 1` (room for a migration).
+    fn room(&self, node: NodeId) -> bool;
+    /// The node page `page` lives on, None if it is swapped out or was never touched.
+    fn page_node(&self, page: u32) -> Option<NodeId>;
+    /// The CPU of the page's last hint fault (last_cpupid).
+    fn last_cpu(&self, page: u32) -> Option<u32>;
+    /// Migrate a page to `to` if it has room; returns whether it moved.
+    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool;
+    /// Demote a page to `to` if `to` has a free frame above its min watermark. With `reserve`, the
+    /// frame it leaves is kept out of the allocator as a reserved frame of its node (AutoTiering's
+    /// per-CPU promotion pool, policies.md 2.7); returns whether it moved.
+    fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool;
+    /// Move a page into one of `to`'s reserved frames; false if `to` has none.
+    fn migrate_reserved(&mut self, page: u32, to: NodeId) -> bool;
+    /// Swap the frames of two pages on different nodes in one operation (exchange_pages,
+    /// policies.md 2.8); returns whether it happened.
+    fn exchange(&mut self, a: u32, b: u32) -> bool;
 }
 
 /// A page as a policy sees it at a hint fault.
@@ -123,9 +197,35 @@ pub trait Policy: Send {
         None
     }
 
-    /// A hint fault on a PROT_NONE page.
-    fn on_hint_fault(&mut self, _ctx: &HintCtx) -> FaultDecision {
+    /// A hint fault on a PROT_NONE page. `os` carries out moves beyond the returned decision
+    /// (demotions, exchanges, pool promotions) at once, charging them as their mode says.
+    fn on_hint_fault(&mut self, _ctx: &HintCtx, _os: &mut dyn MemOps) -> FaultDecision {
         FaultDecision::Stay
+    }
+
+    /// Whether the policy wants `on_scan` for every page the scanner visits.
+    fn wants_scan_visits(&self) -> bool {
+        false
+    }
+
+    /// The scanner visits a page (before making it PROT_NONE again).
+    fn on_scan(&mut self, _visit: &ScanVisit) {}
+
+    /// A page was given a frame on `node`: first touch or swap-in.
+    fn on_page_placed(&mut self, _page: u32, _node: NodeId) {}
+
+    /// A page left memory (written to swap).
+    fn on_page_evicted(&mut self, _page: u32, _node: NodeId) {}
+
+    /// Pages per node per hotness level 0..=8 (AutoTiering's LAP levels), for the time series;
+    /// None if the policy keeps no access history.
+    fn hotness(&self) -> Option<&[[u64; 9]]> {
+        None
+    }
+
+    /// Policy counters for summary.json (exchanges, low-frequency refusals, ...).
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
     }
 
     /// Where reclaim on `node` demotes its victims instead of swapping them, if anywhere.
@@ -186,13 +286,16 @@ pub const SCAN_PARAMS: [ParamSpec; 4] = [
     ParamSpec::new("scan_delay", ParamKind::Duration, "1000ms", "time before the first scan (scan_delay_ms)"),
 ];
 
-pub fn scan_spec(p: &Params, top_tier: bool) -> ScanSpec {
+/// The scanner settings from SCAN_PARAMS, scaled to the platform (`Topology::scaled_*`).
+pub fn scan_spec(p: &Params, top_tier: bool, topo: &Topology) -> ScanSpec {
+    let min = topo.scaled_time(p.duration("scan_period_min"));
     ScanSpec {
         top_tier,
-        scan_size: p.bytes("scan_size"),
-        period_min_ns: p.duration("scan_period_min"),
-        period_max_ns: p.duration("scan_period_max").max(p.duration("scan_period_min")),
-        delay_ns: p.duration("scan_delay"),
+        scan_size: topo.scaled_bytes(p.bytes("scan_size")).max(topo.page_size),
+        period_min_ns: min,
+        period_max_ns: topo.scaled_time(p.duration("scan_period_max")).max(min),
+        delay_ns: topo.scaled_time(p.duration("scan_delay")),
+        max_rate_bytes_per_s: (2560u64 << 20) as f64 * topo.capacity_scale / topo.time_scale,
     }
 }
 
@@ -204,7 +307,20 @@ pub struct PolicyEntry {
 }
 
 /// Every policy tiersim knows, by config name. The only place a policy is named.
-pub static REGISTRY: &[PolicyEntry] = &[linux_default::ENTRY, interleave::ENTRY, autonuma::ENTRY, numab_tiering::ENTRY, oracle::ENTRY, tpp::ENTRY];
+pub static REGISTRY: &[PolicyEntry] = &[
+    linux_default::ENTRY,
+    interleave::ENTRY,
+    autonuma::ENTRY,
+    numab_tiering::ENTRY,
+    tiering06::ENTRY,
+    tpp::ENTRY,
+    autotiering::CPM,
+    autotiering::CPMX,
+    autotiering::OPM,
+    autotiering::OPMX,
+    autotiering::OPM_BD,
+    oracle::ENTRY,
+];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry> {
     tiersim_core::params::lookup("policy", name, REGISTRY, |e| &e.info)
@@ -243,6 +359,82 @@ pub(crate) mod testutil {
             zonelists: vec![vec![0, 2, 1, 3], vec![1, 3, 0, 2], vec![2, 0, 3, 1], vec![3, 1, 2, 0]],
             cpu_node: vec![0, 0, 0, 0, 1, 1, 1, 1],
             page_size: 4096,
+            capacity_scale: 1.0,
+            time_scale: 1.0,
+        }
+    }
+
+    /// A MemOps over a page -> node map with per-node free pages and reserved frames, recording
+    /// what the policy did; room is `free > 6 + 1` (high watermark of WMARKS).
+    #[derive(Default, Debug)]
+    pub struct FakeOs {
+        pub node: std::collections::BTreeMap<u32, NodeId>,
+        pub last_cpu: std::collections::BTreeMap<u32, u32>,
+        pub free: Vec<u64>,
+        pub reserved: Vec<u64>,
+        pub log: Vec<String>,
+    }
+
+    impl FakeOs {
+        pub fn new(free: &[u64]) -> FakeOs {
+            FakeOs { free: free.to_vec(), reserved: vec![0; free.len()], ..FakeOs::default() }
+        }
+
+        fn relocate(&mut self, page: u32, to: NodeId) {
+            let from = self.node[&page];
+            self.free[from as usize] += 1;
+            self.free[to as usize] -= 1;
+            self.node.insert(page, to);
+        }
+    }
+
+    impl MemOps for FakeOs {
+        fn room(&self, node: NodeId) -> bool {
+            self.free[node as usize] > WMARKS[node as usize].2 + 1
+        }
+        fn page_node(&self, page: u32) -> Option<NodeId> {
+            self.node.get(&page).copied()
+        }
+        fn last_cpu(&self, page: u32) -> Option<u32> {
+            self.last_cpu.get(&page).copied()
+        }
+        fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
+            if !self.room(to) {
+                return false;
+            }
+            self.relocate(page, to);
+            self.log.push(format!("migrate {page} -> {to} {mode:?}"));
+            true
+        }
+        fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool {
+            if self.free[to as usize] <= WMARKS[to as usize].0 {
+                return false;
+            }
+            let from = self.node[&page];
+            self.relocate(page, to);
+            if reserve {
+                self.free[from as usize] -= 1;
+                self.reserved[from as usize] += 1;
+            }
+            self.log.push(format!("demote {page} -> {to} {mode:?}{}", if reserve { " reserve" } else { "" }));
+            true
+        }
+        fn migrate_reserved(&mut self, page: u32, to: NodeId) -> bool {
+            if self.reserved[to as usize] == 0 {
+                return false;
+            }
+            self.reserved[to as usize] -= 1;
+            self.free[to as usize] += 1;
+            self.relocate(page, to);
+            self.log.push(format!("pool {page} -> {to}"));
+            true
+        }
+        fn exchange(&mut self, a: u32, b: u32) -> bool {
+            let (na, nb) = (self.node[&a], self.node[&b]);
+            self.node.insert(a, nb);
+            self.node.insert(b, na);
+            self.log.push(format!("exchange {a} <-> {b}"));
+            true
         }
     }
 

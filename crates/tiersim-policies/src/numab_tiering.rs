@@ -11,7 +11,7 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -51,17 +51,20 @@ struct NumabTiering {
     def_threshold_ns: u64,
     rate_pages: u64,
     demotion: bool,
-    page_size: u64,
+    /// The rate-limit window (1 s) and the 1 GiB of "free space enough", scaled to the platform.
+    window_ns: u64,
+    ample_pages: u64,
     nodes: Vec<NodeRate>,
 }
 
 fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     Ok(Box::new(NumabTiering {
-        scan: scan_spec(params, false),
-        def_threshold_ns: params.duration("hot_threshold"),
-        rate_pages: ((params.bandwidth("promote_rate_limit") / topo.page_size as f64) as u64).max(1),
+        scan: scan_spec(params, false, topo),
+        def_threshold_ns: topo.scaled_time(params.duration("hot_threshold")),
+        rate_pages: topo.rate_pages(params.bandwidth("promote_rate_limit")),
         demotion: params.bool("demotion"),
-        page_size: topo.page_size,
+        window_ns: topo.scaled_time(WINDOW_NS),
+        ample_pages: topo.scaled_bytes(GIB) / topo.page_size,
         nodes: vec![NodeRate::default(); topo.nodes.len()],
     }))
 }
@@ -81,7 +84,7 @@ impl NumabTiering {
         if now < r.adjust_start + period {
             return;
         }
-        let reference = self.rate_pages as f64 * period as f64 / 1e9;
+        let reference = self.rate_pages as f64 * period as f64 / self.window_ns as f64;
         let diff = r.adjust_candidates as f64;
         let th = if r.threshold_ns == 0 { self.def_threshold_ns } else { r.threshold_ns };
         r.threshold_ns = if diff > 1.1 * reference {
@@ -101,13 +104,13 @@ impl Policy for NumabTiering {
         Some(self.scan)
     }
 
-    fn on_hint_fault(&mut self, ctx: &HintCtx) -> FaultDecision {
+    fn on_hint_fault(&mut self, ctx: &HintCtx, _os: &mut dyn MemOps) -> FaultDecision {
         if is_top_tier(ctx.page.node, ctx.topo) {
             return FaultDecision::Stay;
         }
         let dst = ctx.cpu_node;
         let d = dst as usize;
-        let ample = promo_wmark(ctx.watermarks[d]) + (GIB / self.page_size).max(ctx.topo.nodes[d].capacity_pages / 16);
+        let ample = promo_wmark(ctx.watermarks[d]) + self.ample_pages.max(ctx.topo.nodes[d].capacity_pages / 16);
         if ctx.free_pages[d] > ample {
             self.nodes[d].threshold_ns = 0;
             return FaultDecision::Migrate(dst);
@@ -119,7 +122,7 @@ impl Policy for NumabTiering {
             return FaultDecision::Stay;
         }
         let r = &mut self.nodes[d];
-        if ctx.now_ns >= r.window_start + WINDOW_NS {
+        if ctx.now_ns >= r.window_start + self.window_ns {
             r.window_start = ctx.now_ns;
             r.window_candidates = 0;
         }
@@ -147,7 +150,7 @@ impl Policy for NumabTiering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{hint, two_socket};
+    use crate::testutil::{hint, two_socket, FakeOs};
 
     fn make(text: &str) -> Box<dyn Policy> {
         let t: toml::Table = toml::from_str(text).unwrap();
@@ -163,13 +166,13 @@ mod tests {
         let mut ctx = hint(&topo, 0, 2, None, 9, &free);
         ctx.page.scan_time_ns = 0;
         ctx.now_ns = 999_999_999;
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(0), "latency just below 1 s");
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0), "latency just below 1 s");
         ctx.now_ns = 1_000_000_000;
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay, "latency of 1 s is not hot");
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay, "latency of 1 s is not hot");
         // Top-tier pages never move, whatever their latency.
         let mut ctx = hint(&topo, 0, 1, None, 9, &free);
         ctx.now_ns = 1;
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
     }
 
     #[test]
@@ -183,7 +186,7 @@ mod tests {
         for t in [0u64, 1, 2, 1_000_000_000, 1_000_000_001] {
             ctx.now_ns = t;
             ctx.page.scan_time_ns = t;
-            got.push(p.on_hint_fault(&ctx));
+            got.push(p.on_hint_fault(&ctx, &mut FakeOs::default()));
         }
         use FaultDecision::*;
         assert_eq!(got, vec![Migrate(0), Migrate(0), Stay, Migrate(0), Migrate(0)]);
@@ -198,7 +201,7 @@ mod tests {
         let free = [100, 300_000, 100, 100];
         let mut ctx = hint(&topo, 4, 3, None, 9, &free);
         ctx.now_ns = 100_000_000_000;
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(1));
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(1));
         assert_eq!(p.demotion_target(0, &topo), Some(2));
         assert_eq!(p.demotion_target(1, &topo), Some(3));
         assert_eq!(p.demotion_target(2, &topo), None);

@@ -1,7 +1,10 @@
 //! oracle: static placement with knowledge of the future. Before the run the engine counts every
 //! page's accesses over the whole trace; the oracle gives the fast tier to the hottest pages
 //! that fit in it (its capacity above the high watermarks) and sends every other page to the
-//! next tier at first touch. Pages never move, so it is the upper bound of any static placement
+//! next tier at first touch. Each fast node takes at most its usable pages of the hot set: a hot
+//! page goes to the faulting CPU's node while that node has quota left, else to the nearest fast
+//! node that has (the kernel's fallback would put it on the local slow node first). Pages never
+//! move, so it is the upper bound of any static placement
 //! (and costs nothing in faults or copies); a workload whose hot set changes over time can beat
 //! it with migration, which a dynamic oracle would capture.
 
@@ -27,17 +30,28 @@ struct Oracle {
     /// Pages the fast tier can hold (filled in by `set_profile`).
     fast_pages: u64,
     hot: HashSet<u64>,
+    /// Per node: hot pages it may still take (usable pages for fast nodes, 0 for the others).
+    quota: Vec<u64>,
 }
 
 fn build(_: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     let fast_pages = topo.nodes.iter().filter(|n| is_top_tier(n.id, topo)).map(|n| n.usable_pages).sum();
-    Ok(Box::new(Oracle { fast_pages, hot: HashSet::new() }))
+    let quota = topo.nodes.iter().map(|n| if is_top_tier(n.id, topo) { n.usable_pages } else { 0 }).collect();
+    Ok(Box::new(Oracle { fast_pages, hot: HashSet::new(), quota }))
 }
 
 impl Policy for Oracle {
     fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
         let local = ctx.local_node;
-        if self.hot.contains(&ctx.vpn) || !is_top_tier(local, ctx.topo) {
+        if !is_top_tier(local, ctx.topo) {
+            return local;
+        }
+        if self.hot.contains(&ctx.vpn) {
+            let zonelist = &ctx.topo.zonelists[local as usize];
+            if let Some(&n) = zonelist.iter().find(|&&n| self.quota[n as usize] > 0) {
+                self.quota[n as usize] -= 1;
+                return n;
+            }
             return local;
         }
         next_tier_node(local, ctx.topo).unwrap_or(local)
@@ -72,7 +86,9 @@ mod tests {
             p.place(&PlaceCtx { topo: &topo, cpu, local_node: topo.cpu_node[cpu as usize], vpn, free_pages: &free })
         };
         assert_eq!(at(&mut p, 0, 7), 0);
-        assert_eq!(at(&mut p, 5, 3), 1);
+        // Node 0's quota is used up: the next hot page from CPU 0 takes remote DRAM, not the
+        // local slow node the zonelist would offer first.
+        assert_eq!(at(&mut p, 0, 3), 1);
         // Cold pages go to the local socket's slow node.
         assert_eq!(at(&mut p, 0, 9), 2);
         assert_eq!(at(&mut p, 5, 1), 3);

@@ -11,7 +11,7 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -43,8 +43,8 @@ struct Tpp {
     state: Vec<u8>,
 }
 
-fn build(params: &Params, _: &Topology) -> Result<Box<dyn Policy>> {
-    Ok(Box::new(Tpp { scan: scan_spec(params, false), demote_scale_factor: params.uint("demote_scale_factor"), state: Vec::new() }))
+fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
+    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor"), state: Vec::new() }))
 }
 
 impl Tpp {
@@ -62,7 +62,7 @@ impl Policy for Tpp {
         Some(self.scan)
     }
 
-    fn on_hint_fault(&mut self, ctx: &HintCtx) -> FaultDecision {
+    fn on_hint_fault(&mut self, ctx: &HintCtx, _os: &mut dyn MemOps) -> FaultDecision {
         if is_top_tier(ctx.page.node, ctx.topo) {
             return FaultDecision::Stay;
         }
@@ -99,7 +99,7 @@ impl Policy for Tpp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{hint, two_socket};
+    use crate::testutil::{hint, two_socket, FakeOs};
 
     #[test]
     fn promotes_on_the_third_fault_and_keeps_a_demotion_watermark() {
@@ -108,12 +108,12 @@ mod tests {
         let free = [10; 4];
         let ctx = hint(&topo, 0, 2, None, 9, &free);
         // Fault 1: referenced; fault 2: activated; fault 3: promoted.
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Migrate(0));
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0));
         // Moving resets it.
         p.on_page_moved(0, 2, 0);
-        assert_eq!(p.on_hint_fault(&ctx), FaultDecision::Stay);
+        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
         // 1000 pages x 200 / 10000 = 20, at least 2 x high.
         assert_eq!(p.reclaim_goal(0, (4, 5, 6), 1000, &topo), Some(20));
         assert_eq!(p.reclaim_goal(0, (4, 5, 16), 1000, &topo), Some(32));

@@ -86,6 +86,13 @@ fn run(
     ts.set_item("writes", PyList::new_bound(py, t.writes))?;
     ts.set_item("bytes", PyList::new_bound(py, t.bytes))?;
     ts.set_item("bandwidth_gbs", PyList::new_bound(py, t.bandwidth_gbs))?;
+    ts.set_item("migrated_in", PyList::new_bound(py, t.migrated_in))?;
+    ts.set_item("migrated_out", PyList::new_bound(py, t.migrated_out))?;
+    if let Some(hot) = t.hotness {
+        for level in 0..9 {
+            ts.set_item(format!("hot_{level}"), PyList::new_bound(py, hot.iter().map(|h| h[level])))?;
+        }
+    }
     d.set_item("timeseries", ts)?;
     Ok(d.into())
 }
