@@ -417,7 +417,7 @@ impl AutoTiering {
         for _ in 0..=self.exchange_scan {
             let Some(q) = self.deferred[target as usize].pop_front() else { return false };
             let info = self.pages[q as usize];
-            if !info.deferred || info.node != target as u16 || os.page_node(q) != Some(target) {
+            if !info.deferred || info.node != target || os.page_node(q) != Some(target) {
                 continue;
             }
             if os.last_cpu(q).map(|c| self.cpu_node[c as usize]) == Some(page_node) {
@@ -449,7 +449,7 @@ impl Policy for AutoTiering {
     /// fig. 11 histogram compares them); only OPM variants file pages on LAP lists.
     fn on_scan(&mut self, v: &ScanVisit) {
         let page = v.page;
-        if self.info(page).node != v.node as u16 {
+        if self.info(page).node != v.node {
             self.relocate(page, Some(v.node));
         }
         let prev = self.level(page);
@@ -472,7 +472,7 @@ impl Policy for AutoTiering {
         let page = ctx.page.id;
         let page_node = ctx.page.node;
         let target = ctx.cpu_node;
-        if self.info(page).node != page_node as u16 {
+        if self.info(page).node != page_node {
             self.relocate(page, Some(page_node));
         }
         if page_node == target {
@@ -536,7 +536,7 @@ impl Policy for AutoTiering {
 
     fn on_page_moved(&mut self, page: u32, _from: NodeId, to: NodeId) {
         let p = self.info(page);
-        if p.node != to as u16 || p.lap != UNLISTED {
+        if p.node != to || p.lap != UNLISTED {
             self.relocate(page, Some(to));
         }
     }
