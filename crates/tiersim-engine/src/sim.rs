@@ -719,8 +719,10 @@ impl Engine {
             }
             self.scan_cursor = (chunk + 1) << CHUNK_SHIFT;
         }
-        self.scan_next_ns = t + self.scan_period_ns;
         let cost = walked * self.pte_scan_ps + self.tlb_shootdown_ps;
+        // The scan runs in the task's context (task_work), so the period counts from its end:
+        // a period shorter than the scan's own cost must not starve the task of progress.
+        self.scan_next_ns = t + cost / 1000 + self.scan_period_ns;
         if self.measuring {
             self.tiering.scans += 1;
             self.tiering.scan_time_ps += cost;
