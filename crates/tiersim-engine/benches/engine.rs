@@ -2,6 +2,9 @@
 //! pages) from 16 threads, linux_default on epyc_cxl_nps1 scaled so DRAM holds about half the
 //! footprint (the rest is placed on the CXL node). The trace is generated once into the target
 //! directory and read from the file, so trace decoding is part of the measurement.
+//! The `policies` group runs the same trace under tiering policies on cascadelake_dcpmm scaled
+//! to 1/16 (2 GiB of DRAM for the 4 GiB footprint) with daemons 1000x faster, so scanning, hint
+//! faults, LAP bookkeeping and migrations are all in the measured path.
 
 use std::path::PathBuf;
 
@@ -42,6 +45,30 @@ fn bench(c: &mut Criterion) {
                 })
                 .unwrap();
                 assert_eq!(out.summary["accesses"].as_u64(), Some(ACCESSES));
+                out
+            })
+        });
+    }
+    g.finish();
+
+    let overrides = vec!["scale=0.0625".to_owned(), "os.daemon_time_scale=0.001".to_owned()];
+    let mut g = c.benchmark_group("policies");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(ACCESSES));
+    for policy in ["numab_tiering", "autotiering_opm_bd"] {
+        g.bench_function(format!("{policy}/cascadelake_dcpmm/random_10M_1Mpages"), |b| {
+            b.iter(|| {
+                let out = tiersim_engine::run(&RunRequest {
+                    platform: "cascadelake_dcpmm",
+                    overrides: &overrides,
+                    policy,
+                    policy_params: None,
+                    trace: TraceInput::File(&path),
+                    seed: 0,
+                    options: SimOptions::default(),
+                })
+                .unwrap();
+                assert!(out.summary["tiering"]["hint_faults"].as_u64().unwrap() > 0);
                 out
             })
         });
