@@ -30,6 +30,8 @@ TIMESERIES_SCHEMA: dict[str, pl.DataType] = {
     "writes": pl.Int64(),
     "bytes": pl.Int64(),
     "bandwidth_gbs": pl.Float64(),
+    "migrated_in": pl.Int64(),
+    "migrated_out": pl.Int64(),
 }
 
 NODE_SCHEMA: dict[str, pl.DataType] = {

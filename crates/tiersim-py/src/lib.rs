@@ -86,6 +86,8 @@ fn run(
     ts.set_item("writes", PyList::new_bound(py, t.writes))?;
     ts.set_item("bytes", PyList::new_bound(py, t.bytes))?;
     ts.set_item("bandwidth_gbs", PyList::new_bound(py, t.bandwidth_gbs))?;
+    ts.set_item("migrated_in", PyList::new_bound(py, t.migrated_in))?;
+    ts.set_item("migrated_out", PyList::new_bound(py, t.migrated_out))?;
     d.set_item("timeseries", ts)?;
     Ok(d.into())
 }
