@@ -575,36 +575,39 @@ def run_local(
             on_done(task, run_isolated(runner, task, ctx))
 
 
+def connect_dask(scheduler: str, timeout: str = "10s") -> Any:
+    """A dask.distributed Client for the scheduler at `scheduler`, or one clear error."""
+    from distributed import Client
+
+    try:
+        return Client(scheduler, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError depending on the address
+        raise TiersimError(f"cannot connect to the Dask scheduler at '{scheduler}': {exc}") from None
+
+
 def run_dask(
     tasks: Sequence[RunTask],
-    scheduler: str,
+    client: Any,
     runner: Runner,
     on_done: Callable[[RunTask, Outcome], None],
 ) -> None:
-    """Submit every task to the Dask cluster at `scheduler` and collect them as they finish. A
+    """Submit every task to the Dask cluster of `client` and collect them as they finish. A
     worker that dies makes Dask retry the task elsewhere; after `distributed.scheduler.allowed-
     failures` deaths Dask gives up with KilledWorker, which is recorded as the run's error."""
-    from distributed import Client, as_completed
+    from distributed import as_completed
 
-    try:
-        client = Client(scheduler, timeout="20s")
-    except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, ValueError depending on the address
-        raise TiersimError(f"cannot connect to the Dask scheduler at '{scheduler}': {exc}") from None
-    try:
-        futures = {}
-        for task in tasks:
-            fut = client.submit(execute, runner, task, key=f"tiersim-run-{task.run.hash}", pure=False)
-            futures[fut] = task
-        for fut in as_completed(list(futures)):
-            task = futures.pop(fut)
-            try:
-                outcome = fut.result()
-            except Exception as exc:  # noqa: BLE001 - KilledWorker, CommClosedError, ...
-                outcome = Outcome("failed", error=f"dask: {type(exc).__name__}: {exc}")
-            on_done(task, outcome)
-            fut.release()
-    finally:
-        client.close()
+    futures = {}
+    for task in tasks:
+        fut = client.submit(execute, runner, task, key=f"tiersim-run-{task.run.hash}", pure=False)
+        futures[fut] = task
+    for fut in as_completed(list(futures)):
+        task = futures.pop(fut)
+        try:
+            outcome = fut.result()
+        except Exception as exc:  # noqa: BLE001 - KilledWorker, CommClosedError, ...
+            outcome = Outcome("failed", error=f"dask: {type(exc).__name__}: {exc}")
+        on_done(task, outcome)
+        fut.release()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -814,15 +817,17 @@ def run_sweep(
         if progress:
             progress(report, run)
 
+    client = connect_dask(scheduler) if scheduler and tasks else None
     if progress:
         progress(report, None)
     try:
-        if tasks:
-            if scheduler:
-                run_dask(tasks, scheduler, runner, on_done)
-            else:
-                run_local(tasks, max(1, workers or os.cpu_count() or 1), runner, on_done)
+        if client is not None:
+            run_dask(tasks, client, runner, on_done)
+        elif tasks:
+            run_local(tasks, max(1, workers or os.cpu_count() or 1), runner, on_done)
     finally:
+        if client is not None:
+            client.close()
         report.results = consolidate(out)
     return report
 
