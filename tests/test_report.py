@@ -1,4 +1,5 @@
-"""report.html for a run, several runs and a sweep; tiersim compare."""
+"""report.html for a run, several runs and a sweep; tiersim compare; the page opened in headless
+Chromium loads every image with no console error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
+from browser import check_page, chromium_path
 from conftest import PLATFORM, run_cli
 from tiersim import report as rp
 from tiersim import sweep as sw
@@ -177,3 +179,29 @@ def test_report_errors(tmp_path: Path, tiny_sweep: Path, runs: tuple[Path, Path]
     svgs = images(svg_page.read_text())
     assert len(svgs) == 1 + 1 + 2 * 2  # bars, CDF, occupancy and migrations of both runs
     assert all(i.lstrip().startswith(b"<?xml") for i in svgs)
+
+
+needs_chromium = pytest.mark.skipif(chromium_path() is None, reason="Chromium missing: run `make browser`")
+
+
+@needs_chromium
+def test_reports_load_in_a_real_browser(sweep_page: Path, svg_page: Path):
+    for page in (sweep_page, svg_page):
+        check = check_page(page)
+        assert check.title.startswith("tiersim")
+        assert len(check.images) == len(images(page.read_text())) > 0
+        assert check.broken_images == [], check.broken_images
+        assert check.console_errors == [], check.console_errors
+
+
+@needs_chromium
+def test_the_browser_check_catches_a_broken_page(tmp_path: Path):
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><title>broken</title></head><body>"
+        '<img src="data:image/png;base64,AAAA"><img src="missing.png">'
+        "<script>console.error('boom')</script></body></html>"
+    )
+    check = check_page(page)
+    assert len(check.broken_images) == 2
+    assert any("boom" in e for e in check.console_errors)
