@@ -284,7 +284,7 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
     groups: dict[str, dict[str, float]] = {}
     for r in rows:
         if r.get("normalized") is not None:
-            groups.setdefault(r["group"], {})[r["policy"]] = r["normalized"]
+            groups.setdefault(r["group"], {})[r.get("bar", r.get("policy"))] = r["normalized"]
     if not groups:
         return None
     plt = _plt()
@@ -395,6 +395,7 @@ table{border-collapse:collapse;font-size:.82em;margin:.8em 0;display:block;overf
 caption{text-align:left;font-weight:600;padding:.3em 0}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;white-space:nowrap}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.claims td{white-space:normal;min-width:6em}h4{font-size:1em}
 td.good{background:#e6f4ea;color:#1e6b34;font-weight:600}td.bad{background:#fce8e6;color:#a50e0e;font-weight:600}
 """
 
@@ -534,20 +535,21 @@ def _sweep_baseline(results: pl.DataFrame, sweep_dir: Path, baseline: str | None
     return baseline
 
 
-def sweep_rows(results: pl.DataFrame, baseline: str) -> list[dict[str, Any]]:
-    """One dict per run with `group` (everything but the policy) and `normalized` (execution
-    time / the baseline policy's in the same group; None without an ok baseline run)."""
-    group_cols = [c for c in results.columns if c in ("trace", "platform", "seed") or c.startswith("set.")]
+def sweep_rows(results: pl.DataFrame, baseline: str, compare: str = "policy") -> list[dict[str, Any]]:
+    """One dict per run with `group` (every config column but `compare`) and `normalized`
+    (execution time / that of the run whose `compare` column is `baseline` in the same group;
+    None without an ok baseline run). `bar` is the run's `compare` value."""
+    group_cols = [c for c in ("trace", "platform", "policy") if c != compare]
+    group_cols += [c for c in results.columns if c.startswith("set.")]
     rows = []
     base: dict[str, float] = {}
     for r in results.sort("index").iter_rows(named=True):
-        parts = [str(r["trace"]), str(r["platform"])]
-        parts += [f"{c[4:]}={r[c]}" for c in group_cols if c.startswith("set.") and r[c] is not None]
+        parts = [str(r[c]) if not c.startswith("set.") else f"{c[4:]}={r[c]}" for c in group_cols if r[c] is not None]
         if results["seed"].n_unique() > 1:
             parts.append(f"seed {r['seed']}")
-        r = dict(r, group=" / ".join(parts))
+        r = dict(r, group=" / ".join(parts), bar=str(r[compare]))
         rows.append(r)
-        if r["policy"] == baseline and r["status"] == "ok" and r.get("execution_time_ns"):
+        if r["bar"] == baseline and r["status"] == "ok" and r.get("execution_time_ns"):
             base[r["group"]] = float(r["execution_time_ns"])
     for r in rows:
         b = base.get(r["group"])
@@ -556,14 +558,23 @@ def sweep_rows(results: pl.DataFrame, baseline: str) -> list[dict[str, Any]]:
 
 
 def sweep_report(
-    results: pl.DataFrame, sweep_dir: Path, fmt: str = "png", baseline: str | None = None, title: str | None = None
+    results: pl.DataFrame,
+    sweep_dir: Path,
+    fmt: str = "png",
+    baseline: str | None = None,
+    title: str | None = None,
+    detail: bool = True,
+    compare: str = "policy",
 ) -> Report:
-    baseline = _sweep_baseline(results, sweep_dir, baseline)
-    rows = sweep_rows(results, baseline)
+    """detail: also draw occupancy and migrations over time for the first runs. compare: the
+    config column whose values are set side by side (policy, or platform)."""
+    baseline = baseline if compare != "policy" else _sweep_baseline(results, sweep_dir, baseline)
+    assert baseline is not None
+    rows = sweep_rows(results, baseline, compare)
     ok = [r for r in rows if r["status"] == "ok"]
     failed = [r for r in rows if r["status"] != "ok"]
     report = Report(title or f"tiersim sweep {sweep_dir.name}")
-    report.paragraph(f"{len(rows)} runs: {len(ok)} ok, {len(failed)} failed. Baseline policy: {baseline}.")
+    report.paragraph(f"{len(rows)} runs: {len(ok)} ok, {len(failed)} failed. Baseline {compare}: {baseline}.")
     report.heading("Execution time")
     report.figure(exec_bars_figure(rows, baseline, fmt), f"execution time normalised to {baseline}, per group",
                   missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.")
@@ -588,12 +599,14 @@ def sweep_report(
     by_group: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for r in ok:
         lat = {k: r.get(f"latency_ns.{k}") for k, _ in QUANTILES}
-        by_group.setdefault(r["group"], []).append((r["policy"], lat))
+        by_group.setdefault(r["group"], []).append((r["bar"], lat))
     shown = list(by_group.items())[:6]
     for group, curves in shown:
         report.figure(latency_cdf_figure(curves, fmt, f"access latency CDF: {group}"), f"latency CDF, {group}")
     if len(by_group) > len(shown):
         report.note(f"latency CDFs of {len(by_group) - len(shown)} more groups are omitted; the table has their p99.")
+    if not detail:
+        return report
     report.heading("Over time")
     detailed = 0
     for r in ok:
@@ -603,7 +616,7 @@ def sweep_report(
         if run_dir is None or not (run_dir / SUMMARY_FILE).is_file():
             continue
         detailed += 1
-        run = load_run(run_dir, f"{r['group']} / {r['policy']}")
+        run = load_run(run_dir, f"{r['group']} / {r['bar']}")
         report.heading(run.label, 3)
         _run_detail(report, run, fmt)
     if len(ok) > detailed:
