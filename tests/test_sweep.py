@@ -253,3 +253,22 @@ def test_failed_runs_and_dead_workers_are_recorded_and_the_sweep_goes_on(tmp_pat
     retry = sw.run_sweep(spec, tmp_path / "out", workers=2, retry_failed=True)
     assert (retry.skipped, retry.ok, retry.failed) == (20, 4, 24)
     assert retry.results.filter(pl.col("status") == "ok").height == 24
+
+
+def test_text_trace_is_converted_once_and_runs_like_the_native_one(tmp_path: Path, random_trace: Path):
+    csv = tmp_path / "random.csv"
+    tiersim.convert(random_trace, csv, dst_format="csv")
+    spec = tmp_path / "csv.toml"
+    spec.write_text(
+        '[sweep]\nplatforms = ["epyc_cxl_nps1"]\nseeds = [1, 2]\nset = { scale = 0.0001 }\npolicies = ["interleave"]\n'
+        f'[[trace]]\nlabel = "csv"\npath = "{csv.name}"\nformat = "csv"\n'
+        f'[[trace]]\nlabel = "native"\npath = "{random_trace}"\n'
+    )
+    rep = sw.run_sweep(spec, tmp_path / "out", workers=2)
+    assert (rep.ok, rep.failed) == (4, 0)
+    df = rep.results
+    for seed in (1, 2):
+        t = {r["trace"]: r for r in df.filter(pl.col("seed") == seed).iter_rows(named=True)}
+        assert t["csv"]["execution_time_ns"] == t["native"]["execution_time_ns"]
+        assert t["csv"]["latency_ns.p99"] == t["native"]["latency_ns.p99"]
+    assert len(list((tmp_path / "out" / sw.CACHE_DIR).glob("*.trace"))) == 1
