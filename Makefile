@@ -13,7 +13,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py bench clean
+.PHONY: env demo test test-py bench clean browser
 
 env: $(BUILD_STAMP)
 
@@ -36,12 +36,19 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 demo: env
 	$(VENV)/bin/tiersim demo $(DEMO_FLAGS)
 
-test: env
+test: env browser
 	cargo test --workspace --exclude tiersim-py
 	$(VPY) -m pytest
 
+# Headless Chromium from Debian, for the test that opens report.html in a real browser. Installed
+# only when missing; sudo only when not already root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
 # Only the Python suite, against the current build.
-test-py: env
+test-py: env browser
 	$(VPY) -m pytest
 
 bench:

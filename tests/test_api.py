@@ -34,6 +34,8 @@ TIMESERIES_COLUMNS = [
     "writes",
     "bytes",
     "bandwidth_gbs",
+    "migrated_in",
+    "migrated_out",
 ]
 NODE_COLUMNS = {
     "name",
@@ -260,3 +262,23 @@ def test_list_plugins_exposes_params_with_defaults():
 
 def test_version_is_the_crate_version():
     assert tiersim.__version__ and tiersim.__version__[0].isdigit()
+
+
+def test_timeseries_migrations_add_up_to_node_totals():
+    # tpp on a phased program whose fill phase overflows 8 MiB of DRAM: kswapd demotes to CXL.
+    r = tiersim.run(
+        generator="phased",
+        generator_params={"accesses": 200_000, "footprint": "16MiB", "threads": 2},
+        platform=PLATFORM,
+        policy="tpp",
+        overrides={"scale": 1.0, f"nodes.{FAST}.capacity": "8MiB", f"nodes.{SLOW}.capacity": "64MiB"},
+        params={"scan_delay": "0s", "scan_period_min": "100us", "scan_period_max": "1ms"},
+        seed=1,
+    )
+    assert r.summary["tiering"]["demotions"] > 1000
+    sums = r.timeseries.group_by("node").agg(pl.col("migrated_in").sum(), pl.col("migrated_out").sum())
+    per_node = {row["node"]: row for row in sums.iter_rows(named=True)}
+    for n in r.summary["nodes"]:
+        assert per_node[n["name"]]["migrated_in"] == n["migrated_in"], n["name"]
+        assert per_node[n["name"]]["migrated_out"] == n["migrated_out"], n["name"]
+    assert per_node[SLOW]["migrated_in"] == r.summary["tiering"]["demotions"]

@@ -16,6 +16,8 @@ SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "timeseries.parquet"
 CONFIG_FILE = "config.toml"
 RUN_FILES = (SUMMARY_FILE, TIMESERIES_FILE, CONFIG_FILE)
+# `tiersim report RUN_DIR` adds this; a rerun into the directory replaces it with the rest.
+REPORT_FILE = "report.html"
 
 # Fixed dtypes, so that an empty run or a run whose first rows happen to hold small numbers
 # still yields the same schema (and the same parquet bytes).
@@ -74,7 +76,7 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     if out.exists() and not out.is_dir():
         raise TiersimError(f"output '{out}' exists and is not a directory")
     if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES)
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in (*RUN_FILES, REPORT_FILE))
         if foreign:
             raise TiersimError(
                 f"output directory '{out}' already exists and holds files that are not a "

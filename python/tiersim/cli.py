@@ -8,6 +8,7 @@ malformed arguments are usage errors (exit 2). Neither prints a traceback.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,15 @@ import polars as pl
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -677,6 +686,189 @@ def platform_show(
     with _user_errors():
         text = tiersim.resolve_platform(platform, overrides)
     _echo_raw(text)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec: Annotated[Path, typer.Argument(help="Sweep file (TOML, see docs/sweep.md).")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="DIR", help="Sweep directory (default: sweeps/SPEC beside the spec)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes (default: one per CPU).")
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", metavar="ADDRESS", help="Run on the Dask cluster at ADDRESS (tcp://host:8786)."),
+    ] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun runs recorded as failed.")] = False,
+) -> None:
+    """Run every combination of a sweep file's traces, platforms, policies and overrides."""
+    from tiersim import sweep as sw
+
+    if scheduler is not None and workers is not None:
+        raise typer.BadParameter("--workers is for local runs; a Dask cluster has its own", param_hint="--workers")
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+    )
+    state: dict[str, Any] = {}
+
+    def on_progress(rep: sw.SweepReport, run: sw.RunSpec | None) -> None:
+        counts = f"ok {rep.ok}  failed {rep.failed}"
+        if run is None:
+            progress.start()
+            where = f"on {scheduler}" if scheduler else f"on {workers or os.cpu_count() or 1} local workers"
+            state["task"] = progress.add_task(
+                f"sweep {spec.name} {where}", total=rep.total - rep.skipped, counts=counts
+            )
+            if rep.skipped:
+                err.print(Text(f"{rep.skipped} of {rep.total} runs already done in {rep.out_dir}; resuming"))
+        else:
+            progress.update(state["task"], advance=1, counts=counts)
+
+    interrupted = False
+    with _user_errors():
+        try:
+            rep = sw.run_sweep(
+                spec, output, workers=workers, scheduler=scheduler, retry_failed=retry_failed, progress=on_progress
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if "task" in state:
+                progress.stop()
+    if interrupted:
+        err.print(Text("interrupted; finished runs are saved. Run the same command again to resume."))
+        raise typer.Exit(130)
+    table = _kv_table(
+        f"sweep {spec.name}",
+        [
+            ("runs", _int(rep.total)),
+            ("already done", _int(rep.skipped)),
+            ("ran ok", _int(rep.ok)),
+            ("failed", _int(rep.failed)),
+            ("results", str(rep.out_dir / sw.RESULTS_FILE)),
+        ],
+    )
+    _print(table)
+    for run, error in rep.failures[:10]:
+        err.print(
+            Text.assemble(
+                ("failed: ", "bold red"),
+                f"{run.trace.label} / {run.platform_label} / {run.policy_label} seed {run.seed}: {error}",
+            ),
+            soft_wrap=True,
+        )
+    if len(rep.failures) > 10:
+        err.print(Text(f"... and {len(rep.failures) - 10} more failures (see the error column)"))
+
+
+class ImageFormat(StrEnum):
+    png = "png"
+    svg = "svg"
+
+
+@app.command("report")
+def report_cmd(
+    paths: Annotated[
+        list[Path], typer.Argument(help="A run directory, several, or a sweep (directory or results.parquet).")
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="HTML file (default: report.html in the run or sweep directory)."),
+    ] = None,
+    image_format: Annotated[ImageFormat, typer.Option("--format", help="Image format embedded in the page.")] = ImageFormat.png,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", metavar="POLICY", help="Sweep: policy label to normalise to.")
+    ] = None,
+) -> None:
+    """Write a self-contained report.html with plots and a metrics table."""
+    from tiersim import report as rp
+
+    with _user_errors():
+        with err.status(Text("drawing the report ...")):
+            path = rp.write_report(paths, output, fmt=image_format.value, baseline=baseline)
+    out.print(Text(f"report: {path}"), soft_wrap=True)
+
+
+@app.command("compare")
+def compare_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories; the first is the baseline.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+) -> None:
+    """Print the key metrics of several runs side by side."""
+    from tiersim import report as rp
+
+    if len(runs) < 2:
+        raise typer.BadParameter("give at least two run directories", param_hint="RUNS")
+    with _user_errors():
+        loaded = [rp.load_run(p) for p in runs]
+    labels = [r.label for r in loaded]
+    if len(set(labels)) != len(labels):
+        labels = [str(p) for p in runs]
+    metrics = [rp.run_metrics(r.summary) for r in loaded]
+    base = loaded[0].summary.get("execution_time_ns") or 0
+    ratio = ("time / first", [r.summary.get("execution_time_ns", 0) / base if base else None for r in loaded])
+    names = list(dict.fromkeys(label for m in metrics for label, _ in m))
+    values = {label: [dict(m).get(label) for m in metrics] for label in names}
+    order = names[:5] + [ratio[0]] + names[5:]
+    values[ratio[0]] = ratio[1]
+    if as_json:
+        _echo_raw(json.dumps({"runs": labels, "metrics": {k: values[k] for k in order}}, indent=2))
+        return
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("metric", style="bold", no_wrap=True)
+    for label in labels:
+        table.add_column(label, justify="right")
+    for key in order:
+        table.add_row(key, *(rp._fmt(v) for v in values[key]))
+    out.print(table)
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    study: Annotated[str | None, typer.Argument(help="Study name; omit to list the studies.", show_default=False)] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The scaled-down variant that runs in seconds to a minute.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="DIR", help="Output directory (default: reproduce/STUDY[-quick])."),
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes for sweeps.")] = None,
+) -> None:
+    """Reproduce a reference study: run it, compare each finding with the paper, write a report."""
+    from tiersim import studies
+
+    if study is None:
+        table = Table(box=box.SIMPLE_HEAD)
+        for col in ("study", "what", "source", "runtime (2 cores)"):
+            table.add_column(col, overflow="fold")
+        for s in studies.STUDIES:
+            table.add_row(s.name, s.title, s.source, s.runtime)
+        out.print(table)
+        return
+    run_dir = output or Path("reproduce") / (f"{study}-quick" if quick else study)
+    with _user_errors():
+        studies.get(study)
+        with err.status(Text(f"reproducing {study}{' (quick)' if quick else ''} ...")):
+            result, path, elapsed = studies.reproduce(study, run_dir, quick=quick, workers=workers)
+    table = Table(title=f"{study}: claims", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("finding", "paper", "ours", "criterion", "verdict"):
+        table.add_column(col, overflow="fold")
+    for c in result.claims:
+        verdict = Text("agree", style="green") if c.agree else Text("disagree", style="bold red")
+        table.add_row(c.finding, c.paper, c.ours, c.criterion, verdict)
+    out.print(table)
+    agree = sum(c.agree for c in result.claims)
+    out.print(Text(f"{agree} of {len(result.claims)} findings agree; {elapsed:.0f} s; report: {path}"), soft_wrap=True)
 
 
 # The white paper's CloverLeaf experiment (Micron/AMD, EPYC + 4 CXL modules): interleave over all

@@ -1,0 +1,233 @@
+"""cxl_expansion: the Micron/AMD white paper "CXL Memory Expansion: A Closer Look on Actual
+Platform" (reference seed 003). Bandwidth expansion: page interleave DRAM:CXL 50:50 / 66:34 /
+80:20 (NPS1/2/4) against DRAM only, on CloverLeaf-like stream and stencil traces (fig. 12b).
+Capacity expansion: data sets twice the DRAM on DDR-only + NVMe swap against DDR + 1 TB CXL,
+with 768 and 1152 GB of DRAM (Spark SVM, figs. 13-14; TPC-H IO reduction, figs. 7b/9b). Scaled:
+capacities by `scale`, run lengths by --quick.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from tiersim import sweep as sw
+from tiersim._native import TiersimError
+from tiersim._convert import toml_value
+from tiersim.studies import Claim, Study, StudyResult, SweepPart, pct, within
+
+DDR_ONLY_PLATFORM = Path(__file__).with_name("epyc_dram_only_nps1.toml")
+
+# The paper's figures (seed 003).
+PAPER_NPS4_GAIN = 0.17  # CloverLeaf, 80:20 vs DDR only
+PAPER_BW_RATIO = 2.8  # local DDR5-4800 x 12 : 4 CZ120, "about 2.8x"
+PAPER_SPEEDUP_768 = 2.21  # Spark SVM, 768 GB DDR + 1 TB CXL vs 768 GB DDR
+PAPER_SPEEDUP_1152 = 1.66  # 1152 GB DDR + 1 TB CXL vs 1152 GB DDR
+PAPER_IO_CUT = 0.44  # TPC-H, fewest IO transactions removed by CXL (1 stream); 8-20 streams 70-89 %
+# How close a size must be to count as agreeing; the direction claims need only the sign.
+SIZE_TOLERANCE_BW = 0.5
+SIZE_TOLERANCE_CAP = 0.3
+
+# The quick and full variants: (footprint MiB, accesses) per trace.
+SIZES = {
+    True: {"stream": (32, 2_000_000), "stencil": (8, 4_000_000), "kv": (64, 1_000_000)},
+    False: {"stream": (128, 8_000_000), "stencil": (32, 16_000_000), "kv": (256, 4_000_000)},
+}
+THREADS = 128
+# Capacity runs: DRAM (768 GiB scaled) holds half the kv store; CXL (1 TiB scaled) the rest.
+CAPACITY_DRAM_SHARE = 0.5
+# The paper's DDR-only runs page to 8 NVMe drives (> 300 MB/s per core): 8x one drive's bandwidth
+# and queue depth (nvme_ssd: 3.5 / 3.0 GB/s, QD 32).
+EIGHT_NVME = {"swap.params.read_bandwidth": "28GB/s", "swap.params.write_bandwidth": "24GB/s", "swap.params.queue_depth": 256}
+# Two workloads larger than DRAM, 200 instructions of work between accesses (a data-processing
+# loop, not a pointer chase). kv: YCSB b (95 % reads, zipfian keys); its load phase writes every
+# record first, as Spark loads its RDDs. scan: every thread rescans its slice of the data set,
+# SCAN_PASSES times, as Spark SVM iterates over a cached RDD.
+KV_PARAMS = {"workload": "b", "gap_instructions": 200}
+SCAN_PARAMS = {"write_ratio": 0.0, "gap_instructions": 200}
+SCAN_PASSES = 4
+
+
+def _toml_table(d: dict) -> str:
+    return "{ " + ", ".join(f'"{k}" = {toml_value(v, k)}' for k, v in d.items()) + " }"
+
+
+def _bandwidth_spec(trace: str, footprint_mib: int, accesses: int) -> str:
+    if trace == "stream":
+        params = {"threads": THREADS, "arrays": 3, "access_size": 64, "footprint": f"{footprint_mib}MiB", "accesses": accesses}
+        one_pass = footprint_mib * 2**20 // 64
+    else:
+        params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses}
+        one_pass = footprint_mib * 2**20 // 8
+    # One pass over the arrays takes every first-touch fault; the paper measures steady state.
+    return f"""[sweep]
+name = "bandwidth-{trace}"
+platforms = ["epyc_cxl_nps1", "epyc_cxl_nps2", "epyc_cxl_nps4"]
+seeds = [1]
+baseline = "linux_default"
+set = {_toml_table({"stats.warmup_accesses": one_pass})}
+
+[[trace]]
+label = "{trace}"
+gen = "{trace}"
+seed = 1
+params = {_toml_table(params)}
+
+[[policy]]
+name = "linux_default"
+
+[[policy]]
+name = "interleave"
+"""
+
+
+def _capacity_spec(footprint_mib: int, accesses: int) -> str:
+    scale = CAPACITY_DRAM_SHARE * footprint_mib * 2**20 / (768 * 2**30)
+    params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses, **KV_PARAMS}
+    scan = {"threads": THREADS, "footprint": f"{footprint_mib}MiB",
+            "accesses": SCAN_PASSES * footprint_mib * 2**20 // 64, **SCAN_PARAMS}
+    return f"""[sweep]
+name = "capacity"
+seeds = [1]
+set = {_toml_table({"scale": scale, **EIGHT_NVME})}
+
+[sweep.grid]
+"nodes.dram0.capacity" = ["768GiB", "1152GiB"]
+
+[[platform]]
+label = "ddr_only"
+path = "{DDR_ONLY_PLATFORM.name}"
+
+[[platform]]
+label = "ddr_cxl"
+name = "epyc_cxl_nps1"
+
+[[trace]]
+label = "kv"
+gen = "kv"
+seed = 1
+params = {_toml_table(params)}
+
+[[trace]]
+label = "scan"
+gen = "stride"
+seed = 1
+params = {_toml_table(scan)}
+
+[[policy]]
+name = "linux_default"
+"""
+
+
+def _sweep(out: Path, name: str, text: str, workers: int | None) -> pl.DataFrame:
+    spec = out / f"{name}.toml"
+    spec.write_text(text, encoding="utf-8")
+    rep = sw.run_sweep(spec, out / name, workers=workers)
+    failed = rep.results.filter(pl.col("status") != "ok")
+    if failed.height:
+        raise TiersimError(f"study sweep {name}: {failed.height} runs failed, first: {failed['error'][0]}")
+    return rep.results
+
+
+def _time(df: pl.DataFrame, **where: str) -> float:
+    sel = df
+    for k, v in where.items():
+        sel = sel.filter(pl.col(k) == v)
+    assert sel.height == 1, where
+    return float(sel["execution_time_ns"][0])
+
+
+def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
+    sizes = SIZES[quick]
+    claims: list[Claim] = []
+    parts: list[SweepPart] = []
+    tables = []
+    for trace in ("stream", "stencil"):
+        fp, acc = sizes[trace]
+        df = _sweep(out, f"bandwidth-{trace}", _bandwidth_spec(trace, fp, acc), workers)
+        parts.append(SweepPart(f"Bandwidth expansion: {trace}", df, out / f"bandwidth-{trace}", "linux_default"))
+        gain = {
+            nps: _time(df, platform=f"epyc_cxl_{nps}", policy="linux_default") / _time(df, platform=f"epyc_cxl_{nps}", policy="interleave") - 1
+            for nps in ("nps1", "nps2", "nps4")
+        }
+        kind = (
+            "64 B line accesses, as a CloverLeaf-like code sends them past its caches"
+            if trace == "stream"
+            else "8 B element accesses as the stencil issues them; tiersim has no cache filter, so each is a memory access"
+        )
+        claims += [
+            Claim(f"{trace}: interleave 80:20 (NPS4) is faster than DDR only", "+17%", pct(gain["nps4"]), "ours > 0",
+                  gain["nps4"] > 0, kind),
+            Claim(f"{trace}: size of the 80:20 gain", "+17%", pct(gain["nps4"]),
+                  f"within +-{SIZE_TOLERANCE_BW:.0%} of 17%", within(gain["nps4"], PAPER_NPS4_GAIN, SIZE_TOLERANCE_BW)),
+            Claim(f"{trace}: interleave 50:50 (NPS1) is slower than DDR only", "slower", pct(gain["nps1"]), "ours < 0",
+                  gain["nps1"] < 0),
+            Claim(f"{trace}: interleave 66:34 (NPS2) is slower than DDR only", "slower", pct(gain["nps2"]), "ours < 0",
+                  gain["nps2"] < 0),
+        ]
+        tables.append((f"Bandwidth expansion, {trace}: execution time vs DDR only", pl.DataFrame({
+            "config": ["50:50 (NPS1)", "66:34 (NPS2)", "80:20 (NPS4)"],
+            "paper": ["slower", "slower", "+17%"],
+            "ours": [pct(gain[n]) for n in ("nps1", "nps2", "nps4")],
+        })))
+    nps1 = parts[0].results.filter(pl.col("policy") == "linux_default").row(0, named=True)
+    ratio = nps1["node.dram0.peak_bandwidth_gbs"] / nps1["node.cxl0.peak_bandwidth_gbs"]
+    claims.append(Claim(
+        "peak bandwidth of local DRAM : the 4 CXL modules", f"about {PAPER_BW_RATIO}x",
+        f"{ratio:.2f}x ({nps1['node.dram0.peak_bandwidth_gbs']:.0f} : {nps1['node.cxl0.peak_bandwidth_gbs']:.0f} GB/s)",
+        "within +-15%", within(ratio, PAPER_BW_RATIO, 0.15),
+        "ddr5_4800 at 85% efficiency vs CZ120 links at 27 GB/s each; less CXL bandwidth than the paper's "
+        "platform leaves less to gain from interleaving",
+    ))
+
+    fp, acc = sizes["kv"]
+    shutil.copyfile(DDR_ONLY_PLATFORM, out / DDR_ONLY_PLATFORM.name)
+    cap = _sweep(out, "capacity", _capacity_spec(fp, acc), workers)
+    parts.append(SweepPart("Capacity expansion: data sets twice the DRAM", cap, out / "capacity", "ddr_only",
+                           detail=True, compare="platform"))
+    for trace, what in (("kv", "a zipfian key-value store (YCSB b)"), ("scan", "repeated scans (Spark SVM-like)")):
+        speedup, io_cut = {}, {}
+        for dram in ("768GiB", "1152GiB"):
+            sel = cap.filter((pl.col("set.nodes.dram0.capacity") == dram) & (pl.col("trace") == trace))
+            rows = {r["platform"]: r for r in sel.iter_rows(named=True)}
+            speedup[dram] = rows["ddr_only"]["execution_time_ns"] / rows["ddr_cxl"]["execution_time_ns"]
+            io = lambda r: r["swap.swap_ins"] + r["swap.swap_outs"]  # noqa: E731
+            io_cut[dram] = 1 - io(rows["ddr_cxl"]) / io(rows["ddr_only"]) if io(rows["ddr_only"]) else 0.0
+        claims += [
+            Claim(f"{trace}: DDR + CXL is faster than DDR only + swap when the data exceed 768 GB of DRAM",
+                  f"{PAPER_SPEEDUP_768}x", f"{speedup['768GiB']:.2f}x", "ours > 1", speedup["768GiB"] > 1,
+                  f"Spark SVM in the paper; {what} here"),
+            Claim(f"{trace}: size of the speedup with 768 GB DRAM", f"{PAPER_SPEEDUP_768}x", f"{speedup['768GiB']:.2f}x",
+                  f"within +-{SIZE_TOLERANCE_CAP:.0%}", within(speedup["768GiB"], PAPER_SPEEDUP_768, SIZE_TOLERANCE_CAP)),
+            Claim(f"{trace}: with 1152 GB DRAM, CXL helps less than with 768 GB",
+                  f"{PAPER_SPEEDUP_1152}x < {PAPER_SPEEDUP_768}x",
+                  f"{speedup['1152GiB']:.2f}x < {speedup['768GiB']:.2f}x", "ours(1152) < ours(768)",
+                  speedup["1152GiB"] < speedup["768GiB"]),
+            Claim(f"{trace}: size of the speedup with 1152 GB DRAM", f"{PAPER_SPEEDUP_1152}x", f"{speedup['1152GiB']:.2f}x",
+                  f"within +-{SIZE_TOLERANCE_CAP:.0%}", within(speedup["1152GiB"], PAPER_SPEEDUP_1152, SIZE_TOLERANCE_CAP)),
+            Claim(f"{trace}: CXL removes most IO (swap) transactions", "-44% (1 TPC-H stream) to -89%",
+                  pct(-io_cut["768GiB"]), "ours removes >= 44%", io_cut["768GiB"] >= PAPER_IO_CUT,
+                  "768 GB DRAM; swap-ins + swap-outs"),
+        ]
+    notes = [
+        "Scaled down: the platforms' capacities are multiplied by `scale` so each data set is twice the "
+        "768 GB DRAM node; threads = 128 as on the EPYC 9754; mlp = 10 (the preset). The bandwidth "
+        "gain at 80:20 grows with the misses a core keeps in flight (README: +24% at mlp 20).",
+        "Capacity: in tiersim the DDR-only configuration gains almost nothing from 1152 GB over 768 GB "
+        "of DRAM (kv: the zipfian hot set already fits; scan: every pass evicts what the next one needs, "
+        "the LRU scan pathology), so the 768-vs-1152 ordering of the CXL speedups is decided by a few "
+        "percent and can flip between --quick and the full run. The paper's Spark SVM sits between "
+        "our two workloads: it gains 1.61x from 1152 GB of DDR alone (fig. 14a).",
+    ]
+    return StudyResult(claims=claims, tables=tables, sweeps=parts, notes=notes)
+
+
+STUDY = Study(
+    name="cxl_expansion",
+    title="CXL memory expansion: bandwidth by interleaving, capacity by tiering",
+    source="Micron/AMD white paper 'CXL Memory Expansion: A Closer Look on Actual Platform' (seed 003)",
+    runtime="--quick 22 s, full 71 s",
+    run=run,
+)
