@@ -14,7 +14,7 @@ from tiersim import studies
 
 
 def test_registry_lists_the_implemented_studies():
-    assert [s.name for s in studies.STUDIES] == ["cxl_expansion", "optane", "scm_vs_ssd"]
+    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "optane", "scm_vs_ssd"]
     for s in studies.STUDIES:
         assert s.runtime and s.source and s.title
     proc = run_cli("reproduce")
@@ -23,7 +23,7 @@ def test_registry_lists_the_implemented_studies():
         assert s.name in proc.stdout
     bad = run_cli("reproduce", "nope")
     assert bad.returncode == 1
-    assert "unknown study 'nope' (valid: cxl_expansion, optane, scm_vs_ssd)" in bad.stderr
+    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, optane, scm_vs_ssd)" in bad.stderr
 
 
 def test_within():
@@ -77,3 +77,20 @@ def test_cxl_expansion_quick(tmp_path: Path):
     assert by["stream: interleave 80:20 (NPS4) is faster than DDR only"].agree == (gain > 0)
     assert len(result.claims) == 19
     assert "Capacity expansion" in path.read_text()
+
+
+@pytest.mark.slow  # about 20 s on 2 cores: 36 simulations and a report
+def test_autotiering_quick(tmp_path: Path):
+    result, path, _ = studies.reproduce("autotiering", tmp_path / "a", quick=True, workers=2)
+    df = pl.read_parquet(tmp_path / "a" / "autotiering" / "results.parquet")
+    assert df.height == 36 and (df["status"] == "ok").all()
+    t = {(r["trace"], r["policy"]): r["execution_time_ns"] for r in df.iter_rows(named=True)}
+    by = {c.finding: c for c in result.claims}
+    opmx, cpmx = t[("phased", "autotiering_opmx")], t[("phased", "autotiering_cpmx")]
+    claim = by["graph500: OPMX beats CPMX"]
+    assert claim.agree == (opmx < cpmx)
+    assert claim.ours.startswith(f"{t[('phased', 'autonuma')] / opmx:.2f}x")
+    # The LAP-level claim reads hot_0..hot_8 from the OPMX run's time series.
+    assert "levels 7-8: DRAM" in by[next(f for f in by if f.startswith("LAP levels"))].ours
+    page = path.read_text()
+    assert "AutoTiering policies on cascadelake_dcpmm" in page

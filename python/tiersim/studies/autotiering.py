@@ -165,6 +165,6 @@ STUDY = Study(
     name="autotiering",
     title="AutoTiering (CPM/CPMX/OPM/OPMX/OPM-BD) vs Linux and Tiering-0.6 on a 2-socket DRAM + DCPMM machine",
     source="Kim, Choe, Ahn, AutoTiering, USENIX ATC'21 (seed 002)",
-    runtime="--quick about 1 min, full about 2.5 min (36 runs, 2 workers)",
+    runtime="--quick 20 s, full 58 s (36 runs, 2 workers)",
     run=run,
 )
