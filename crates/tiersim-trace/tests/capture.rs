@@ -212,17 +212,17 @@ fn pagemap_capture_of_this_process_uses_its_frames() {
     // A buffer of this process, touched, so that its pages are present.
     let buf = vec![7u8; 64 * 4096];
     let base = (buf.as_ptr() as u64).div_ceil(4096) * 4096;
-    let pm = Pagemap::open(std::process::id()).unwrap();
+    let mut pm = Pagemap::open(std::process::id()).unwrap();
     let o = outs();
     // Pages 0..40 of the buffer, and one page that is never mapped (the top of the lower half).
     let mut text = pages_text(base, 40);
     text.push_str(" L 7ffffffff000,8\n");
     match pm.lookup(base / 4096) {
-        Lookup::Frame(_) => {
+        Lookup::Frame { .. } => {
             let r = run(&text, "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &o).unwrap();
             let (v, p) = check_twins(&o);
             for (a, b) in v.iter().zip(&p).filter(|(a, _)| a.addr < 0x7fff_ffff_f000) {
-                assert_eq!(Lookup::Frame(b.addr / 4096), pm.lookup(a.addr / 4096));
+                assert_eq!(Lookup::Frame { frame: b.addr / 4096, exclusive: true }, pm.lookup(a.addr / 4096));
             }
             // The unmapped page never showed up in pagemap: a synthetic frame above 2^52.
             assert_eq!(p.last().unwrap().addr, 1 << 52);
@@ -320,4 +320,59 @@ fn output_arguments_are_checked() {
     assert!(bad(None, &o.out, &t).contains("virtual twin"));
     assert!(bad(Some(&o.out), &o.out, &t).contains("different paths"));
     assert!(bad(Some(&o.virt), &o.out, &table("v2p = \"none\"")).contains("only the virtual trace"));
+}
+
+#[test]
+fn pagemap_follows_copy_on_write_of_the_zero_page() {
+    use tiersim_trace::capture::v2p::{Lookup, Pagemap};
+    // Untouched anonymous memory, read once: the kernel maps the shared zero page.
+    let mut buf = vec![0u8; 8 << 20];
+    let page = (buf.as_ptr() as u64).div_ceil(4096) * 4096 + (1 << 20);
+    let idx = (page - buf.as_ptr() as u64) as usize;
+    // SAFETY: `idx` is inside `buf`.
+    let _ = unsafe { std::ptr::read_volatile(buf.as_ptr().add(idx)) };
+    let mut pm = Pagemap::open(std::process::id()).unwrap();
+    let Lookup::Frame { frame: zero, exclusive: false } = pm.lookup(page / 4096) else {
+        // Frame numbers hidden (not root) or the page not shared: nothing to follow here.
+        return;
+    };
+    // The lackey stream reads the page, then (after the program wrote it, which this reader
+    // does between its two halves) writes and reads it again.
+    struct WriteBetween<'a> {
+        parts: [&'a [u8]; 2],
+        next: usize,
+        buf: &'a mut [u8],
+        idx: usize,
+    }
+    impl std::io::Read for WriteBetween<'_> {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            if self.next == 1 {
+                self.buf[self.idx] = 1;
+            }
+            let Some(part) = self.parts.get(self.next) else { return Ok(0) };
+            self.next += 1;
+            b[..part.len()].copy_from_slice(part);
+            Ok(part.len())
+        }
+    }
+    let first = format!("I  0,1\n L {page:x},8\n");
+    let second = format!("I  0,1\n S {:x},8\n L {:x},8\n", page + 8, page + 16);
+    let o = outs();
+    let t = table("llc = 0\nv2p = \"pagemap\"");
+    let req = CaptureRequest {
+        out: &o.out,
+        virt_out: Some(&o.virt),
+        params: Some(&t),
+        seed: 0,
+        pid: Some(std::process::id()),
+        pipe_capacity: None,
+    };
+    let mut input = WriteBetween { parts: [first.as_bytes(), second.as_bytes()], next: 0, buf: &mut buf, idx };
+    let r = capture(&mut input, Path::new("<lackey>"), &req, &Progress::default()).unwrap();
+    let Lookup::Frame { frame: own, exclusive: true } = pm.lookup(page / 4096) else { panic!("written page not exclusive") };
+    assert_ne!(own, zero);
+    let p: Vec<u64> = read(&o.out).iter().map(|a| a.addr).collect();
+    assert_eq!(p, vec![zero * 4096, own * 4096 + 8, own * 4096 + 16]);
+    assert_eq!(r.remaps, 1);
+    drop(buf);
 }

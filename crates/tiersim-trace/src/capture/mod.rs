@@ -149,6 +149,9 @@ pub struct CaptureReport {
     pub pages_mapped: u64,
     /// Pagemap never showed these pages present; they got synthetic frames from 2^52 up.
     pub pages_unresolved: u64,
+    /// Times pagemap showed a page in a new frame (copy-on-write of the zero page or a shared
+    /// page): later records use the new frame.
+    pub remaps: u64,
     pub out: PathBuf,
     pub virt_out: Option<PathBuf>,
     pub input_bytes: u64,
@@ -169,6 +172,15 @@ pub struct LlcReport {
     /// Dirty lines left in the cache when the program ended (not written back: the trace is
     /// what reached memory while the program ran).
     pub dirty_at_exit: u64,
+}
+
+/// Resolve and check capture parameters (unknown keys, kinds, bounds, cache geometry, page
+/// size against v2p) without capturing: lets a front end refuse bad parameters before it starts
+/// the program. Returns the resolved values.
+pub fn resolve_params(params: Option<&toml::Table>) -> Result<toml::Table> {
+    let p = Params::resolve(PARAMS, params)?;
+    settings(&p, 0)?;
+    Ok(p.to_toml())
 }
 
 /// Resolved capture settings.
@@ -218,16 +230,33 @@ enum Source {
     Buddy(Buddy),
 }
 
-/// Turns virtual records into physical ones, in order, one frame per virtual page fixed at its
-/// first look-up.
+/// A virtual page's frame, and from which physical record on pagemap is asked again.
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    frame: u64,
+    recheck_at: u64,
+}
+
+/// `recheck_at` of a frame that is the page's own for good: the buddy model's, an exclusively
+/// mapped page's, a synthetic one.
+const FINAL: u64 = u64::MAX;
+/// Records between look-ups of a page pagemap shows as shared (the zero page, file pages): a
+/// write makes the kernel copy it to a new frame, which later records must use.
+const RECHECK_RECORDS: u64 = 1024;
+
+/// Turns virtual records into physical ones, in order: the buddy model fixes a page's frame at
+/// its first record, pagemap gives the frame the page has when its records are translated.
 struct Translator {
     source: Source,
     buddy_cfg: BuddyConfig,
     page_shift: u32,
-    frames: FxHashMap<u64, u64>,
+    frames: FxHashMap<u64, Mapping>,
     pending: VecDeque<Access>,
+    /// Physical records written: the clock of re-checks.
+    written: u64,
     next_synthetic: u64,
     unresolved: u64,
+    remaps: u64,
     note: String,
 }
 
@@ -245,26 +274,43 @@ impl Translator {
         Ok(())
     }
 
-    /// The frame of virtual page `vpn`, if it can be known now.
-    fn frame(&mut self, vpn: u64) -> Result<Option<u64>> {
-        if let Some(&f) = self.frames.get(&vpn) {
-            return Ok(Some(f));
+    /// The frame of virtual page `vpn` for a record (a write when `write`), if it can be known
+    /// now.
+    fn frame(&mut self, vpn: u64, write: bool) -> Result<Option<u64>> {
+        if let Some(m) = self.frames.get(&vpn).copied() {
+            let due = self.written >= m.recheck_at || (write && m.recheck_at != FINAL);
+            if let (true, Source::Pagemap { pm, .. }) = (due, &mut self.source) {
+                let next = match pm.lookup(vpn) {
+                    Lookup::Frame { frame, exclusive } => {
+                        self.remaps += (frame != m.frame) as u64;
+                        Mapping { frame, recheck_at: if exclusive { FINAL } else { self.written + RECHECK_RECORDS } }
+                    }
+                    // Swapped out or unmapped since: keep the last frame seen.
+                    Lookup::Hidden | Lookup::Absent => Mapping { recheck_at: self.written + RECHECK_RECORDS, ..m },
+                };
+                self.frames.insert(vpn, next);
+                return Ok(Some(next.frame));
+            }
+            return Ok(Some(m.frame));
         }
-        let f = match &mut self.source {
-            Source::Buddy(b) => Some(b.alloc().ok_or_else(|| {
-                Error::config(
-                    "phys_mem",
-                    format!(
-                        "the buddy model's memory is full after {} pages of the program ({} frames held by other tenants); give a larger phys_mem or a lower fragmentation",
-                        self.frames.len(),
-                        b.held_frames()
-                    ),
-                )
-            })?),
+        let m = match &mut self.source {
+            Source::Buddy(b) => match b.alloc() {
+                Some(frame) => Mapping { frame, recheck_at: FINAL },
+                None => {
+                    return Err(Error::config(
+                        "phys_mem",
+                        format!(
+                            "the buddy model's memory is full after {} pages of the program ({} frames held by other tenants); give a larger phys_mem or a lower fragmentation",
+                            self.frames.len(),
+                            b.held_frames()
+                        ),
+                    ))
+                }
+            },
             Source::Pagemap { pm, explicit, decided } => match pm.lookup(vpn) {
-                Lookup::Frame(f) => {
+                Lookup::Frame { frame, exclusive } => {
                     *decided = true;
-                    Some(f)
+                    Mapping { frame, recheck_at: if exclusive { FINAL } else { self.written + RECHECK_RECORDS } }
                 }
                 Lookup::Hidden if !*decided => {
                     let msg = format!(
@@ -276,15 +322,18 @@ impl Translator {
                     }
                     // Nothing physical has been written yet, so the whole trace can switch.
                     self.use_buddy(format!("{msg}, so the buddy model gave the frames"))?;
-                    return self.frame(vpn);
+                    return self.frame(vpn, write);
                 }
-                Lookup::Hidden | Lookup::Absent => None,
+                Lookup::Hidden | Lookup::Absent => return Ok(None),
             },
         };
-        if let Some(f) = f {
-            self.frames.insert(vpn, f);
-        }
-        Ok(f)
+        self.frames.insert(vpn, m);
+        Ok(Some(m.frame))
+    }
+
+    fn write(&mut self, w: &mut TraceWriter, a: &Access, frame: u64) -> Result<()> {
+        self.written += 1;
+        w.write(&self.physical(a, frame))
     }
 
     fn physical(&self, a: &Access, frame: u64) -> Access {
@@ -294,8 +343,8 @@ impl Translator {
 
     fn submit(&mut self, a: Access, w: &mut TraceWriter) -> Result<()> {
         if self.pending.is_empty() {
-            if let Some(f) = self.frame(a.addr >> self.page_shift)? {
-                return w.write(&self.physical(&a, f));
+            if let Some(f) = self.frame(a.addr >> self.page_shift, a.op.is_write())? {
+                return self.write(w, &a, f);
             }
         }
         self.pending.push_back(a);
@@ -310,19 +359,19 @@ impl Translator {
         let mut force_head = force == Force::Head;
         while let Some(&a) = self.pending.front() {
             let vpn = a.addr >> self.page_shift;
-            let f = match self.frame(vpn)? {
+            let f = match self.frame(vpn, a.op.is_write())? {
                 Some(f) => f,
                 None if force == Force::All || force_head => {
-                    let f = SYNTHETIC_FRAME_BASE + self.next_synthetic;
+                    let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
                     self.next_synthetic += 1;
                     self.unresolved += 1;
-                    self.frames.insert(vpn, f);
-                    f
+                    self.frames.insert(vpn, Mapping { frame, recheck_at: FINAL });
+                    frame
                 }
                 None => break,
             };
             force_head = false;
-            w.write(&self.physical(&a, f))?;
+            self.write(w, &a, f)?;
             self.pending.pop_front();
         }
         Ok(())
@@ -486,9 +535,9 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         }
     });
     let Pipeline { virt, phys, records, .. } = p;
-    let (mode, note, pages_mapped, pages_unresolved) = match &phys {
-        Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved),
-        None => ("none", "virtual addresses only".to_owned(), 0, 0),
+    let (mode, note, pages_mapped, pages_unresolved, remaps) = match &phys {
+        Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved, t.remaps),
+        None => ("none", "virtual addresses only".to_owned(), 0, 0, 0),
     };
     let vstats = virt.finish()?;
     if let Some((mut w, t)) = phys {
@@ -515,6 +564,7 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         v2p_note: note,
         pages_mapped,
         pages_unresolved,
+        remaps,
         out: req.out.to_owned(),
         virt_out: req.virt_out.map(Path::to_owned),
         input_bytes,
@@ -546,8 +596,10 @@ fn translator(s: &Settings, pid: Option<u32>, page_shift: u32) -> Result<Transla
         page_shift,
         frames: FxHashMap::default(),
         pending: VecDeque::new(),
+        written: 0,
         next_synthetic: 0,
         unresolved: 0,
+        remaps: 0,
         note,
     })
 }

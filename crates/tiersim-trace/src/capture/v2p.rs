@@ -2,9 +2,11 @@
 //!
 //! - `Pagemap` reads the frame of a virtual page from /proc/PID/pagemap (Linux
 //!   Documentation/admin-guide/mm/pagemap.rst: one little-endian u64 per 4 KiB page, bit 63
-//!   present, bit 62 swapped, bits 0-54 the frame number, zero without CAP_SYS_ADMIN). The
-//!   CXL-flash study recorded page-table updates in the kernel instead (sec. 3.1); reading
-//!   pagemap needs no kernel change but sees a page's frame once, when it is first looked up.
+//!   present, bit 62 swapped, bit 56 exclusively mapped, bits 0-54 the frame number, zero
+//!   without CAP_SYS_ADMIN). The CXL-flash study recorded page-table updates in the kernel
+//!   instead (sec. 3.1); reading pagemap needs no kernel change, but it only sees a mapping when
+//!   it looks, so the capture looks again at pages whose frame may still change (see
+//!   `Lookup::Frame::exclusive`).
 //! - `Buddy` models the kernel's binary buddy allocator (Knowlton 1965; Linux mm/page_alloc.c):
 //!   free blocks of 2^k frames per order, an order-0 request takes a block of the smallest
 //!   non-empty order and splits it, keeping the low half and freeing the upper halves
@@ -29,12 +31,16 @@ pub const PAGEMAP_ENTRY: u64 = 8;
 pub const PAGEMAP_PAGE: u64 = 4096;
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
+const EXCLUSIVE: u64 = 1 << 56;
 const PFN_MASK: u64 = (1 << 55) - 1;
 
 /// What pagemap says about one virtual page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
-    Frame(u64),
+    /// `exclusive`: only this mapping uses the frame (a written private page). Others (the
+    /// shared zero page a read of untouched memory maps, shared file pages) may move to a new
+    /// frame on a write (copy-on-write).
+    Frame { frame: u64, exclusive: bool },
     /// Present, but the frame number reads as 0: the reader lacks CAP_SYS_ADMIN.
     Hidden,
     /// Not in memory (not yet touched, swapped out, or unmapped), or the process is gone.
@@ -42,25 +48,38 @@ pub enum Lookup {
 }
 
 pub struct Pagemap {
-    file: File,
+    pid: u32,
     path: PathBuf,
+    /// Opened at the first look-up: the file follows the address space that exists when it is
+    /// opened, and Valgrind's launcher execs the tool (the guest's address space) after it starts.
+    file: Option<File>,
 }
 
 impl Pagemap {
+    /// Check that the pagemap of `pid` can be read.
     pub fn open(pid: u32) -> std::io::Result<Pagemap> {
         let path = PathBuf::from(format!("/proc/{pid}/pagemap"));
-        Ok(Pagemap { file: File::open(&path)?, path })
+        File::open(&path)?;
+        Ok(Pagemap { pid, path, file: None })
     }
 
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The entry of virtual page `vpn` (4 KiB pages).
-    pub fn lookup(&self, vpn: u64) -> Lookup {
+    pub fn lookup(&mut self, vpn: u64) -> Lookup {
+        if self.file.is_none() {
+            self.file = File::open(&self.path).ok();
+        }
+        let Some(file) = &self.file else { return Lookup::Absent };
         let mut b = [0u8; PAGEMAP_ENTRY as usize];
         // A process that has exited reads as empty; every failure means "not known now".
-        match self.file.read_exact_at(&mut b, vpn.saturating_mul(PAGEMAP_ENTRY)) {
+        match file.read_exact_at(&mut b, vpn.saturating_mul(PAGEMAP_ENTRY)) {
             Ok(()) => decode(u64::from_le_bytes(b)),
             Err(_) => Lookup::Absent,
         }
@@ -74,7 +93,7 @@ pub fn decode(e: u64) -> Lookup {
     } else if e & PFN_MASK == 0 {
         Lookup::Hidden
     } else {
-        Lookup::Frame(e & PFN_MASK)
+        Lookup::Frame { frame: e & PFN_MASK, exclusive: e & EXCLUSIVE != 0 }
     }
 }
 
@@ -291,7 +310,8 @@ mod tests {
 
     #[test]
     fn pagemap_entries_decode() {
-        assert_eq!(decode(0x8100_0000_001a_9113), Lookup::Frame(0x1a9113));
+        assert_eq!(decode(0x8100_0000_001a_9113), Lookup::Frame { frame: 0x1a9113, exclusive: true });
+        assert_eq!(decode(0x8000_0000_001a_9113), Lookup::Frame { frame: 0x1a9113, exclusive: false });
         assert_eq!(decode(1 << 63), Lookup::Hidden);
         assert_eq!(decode(0), Lookup::Absent);
         assert_eq!(decode((1 << 63) | (1 << 62) | 5), Lookup::Absent);
@@ -301,9 +321,9 @@ mod tests {
     fn pagemap_of_this_process_sees_a_touched_page() {
         let v = vec![1u8; 3 * PAGEMAP_PAGE as usize];
         let vpn = (v.as_ptr() as u64).div_ceil(PAGEMAP_PAGE);
-        let pm = Pagemap::open(std::process::id()).unwrap();
+        let mut pm = Pagemap::open(std::process::id()).unwrap();
         // Frame numbers need CAP_SYS_ADMIN; without it the page still reads as present.
-        assert!(matches!(pm.lookup(vpn), Lookup::Frame(_) | Lookup::Hidden));
+        assert!(matches!(pm.lookup(vpn), Lookup::Frame { exclusive: true, .. } | Lookup::Hidden));
         // The top of the address space is never mapped.
         assert_eq!(pm.lookup((1 << 47) / PAGEMAP_PAGE - 1), Lookup::Absent);
         drop(v);
