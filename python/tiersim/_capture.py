@@ -106,6 +106,28 @@ def _big_pipe(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 
 
+def _checked(
+    params: Mapping[str, Any] | str | None,
+    seed: int,
+    out: str | os.PathLike[str],
+    virt_out: str | os.PathLike[str] | None,
+) -> tuple[str, Path, Path | None]:
+    """Parameters as TOML (resolved natively, so bad ones fail here), the output paths."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise TiersimError(f"seed must be an integer in [0, 2^64), got {seed!r}")
+    params_text = params_to_toml(params)
+    resolved = json.loads(_native.capture_resolve(params_text))
+    out_path = Path(out)
+    _writable(out_path, "output")
+    physical = resolved["v2p"] != "none"
+    if not physical and virt_out is not None:
+        raise TiersimError("v2p none writes only the virtual trace (to the output path): drop the virtual trace path")
+    virt_path = Path(virt_out) if virt_out is not None else (default_virt_out(out_path) if physical else None)
+    if virt_path is not None:
+        _writable(virt_path, "virtual trace")
+    return params_text, out_path, virt_path
+
+
 def capture(
     argv: Sequence[str],
     out: str | os.PathLike[str],
@@ -128,19 +150,8 @@ def capture(
     """
     if not argv:
         raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise TiersimError(f"seed must be an integer in [0, 2^64), got {seed!r}")
-    params_text = params_to_toml(params)
-    # Bad parameters are refused before the program runs.
-    resolved = json.loads(_native.capture_resolve(params_text))
-    out_path = Path(out)
-    _writable(out_path, "output")
-    physical = resolved["v2p"] != "none"
-    if not physical and virt_out is not None:
-        raise TiersimError("v2p none writes only the virtual trace (to the output path): drop the virtual trace path")
-    virt_path = Path(virt_out) if virt_out is not None else (default_virt_out(out_path) if physical else None)
-    if virt_path is not None:
-        _writable(virt_path, "virtual trace")
+    # Bad parameters and outputs are refused before the program runs.
+    params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     valgrind = _find_valgrind()
     _find_program(argv[0])
 
@@ -205,6 +216,28 @@ def capture(
         elapsed_s=elapsed,
         report=json.loads(outcome["report"]),
     )
+
+
+def capture_lackey(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    virt_out: str | os.PathLike[str] | None = None,
+    params: Mapping[str, Any] | str | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The capture pipeline on a stored lackey log (`valgrind --tool=lackey --trace-mem=yes
+    --log-file=F`, or `tiersim trace convert --to lackey`) instead of a running program. There is
+    no process to read pagemap of, so v2p auto uses the buddy model. Returns the report."""
+    params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    report = _native.capture(
+        os.fspath(src),
+        os.fspath(out_path),
+        None if virt_path is None else os.fspath(virt_path),
+        params=params_text,
+        seed=seed,
+    )
+    return json.loads(report)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -591,12 +592,13 @@ def _capture_help(name: str, text: str) -> str:
     short_help="Run a program under Valgrind and write its memory trace.",
 )
 def capture_cmd(
-    command: Annotated[
-        list[str], typer.Argument(metavar="-- PROG [ARGS]...", help="The program and its arguments.", show_default=False)
-    ],
     output: Annotated[
         Path, typer.Option("--out", "-o", metavar="FILE", help="Trace to write (physical addresses unless --v2p none).")
     ],
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- PROG [ARGS]...", help="The program and its arguments.", show_default=False),
+    ] = None,
     virt_out: Annotated[
         Path | None,
         typer.Option(
@@ -644,8 +646,17 @@ def capture_cmd(
     report: Annotated[
         Path | None, typer.Option("--report", metavar="FILE", help="Also write the capture report as JSON.")
     ] = None,
+    lackey: Annotated[
+        Path | None,
+        typer.Option(
+            "--lackey",
+            metavar="FILE",
+            help="Filter a stored lackey log (valgrind --tool=lackey --trace-mem=yes, or `tiersim trace convert "
+            "--to lackey`) instead of running a program; v2p auto then uses the buddy model.",
+        ),
+    ] = None,
 ) -> None:
-    from tiersim._capture import CaptureProgress, capture, signal_name
+    from tiersim._capture import CaptureProgress, CaptureResult, capture, capture_lackey, signal_name
 
     params = _pairs(param, "--param")
     shortcuts = {
@@ -662,6 +673,28 @@ def capture_cmd(
         if key in params:
             raise typer.BadParameter(f"{option} and --param {key}=... both set {key}; give one", param_hint=option)
         params[key] = value
+    if (lackey is None) == (not command):
+        raise typer.BadParameter("give either -- PROG [ARGS]... or --lackey FILE", param_hint="PROG / --lackey")
+    if lackey is not None:
+        with _user_errors():
+            start = time.monotonic()
+            with err.status(Text(f"filtering {lackey} ...")):
+                rep_ = capture_lackey(lackey, output, virt_out=virt_out, params=params, seed=seed)
+            result = CaptureResult(
+                argv=[],
+                exit_status=0,
+                signal=None,
+                out=output,
+                virt_out=Path(rep_["virt_out"]) if rep_["virt_out"] else None,
+                elapsed_s=time.monotonic() - start,
+                report=rep_,
+            )
+            if report is not None:
+                report.write_text(json.dumps(_capture_json(result), indent=2) + "\n")
+        for t in _capture_tables(result, source=f"lackey log {lackey}"):
+            err.print(t)
+        return
+    assert command is not None
     prog = command[0]
     with _user_errors():
         with err.status(Text(f"starting {prog} under valgrind ...")) as status:
@@ -711,13 +744,16 @@ def _capture_json(result: Any) -> dict[str, Any]:
     }
 
 
-def _capture_tables(result: Any) -> list[Table]:
+def _capture_tables(result: Any, source: str | None = None) -> list[Table]:
     r = result.report
     secs = result.elapsed_s
     data = r["loads"] + r["stores"] + r["modifies"]
-    rows = [
-        ("program", " ".join(result.argv)),
-        ("exit status", str(result.exit_status)),
+    rows = (
+        [("input", source)]
+        if source is not None
+        else [("program", " ".join(result.argv)), ("exit status", str(result.exit_status))]
+    )
+    rows += [
         ("instructions", _int(r["instructions"])),
         ("loads / stores / modifies", f"{_int(r['loads'])} / {_int(r['stores'])} / {_int(r['modifies'])}"),
     ]
@@ -739,6 +775,8 @@ def _capture_tables(result: Any) -> list[Table]:
         ("footprint", f"{_int(r['footprint_pages'])} pages of {_bytes(r['page_size'])}"),
         ("addresses", f"{r['v2p']} ({r['v2p_note']})"),
     ]
+    if r.get("remaps"):
+        rows.append(("frames changed by copy-on-write", _int(r["remaps"])))
     if r.get("pages_unresolved"):
         rows.append(("pages pagemap never showed", f"{_int(r['pages_unresolved'])} (synthetic frames from 2^52)"))
     for label, path in (("trace", result.out), ("virtual trace", result.virt_out)):
