@@ -13,9 +13,16 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py bench clean browser
+.PHONY: env demo test test-py bench clean browser valgrind
 
-env: $(BUILD_STAMP)
+env: $(BUILD_STAMP) valgrind
+
+# Valgrind runs the programs `tiersim capture` traces (and its tests). Installed from Debian
+# only when missing, with sudo only when not root.
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)

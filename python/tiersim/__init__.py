@@ -27,16 +27,20 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
+from tiersim._capture import CaptureResult, capture, capture_lackey
 from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 from tiersim._result import RunResult, timeseries_frame
 
 __all__ = [
+    "CaptureResult",
     "Characterization",
     "RunResult",
     "TiersimError",
     "__version__",
+    "capture",
+    "capture_lackey",
     "convert",
     "characterize",
     "generate",

@@ -67,3 +67,33 @@ def characterize(device_or_preset: str, params: str = "", tests: list[str] = ...
     `granule` of the interleave set; `tests` empty runs all."""
 
 def version() -> str: ...
+
+class CaptureProgress:
+    """Counters of a running capture, read from another thread."""
+
+    def __init__(self) -> None: ...
+    def snapshot(self) -> tuple[int, int, int, int]:
+        """(input bytes, instructions, data accesses, records) so far."""
+    def cancel(self) -> None:
+        """Ask the capture to stop at its next read (it then raises "capture interrupted")."""
+
+def capture(
+    source: str,
+    out: str,
+    virt_out: str | None = None,
+    params: str = "",
+    seed: int = 0,
+    pid: int | None = None,
+    pipe_capacity: int | None = None,
+    progress: CaptureProgress | None = None,
+    source_name: str | None = None,
+) -> str:
+    """Reads lackey `--trace-mem=yes` text from `source` (a file or a pipe of `pipe_capacity`
+    bytes) to its end, writing `out` (physical, or virtual with v2p none) and `virt_out`;
+    `pid` is the process whose pagemap maps the addresses. Returns the JSON report."""
+
+def capture_params() -> str:
+    """JSON: the capture's parameters (name, kind, default, bounds, help)."""
+
+def capture_resolve(params: str = "") -> str:
+    """JSON: the resolved capture parameters; raises TiersimError for bad ones."""

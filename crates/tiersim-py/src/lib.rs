@@ -4,6 +4,8 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
@@ -238,6 +240,93 @@ fn characterize(py: Python<'_>, device_or_preset: String, params: String, tests:
     })
 }
 
+/// Counters of a running capture, shared with the Python thread that shows progress.
+#[pyclass(frozen)]
+struct CaptureProgress {
+    inner: Arc<tiersim_trace::capture::Progress>,
+}
+
+#[pymethods]
+impl CaptureProgress {
+    #[new]
+    fn new() -> Self {
+        CaptureProgress { inner: Arc::default() }
+    }
+
+    /// (input bytes, instructions, data accesses, records) so far.
+    fn snapshot(&self) -> (u64, u64, u64, u64) {
+        let p = &self.inner;
+        (
+            p.input_bytes.load(Ordering::Relaxed),
+            p.instructions.load(Ordering::Relaxed),
+            p.data_accesses.load(Ordering::Relaxed),
+            p.records.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Ask the capture to stop at its next read.
+    fn cancel(&self) {
+        self.inner.cancel();
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (source, out, virt_out=None, params=String::new(), seed=0, pid=None, pipe_capacity=None, progress=None, source_name=None))]
+#[allow(clippy::too_many_arguments)]
+fn capture(
+    py: Python<'_>,
+    source: String,
+    out: String,
+    virt_out: Option<String>,
+    params: String,
+    seed: u64,
+    pid: Option<u32>,
+    pipe_capacity: Option<usize>,
+    progress: Option<Bound<'_, CaptureProgress>>,
+    source_name: Option<String>,
+) -> PyResult<String> {
+    use tiersim_trace::capture::{CaptureRequest, Progress};
+    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let mut input = std::fs::File::open(&source).map_err(|e| Error::io(&source, e))?;
+        let req = CaptureRequest {
+            out: Path::new(&out),
+            virt_out: virt_out.as_deref().map(Path::new),
+            params: p.as_ref(),
+            seed,
+            pid,
+            pipe_capacity,
+        };
+        let name = source_name.as_deref().unwrap_or(&source);
+        let report = tiersim_trace::capture::capture(&mut input, Path::new(name), &req, &progress)?;
+        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    })
+}
+
+/// The resolved capture parameters as JSON, or the error a capture with them would give.
+#[pyfunction]
+#[pyo3(signature = (params=String::new()))]
+fn capture_resolve(py: Python<'_>, params: String) -> PyResult<String> {
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let t = tiersim_trace::capture::resolve_params(p.as_ref())?;
+        serde_json::to_string(&t).map_err(|e| Error::Sim(format!("writing the capture parameters: {e}")))
+    })
+}
+
+/// The capture's parameters: name, kind, default, bounds, help.
+#[pyfunction]
+fn capture_params() -> String {
+    let info = tiersim_core::params::PluginInfo {
+        name: "capture",
+        summary: "Valgrind lackey stream -> LLC filter -> virtual-to-physical mapping -> native traces",
+        source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023, sec. 3.1",
+        params: tiersim_trace::capture::PARAMS,
+    };
+    info.to_json().to_string()
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     tiersim_engine::VERSION
@@ -256,6 +345,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_plugins, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_platform, m)?)?;
     m.add_function(wrap_pyfunction!(characterize, m)?)?;
+    m.add_class::<CaptureProgress>()?;
+    m.add_function(wrap_pyfunction!(capture, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_params, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -349,38 +349,107 @@ impl LineParser for Lackey {
     }
 
     fn parse(&mut self, line: &str, out: &mut Vec<Access>) -> std::result::Result<(), String> {
-        if line.trim().is_empty() || line.starts_with("==") {
-            return Ok(());
-        }
-        let (kind, rest) = if let Some(r) = line.strip_prefix("I ") {
-            ('I', r)
-        } else if line.len() >= 3 && line.starts_with(' ') && line.as_bytes()[2] == b' ' {
-            (line.as_bytes()[1] as char, &line[3..])
-        } else {
-            return Err(format!("expected `I  addr,size` or ` L|S|M addr,size`, got {line:?}"));
-        };
-        let (a, s) = rest.trim().split_once(',').ok_or_else(|| format!("expected addr,size, got {:?}", rest.trim()))?;
-        let addr = u64::from_str_radix(a, 16).map_err(|_| format!("address {a:?} is not hexadecimal"))?;
-        let size: u64 = s.parse().map_err(|_| format!("size {s:?} is not a whole number"))?;
-        let size = size_u16(size, "size")?;
-        let time = self.instructions;
-        match kind {
-            'I' => {
+        let (kind, addr, size) = match lackey_line(line.as_bytes())? {
+            LackeyLine::Other => return Ok(()),
+            LackeyLine::Instr => {
                 self.instructions += 1;
                 return Ok(());
             }
-            'L' => out.push(Access { time, addr, cpu: 0, size, op: Op::Read }),
-            'S' => out.push(Access { time, addr, cpu: 0, size, op: Op::Write }),
+            LackeyLine::Data { kind, addr, size } => (kind, addr, size),
+        };
+        let time = self.instructions;
+        match kind {
+            DataKind::Load => out.push(Access { time, addr, cpu: 0, size, op: Op::Read }),
+            DataKind::Store => out.push(Access { time, addr, cpu: 0, size, op: Op::Write }),
             // A modify is the load and the store of one instruction: nothing runs between them.
-            'M' => {
+            DataKind::Modify => {
                 out.push(Access { time, addr, cpu: 0, size, op: Op::Read });
                 out.push(Access { time: 0, addr, cpu: 0, size, op: Op::Write });
             }
-            k => return Err(format!("unknown access kind {k:?}; lackey writes I, L, S and M")),
         }
         self.instructions = 0;
         Ok(())
     }
+}
+
+/// A data access line of lackey: ` L` load, ` S` store, ` M` modify (load then store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataKind {
+    Load,
+    Store,
+    Modify,
+}
+
+/// One line of Valgrind lackey output, as `lackey_line` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LackeyLine {
+    /// A blank line or one of Valgrind's `==pid==` messages.
+    Other,
+    /// `I  addr,size`: one guest instruction.
+    Instr,
+    Data { kind: DataKind, addr: u64, size: u16 },
+}
+
+/// Parse one line of lackey output (without its newline). Shared by the text reader and the
+/// capture stream, so both accept exactly the same lines; works on bytes because capture
+/// parses tens of millions of lines per second without making strings of them.
+pub fn lackey_line(line: &[u8]) -> std::result::Result<LackeyLine, String> {
+    let show = || String::from_utf8_lossy(line).into_owned();
+    if line.starts_with(b"==") || line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(LackeyLine::Other);
+    }
+    let (kind, rest) = if let Some(r) = line.strip_prefix(b"I ") {
+        (None, r)
+    } else if line.len() >= 3 && line[0] == b' ' && line[2] == b' ' {
+        let kind = match line[1] {
+            b'L' => DataKind::Load,
+            b'S' => DataKind::Store,
+            b'M' => DataKind::Modify,
+            k => return Err(format!("unknown access kind {:?}; lackey writes I, L, S and M", k as char)),
+        };
+        (Some(kind), &line[3..])
+    } else {
+        return Err(format!("expected `I  addr,size` or ` L|S|M addr,size`, got {:?}", show()));
+    };
+    let rest = rest.trim_ascii();
+    let Some(comma) = rest.iter().position(|&b| b == b',') else {
+        return Err(format!("expected addr,size, got {:?}", String::from_utf8_lossy(rest)));
+    };
+    let (a, s) = (&rest[..comma], &rest[comma + 1..]);
+    let addr = parse_hex(a).ok_or_else(|| format!("address {:?} is not hexadecimal", String::from_utf8_lossy(a)))?;
+    let size = parse_dec(s).ok_or_else(|| format!("size {:?} is not a whole number", String::from_utf8_lossy(s)))?;
+    let size = size_u16(size, "size")?;
+    Ok(match kind {
+        None => LackeyLine::Instr,
+        Some(kind) => LackeyLine::Data { kind, addr, size },
+    })
+}
+
+fn parse_hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    s.iter().try_fold(0u64, |acc, &c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        Some(acc << 4 | d as u64)
+    })
+}
+
+fn parse_dec(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |acc, &c| {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        acc.checked_mul(10)?.checked_add((c - b'0') as u64)
+    })
 }
 
 #[derive(Default)]

@@ -19,7 +19,8 @@
 //! |     24 |    8 | records_end: offset where the records region ends (0 if unknown)      |
 //! |     32 |    4 | n_cpus: entries in the trailer                                        |
 //! |     36 |    1 | frame_filter: 0 none, 1 byte shuffle (see below)                      |
-//! |     37 |    3 | reserved, zero                                                        |
+//! |     37 |    1 | v2p: how physical addresses were made: 0 not recorded, 1 pagemap, 2 buddy model |
+//! |     38 |    2 | reserved, zero                                                        |
 //! |     40 |    8 | accesses                                                              |
 //! |     48 |    8 | reads                                                                 |
 //! |     56 |    8 | writes                                                                |
@@ -39,6 +40,11 @@
 //! A frame is unshuffled on its own, so with this filter every frame holds whole records. With
 //! filter 0 the decompressed bytes of all frames are the records back to back, and a record may
 //! straddle frames. Readers reject other filter values.
+//!
+//! The v2p byte was reserved (zero) before `tiersim capture` existed, so the version stayed 1:
+//! older files read as "not recorded", and older readers ignore it. `tiersim capture` writes 1
+//! (the frames of /proc/PID/pagemap) or 2 (its buddy-allocator model) into physical traces;
+//! every other writer, and every virtual trace, writes 0.
 //!
 //! For ns traces `time_first`/`time_last` are the first and last timestamps. For instruction
 //! traces the record times are per-CPU deltas, so `time_first` is 0 and `time_last` is the
@@ -91,6 +97,7 @@ pub const H_FLAGS: usize = 20;
 pub const H_RECORDS_END: usize = 24;
 pub const H_N_CPUS: usize = 32;
 pub const H_FRAME_FILTER: usize = 36;
+pub const H_V2P: usize = 37;
 pub const H_ACCESSES: usize = 40;
 pub const H_READS: usize = 48;
 pub const H_WRITES: usize = 56;
@@ -213,6 +220,45 @@ impl FrameFilter {
     }
 }
 
+/// How a physical trace's addresses were obtained from the program's virtual ones (header
+/// offset 37).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum V2p {
+    /// Not recorded: generators, conversions, virtual traces, files from before the field.
+    #[default]
+    Unrecorded,
+    /// Frame numbers read from /proc/PID/pagemap while the program ran.
+    Pagemap,
+    /// Frames handed out on first touch by a seeded buddy-allocator model.
+    Buddy,
+}
+
+impl V2p {
+    pub fn name(self) -> &'static str {
+        match self {
+            V2p::Unrecorded => "unrecorded",
+            V2p::Pagemap => "pagemap",
+            V2p::Buddy => "buddy",
+        }
+    }
+    fn code(self) -> u8 {
+        match self {
+            V2p::Unrecorded => 0,
+            V2p::Pagemap => 1,
+            V2p::Buddy => 2,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(V2p::Unrecorded),
+            1 => Some(V2p::Pagemap),
+            2 => Some(V2p::Buddy),
+            _ => None,
+        }
+    }
+}
+
 /// Summary statistics of a trace (see the module doc for what the times mean).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TraceStats {
@@ -237,6 +283,8 @@ pub struct TraceHeader {
     pub time_unit: TimeUnit,
     pub addr_kind: AddrKind,
     pub page_size: u32,
+    /// How physical addresses were made (`Unrecorded` unless a capture wrote them).
+    pub v2p: V2p,
     /// `None` when the file's statistics are not marked complete.
     pub stats: Option<TraceStats>,
 }
@@ -250,6 +298,7 @@ impl TraceHeader {
             time_unit: meta.time_unit,
             addr_kind: meta.addr_kind,
             page_size: meta.page_size,
+            v2p: V2p::Unrecorded,
             stats: None,
         }
     }
@@ -384,6 +433,7 @@ impl StatsBuilder {
 
 fn encode_header(
     meta: &TraceMeta,
+    v2p: V2p,
     filter: FrameFilter,
     flags: u32,
     records_end: u64,
@@ -400,6 +450,7 @@ fn encode_header(
     h[H_FLAGS..H_FLAGS + 4].copy_from_slice(&flags.to_le_bytes());
     h[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&records_end.to_le_bytes());
     h[H_FRAME_FILTER] = filter.code();
+    h[H_V2P] = v2p.code();
     if let Some(s) = stats {
         h[H_N_CPUS..H_N_CPUS + 4].copy_from_slice(&(s.per_cpu.len() as u32).to_le_bytes());
         for (at, v) in [
@@ -675,6 +726,7 @@ pub struct TraceWriter {
     tmp_path: PathBuf,
     file: Option<File>,
     meta: TraceMeta,
+    v2p: V2p,
     filter: FrameFilter,
     frame_records: usize,
     cctx: CCtx<'static>,
@@ -716,7 +768,7 @@ impl TraceWriter {
         let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
         // A valid but incomplete header from the start: an interrupted file is still readable.
         let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
-        file.write_all(&encode_header(&meta, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
@@ -729,6 +781,7 @@ impl TraceWriter {
             tmp_path,
             file: Some(file),
             meta,
+            v2p: V2p::Unrecorded,
             filter,
             frame_records: opts.frame_records,
             cctx,
@@ -739,6 +792,11 @@ impl TraceWriter {
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             prev_time: 0,
         })
+    }
+
+    /// Record in the header how the physical addresses were made (written by `finish`).
+    pub fn set_v2p(&mut self, v2p: V2p) {
+        self.v2p = v2p;
     }
 
     fn reject(&self, msg: String) -> Error {
@@ -818,7 +876,7 @@ impl TraceWriter {
         self.flush_frame()?;
         let stats = std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
         let records_end = self.pos;
-        let header = encode_header(&self.meta, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
+        let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let io = |e| Error::io(&self.tmp_path, e);
         let trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
@@ -944,6 +1002,9 @@ fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHeader> {
             ),
         )
     })?;
+    let v2p = V2p::from_code(h[H_V2P]).ok_or_else(|| {
+        err(H_V2P, format!("unknown v2p {}; expected 0 (not recorded), 1 (pagemap) or 2 (buddy model)", h[H_V2P]))
+    })?;
     let records_end = le_u64(h, H_RECORDS_END);
     let n_cpus = le_u32(h, H_N_CPUS);
     if n_cpus > MAX_CPUS {
@@ -998,7 +1059,7 @@ fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHeader> {
         }
     }
     Ok(RawHeader {
-        header: TraceHeader { version, record_layout: layout, time_unit, addr_kind, page_size, stats },
+        header: TraceHeader { version, record_layout: layout, time_unit, addr_kind, page_size, v2p, stats },
         filter,
         flags,
         records_end,
@@ -1553,6 +1614,7 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         "frame_filter": r.frame_filter(),
         "time_unit": h.time_unit,
         "addr_kind": h.addr_kind,
+        "v2p": h.v2p,
         "page_size": h.page_size,
         "stats_source": source,
         "accesses": stats.accesses,

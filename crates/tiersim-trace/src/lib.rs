@@ -5,13 +5,14 @@ use std::path::Path;
 
 use tiersim_core::{Access, Result};
 
+pub mod capture;
 pub mod convert;
 pub mod format;
 pub mod gen;
 pub mod stats;
 pub mod tools;
 
-pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, WriterOptions};
+pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, V2p, WriterOptions};
 pub use gen::{generate, open_generator, Generator, GeneratorSource};
 
 /// Header and statistics of a trace file (computed by a full scan if the file's header lacks

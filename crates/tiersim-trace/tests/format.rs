@@ -273,6 +273,26 @@ fn frame_offsets(b: &[u8]) -> Vec<u64> {
 }
 
 #[test]
+fn v2p_is_recorded_and_defaults_to_unrecorded() {
+    let d = tmp();
+    let p = d.path().join("v.trace");
+    write_trace(&p, meta(TimeUnit::Instructions), WriterOptions::default(), &tiny());
+    assert_eq!(TraceReader::open(&p).unwrap().header().v2p, V2p::Unrecorded);
+    // The byte was reserved and zero before the field existed: such files read as unrecorded.
+    assert_eq!(std::fs::read(&p).unwrap()[H_V2P], 0);
+    for (v, code, name) in [(V2p::Pagemap, 1u8, "pagemap"), (V2p::Buddy, 2, "buddy")] {
+        let mut w = TraceWriter::create(&p, meta(TimeUnit::Instructions)).unwrap();
+        w.write_all(&tiny()).unwrap();
+        w.set_v2p(v);
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap()[H_V2P], code);
+        assert_eq!(TraceReader::open(&p).unwrap().header().v2p, v);
+        assert_eq!(inspect(&p).unwrap()["v2p"], name);
+        assert_eq!(read_all(&p, 5).unwrap(), tiny());
+    }
+}
+
+#[test]
 fn malformed_headers_name_offset_and_expectation() {
     let d = tmp();
     let good = valid_bytes(100, 10);
@@ -298,6 +318,7 @@ fn malformed_headers_name_offset_and_expectation() {
         (patch(H_N_CPUS, &70000u32.to_le_bytes()), 32, "n_cpus 70000"),
         (patch(H_FRAME_FILTER, &[2]), 36, "unknown frame_filter 2; expected 0 (none) or 1 (byte shuffle)"),
         (patch(H_FRAME_FILTER, &[255]), 36, "unknown frame_filter 255"),
+        (patch(H_V2P, &[3]), 37, "unknown v2p 3; expected 0 (not recorded), 1 (pagemap) or 2 (buddy model)"),
         (patch(H_READS, &0u64.to_le_bytes()), 40, "header stats disagree"),
         (patch(HEADER_SIZE, b"\0\0\0\0"), 128, "expected the records region to start with a zstd frame"),
     ];

@@ -1,0 +1,378 @@
+//! The capture pipeline on lackey text (no Valgrind needed): instruction clock, cache filter,
+//! virtual-to-physical mapping, the two traces' correspondence, errors.
+
+use std::path::{Path, PathBuf};
+
+use tiersim_core::{Access, Op};
+use tiersim_trace::capture::{capture, CaptureReport, CaptureRequest, Progress};
+use tiersim_trace::convert::{self, Format, TextOptions};
+use tiersim_trace::{AccessSource, AddrKind, TraceReader, V2p};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+fn table(text: &str) -> toml::Table {
+    toml::from_str(text).unwrap()
+}
+
+fn read(path: &Path) -> Vec<Access> {
+    let mut r = TraceReader::open(path).unwrap();
+    let mut v = Vec::new();
+    while r.read_batch(&mut v, 1000).unwrap() > 0 {}
+    v
+}
+
+struct Out {
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+    virt: PathBuf,
+}
+
+fn outs() -> Out {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("p.trace");
+    let virt = d.path().join("v.trace");
+    Out { _dir: d, out, virt }
+}
+
+/// Capture `text` with `params`; physical captures also write the virtual twin.
+fn run(text: &str, params: &str, pid: Option<u32>, o: &Out) -> tiersim_core::Result<CaptureReport> {
+    let t = table(params);
+    let physical = !params.contains("\"none\"");
+    let req = CaptureRequest {
+        out: &o.out,
+        virt_out: physical.then_some(o.virt.as_path()),
+        params: Some(&t),
+        seed: 1,
+        pid,
+        pipe_capacity: None,
+    };
+    capture(&mut text.as_bytes(), Path::new("<lackey>"), &req, &Progress::default())
+}
+
+fn acc(time: u64, addr: u64, size: u16, op: Op) -> Access {
+    Access { time, addr, cpu: 0, size, op }
+}
+
+#[test]
+fn unfiltered_virtual_capture_is_the_lackey_reader_stream() {
+    let text = std::fs::read_to_string(data("small.lackey")).unwrap();
+    let o = outs();
+    let r = run(&text, "llc = 0\nv2p = \"none\"", None, &o).unwrap();
+    let mut lackey = convert::open(&data("small.lackey"), Some(Format::Lackey), &TextOptions::default()).unwrap();
+    let mut want = Vec::new();
+    while lackey.read_batch(&mut want, 100).unwrap() > 0 {}
+    assert_eq!(read(&o.out), want);
+    assert_eq!((r.loads, r.stores, r.modifies, r.records), (13, 8, 3, 27));
+    assert_eq!(r.instructions, 35);
+    assert_eq!(r.v2p, "none");
+    assert!(!o.virt.exists());
+    assert_eq!(TraceReader::open(&o.out).unwrap().header().addr_kind, AddrKind::Virtual);
+    assert_eq!(r.valgrind_messages[..2], ["Lackey, an example Valgrind tool", "Command: ./a.out"]);
+    assert_eq!(r.valgrind_messages.last().unwrap(), "Counted 1 call to main()");
+}
+
+#[test]
+fn cache_filter_hand_checked() {
+    // 2 sets x 2 ways of 64 B lines. Lines 0x40 apart alternate sets: 0x000, 0x080, 0x100 are
+    // in set 0 and 0x040 in set 1.
+    let text = "\
+I  1000,4
+ L 0008,8
+I  1004,4
+ S 0010,8
+ S 0080,4
+I  1008,4
+I  100c,4
+ L 0100,8
+ L 0048,8
+I  1010,4
+ L 003c,8
+ M 0180,8
+";
+    let o = outs();
+    let r = run(text, "llc = 256\nllc_ways = 2\nv2p = \"none\"", None, &o).unwrap();
+    let got = read(&o.out);
+    let want = vec![
+        // Cold miss of line 0 after 1 instruction; the store to it hits.
+        acc(1, 0x000, 64, Op::Read),
+        acc(1, 0x080, 64, Op::Read),
+        // Line 0x100 evicts the LRU of set 0: line 0, dirty since the store.
+        acc(2, 0x100, 64, Op::Read),
+        acc(0, 0x000, 64, Op::Write),
+        acc(0, 0x040, 64, Op::Read),
+        // 0x3c..0x44 spans lines 0 (evicted, a miss that evicts dirty 0x080) and 1 (a hit).
+        acc(1, 0x000, 64, Op::Read),
+        acc(0, 0x080, 64, Op::Write),
+        // The modify's load misses and evicts clean 0x100; its store dirties 0x180.
+        acc(0, 0x180, 64, Op::Read),
+    ];
+    assert_eq!(got, want);
+    let llc = r.llc.unwrap();
+    assert_eq!((llc.hits, llc.misses, llc.writebacks, llc.dirty_at_exit), (3, 6, 2, 1));
+    assert_eq!((r.reads, r.writes, r.records), (6, 2, 8));
+    assert_eq!(r.instructions, 5);
+}
+
+#[test]
+fn unfiltered_accesses_are_cut_at_page_boundaries() {
+    let o = outs();
+    let r = run("I  0,1\n S 0ffc,8\n M 1ffe,4\n", "llc = 0\nv2p = \"none\"", None, &o).unwrap();
+    assert_eq!(
+        read(&o.out),
+        vec![
+            acc(1, 0x0ffc, 4, Op::Write),
+            acc(0, 0x1000, 4, Op::Write),
+            acc(0, 0x1ffe, 2, Op::Read),
+            acc(0, 0x2000, 2, Op::Read),
+            acc(0, 0x1ffe, 2, Op::Write),
+            acc(0, 0x2000, 2, Op::Write),
+        ]
+    );
+    assert_eq!(r.data_bytes, 8 + 8);
+}
+
+/// A lackey stream touching `pages` pages of a region at `base`, several times, with stores.
+fn pages_text(base: u64, pages: u64) -> String {
+    let mut t = String::new();
+    for round in 0..3 {
+        for p in 0..pages {
+            // Pages in a scrambled order, at an offset that changes with the round.
+            let page = (p * 7 + round) % pages;
+            t.push_str(&format!("I  401000,3\n {} {:x},8\n", if p % 3 == 0 { 'S' } else { 'L' }, base + page * 4096 + 8 * round));
+        }
+    }
+    t
+}
+
+fn check_twins(o: &Out) -> (Vec<Access>, Vec<Access>) {
+    let (v, p) = (read(&o.virt), read(&o.out));
+    assert_eq!(v.len(), p.len());
+    let mut frame_of = std::collections::HashMap::new();
+    for (a, b) in v.iter().zip(&p) {
+        assert_eq!((a.time, a.size, a.op, a.cpu), (b.time, b.size, b.op, b.cpu));
+        assert_eq!(a.addr % 4096, b.addr % 4096, "the page offset survives translation");
+        let f = *frame_of.entry(a.addr / 4096).or_insert(b.addr / 4096);
+        assert_eq!(f, b.addr / 4096, "one frame per virtual page");
+    }
+    let mut frames: Vec<u64> = frame_of.values().copied().collect();
+    frames.sort_unstable();
+    frames.dedup();
+    assert_eq!(frames.len(), frame_of.len(), "no two virtual pages share a frame");
+    (v, p)
+}
+
+#[test]
+fn buddy_capture_writes_twin_traces_and_records_the_mode() {
+    let o = outs();
+    let text = pages_text(0x7f00_0000_0000, 50);
+    let r = run(&text, "llc = 0\nv2p = \"buddy\"\nphys_mem = \"64MiB\"\nfragmentation = 0.0", None, &o).unwrap();
+    let (v, p) = check_twins(&o);
+    assert_eq!(v.len(), 150);
+    // An unfragmented machine hands out frames 0, 1, 2, ... in first-touch order.
+    let mut first_touch = Vec::new();
+    for a in &p {
+        if !first_touch.contains(&(a.addr / 4096)) {
+            first_touch.push(a.addr / 4096);
+        }
+    }
+    assert_eq!(first_touch, (0..50).collect::<Vec<_>>());
+    assert_eq!((r.v2p, r.pages_mapped, r.pages_unresolved), ("buddy", 50, 0));
+    let h = TraceReader::open(&o.out).unwrap().header().clone();
+    assert_eq!((h.addr_kind, h.v2p), (AddrKind::Physical, V2p::Buddy));
+    let hv = TraceReader::open(&o.virt).unwrap().header().clone();
+    assert_eq!((hv.addr_kind, hv.v2p), (AddrKind::Virtual, V2p::Unrecorded));
+    assert_eq!(h.stats.unwrap().footprint_pages, 50);
+
+    // Fragmented memory scatters the same pages; the same seed gives the same bytes.
+    let frag = |o: &Out| run(&text, "llc = 0\nv2p = \"buddy\"\nphys_mem = \"64MiB\"\nfragmentation = 0.5", None, o).unwrap();
+    let (o1, o2) = (outs(), outs());
+    frag(&o1);
+    frag(&o2);
+    assert_eq!(std::fs::read(&o1.out).unwrap(), std::fs::read(&o2.out).unwrap());
+    let (_, p1) = check_twins(&o1);
+    let spread = p1.iter().map(|a| a.addr / 4096).max().unwrap() - p1.iter().map(|a| a.addr / 4096).min().unwrap();
+    assert!(spread > 1000, "50 pages spread over {spread} frames of 16384");
+}
+
+#[test]
+fn buddy_memory_full_is_a_clear_error_and_leaves_no_output() {
+    let o = outs();
+    let e = run(&pages_text(0x10_0000, 40), "llc = 0\nv2p = \"buddy\"\nphys_mem = \"128KiB\"\nfragmentation = 0.0", None, &o)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`phys_mem`: the buddy model's memory is full after 32 pages"), "{e}");
+    assert!(!o.out.exists() && !o.virt.exists());
+}
+
+#[test]
+fn pagemap_capture_of_this_process_uses_its_frames() {
+    use tiersim_trace::capture::v2p::{Lookup, Pagemap};
+    // A buffer of this process, touched, so that its pages are present.
+    let buf = vec![7u8; 64 * 4096];
+    let base = (buf.as_ptr() as u64).div_ceil(4096) * 4096;
+    let mut pm = Pagemap::open(std::process::id()).unwrap();
+    let o = outs();
+    // Pages 0..40 of the buffer, and one page that is never mapped (the top of the lower half).
+    let mut text = pages_text(base, 40);
+    text.push_str(" L 7ffffffff000,8\n");
+    match pm.lookup(base / 4096) {
+        Lookup::Frame { .. } => {
+            let r = run(&text, "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &o).unwrap();
+            let (v, p) = check_twins(&o);
+            for (a, b) in v.iter().zip(&p).filter(|(a, _)| a.addr < 0x7fff_ffff_f000) {
+                assert_eq!(Lookup::Frame { frame: b.addr / 4096, exclusive: true }, pm.lookup(a.addr / 4096));
+            }
+            // The unmapped page never showed up in pagemap: a synthetic frame above 2^52.
+            assert_eq!(p.last().unwrap().addr, 1 << 52);
+            assert_eq!((r.v2p, r.pages_mapped, r.pages_unresolved), ("pagemap", 41, 1));
+            assert_eq!(TraceReader::open(&o.out).unwrap().header().v2p, V2p::Pagemap);
+        }
+        Lookup::Hidden => {
+            // Without CAP_SYS_ADMIN: auto falls back to the buddy model and says why, an
+            // explicit pagemap is an error.
+            let r = run(&text, "llc = 0", Some(std::process::id()), &o).unwrap();
+            assert_eq!(r.v2p, "buddy");
+            assert!(r.v2p_note.contains("CAP_SYS_ADMIN"), "{}", r.v2p_note);
+            let e = run(&text, "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &outs()).unwrap_err().to_string();
+            assert!(e.contains("CAP_SYS_ADMIN"), "{e}");
+        }
+        Lookup::Absent => panic!("a touched page of this process is not present"),
+    }
+    drop(buf);
+}
+
+#[test]
+fn auto_without_a_process_uses_the_buddy_model_and_pagemap_is_an_error() {
+    let o = outs();
+    let r = run(&pages_text(0x10_0000, 4), "llc = 0\nphys_mem = \"64MiB\"", None, &o).unwrap();
+    assert_eq!(r.v2p, "buddy");
+    assert!(r.v2p_note.contains("no process id"), "{}", r.v2p_note);
+    let e = run("", "v2p = \"pagemap\"", None, &outs()).unwrap_err().to_string();
+    assert!(e.contains("cannot read pagemap: no process id was given"), "{e}");
+    let e = run("", "v2p = \"pagemap\"\npage_size = 8192", Some(1), &outs()).unwrap_err().to_string();
+    assert!(e.contains("`page_size`: pagemap maps 4 KiB pages"), "{e}");
+}
+
+#[test]
+fn malformed_input_names_the_line_and_leaves_nothing() {
+    let o = outs();
+    let e = run("==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", "phys_mem = \"64MiB\"", None, &o).unwrap_err().to_string();
+    assert_eq!(e, "<lackey>:4: unknown access kind 'X'; lackey writes I, L, S and M");
+    assert!(!o.out.exists() && !o.virt.exists());
+    assert!(std::fs::read_dir(o.out.parent().unwrap()).unwrap().next().is_none(), "no temporary files left");
+    let e = run(&format!("I  0,1\n{}", "x".repeat(5000)), "v2p = \"none\"", None, &outs()).unwrap_err().to_string();
+    assert!(e.contains("<lackey>:2: line longer than 4096 bytes"), "{e}");
+    let e = run("", "llc = 1000", None, &outs()).unwrap_err().to_string();
+    assert!(e.contains("`llc`: 1000 bytes is not a positive multiple"), "{e}");
+    let e = run("", "lcc = 0", None, &outs()).unwrap_err().to_string();
+    assert!(e.contains("`lcc`: unknown parameter; valid parameters: llc, llc_ways"), "{e}");
+}
+
+#[test]
+fn lines_split_across_reads_and_the_closing_summary() {
+    // A reader that returns 3 bytes at a time cuts every line.
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(3).min(b.len());
+            b[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let text = std::fs::read_to_string(data("small.lackey")).unwrap()
+        + "==4242== Executed:\n==4242==   guest instrs:  35\n==4242== Exit code:       0";
+    let o = outs();
+    let t = table("llc = 0\nv2p = \"none\"");
+    let req = CaptureRequest { out: &o.out, virt_out: None, params: Some(&t), seed: 0, pid: None, pipe_capacity: None };
+    let progress = Progress::default();
+    let r = capture(&mut Trickle(text.as_bytes()), Path::new("<lackey>"), &req, &progress).unwrap();
+    assert_eq!((r.instructions, r.guest_instrs_reported, r.records), (35, Some(35), 27));
+    assert_eq!(r.valgrind_messages.last().unwrap(), "Exit code:       0");
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(progress.records.load(Relaxed), 27);
+    assert_eq!(progress.data_accesses.load(Relaxed), 24);
+    assert_eq!(progress.input_bytes.load(Relaxed), text.len() as u64);
+}
+
+#[test]
+fn a_cancelled_capture_stops_with_an_error() {
+    let o = outs();
+    let t = table("v2p = \"none\"");
+    let req = CaptureRequest { out: &o.out, virt_out: None, params: Some(&t), seed: 0, pid: None, pipe_capacity: None };
+    let progress = Progress::default();
+    progress.cancel();
+    let e = capture(&mut "I  0,1\n".as_bytes(), Path::new("x"), &req, &progress).unwrap_err();
+    assert_eq!(e.to_string(), "capture interrupted");
+    assert!(!o.out.exists());
+}
+
+#[test]
+fn output_arguments_are_checked() {
+    let o = outs();
+    let t = table("");
+    let bad = |virt: Option<&Path>, out: &Path, params: &toml::Table| {
+        let req = CaptureRequest { out, virt_out: virt, params: Some(params), seed: 0, pid: None, pipe_capacity: None };
+        capture(&mut "".as_bytes(), Path::new("x"), &req, &Progress::default()).unwrap_err().to_string()
+    };
+    assert!(bad(None, &o.out, &t).contains("virtual twin"));
+    assert!(bad(Some(&o.out), &o.out, &t).contains("different paths"));
+    assert!(bad(Some(&o.virt), &o.out, &table("v2p = \"none\"")).contains("only the virtual trace"));
+}
+
+#[test]
+fn pagemap_follows_copy_on_write_of_the_zero_page() {
+    use tiersim_trace::capture::v2p::{Lookup, Pagemap};
+    // Untouched anonymous memory, read once: the kernel maps the shared zero page.
+    let mut buf = vec![0u8; 8 << 20];
+    let page = (buf.as_ptr() as u64).div_ceil(4096) * 4096 + (1 << 20);
+    let idx = (page - buf.as_ptr() as u64) as usize;
+    // SAFETY: `idx` is inside `buf`.
+    let _ = unsafe { std::ptr::read_volatile(buf.as_ptr().add(idx)) };
+    let mut pm = Pagemap::open(std::process::id()).unwrap();
+    let Lookup::Frame { frame: zero, exclusive: false } = pm.lookup(page / 4096) else {
+        // Frame numbers hidden (not root) or the page not shared: nothing to follow here.
+        return;
+    };
+    // The lackey stream reads the page, then (after the program wrote it, which this reader
+    // does between its two halves) writes and reads it again.
+    struct WriteBetween<'a> {
+        parts: [&'a [u8]; 2],
+        next: usize,
+        buf: &'a mut [u8],
+        idx: usize,
+    }
+    impl std::io::Read for WriteBetween<'_> {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            if self.next == 1 {
+                self.buf[self.idx] = 1;
+            }
+            let Some(part) = self.parts.get(self.next) else { return Ok(0) };
+            self.next += 1;
+            b[..part.len()].copy_from_slice(part);
+            Ok(part.len())
+        }
+    }
+    let first = format!("I  0,1\n L {page:x},8\n");
+    let second = format!("I  0,1\n S {:x},8\n L {:x},8\n", page + 8, page + 16);
+    let o = outs();
+    let t = table("llc = 0\nv2p = \"pagemap\"");
+    let req = CaptureRequest {
+        out: &o.out,
+        virt_out: Some(&o.virt),
+        params: Some(&t),
+        seed: 0,
+        pid: Some(std::process::id()),
+        pipe_capacity: None,
+    };
+    let mut input = WriteBetween { parts: [first.as_bytes(), second.as_bytes()], next: 0, buf: &mut buf, idx };
+    let r = capture(&mut input, Path::new("<lackey>"), &req, &Progress::default()).unwrap();
+    let Lookup::Frame { frame: own, exclusive: true } = pm.lookup(page / 4096) else { panic!("written page not exclusive") };
+    assert_ne!(own, zero);
+    let p: Vec<u64> = read(&o.out).iter().map(|a| a.addr).collect();
+    assert_eq!(p, vec![zero * 4096, own * 4096 + 8, own * 4096 + 16]);
+    assert_eq!(r.remaps, 1);
+    drop(buf);
+}

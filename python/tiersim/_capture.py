@@ -1,0 +1,253 @@
+"""`tiersim capture`: run a program under Valgrind's lackey tool and stream its loads and stores
+through the native filter (LLC model, virtual-to-physical mapping, trace writers).
+
+The program keeps its own stdin, stdout and stderr; lackey's output goes to a pipe that only
+the native filter reads, so no text trace is ever stored. The guest runs inside the Valgrind
+process, so that process's /proc/PID/pagemap maps the guest's virtual pages to frames.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiersim import _native
+from tiersim._convert import params_to_toml
+from tiersim._native import TiersimError
+
+VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes")
+# Valgrind writes one lackey line per write(2); a large pipe lets the filter take them in big
+# reads (the native side waits briefly when a read comes back less than half full).
+PIPE_SIZE = 1 << 20
+PROGRESS_PERIOD_S = 0.2
+
+
+@dataclass
+class CaptureProgress:
+    input_bytes: int
+    instructions: int
+    data_accesses: int
+    records: int
+    elapsed_s: float
+
+
+@dataclass
+class CaptureResult:
+    """What `capture` did. `exit_status` is the program's: its exit code, or 128 + the signal
+    that killed it."""
+
+    argv: list[str]
+    exit_status: int
+    signal: int | None
+    out: Path
+    virt_out: Path | None
+    elapsed_s: float
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def default_virt_out(out: str | os.PathLike[str]) -> Path:
+    """Where the virtual twin of a physical trace goes: prog.trace -> prog.virt.trace."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}.virt{p.suffix}") if p.suffix else p.with_name(p.name + ".virt")
+
+
+def capture_params() -> dict[str, Any]:
+    """The capture's parameters with kinds, defaults, bounds and help."""
+    return json.loads(_native.capture_params())
+
+
+def _find_program(prog: str) -> str:
+    if os.sep in prog:
+        p = Path(prog)
+        if not p.exists():
+            raise TiersimError(f"program '{prog}' not found")
+        if not p.is_file() or not os.access(p, os.X_OK):
+            raise TiersimError(f"program '{prog}' is not an executable file")
+        return prog
+    found = shutil.which(prog)
+    if found is None:
+        raise TiersimError(f"program '{prog}' not found on PATH")
+    return found
+
+
+def _find_valgrind() -> str:
+    found = shutil.which("valgrind")
+    if found is None:
+        raise TiersimError(
+            "valgrind is not installed: `make env` installs it (apt-get install valgrind), "
+            "or install it with your package manager"
+        )
+    return found
+
+
+def _writable(path: Path, what: str) -> None:
+    if path.is_dir():
+        raise TiersimError(f"{what} '{path}' is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise TiersimError(f"cannot write {what} '{path}': directory '{path.parent}' does not exist")
+
+
+def _big_pipe(fd: int) -> int:
+    """Grow the pipe towards PIPE_SIZE (the kernel caps it at fs/pipe-max-size); its capacity."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+    return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+
+def _checked(
+    params: Mapping[str, Any] | str | None,
+    seed: int,
+    out: str | os.PathLike[str],
+    virt_out: str | os.PathLike[str] | None,
+) -> tuple[str, Path, Path | None]:
+    """Parameters as TOML (resolved natively, so bad ones fail here), the output paths."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise TiersimError(f"seed must be an integer in [0, 2^64), got {seed!r}")
+    params_text = params_to_toml(params)
+    resolved = json.loads(_native.capture_resolve(params_text))
+    out_path = Path(out)
+    _writable(out_path, "output")
+    physical = resolved["v2p"] != "none"
+    if not physical and virt_out is not None:
+        raise TiersimError("v2p none writes only the virtual trace (to the output path): drop the virtual trace path")
+    virt_path = Path(virt_out) if virt_out is not None else (default_virt_out(out_path) if physical else None)
+    if virt_path is not None:
+        _writable(virt_path, "virtual trace")
+    return params_text, out_path, virt_path
+
+
+def capture(
+    argv: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    virt_out: str | os.PathLike[str] | None = None,
+    params: Mapping[str, Any] | str | None = None,
+    seed: int = 0,
+    on_progress: Callable[[CaptureProgress], None] | None = None,
+) -> CaptureResult:
+    """Run `argv` under Valgrind lackey and write its trace to `out`.
+
+    params: capture parameters (`capture_params()`), e.g. {"llc": "16MiB", "v2p": "buddy"}.
+    With v2p other than "none", `out` gets physical addresses and `virt_out` (default
+    `default_virt_out(out)`) the same records with virtual addresses.
+    on_progress is called about every 0.2 s from this thread while the program runs.
+
+    Raises TiersimError when the program or Valgrind cannot be found, a parameter is wrong, or
+    the stream cannot be read; the program is then killed and no trace is left. A program that
+    exits with a non-zero status still gives a trace; the status is in the result.
+    """
+    if not argv:
+        raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
+    # Bad parameters and outputs are refused before the program runs.
+    params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    valgrind = _find_valgrind()
+    _find_program(argv[0])
+
+    r, w = os.pipe()
+    try:
+        capacity = _big_pipe(r)
+        start = time.monotonic()
+        proc = subprocess.Popen([valgrind, *VALGRIND_ARGS, f"--log-fd={w}", *argv], pass_fds=(w,))
+    except OSError as exc:
+        os.close(r)
+        raise TiersimError(f"cannot start valgrind: {exc}") from None
+    finally:
+        # Only Valgrind may hold the write end, so the filter sees end of input when it exits.
+        os.close(w)
+
+    progress = _native.CaptureProgress()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["report"] = _native.capture(
+                f"/proc/self/fd/{r}",
+                os.fspath(out_path),
+                None if virt_path is None else os.fspath(virt_path),
+                params=params_text,
+                seed=seed,
+                pid=proc.pid,
+                pipe_capacity=capacity,
+                progress=progress,
+                source_name=f"<lackey output of {argv[0]}>",
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="tiersim-capture", daemon=True)
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(PROGRESS_PERIOD_S)
+            if on_progress is not None:
+                on_progress(CaptureProgress(*progress.snapshot(), time.monotonic() - start))
+    except BaseException:
+        progress.cancel()
+        _stop(proc)
+        worker.join()
+        os.close(r)
+        raise
+    os.close(r)
+    if "error" in outcome:
+        # The filter stopped reading: Valgrind would block on a full pipe, so end it.
+        _stop(proc)
+        raise outcome["error"]
+    returncode = proc.wait()
+    elapsed = time.monotonic() - start
+    sig = -returncode if returncode < 0 else None
+    return CaptureResult(
+        argv=list(argv),
+        exit_status=128 + sig if sig is not None else returncode,
+        signal=sig,
+        out=out_path,
+        virt_out=virt_path,
+        elapsed_s=elapsed,
+        report=json.loads(outcome["report"]),
+    )
+
+
+def capture_lackey(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    virt_out: str | os.PathLike[str] | None = None,
+    params: Mapping[str, Any] | str | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The capture pipeline on a stored lackey log (`valgrind --tool=lackey --trace-mem=yes
+    --log-file=F`, or `tiersim trace convert --to lackey`) instead of a running program. There is
+    no process to read pagemap of, so v2p auto uses the buddy model. Returns the report."""
+    params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    report = _native.capture(
+        os.fspath(src),
+        os.fspath(out_path),
+        None if virt_path is None else os.fspath(virt_path),
+        params=params_text,
+        seed=seed,
+    )
+    return json.loads(report)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

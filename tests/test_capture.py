@@ -1,0 +1,175 @@
+"""`tiersim capture` of a real program: tests/capture/hashmap.c, built here with gcc, counts its
+own table loads, stores, pages and lines; the captured traces must show exactly those in the
+table's address range. Each capture runs the program under Valgrind (about a second)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+import tiersim
+
+from conftest import run_cli
+
+SRC = Path(__file__).resolve().parent / "capture" / "hashmap.c"
+KEYS = 3000
+
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing: `make env` installs it")
+
+
+@pytest.fixture(scope="session")
+def hashmap(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    exe = tmp_path_factory.mktemp("capture") / "hashmap"
+    # -O0: the machine code does exactly the table accesses the source counts (see hashmap.c).
+    subprocess.run(["gcc", "-O0", "-Wall", "-Werror", "-o", str(exe), str(SRC)], check=True)
+    return exe
+
+
+def counters(stdout: str) -> dict[str, int]:
+    """The program's own report: table=0x.. bytes=.. loads=.. stores=.. pages=.. lines=.."""
+    m = re.search(r"^table=(\S+) (.*)$", stdout, re.M)
+    assert m, stdout
+    c = {k: int(v) for k, v in (kv.split("=") for kv in m.group(2).split())}
+    c["table"] = int(m.group(1), 16)
+    return c
+
+
+def records(trace: Path, tmp: Path) -> pl.DataFrame:
+    csv = tmp / (trace.name + ".csv")
+    tiersim.convert(trace, csv, dst_format="csv")
+    df = pl.read_csv(csv, comment_prefix="#")
+    return df.with_columns(pl.col("addr").map_elements(lambda a: int(a, 16), return_dtype=pl.UInt64))
+
+
+def in_table(df: pl.DataFrame, c: dict[str, int]) -> pl.DataFrame:
+    return df.filter((pl.col("addr") >= c["table"]) & (pl.col("addr") < c["table"] + c["bytes"]))
+
+
+def capture_api(exe: Path, tmp: Path, params: dict, *args: str, capfd: pytest.CaptureFixture[str]) -> tuple:
+    seen = []
+    result = tiersim.capture([str(exe), str(KEYS), *args], tmp / "p.trace", params=params, on_progress=seen.append)
+    stdout = capfd.readouterr().out
+    return result, counters(stdout), seen
+
+
+def test_unfiltered_capture_matches_the_programs_counters(hashmap: Path, tmp_path: Path, capfd):
+    result, c, seen = capture_api(hashmap, tmp_path, {"llc": 0, "v2p": "none"}, capfd=capfd)
+    r = result.report
+    assert result.exit_status == 0 and result.virt_out is None
+    df = records(tmp_path / "p.trace", tmp_path)
+    table = in_table(df, c)
+    # Every table access is one 8-byte load or store, and nothing else touches the table.
+    assert table.filter(pl.col("op") == "R").height == c["loads"]
+    assert table.filter(pl.col("op") == "W").height == c["stores"]
+    assert table["size"].unique().to_list() == [8]
+    assert (table["addr"] // 4096).n_unique() == c["pages"]
+    assert (table["addr"] // 64).n_unique() == c["lines"]
+    # The rest is the program's other data, its stack and libc: there, but not in the table.
+    assert df.height == r["records"] > table.height
+    # The instruction clock is lackey's own count; the gaps add up to it, but for the
+    # instructions after the last access.
+    assert r["instructions"] == r["guest_instrs_reported"]
+    assert r["instructions"] - 1000 < df["time"].sum() <= r["instructions"]
+    assert seen and seen[-1].records == r["records"] and seen[-1].instructions == r["instructions"]
+    assert tiersim.inspect(tmp_path / "p.trace")["addr_kind"] == "virtual"
+
+
+def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: Path, tmp_path: Path, capfd):
+    # 16 MiB, 16 ways: the 128 KiB table takes one way of some sets, nothing evicts it.
+    result, c, _ = capture_api(hashmap, tmp_path, {"llc": "16MiB", "llc_ways": 16}, capfd=capfd)
+    r = result.report
+    virt = records(result.virt_out, tmp_path)
+    phys = records(tmp_path / "p.trace", tmp_path)
+    table = in_table(virt, c)
+    assert table.filter(pl.col("op") == "R").height == c["lines"]
+    assert table.filter(pl.col("op") == "W").height == 0
+    assert table["size"].unique().to_list() == [64]
+    assert r["llc"]["misses"] == virt.filter(pl.col("op") == "R").height
+    # The physical trace is the same records with translated addresses.
+    assert phys.height == virt.height == r["records"]
+    for col in ("time", "cpu", "op", "size"):
+        assert phys[col].equals(virt[col]), col
+    assert (phys["addr"] % 4096).equals(virt["addr"] % 4096)
+    pages = pl.DataFrame({"v": virt["addr"] // 4096, "p": phys["addr"] // 4096})
+    # auto reads pagemap when it may (root here); the header says which.
+    info = tiersim.inspect(tmp_path / "p.trace")
+    assert info["addr_kind"] == "physical" and info["v2p"] == r["v2p"] in ("pagemap", "buddy")
+    if r["v2p"] == "pagemap":
+        # The table's pages end in frames of their own. Before that, a page that was only read
+        # so far is the shared zero page: pages may share a frame and change it once written.
+        table_pages = pages.filter((pl.col("v") >= c["table"] // 4096) & (pl.col("v") < (c["table"] + c["bytes"]) // 4096))
+        last = table_pages.group_by("v", maintain_order=True).last()
+        assert last.height == last["p"].n_unique() == c["pages"]
+        assert r["remaps"] > 0
+        # A page touched only between lackey's last flush and the exit can be missed.
+        assert r["pages_unresolved"] <= 2
+    else:
+        pairs = pages.unique()
+        assert pairs["v"].n_unique() == pairs["p"].n_unique() == pairs.height, "one frame per page, none shared"
+    assert tiersim.inspect(result.virt_out)["v2p"] == "unrecorded"
+
+
+def test_small_llc_misses_and_writes_back(hashmap: Path, tmp_path: Path, capfd):
+    # 32 KiB cannot hold the 128 KiB table: more fills than lines, and dirty lines come back.
+    result, c, _ = capture_api(
+        hashmap, tmp_path, {"llc": "32KiB", "llc_ways": 8, "v2p": "buddy", "phys_mem": "1GiB"}, capfd=capfd
+    )
+    table = in_table(records(result.virt_out, tmp_path), c)
+    fills = table.filter(pl.col("op") == "R").height
+    writebacks = table.filter(pl.col("op") == "W").height
+    assert c["lines"] < fills <= c["loads"] + c["stores"]
+    assert 0 < writebacks < fills
+    llc = result.report["llc"]
+    assert llc["writebacks"] == result.report["writes"]
+    assert result.report["v2p"] == "buddy" and tiersim.inspect(result.out)["v2p"] == "buddy"
+
+
+def test_cli_keeps_the_programs_output_and_status_and_the_trace_runs(hashmap: Path, tmp_path: Path):
+    out = tmp_path / "h.trace"
+    report = tmp_path / "report.json"
+    r = run_cli("capture", "-o", str(out), "--llc", "1MiB", "--report", str(report), "--", str(hashmap), str(KEYS), "3")
+    assert r.returncode == 3, r.stderr
+    # The program's stdout is untouched; tiersim speaks on stderr.
+    c = counters(r.stdout)
+    assert r.stdout.count("\n") == 1
+    assert "exited with status 3" in r.stderr and "tiersim capture exits with status 3" in r.stderr
+    rep = json.loads(report.read_text())
+    assert rep["exit_status"] == 3 and rep["argv"][1:] == [str(KEYS), "3"]
+    assert out.exists() and (tmp_path / "h.virt.trace").exists()
+    assert c["loads"] > 0
+    run = run_cli("run", str(out), "-p", "epyc_cxl_nps1", "--json", "-o", str(tmp_path / "run"))
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["accesses"] == rep["records"]
+
+
+def test_program_killed_by_a_signal(hashmap: Path, tmp_path: Path):
+    r = run_cli("capture", "-o", str(tmp_path / "a.trace"), "--v2p", "none", "--", str(hashmap), "100", "abort")
+    assert r.returncode == 128 + 6, r.stderr
+    assert "killed by SIGABRT" in r.stderr
+    assert tiersim.inspect(tmp_path / "a.trace")["accesses"] > 0
+
+
+def test_missing_program_or_bad_parameters_fail_before_running(hashmap: Path, tmp_path: Path):
+    out = tmp_path / "x.trace"
+    for args, msg in [
+        (["--", str(tmp_path / "nope")], "program '" + str(tmp_path / "nope") + "' not found"),
+        (["--", "no-such-program-xyz"], "program 'no-such-program-xyz' not found on PATH"),
+        (["--", str(SRC)], "is not an executable file"),
+        (["--llc", "1000", "--", str(hashmap), "10"], "`llc`: 1000 bytes is not a positive multiple"),
+        (["--param", "lcc=0", "--", str(hashmap), "10"], "`lcc`: unknown parameter"),
+        (["--v2p", "none", "--virt-out", str(tmp_path / "v"), "--", str(hashmap), "10"], "v2p none writes only"),
+    ]:
+        r = run_cli("capture", "-o", str(out), *args)
+        assert r.returncode == 1, (args, r.stderr)
+        assert msg in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        # The program never ran: it would have printed its counters.
+        assert "table=" not in r.stdout
+    assert list(tmp_path.iterdir()) == []
+    r = run_cli("capture", "-o", str(out))
+    assert r.returncode == 2
