@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod mshr;
 pub mod prefetch;
 pub mod replacement;
+pub mod replay;
 
 
 use cache::{Cache, Evicted, PREFETCHED};
@@ -606,11 +607,6 @@ impl CxlFlash {
     fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
         let write = op.is_write();
         let mask = self.mask(lo, hi);
-        let behind = self.accept_floor.saturating_sub(arrive);
-        if behind > 0 {
-            self.c.stall_behind += 1;
-            self.c.stall_behind_ps = self.c.stall_behind_ps.saturating_add(behind);
-        }
         let mut t = arrive.max(self.accept_floor);
         loop {
             self.retire_until(t);
@@ -922,6 +918,11 @@ impl Device for CxlFlash {
         let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
         let (_, arrive) = self.h2d.serve(at, up);
         self.flash.prune(self.accept_floor);
+        let behind = self.accept_floor.saturating_sub(arrive);
+        if behind > 0 {
+            self.c.stall_behind += 1;
+            self.c.stall_behind_ps = self.c.stall_behind_ps.saturating_add(behind);
+        }
         let mut addr = req.addr;
         let logical = self.logical_bytes();
         if addr >= logical || addr.saturating_add(size) > logical {
