@@ -29,16 +29,20 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
 
 from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
+from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
 from tiersim._result import RunResult, timeseries_frame
 
 __all__ = [
     "Characterization",
+    "FlashResult",
     "RunResult",
     "TiersimError",
     "__version__",
     "convert",
     "characterize",
+    "flash_replay",
+    "flash_study",
     "generate",
     "generate_with",
     "inspect",

@@ -5,6 +5,9 @@
 //! generators' output) become time at `ns_per_instruction` per CPU.
 //!
 //! Optional, before the device:
+//! - page scattering (`scatter`): each 4 KiB page gets a pseudo-random physical frame at its first
+//!   touch, as the kernel's allocator scatters a program's pages (seed 004 §3.2: physical traces
+//!   differ from virtual ones); off, addresses reach the device as the trace gives them;
 //! - a host LLC filter (`llc_bytes`, LRU, 64 B lines, write-back with write-allocate), so that
 //!   raw load/store traces reach the device as last-level-cache misses and dirty write-backs, as
 //!   seed 004's traces do;
@@ -54,6 +57,47 @@ pub struct ReplayOptions {
     pub llc_ways: u32,
     pub hint_file: Option<PathBuf>,
     pub hot_hints: Option<HotHints>,
+    /// Scatter pages over the device with this seed.
+    pub scatter: Option<u64>,
+}
+
+const PAGE_SHIFT: u32 = 12;
+
+/// First-touch page frames drawn from a bijection of a counter over the largest power-of-two
+/// number of frames that fits the device, so distinct pages never share a frame.
+struct Scatter {
+    frames_shift: u32,
+    mult: u64,
+    xor: u64,
+    next: u64,
+    map: FxHashMap<u64, u64>,
+}
+
+impl Scatter {
+    fn new(device_bytes: u64, seed: u64) -> Scatter {
+        let frames = (device_bytes >> PAGE_SHIFT).max(1);
+        let frames_shift = 63 - frames.leading_zeros();
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        Scatter { frames_shift, mult: r.gen::<u64>() | 1, xor: r.gen(), next: 0, map: FxHashMap::default() }
+    }
+
+    fn frame(&mut self, vpn: u64) -> u64 {
+        let (shift, mult, xor) = (self.frames_shift, self.mult, self.xor);
+        let next = &mut self.next;
+        *self.map.entry(vpn).or_insert_with(|| {
+            let mask = if shift >= 64 { u64::MAX } else { (1u64 << shift) - 1 };
+            // An odd multiplier and an xor-shift are both bijections modulo 2^shift.
+            let mut x = (*next).wrapping_mul(mult) & mask;
+            x ^= (x >> (shift / 2).max(1)) & mask;
+            x = (x ^ xor) & mask;
+            *next += 1;
+            x
+        })
+    }
+
+    fn addr(&mut self, addr: u64) -> u64 {
+        (self.frame(addr >> PAGE_SHIFT) << PAGE_SHIFT) | (addr & ((1 << PAGE_SHIFT) - 1))
+    }
 }
 
 pub struct ReplayResult {
@@ -234,6 +278,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     }
     let mut dev = CxlFlash::from_params(params)?;
     let line_shift = dev.line_shift;
+    let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };
     let mut hints = match &opts.hint_file {
         Some(p) => Some(HintFile::open(p)?),
@@ -285,8 +330,11 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
                 }
                 batch.reverse();
             }
-            let Some(a) = batch.pop() else { continue };
+            let Some(mut a) = batch.pop() else { continue };
             trace_accesses += 1;
+            if let Some(sc) = scatter.as_mut() {
+                a.addr = sc.addr(a.addr);
+            }
             let t = clock.issue(&a);
             if let (Some(h), Some(set)) = (opts.hot_hints, hot) {
                 if set.contains(&(a.addr >> line_shift)) && rng.gen::<f64>() < h.probability {
@@ -338,6 +386,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         "device_requests": device_requests,
         "llc": llc.as_ref().map(|c| json!({"bytes": opts.llc_bytes, "ways": c.ways, "hits": c.hits, "misses": c.misses, "writebacks": c.writebacks})),
         "hints_sent": hints_sent,
+        "scattered_pages": scatter.as_ref().map(|s| s.map.len()),
         "simulated_ns": span,
         "requests_per_simulated_s": if span == 0 { 0.0 } else { device_requests as f64 / (span as f64 / 1e9) },
     });
@@ -391,10 +440,39 @@ pub fn replay_input(input: &Input<'_>, params: &Params, opts: &ReplayOptions) ->
                 return Err(Error::arg("hints", "top and probability must be in [0, 1]"));
             }
             let shift = params.bytes("cache_line").trailing_zeros();
-            let counts = line_counts(input.open()?.as_mut(), shift, opts.limit)?;
+            let mut src = input.open()?;
+            let counts = match opts.scatter {
+                None => line_counts(src.as_mut(), shift, opts.limit)?,
+                Some(seed) => {
+                    let mut sc = Scatter::new(CxlFlash::from_params(params)?.logical_bytes(), seed);
+                    let mut mapped = ScatteredSource { inner: src.as_mut(), scatter: &mut sc };
+                    line_counts(&mut mapped, shift, opts.limit)?
+                }
+            };
             Some(hot_set(&counts, h.top))
         }
         None => None,
     };
     replay(input.open()?.as_mut(), params, opts, hot.as_ref())
+}
+
+/// A source whose addresses go through a `Scatter` (the first pass of generated hints).
+struct ScatteredSource<'a> {
+    inner: &'a mut dyn AccessSource,
+    scatter: &'a mut Scatter,
+}
+
+impl AccessSource for ScatteredSource<'_> {
+    fn header(&self) -> &tiersim_trace::TraceHeader {
+        self.inner.header()
+    }
+
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        let start = out.len();
+        let n = self.inner.read_batch(out, max)?;
+        for a in &mut out[start..] {
+            a.addr = self.scatter.addr(a.addr);
+        }
+        Ok(n)
+    }
 }
