@@ -30,12 +30,14 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
 from tiersim._capture import CaptureResult, capture, capture_lackey
 from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
+from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
 from tiersim._result import RunResult, timeseries_frame
 
 __all__ = [
     "CaptureResult",
     "Characterization",
+    "FlashResult",
     "RunResult",
     "TiersimError",
     "__version__",
@@ -43,6 +45,8 @@ __all__ = [
     "capture_lackey",
     "convert",
     "characterize",
+    "flash_replay",
+    "flash_study",
     "generate",
     "generate_with",
     "inspect",

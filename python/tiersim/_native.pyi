@@ -66,6 +66,29 @@ def characterize(device_or_preset: str, params: str = "", tests: list[str] = ...
     "columns": [{"name", "values"}]}]}. `params` is TOML: device parameters plus `count` and
     `granule` of the interleave set; `tests` empty runs all."""
 
+def flash_replay(
+    trace: str | None = None,
+    src_format: str | None = None,
+    preset: str | None = None,
+    params: str = "",
+    closed_loop: int | None = None,
+    ns_per_instruction: float = 0.5,
+    limit: int = 0,
+    llc_bytes: int = 0,
+    llc_ways: int = 16,
+    hint_file: str | None = None,
+    hint_top: float | None = None,
+    hint_probability: float = 0.1,
+    hint_lead: int = 1000,
+    seed: int = 0,
+    generator: str | None = None,
+    generator_params: str = "",
+    scatter: int | None = None,
+) -> str:
+    """JSON text: {"summary": device summary + "replay", "params": resolved TOML text,
+    "bins": {"class", "low_ns", "high_ns", "count"}}. One of `trace` (native by magic, or
+    `src_format`) and `generator` (with TOML `generator_params` and `seed`)."""
+
 def version() -> str: ...
 
 class CaptureProgress:

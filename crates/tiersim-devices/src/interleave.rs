@@ -40,6 +40,21 @@ impl InterleaveSet {
         self.devices[dev as usize].access(&local)
     }
 
+    /// Pass a host hint to the devices holding `[addr, addr + size)`, chunk by chunk.
+    pub fn hint(&mut self, now: Ns, addr: u64, size: u64) {
+        let n = self.devices.len() as u64;
+        let g = 1u64 << self.shift;
+        let end = addr.saturating_add(size.max(1));
+        let mut a = addr;
+        while a < end {
+            let chunk = a >> self.shift;
+            let len = (end - a).min(g - (a & (g - 1)));
+            let (row, dev) = (chunk / n, chunk % n);
+            self.devices[dev as usize].hint(now, (row << self.shift) | (a & (g - 1)), len);
+            a += len;
+        }
+    }
+
     pub fn idle_latency(&self, op: Op, size: u32) -> Ns {
         self.devices[0].idle_latency(op, size)
     }

@@ -9,6 +9,7 @@ use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 
 pub mod characterize;
 pub mod cxl;
+pub mod cxl_flash;
 pub mod dram;
 pub mod pipe;
 pub mod interleave;
@@ -48,6 +49,9 @@ pub trait Device: Send {
     fn peak_bandwidth(&self) -> f64;
     /// Device statistics (counts, bytes, busy time), for summary.json.
     fn stats(&self) -> serde_json::Value;
+    /// A host hint: the bytes `[addr, addr + size)` will be accessed soon (a kernel that knows
+    /// the hot pages, seed 004 §5.2 observation 7). Devices without a use for it ignore it.
+    fn hint(&mut self, _now: Ns, _addr: u64, _size: u64) {}
 }
 
 pub type BuildFn = fn(&Params) -> Result<Box<dyn Device>>;
@@ -64,6 +68,7 @@ pub static REGISTRY: &[DeviceEntry] = &[
     DeviceEntry { info: cxl::INFO, build: cxl::build },
     DeviceEntry { info: ssd::INFO, build: ssd::build },
     DeviceEntry { info: pmem::INFO, build: pmem::build },
+    DeviceEntry { info: cxl_flash::INFO, build: cxl_flash::build },
 ];
 
 /// Find a device kind by name; an unknown name lists the valid ones.

@@ -13,6 +13,10 @@ pub static PRESETS: &[(&str, &str)] = &[
     ("nvme_ssd", include_str!("../presets/nvme_ssd.toml")),
     ("optane_ssd", include_str!("../presets/optane_ssd.toml")),
     ("optane_100", include_str!("../presets/optane_100.toml")),
+    ("cxl_flash_ull", include_str!("../presets/cxl_flash_ull.toml")),
+    ("cxl_flash_slc", include_str!("../presets/cxl_flash_slc.toml")),
+    ("cxl_flash_mlc", include_str!("../presets/cxl_flash_mlc.toml")),
+    ("cxl_flash_tlc", include_str!("../presets/cxl_flash_tlc.toml")),
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -240,9 +240,9 @@ fn ssd_third_concurrent_read_waits_for_a_unit() {
 #[test]
 fn registry_and_presets() {
     let names: Vec<_> = REGISTRY.iter().map(|e| e.info.name).collect();
-    assert_eq!(names, ["dram", "cxl", "ssd", "pmem"]);
+    assert_eq!(names, ["dram", "cxl", "ssd", "pmem", "cxl_flash"]);
     let e = find("hbm").err().unwrap().to_string();
-    assert_eq!(e, "unknown device `hbm`; valid names: dram, cxl, ssd, pmem");
+    assert_eq!(e, "unknown device `hbm`; valid names: dram, cxl, ssd, pmem, cxl_flash");
     // Every declared default resolves and builds.
     for entry in REGISTRY {
         let (d, _) = build(entry.info.name, None).unwrap();
@@ -250,7 +250,8 @@ fn registry_and_presets() {
     }
     let all = presets::all().unwrap();
     let names: Vec<_> = all.iter().map(|p| p.name).collect();
-    assert_eq!(names, ["ddr5_4800", "ddr4_3200", "ddr4_2666", "cxl_cz120", "nvme_ssd", "optane_ssd", "optane_100"]);
+    assert_eq!(names, ["ddr5_4800", "ddr4_3200", "ddr4_2666", "cxl_cz120", "nvme_ssd", "optane_ssd", "optane_100",
+        "cxl_flash_ull", "cxl_flash_slc", "cxl_flash_mlc", "cxl_flash_tlc"]);
     for p in &all {
         assert!(!p.summary.is_empty() && !p.source.is_empty(), "{}", p.name);
         let (mut d, resolved) = build(&p.device, Some(&p.params)).unwrap();
@@ -262,7 +263,8 @@ fn registry_and_presets() {
     let e = presets::get("ddr3").unwrap_err().to_string();
     assert_eq!(
         e,
-        "unknown device preset `ddr3`; valid names: ddr5_4800, ddr4_3200, ddr4_2666, cxl_cz120, nvme_ssd, optane_ssd, optane_100"
+        "unknown device preset `ddr3`; valid names: ddr5_4800, ddr4_3200, ddr4_2666, cxl_cz120, nvme_ssd, optane_ssd, optane_100, \
+         cxl_flash_ull, cxl_flash_slc, cxl_flash_mlc, cxl_flash_tlc"
     );
     // Plugin info lists every parameter with its default.
     let j = cxl::INFO.to_json();

@@ -89,3 +89,82 @@ proptest! {
         let _ = d.stats();
     }
 }
+
+const FLASH_CONFIGS: [&str; 4] = [
+    // Small cache, small MSHR, best-offset: stalls, merges and evictions are frequent.
+    "cache_size = \"64KiB\"\ncache_ways = 4\nmshr_rows = 4\nmshr_entries = 3\nflash_blocks_per_plane = 8\n\
+     flash_pages_per_block = 8\nflash_channels = 2\nflash_ways = 2\nwrite_buffer = \"64KiB\"",
+    // No MSHR, fully associative FIFO, next-N-line, fill acknowledgements.
+    "cache_size = \"32KiB\"\ncache_ways = 0\nreplacement = \"fifo\"\nmshr_rows = 0\nprefetcher = \"next_n_line\"\n\
+     write_ack = \"fill\"\nflash_blocks_per_plane = 8\nflash_pages_per_block = 8",
+    // No cache: every access goes to flash; GC on a tiny device.
+    "cache_size = 0\nflash_channels = 1\nflash_ways = 2\nflash_planes = 1\nflash_blocks_per_plane = 6\n\
+     flash_pages_per_block = 4\nprefetcher = \"leap\"",
+    // Write-validate, no-allocate off, random replacement with hashing, feedback-directed.
+    "cache_size = \"128KiB\"\ncache_ways = 8\nreplacement = \"random\"\ncache_index_hash = true\n\
+     write_validate = true\nprefetcher = \"feedback_directed\"\nfdp_interval = 16\nflash_blocks_per_plane = 8\n\
+     flash_pages_per_block = 8\nhint_mode = \"pin\"",
+];
+
+proptest! {
+    #[test]
+    fn cxl_flash_bounds_and_accounting(stream in steps(), cfg in 0usize..4, hint_every in 2usize..20) {
+        let table: toml::Table = toml::from_str(FLASH_CONFIGS[cfg]).unwrap();
+        let (mut d, _) = build("cxl_flash", Some(&table)).unwrap();
+        let mut now = 0u64;
+        for (i, step) in stream.iter().enumerate() {
+            now += step.0 * 50;
+            let r = request(now, step);
+            if i % hint_every == 0 {
+                d.hint(now, r.addr ^ 0x5000, 4096);
+            }
+            let done = d.access(&r);
+            // Within one 4 KiB line nothing beats an idle hit.
+            prop_assert!(done >= now + d.idle_latency(r.op, r.size), "{done} < {now} + idle");
+        }
+        let s = d.stats();
+        let requests = s["requests"].as_u64().unwrap();
+        prop_assert_eq!(requests, stream.len() as u64);
+        prop_assert_eq!(s["hits"].as_u64().unwrap() + s["hits_under_miss"].as_u64().unwrap() + s["misses"].as_u64().unwrap(), requests);
+        let f = &s["flash"];
+        prop_assert_eq!(
+            f["reads"].as_u64().unwrap(),
+            f["reads_demand"].as_u64().unwrap() + f["reads_prefetch"].as_u64().unwrap() + f["reads_rmw"].as_u64().unwrap()
+        );
+        let p = &s["prefetch"];
+        prop_assert!(p["useful"].as_u64().unwrap() <= p["issued"].as_u64().unwrap());
+        prop_assert!(p["late"].as_u64().unwrap() <= p["useful"].as_u64().unwrap());
+        prop_assert_eq!(s["ftl"]["dropped_units"].as_u64().unwrap(), 0);
+        prop_assert!(s["latency_ns"]["under_1us"].as_u64().unwrap() <= requests);
+    }
+
+    #[test]
+    fn cxl_flash_extreme_inputs_do_not_panic(addrs in prop::collection::vec((any::<u64>(), any::<u64>(), 0u32..=70000u32, any::<bool>()), 1..100)) {
+        let (mut d, _) = build("cxl_flash", Some(&toml::from_str(FLASH_CONFIGS[0]).unwrap())).unwrap();
+        for (now, addr, size, w) in addrs {
+            let op = if w { Op::Write } else { Op::Read };
+            let done = d.access(&DeviceRequest { now: now >> 20, addr, size: size.min(65535), op, socket: 0, cpu: 0, remote: false });
+            prop_assert!(done >= now >> 20);
+            d.hint(now >> 20, addr, u64::from(size));
+        }
+        let _ = d.stats();
+    }
+}
+
+#[test]
+fn cxl_flash_is_deterministic() {
+    let run = || {
+        let (mut d, _) = build("cxl_flash", Some(&toml::from_str(FLASH_CONFIGS[3]).unwrap())).unwrap();
+        let mut x = 0x1234_5678u64;
+        let mut out = Vec::new();
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let op = if x.is_multiple_of(3) { Op::Write } else { Op::Read };
+            out.push(d.access(&DeviceRequest { now: i * 30, addr: (x % (8 << 20)) & !63, size: 64, op, socket: 0, cpu: 0, remote: false }));
+        }
+        (out, d.stats().to_string())
+    };
+    assert_eq!(run(), run());
+}

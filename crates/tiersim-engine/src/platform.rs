@@ -65,6 +65,7 @@ pub static PRESETS: &[(&str, &str)] = &[
     ("epyc_cxl_nps1", include_str!("../platforms/epyc_cxl_nps1.toml")),
     ("epyc_cxl_nps2", include_str!("../platforms/epyc_cxl_nps2.toml")),
     ("epyc_cxl_nps4", include_str!("../platforms/epyc_cxl_nps4.toml")),
+    ("dram_cxl_flash", include_str!("../platforms/dram_cxl_flash.toml")),
 ];
 
 /// A memory node, validated. Capacities here are after `scale`.

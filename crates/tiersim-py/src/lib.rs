@@ -328,6 +328,62 @@ fn capture_params() -> String {
 }
 
 #[pyfunction]
+#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None))]
+#[allow(clippy::too_many_arguments)]
+fn flash_replay(
+    py: Python<'_>,
+    trace: Option<String>,
+    src_format: Option<String>,
+    preset: Option<String>,
+    params: String,
+    closed_loop: Option<u32>,
+    ns_per_instruction: f64,
+    limit: u64,
+    llc_bytes: u64,
+    llc_ways: u32,
+    hint_file: Option<String>,
+    hint_top: Option<f64>,
+    hint_probability: f64,
+    hint_lead: usize,
+    seed: u64,
+    generator: Option<String>,
+    generator_params: String,
+    scatter: Option<u64>,
+) -> PyResult<String> {
+    use tiersim_devices::cxl_flash::replay::{self, HotHints, Input, ReplayOptions};
+    guarded(py, || {
+        let overrides = table("params", &params)?;
+        let gp = table("generator_params", &generator_params)?;
+        let p = replay::resolve_params(preset.as_deref(), overrides.as_ref())?;
+        let format = self::src_format(src_format.as_deref())?;
+        let input = match (&trace, &generator) {
+            (Some(t), None) => Input::File { path: Path::new(t), format },
+            (None, Some(name)) => Input::Generator { name, params: gp.as_ref(), seed },
+            _ => return Err(Error::arg("trace", "give exactly one of a trace file and a generator")),
+        };
+        let opts = ReplayOptions {
+            closed_loop,
+            ns_per_instruction,
+            limit,
+            llc_bytes,
+            llc_ways,
+            hint_file: hint_file.map(Into::into),
+            hot_hints: hint_top.map(|top| HotHints { top, probability: hint_probability, lead: hint_lead, seed }),
+            scatter,
+        };
+        let r = replay::replay_input(&input, &p, &opts)?;
+        let resolved = toml::to_string(&p.to_toml()).map_err(|e| Error::Sim(format!("writing the parameters: {e}")))?;
+        let bins = serde_json::json!({
+            "class": r.bins.iter().map(|b| b.0).collect::<Vec<_>>(),
+            "low_ns": r.bins.iter().map(|b| b.1).collect::<Vec<_>>(),
+            "high_ns": r.bins.iter().map(|b| b.2).collect::<Vec<_>>(),
+            "count": r.bins.iter().map(|b| b.3).collect::<Vec<_>>(),
+        });
+        Ok(serde_json::json!({"summary": r.summary, "params": resolved, "bins": bins}).to_string())
+    })
+}
+
+#[pyfunction]
 fn version() -> &'static str {
     tiersim_engine::VERSION
 }
@@ -349,6 +405,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;
     m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(flash_replay, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -1,0 +1,985 @@
+//! CXL-attached flash (reference seed 004: Yang et al., "Overcoming the Memory Wall with
+//! CXL-Enabled SSDs", USENIX ATC 2023, and its simulator MQSim_CXL, see
+//! reference/cxl_flash_mqsim.md). A request crosses a CXL link (round-trip latency plus one FCFS
+//! pipe per direction), then the controller accepts requests in order and serves each line:
+//!
+//! - hit in the device DRAM cache: a DRAM access (channels with queues, `dram::ChannelGroup`);
+//! - hit under miss: the line is being read from flash; the request merges into its MSHR row
+//!   and completes when the data arrives (from the fill buffer, no DRAM read on the way);
+//! - miss: a flash read of the line's mapping unit (`flash`, `ftl`) into a new MSHR row; when it
+//!   arrives the line is filled into the cache, evicting a victim that is written back to flash
+//!   if dirty. The prefetcher may add reads of other lines.
+//!
+//! Back-pressure: a request that needs an MSHR row (or an entry in a full row, or write-buffer
+//! room for the eviction it may cause) when none is free waits, and the requests behind it wait
+//! too (in-order acceptance, as MQSim_CXL stops its host feed); the wait is part of their latency
+//! (MQSim_CXL drops it, its B12). Writes that miss are acknowledged once their data sits in the
+//! MSHR row (`write_ack = "accept"`) or when the fill completes (`"fill"`, MQSim_CXL's behaviour).
+//!
+//! Timing is computed when a request arrives, in arrival order: MSHR rows retire (fill, evict,
+//! write back) when a later request arrives after their data is ready. Link and DRAM bandwidth
+//! used by data arriving later (fills, responses to misses) is charged when it arrives, so that
+//! it delays requests behind it but a miss's own response does not queue on the link.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use serde_json::json;
+use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
+
+use crate::dram::{channel_specs, ChannelGroup};
+use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
+use crate::{Device, DeviceRequest};
+
+pub mod cache;
+pub mod flash;
+pub mod ftl;
+pub mod metrics;
+pub mod mshr;
+pub mod prefetch;
+pub mod replacement;
+pub mod replay;
+
+
+use cache::{Cache, Evicted, PREFETCHED};
+use flash::{Flash, Geometry, Timing};
+use ftl::{Ftl, Location};
+use metrics::{Class, Latency};
+use mshr::{Kind, Mshr, Row};
+
+/// Filler for the constant arrays the parameter lists are assembled in.
+pub(crate) const PLACEHOLDER: ParamSpec = ParamSpec::new("", ParamKind::Bool, "false", "");
+
+const BASE: &[ParamSpec] = channel_specs! {
+    prefix: "dram_",
+    extra: [
+        ParamSpec::new("link_latency", ParamKind::Duration, "170ns",
+            "round-trip latency of the CXL port, link and device controller (as the cxl device; \
+             MQSim_CXL models none)"),
+        ParamSpec::new("link_read_bandwidth", ParamKind::Bandwidth, "27GB/s",
+            "device-to-host payload bandwidth (PCIe 5.0 x8 after flit overhead, as the cxl device)").min(1e6),
+        ParamSpec::new("link_write_bandwidth", ParamKind::Bandwidth, "27GB/s", "host-to-device payload bandwidth").min(1e6),
+        ParamSpec::new("link_header", ParamKind::Bytes, "16B",
+            "link bytes of a message without data (read request, write completion)").max(4096.0),
+        ParamSpec::new("cache_size", ParamKind::Bytes, "64MiB",
+            "device DRAM cache; 0 = no cache, every access goes to flash (seed 004 §5: 64 MiB, §4: up to 8 GiB)"),
+        ParamSpec::new("cache_line", ParamKind::Bytes, "4KiB",
+            "cache line = flash mapping unit (power of two, 512B..64KiB); dirty and valid bits per 1/64 of it, \
+             at least 64 B").min(512.0).max(65536.0),
+        ParamSpec::new("cache_ways", ParamKind::Int, "16", "associativity; 0 = fully associative (seed 004 §5: 16)")
+            .min(0.0).max(4294967295.0),
+        ParamSpec::new("cache_index_hash", ParamKind::Bool, "false",
+            "index sets by a hash of the line instead of line modulo sets (MQSim_CXL: modulo)"),
+        ParamSpec::new("replacement", ParamKind::Str, "cflru", "replacement policy").choices(&replacement::NAMES),
+        ParamSpec::new("write_allocate", ParamKind::Bool, "true",
+            "a write miss allocates the line; false = the write is merged into the flash unit (read-modify-write) \
+             without caching it"),
+        ParamSpec::new("write_validate", ParamKind::Bool, "false",
+            "a write miss allocates without reading flash, with per-sub-block valid bits; a later read of an \
+             invalid part, or the eviction of a partly valid dirty line, reads flash (MQSim_CXL: fetch on write)"),
+        ParamSpec::new("write_ack", ParamKind::Str, "accept",
+            "when a write that misses completes: `accept` once its data is in the MSHR row, `fill` when the line \
+             arrives (MQSim_CXL)").choices(&["accept", "fill"]),
+        ParamSpec::new("mshr_rows", ParamKind::Int, "1024",
+            "lines in flight from flash at once; 0 = no MSHR: misses never merge (MQSim_CXL: 1024)").min(0.0).max(16777216.0),
+        ParamSpec::new("mshr_entries", ParamKind::Int, "65", "requests one row holds, the first miss included (MQSim_CXL: 65)")
+            .min(1.0).max(16777216.0),
+        ParamSpec::new("write_buffer", ParamKind::Bytes, "4MiB",
+            "written-back lines waiting for or in a flash program; a miss waits while it is full \
+             (MQSim_CXL: 1024 queued 4 KiB flash operations)").min(1.0),
+        ParamSpec::new("prefetcher", ParamKind::Str, "best_offset", "prefetcher (parameters: nl_*, fdp_*, bo_*, leap_*)")
+            .choices(&prefetch::NAMES),
+        ParamSpec::new("prefetch_max_inflight", ParamKind::Int, "768",
+            "prefetch reads in flight at most (they also need a free MSHR row; MQSim_CXL: a 1024-entry queue)")
+            .min(0.0).max(16777216.0),
+        ParamSpec::new("pollution_filter", ParamKind::Int, "4096",
+            "entries of the filter that remembers lines evicted by prefetches (Srinath et al.: 4096)").min(1.0).max(16777216.0),
+        ParamSpec::new("flash_channels", ParamKind::Int, "8", "flash channels (seed 004 §5: 8; §4: 32)").min(1.0).max(1024.0),
+        ParamSpec::new("flash_ways", ParamKind::Int, "8", "dies per channel (seed 004 §5: 8; §4: 32)").min(1.0).max(1024.0),
+        ParamSpec::new("flash_planes", ParamKind::Int, "4", "planes per die (MQSim_CXL: 4)").min(1.0).max(64.0),
+        ParamSpec::new("flash_blocks_per_plane", ParamKind::Int, "512", "blocks per plane (MQSim_CXL real-world: 512 = 1 TiB)")
+            .min(4.0).max(1048576.0),
+        ParamSpec::new("flash_pages_per_block", ParamKind::Int, "512", "pages per block (MQSim_CXL: 512)").min(1.0).max(65536.0),
+        ParamSpec::new("flash_page_size", ParamKind::Bytes, "16KiB", "flash page (MQSim_CXL: 16 KiB)").min(512.0).max(1048576.0),
+        ParamSpec::new("flash_channel_bandwidth", ParamKind::Bandwidth, "1.2GB/s",
+            "channel transfer rate: 1200 MT/s on an 8-bit bus (MQSim_CXL's setting, which its B2 truncated to \
+             infinite)").min(1e6),
+        ParamSpec::new("flash_read_latency_us", ParamKind::FloatList, "[3]",
+            "array read time per page type (LSB, CSB, MSB: page index modulo the list length), in us (ULL: 3)"),
+        ParamSpec::new("flash_program_latency_us", ParamKind::FloatList, "[100]",
+            "array program time per page type, in us (ULL: 100)"),
+        ParamSpec::new("flash_erase_latency", ParamKind::Duration, "1ms", "block erase time (ULL: 1 ms)"),
+        ParamSpec::new("flash_endurance", ParamKind::Int, "100000", "P/E cycles a block is rated for (SLC class: 100K)")
+            .min(1.0),
+        ParamSpec::new("overprovisioning", ParamKind::Float, "0.127",
+            "fraction of the physical space hidden from the host (MQSim_CXL: 0.127)").min(0.0).max(0.9),
+        ParamSpec::new("gc_threshold", ParamKind::Float, "0.01",
+            "GC runs when a plane has at most this fraction of its blocks free, at least 2 (MQSim_CXL: 0.01)")
+            .min(0.0).max(0.5),
+        ParamSpec::new("hint_mode", ParamKind::Str, "prefetch",
+            "what a host hint does: `prefetch` the line, `pin` it (prefetch and protect from eviction), or `off`")
+            .choices(&["off", "prefetch", "pin"]),
+        ParamSpec::new("hint_pin_share", ParamKind::Float, "0.5", "at most this fraction of a set's ways is pinned")
+            .min(0.0).max(1.0),
+        ParamSpec::new("seed", ParamKind::Int, "1", "seed of random replacement").min(0.0),
+    ],
+    channels: "1",
+    channel_bandwidth: "25.6GB/s",
+    efficiency: "0.85",
+    read_latency: "44ns",
+    write_latency: "44ns",
+    interleave: "256B",
+    burst: "64B",
+};
+
+const N_SPECS: usize = BASE.len() + replacement::PARAM_COUNT + prefetch::PARAM_COUNT;
+
+const ALL_SPECS: [ParamSpec; N_SPECS] = {
+    let mut out = [PLACEHOLDER; N_SPECS];
+    let mut k = 0;
+    while k < BASE.len() {
+        out[k] = BASE[k];
+        k += 1;
+    }
+    let mut j = 0;
+    while j < replacement::PARAM_COUNT {
+        out[k] = replacement::PARAMS[j];
+        k += 1;
+        j += 1;
+    }
+    j = 0;
+    while j < prefetch::PARAM_COUNT {
+        out[k] = prefetch::PARAMS[j];
+        k += 1;
+        j += 1;
+    }
+    out
+};
+
+/// The device's parameters: its own, then every replacement policy's and every prefetcher's.
+pub const SPECS: &[ParamSpec] = &ALL_SPECS;
+
+pub const INFO: PluginInfo = PluginInfo {
+    name: "cxl_flash",
+    summary: "CXL-attached flash: link + DRAM cache (ways, replacement, write-back) + MSHRs + prefetcher + \
+              channels x ways x planes flash + page-mapping FTL with GC; lifetime",
+    source: "Yang et al., Overcoming the Memory Wall with CXL-Enabled SSDs, USENIX ATC 2023 (seed 004) and MQSim_CXL; \
+             see reference/cxl_flash_mqsim.md for the reference's bugs fixed here",
+    params: SPECS,
+};
+
+pub fn build(p: &Params) -> Result<Box<dyn Device>> {
+    Ok(Box::new(CxlFlash::from_params(p)?))
+}
+
+const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
+/// MQSim_CXL's README turns its lifetime into years of 2080 working hours.
+const MQSIM_YEAR_S: f64 = 2080.0 * 3600.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HintMode {
+    Off,
+    Prefetch,
+    Pin,
+}
+
+/// Device counters (requests and lines).
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    requests: u64,
+    reads: u64,
+    writes: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    line_hits: u64,
+    line_hits_under_miss: u64,
+    line_misses: u64,
+    /// Write misses allocated without a flash read (write_validate).
+    write_validate_allocs: u64,
+    flash_reads_demand: u64,
+    flash_reads_prefetch: u64,
+    /// Demand reads of a line already in flight (no MSHR to merge them).
+    flash_reads_duplicate: u64,
+    /// Flash reads to complete a partly valid line before it is written back.
+    flash_reads_rmw: u64,
+    write_buffer_hits: u64,
+    evictions_clean: u64,
+    evictions_dirty: u64,
+    dirty_subblocks_evicted: u64,
+    wrapped: u64,
+    stall_mshr_rows: u64,
+    stall_mshr_rows_ps: Ps,
+    stall_mshr_entries: u64,
+    stall_mshr_entries_ps: Ps,
+    stall_write_buffer: u64,
+    stall_write_buffer_ps: Ps,
+    /// Requests that waited behind an earlier stalled one, and how long.
+    stall_behind: u64,
+    stall_behind_ps: Ps,
+    prefetch_dropped: u64,
+    prefetch_redundant: u64,
+    prefetch_unused_evicted: u64,
+    hints: u64,
+    hint_prefetches: u64,
+    hint_pins: u64,
+    hint_pins_refused: u64,
+}
+
+pub struct CxlFlash {
+    h2d: Pipe,
+    d2h: Pipe,
+    link_latency: Ps,
+    header: u64,
+    link_read_bandwidth: f64,
+    /// Responses of requests served later than they were computed: (time, bytes).
+    deferred: BinaryHeap<Reverse<(Ps, u64)>>,
+    dram: ChannelGroup,
+    cache: Option<Cache>,
+    mshr: Mshr,
+    flash: Flash,
+    ftl: Ftl,
+    prefetcher: Box<dyn Prefetcher>,
+    prefetcher_name: String,
+    proposals: Vec<u64>,
+    line_shift: u32,
+    sub_shift: u32,
+    full_mask: u64,
+    /// Lines (mapping units) the host can address.
+    lines: u64,
+    write_allocate: bool,
+    write_validate: bool,
+    ack_fill: bool,
+    write_buffer_units: u64,
+    prefetch_max: u32,
+    pollution: Vec<u64>,
+    hint_mode: HintMode,
+    pin_max: u32,
+    accept_floor: Ps,
+    endurance: u64,
+    c: Counters,
+    pf: prefetch::Counters,
+    lat: Latency,
+    first_issue: Option<Ns>,
+    last_issue: Ns,
+    last_completion: Ns,
+}
+
+use prefetch::Prefetcher;
+
+fn pow2(p: &Params, key: &str) -> Result<u32> {
+    let v = p.bytes(key);
+    if !v.is_power_of_two() {
+        return Err(Error::config(key, format!("{v}B is not a power of two")));
+    }
+    Ok(v.trailing_zeros())
+}
+
+fn latencies_us(p: &Params, key: &str) -> Result<Vec<Ps>> {
+    let v = p.floats(key);
+    if v.is_empty() || v.len() > 16 {
+        return Err(Error::config(key, "give 1 to 16 latencies (one per page type)"));
+    }
+    v.iter()
+        .map(|&us| {
+            if us.is_finite() && us > 0.0 && us < 1e9 {
+                Ok((us * 1e6).round() as Ps)
+            } else {
+                Err(Error::config(key, format!("{us} us is not a positive latency below 1e9 us")))
+            }
+        })
+        .collect()
+}
+
+fn u32_param(p: &Params, key: &str) -> Result<u32> {
+    u32::try_from(p.uint(key)).map_err(|_| Error::config(key, "too large"))
+}
+
+impl CxlFlash {
+    pub fn from_params(p: &Params) -> Result<CxlFlash> {
+        let line_shift = pow2(p, "cache_line")?;
+        let line = 1u64 << line_shift;
+        let page_shift = pow2(p, "flash_page_size")?;
+        if page_shift < line_shift {
+            return Err(Error::config(
+                "flash_page_size",
+                format!("{}B is smaller than cache_line {line}B (the mapping unit)", 1u64 << page_shift),
+            ));
+        }
+        let geo = Geometry {
+            channels: u32_param(p, "flash_channels")?,
+            ways: u32_param(p, "flash_ways")?,
+            planes: u32_param(p, "flash_planes")?,
+            blocks_per_plane: u32_param(p, "flash_blocks_per_plane")?,
+            pages_per_block: u32_param(p, "flash_pages_per_block")?,
+            page_size: 1 << page_shift,
+            unit: line,
+            units_per_page: 1 << (page_shift - line_shift),
+        };
+        let physical = geo.physical_units();
+        if physical >= u64::from(u32::MAX) {
+            return Err(Error::config(
+                "flash_blocks_per_plane",
+                format!("the device has {physical} mapping units; at most 2^32 - 2 are supported (16 TiB of 4 KiB units)"),
+            ));
+        }
+        let op = p.float("overprovisioning");
+        let logical = (physical as f64 * (1.0 - op)).floor() as u64;
+        if logical == 0 {
+            return Err(Error::config("overprovisioning", "leaves no logical space"));
+        }
+        let timing = Timing {
+            read: latencies_us(p, "flash_read_latency_us")?,
+            program: latencies_us(p, "flash_program_latency_us")?,
+            erase: ps_from_ns(p.duration("flash_erase_latency")),
+        };
+        let flash = Flash::new(geo, timing, p.bandwidth("flash_channel_bandwidth"));
+        let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
+
+        let cache_size = p.bytes("cache_size");
+        if !cache_size.is_multiple_of(line) {
+            return Err(Error::config("cache_size", format!("{cache_size}B is not a whole number of {line}B lines")));
+        }
+        let cache_lines = cache_size / line;
+        let cache = if cache_lines == 0 {
+            None
+        } else {
+            let ways = match p.uint("cache_ways") {
+                0 => cache_lines,
+                w => w,
+            };
+            if !cache_lines.is_multiple_of(ways) || ways > u64::from(u32::MAX) {
+                return Err(Error::config(
+                    "cache_ways",
+                    format!("{ways} ways do not divide the cache's {cache_lines} lines"),
+                ));
+            }
+            let shape = replacement::Shape { sets: (cache_lines / ways) as usize, ways: ways as u32 };
+            let repl = (replacement::find(p.str("replacement"))?.build)(p, shape)?;
+            Some(Cache::new(shape, p.bool("cache_index_hash"), repl))
+        };
+        let write_allocate = p.bool("write_allocate");
+        let write_validate = p.bool("write_validate");
+        if write_validate && !write_allocate {
+            return Err(Error::config("write_validate", "needs write_allocate = true"));
+        }
+        let prefetcher_name = p.str("prefetcher").to_owned();
+        let prefetcher = (prefetch::find(&prefetcher_name)?.build)(p)?;
+        let sub_shift = line_shift.saturating_sub(6).max(6);
+        let subs = 1u32 << (line_shift - sub_shift);
+        let full_mask = if subs == 64 { u64::MAX } else { (1u64 << subs) - 1 };
+        let dram = ChannelGroup::from_params(p, "dram_")?;
+        let pin_max = cache.as_ref().map_or(0, |c| (p.float("hint_pin_share") * f64::from(c.ways)).floor() as u32);
+        Ok(CxlFlash {
+            h2d: Pipe::new(p.bandwidth("link_write_bandwidth")),
+            d2h: Pipe::new(p.bandwidth("link_read_bandwidth")),
+            link_latency: ps_from_ns(p.duration("link_latency")),
+            header: p.bytes("link_header"),
+            link_read_bandwidth: p.bandwidth("link_read_bandwidth"),
+            deferred: BinaryHeap::new(),
+            dram,
+            cache,
+            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?),
+            flash,
+            ftl,
+            prefetcher,
+            prefetcher_name,
+            proposals: Vec::new(),
+            line_shift,
+            sub_shift,
+            full_mask,
+            lines: logical,
+            write_allocate,
+            write_validate,
+            ack_fill: p.str("write_ack") == "fill",
+            write_buffer_units: (p.bytes("write_buffer") / line).max(1),
+            prefetch_max: u32_param(p, "prefetch_max_inflight")?,
+            pollution: vec![0; p.uint("pollution_filter") as usize],
+            hint_mode: match p.str("hint_mode") {
+                "off" => HintMode::Off,
+                "pin" => HintMode::Pin,
+                _ => HintMode::Prefetch,
+            },
+            pin_max,
+            accept_floor: 0,
+            endurance: p.uint("flash_endurance"),
+            c: Counters::default(),
+            pf: prefetch::Counters::default(),
+            lat: Latency::new(),
+            first_issue: None,
+            last_issue: 0,
+            last_completion: 0,
+        })
+    }
+
+    /// Bytes the host can address.
+    pub fn logical_bytes(&self) -> u64 {
+        self.lines << self.line_shift
+    }
+
+    pub fn latency(&self) -> &Latency {
+        &self.lat
+    }
+
+    /// Mask of the sub-blocks covering bytes `lo..=hi` of a line.
+    #[inline]
+    fn mask(&self, lo: u64, hi: u64) -> u64 {
+        let (a, b) = (lo >> self.sub_shift, hi >> self.sub_shift);
+        let width = b - a + 1;
+        let ones = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+        (ones << a) & self.full_mask
+    }
+
+    #[inline]
+    fn pollution_slot(&self, line: u64) -> usize {
+        (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize % self.pollution.len()
+    }
+
+    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then.
+    fn retire_until(&mut self, t: Ps) {
+        while let Some(row) = self.mshr.pop_ready(t) {
+            self.retire(row);
+        }
+        while let Some(&Reverse((when, bytes))) = self.deferred.peek() {
+            if when > t {
+                break;
+            }
+            self.deferred.pop();
+            self.d2h.serve(when, bytes);
+        }
+    }
+
+    fn retire(&mut self, row: Row) {
+        let t = row.ready;
+        match (row.kind, self.cache.is_some()) {
+            (Kind::Fill, true) => self.fill(row),
+            (Kind::Fill, false) => {}
+            (Kind::Rmw, _) => self.ftl.write(&mut self.flash, row.line, t),
+        }
+    }
+
+    /// Put the line of a completed read into the cache.
+    fn fill(&mut self, row: Row) {
+        let t = row.ready;
+        let line_bytes = 1u64 << self.line_shift;
+        let Some(cache) = self.cache.as_mut() else { return };
+        if let Some(slot) = cache.lookup(row.line) {
+            // Already there: a partly valid line (write_validate) completed by this read, or a
+            // duplicate read without MSHR.
+            let s = slot as usize;
+            cache.valid[s] = self.full_mask;
+            cache.dirty[s] |= row.dirty;
+            return;
+        }
+        let (slot, evicted) = cache.allocate(row.line);
+        let s = slot as usize;
+        cache.valid[s] = self.full_mask;
+        cache.dirty[s] = row.dirty;
+        let unused_prefetch = row.prefetch && !row.demanded;
+        if unused_prefetch {
+            cache.flags[s] |= PREFETCHED;
+        }
+        if row.pin {
+            if cache.pin(slot, self.pin_max) {
+                self.c.hint_pins += 1;
+            } else {
+                self.c.hint_pins_refused += 1;
+            }
+        }
+        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
+        self.prefetcher.on_fill(row.line, row.prefetch);
+        if let Some(e) = evicted {
+            self.evict(e, slot, t, unused_prefetch);
+        }
+    }
+
+    fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
+        self.pf.evictions += 1;
+        if e.flags & PREFETCHED != 0 {
+            self.c.prefetch_unused_evicted += 1;
+        }
+        if by_prefetch {
+            let i = self.pollution_slot(e.line);
+            self.pollution[i] = e.line + 1;
+        }
+        if e.dirty == 0 {
+            self.c.evictions_clean += 1;
+            return;
+        }
+        self.c.evictions_dirty += 1;
+        self.c.dirty_subblocks_evicted += u64::from(e.dirty.count_ones());
+        let line_bytes = 1u64 << self.line_shift;
+        // The victim's data leaves the DRAM for the write buffer.
+        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
+        let at = if e.valid != self.full_mask {
+            // Partly valid: the rest of the unit comes from flash first.
+            self.c.flash_reads_rmw += 1;
+            self.read_unit(e.line, t)
+        } else {
+            t
+        };
+        self.ftl.write(&mut self.flash, e.line, at);
+    }
+
+    /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
+    /// controller, and whether flash was read.
+    fn read_unit(&mut self, line: u64, t: Ps) -> Ps {
+        match self.ftl.locate(&self.flash, line) {
+            Location::Buffer => {
+                self.ftl.buffer_read();
+                self.c.write_buffer_hits += 1;
+                let bytes = 1u64 << self.line_shift;
+                self.dram.serve(t, 0, bytes as u32, Op::Read)
+            }
+            Location::Flash { die, page } => self.flash.read(die, page, 1u64 << self.line_shift, t),
+        }
+    }
+
+    fn on_flash(&self, line: u64) -> bool {
+        !matches!(self.ftl.locate(&self.flash, line), Location::Buffer)
+    }
+
+    /// Ask the prefetcher and issue what it proposes.
+    fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
+        let mut proposals = std::mem::take(&mut self.proposals);
+        proposals.clear();
+        let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
+        self.prefetcher.on_trigger(&ctx, &mut proposals);
+        for &l in &proposals {
+            self.prefetch(l, t, false);
+        }
+        self.proposals = proposals;
+    }
+
+    /// Issue a prefetch read of `line` at `t` unless it is cached or in flight or no row is free.
+    fn prefetch(&mut self, line: u64, t: Ps, pin: bool) -> bool {
+        if line >= self.lines {
+            return false;
+        }
+        let Some(cache) = self.cache.as_mut() else {
+            self.c.prefetch_dropped += 1;
+            return false;
+        };
+        if let Some(slot) = cache.lookup(line) {
+            if cache.valid[slot as usize] == self.full_mask {
+                self.c.prefetch_redundant += 1;
+                if pin {
+                    if cache.pin(slot, self.pin_max) {
+                        self.c.hint_pins += 1;
+                    } else {
+                        self.c.hint_pins_refused += 1;
+                    }
+                }
+                return false;
+            }
+        }
+        if let Some(r) = self.mshr.find(line) {
+            self.c.prefetch_redundant += 1;
+            if pin {
+                self.mshr.row_mut(r).pin = true;
+            }
+            return false;
+        }
+        if self.mshr.full() || self.mshr.prefetch_in_use() >= self.prefetch_max {
+            self.c.prefetch_dropped += 1;
+            return false;
+        }
+        if self.on_flash(line) {
+            self.c.flash_reads_prefetch += 1;
+        }
+        let ready = self.read_unit(line, t);
+        self.pf.issued += 1;
+        self.mshr.alloc(Row {
+            line,
+            ready,
+            kind: Kind::Fill,
+            merged: 0,
+            prefetch: true,
+            demanded: false,
+            dirty: 0,
+            resp_bytes: 0,
+            pin,
+        });
+        true
+    }
+
+    /// Serve one line of a request that arrived at the controller at `arrive`; returns when its
+    /// data (or write acknowledgement) is ready at the controller, and how it was served.
+    fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
+        let write = op.is_write();
+        let mask = self.mask(lo, hi);
+        let mut t = arrive.max(self.accept_floor);
+        loop {
+            self.retire_until(t);
+            let cached = self.cache.as_ref().and_then(|c| c.lookup(line));
+            if let Some(slot) = cached {
+                let valid = self.cache.as_ref().map_or(0, |c| c.valid[slot as usize]);
+                if write || valid & mask == mask {
+                    self.accept_floor = t;
+                    return (self.hit(slot, line, lo, hi, op, t), Class::Hit);
+                }
+            }
+            if self.mshr.merging() {
+                if let Some(r) = self.mshr.find(line) {
+                    let row = *self.mshr.row(r);
+                    if row.merged < self.mshr.entries {
+                        self.accept_floor = t;
+                        return (self.hit_under_miss(r, mask, write, hi - lo + 1, t), Class::HitUnderMiss);
+                    }
+                    self.c.stall_mshr_entries += 1;
+                    self.c.stall_mshr_entries_ps = self.c.stall_mshr_entries_ps.saturating_add(row.ready - t);
+                    t = row.ready;
+                    continue;
+                }
+            }
+            if self.mshr.full() {
+                let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
+                self.c.stall_mshr_rows += 1;
+                self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                t = next;
+                continue;
+            }
+            if self.cache.is_some() && self.ftl.pending(t) >= self.write_buffer_units {
+                if let Some(next) = self.ftl.next_program_done() {
+                    self.c.stall_write_buffer += 1;
+                    self.c.stall_write_buffer_ps = self.c.stall_write_buffer_ps.saturating_add(next - t);
+                    t = next;
+                    continue;
+                }
+            }
+            self.accept_floor = t;
+            return (self.miss(line, mask, op, hi - lo + 1, t, cached), Class::Miss);
+        }
+    }
+
+    fn hit(&mut self, slot: u32, line: u64, lo: u64, hi: u64, op: Op, t: Ps) -> Ps {
+        self.c.line_hits += 1;
+        let line_bytes = 1u64 << self.line_shift;
+        let done = self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op);
+        let mask = self.mask(lo, hi);
+        let cache = self.cache.as_mut().expect("hits need a cache");
+        cache.hit(slot);
+        let s = slot as usize;
+        if op.is_write() {
+            cache.dirty[s] |= mask;
+            cache.valid[s] |= mask;
+        }
+        if cache.flags[s] & PREFETCHED != 0 {
+            cache.flags[s] &= !PREFETCHED;
+            self.pf.useful += 1;
+            self.trigger(line, false, t);
+        }
+        done
+    }
+
+    /// The acknowledgement of a write whose `bytes` wait in an MSHR row: as a DRAM write would take.
+    #[inline]
+    fn posted(&self, bytes: u64, t: Ps) -> Ps {
+        t + self.dram.idle(Op::Write, bytes as u32)
+    }
+
+    fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
+        self.c.line_hits_under_miss += 1;
+        let row = self.mshr.row_mut(r);
+        row.merged += 1;
+        if write {
+            row.dirty |= mask;
+        }
+        let first_use = row.prefetch && !row.demanded;
+        row.demanded = true;
+        let (ready, line) = (row.ready, row.line);
+        if first_use {
+            self.pf.useful += 1;
+            self.pf.late += 1;
+            self.trigger(line, false, t);
+        }
+        if write && !self.ack_fill {
+            self.posted(bytes, t)
+        } else {
+            ready.max(t)
+        }
+    }
+
+    fn miss(&mut self, line: u64, mask: u64, op: Op, bytes: u64, t: Ps, cached: Option<u32>) -> Ps {
+        let write = op.is_write();
+        self.c.line_misses += 1;
+        if write && self.write_validate && cached.is_none() {
+            if let Some(cache) = self.cache.as_mut() {
+                // Allocate without reading flash: only the written part is valid.
+                self.c.write_validate_allocs += 1;
+                let (slot, evicted) = cache.allocate(line);
+                let s = slot as usize;
+                cache.valid[s] = mask;
+                cache.dirty[s] = mask;
+                let line_bytes = 1u64 << self.line_shift;
+                let done = self.dram.serve(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
+                self.prefetcher.on_fill(line, false);
+                if let Some(e) = evicted {
+                    self.evict(e, slot, t, false);
+                }
+                return done;
+            }
+        }
+        let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
+        if self.mshr.find(line).is_some() {
+            self.c.flash_reads_duplicate += 1;
+        }
+        let slot = self.pollution_slot(line);
+        if self.pollution[slot] == line + 1 {
+            self.pollution[slot] = 0;
+            self.pf.pollution_misses += 1;
+        }
+        self.pf.demand_misses += 1;
+        if self.on_flash(line) {
+            self.c.flash_reads_demand += 1;
+        }
+        let ready = self.read_unit(line, t);
+        self.mshr.alloc(Row {
+            line,
+            ready,
+            kind,
+            merged: 1,
+            prefetch: false,
+            demanded: true,
+            dirty: if write { mask } else { 0 },
+            resp_bytes: 0,
+            pin: false,
+        });
+        if kind == Kind::Fill {
+            self.trigger(line, true, t);
+        }
+        if write && !self.ack_fill {
+            self.posted(bytes, t)
+        } else {
+            ready
+        }
+    }
+
+    /// Host hint: the lines of `[addr, addr + size)` will be used soon.
+    pub fn hint_at(&mut self, now: Ns, addr: u64, size: u64) {
+        let t = ps_from_ns(now).max(self.accept_floor);
+        self.retire_until(t);
+        let first = addr >> self.line_shift;
+        let last = addr.saturating_add(size.max(1) - 1) >> self.line_shift;
+        for l in first..=last {
+            self.c.hints += 1;
+            let line = if l >= self.lines { l % self.lines } else { l };
+            match self.hint_mode {
+                HintMode::Off => {}
+                HintMode::Prefetch => {
+                    self.c.hint_prefetches += u64::from(self.prefetch(line, t, false));
+                }
+                HintMode::Pin => {
+                    self.c.hint_prefetches += u64::from(self.prefetch(line, t, true));
+                }
+            }
+        }
+    }
+
+    fn ratio(a: u64, b: u64) -> Option<f64> {
+        (b > 0).then(|| a as f64 / b as f64)
+    }
+
+    /// Simulated span: first issue to last completion.
+    pub fn span_ns(&self) -> Ns {
+        self.last_completion.saturating_sub(self.first_issue.unwrap_or(0))
+    }
+
+    /// The device's figures as JSON (what `stats()` returns).
+    pub fn summary(&self) -> serde_json::Value {
+        let c = &self.c;
+        let pf = &self.pf;
+        let requests = self.lat.total();
+        let geo = self.flash.geo;
+        let ops = self.flash.ops;
+        let span_s = self.span_ns() as f64 / 1e9;
+        let host_unit_bytes = self.ftl.host_units_programmed() << self.line_shift;
+        let physical = geo.physical_bytes();
+        let (_, _, max_erases) = self.ftl.wear();
+        let years = |rate: f64| (rate > 0.0 && span_s > 0.0).then_some(rate);
+        let program_rate = ops.program_bytes as f64 / span_s;
+        let lifetime = years(program_rate).map(|r| self.endurance as f64 * physical as f64 / r / YEAR_S);
+        let worst = (max_erases > 0 && span_s > 0.0)
+            .then(|| self.endurance as f64 / (f64::from(max_erases) / span_s) / YEAR_S);
+        let flush_rate = ((c.evictions_dirty << self.line_shift) as f64) / span_s;
+        let mqsim = years(flush_rate).map(|r| self.endurance as f64 * self.logical_bytes() as f64 / r / MQSIM_YEAR_S);
+        let flash_reads = c.flash_reads_demand + c.flash_reads_prefetch + c.flash_reads_rmw;
+        let cache = self.cache.as_ref();
+        json!({
+            "device": "cxl_flash",
+            "requests": requests,
+            "reads": c.reads,
+            "writes": c.writes,
+            "bytes_read": c.bytes_read,
+            "bytes_written": c.bytes_written,
+            "hits": self.lat.count(Class::Hit),
+            "hits_under_miss": self.lat.count(Class::HitUnderMiss),
+            "misses": self.lat.count(Class::Miss),
+            "hit_ratio": Self::ratio(self.lat.count(Class::Hit), requests),
+            "under_1us_fraction": Self::ratio(self.lat.under_1us(), requests),
+            "latency_ns": self.lat.to_json(),
+            "simulated_ns": self.span_ns(),
+            "lines": {
+                "hits": c.line_hits,
+                "hits_under_miss": c.line_hits_under_miss,
+                "misses": c.line_misses,
+                "write_validate_allocs": c.write_validate_allocs,
+                "wrapped_addresses": c.wrapped,
+            },
+            "flash": {
+                "reads": flash_reads,
+                "reads_demand": c.flash_reads_demand,
+                "reads_prefetch": c.flash_reads_prefetch,
+                "reads_duplicate": c.flash_reads_duplicate,
+                "reads_rmw": c.flash_reads_rmw,
+                "reads_gc_pages": ops.reads.saturating_sub(flash_reads),
+                "programs": ops.programs,
+                "program_bytes": ops.program_bytes,
+                "erases": ops.erases,
+                "write_amplification": Self::ratio(ops.program_bytes, host_unit_bytes),
+                "write_amplification_host": Self::ratio(ops.program_bytes, c.bytes_written),
+                "geometry": {
+                    "channels": geo.channels, "ways": geo.ways, "planes": geo.planes,
+                    "blocks_per_plane": geo.blocks_per_plane, "pages_per_block": geo.pages_per_block,
+                    "page_size": geo.page_size, "physical_bytes": physical, "logical_bytes": self.logical_bytes(),
+                },
+                "backend": self.flash.stats(),
+            },
+            "ftl": self.ftl.stats(),
+            "cache": {
+                "lines": cache.map_or(0, |c| c.sets as u64 * u64::from(c.ways)),
+                "ways": cache.map_or(0, |c| c.ways),
+                "sets": cache.map_or(0, |c| c.sets),
+                "resident": cache.map_or(0, Cache::resident),
+                "evictions_clean": c.evictions_clean,
+                "evictions_dirty": c.evictions_dirty,
+                "flushes": c.evictions_dirty,
+                "dirty_fraction_of_evicted_lines": Self::ratio(c.dirty_subblocks_evicted,
+                    c.evictions_dirty * u64::from(self.full_mask.count_ones())),
+                "write_buffer_hits": c.write_buffer_hits,
+            },
+            "mshr": {
+                "rows": self.mshr.limit(),
+                "entries": self.mshr.entries,
+                "peak_rows": self.mshr.peak,
+                "stall_rows": c.stall_mshr_rows,
+                "stall_rows_ns": ns_f64(c.stall_mshr_rows_ps),
+                "stall_entries": c.stall_mshr_entries,
+                "stall_entries_ns": ns_f64(c.stall_mshr_entries_ps),
+                "stall_write_buffer": c.stall_write_buffer,
+                "stall_write_buffer_ns": ns_f64(c.stall_write_buffer_ps),
+                "stall_behind": c.stall_behind,
+                "stall_behind_ns": ns_f64(c.stall_behind_ps),
+            },
+            "prefetch": {
+                "prefetcher": self.prefetcher_name,
+                "issued": pf.issued,
+                "useful": pf.useful,
+                "late": pf.late,
+                "dropped": c.prefetch_dropped,
+                "redundant": c.prefetch_redundant,
+                "unused_evicted": c.prefetch_unused_evicted,
+                "pollution_misses": pf.pollution_misses,
+                "demand_misses": pf.demand_misses,
+                "accuracy": Self::ratio(pf.useful, pf.issued),
+                "coverage": Self::ratio(pf.useful, pf.useful + pf.demand_misses),
+                "lateness": Self::ratio(pf.late, pf.useful),
+                "pollution": Self::ratio(pf.pollution_misses, pf.demand_misses),
+                "state": self.prefetcher.stats(),
+            },
+            "lifetime": {
+                "endurance": self.endurance,
+                "years": lifetime,
+                "years_worst_block": worst,
+                "years_mqsim_formula": mqsim,
+            },
+            "hints": {
+                "lines": c.hints,
+                "prefetches": c.hint_prefetches,
+                "pins": c.hint_pins,
+                "pins_refused": c.hint_pins_refused,
+            },
+            "link": {
+                "h2d_bytes": self.h2d.bytes(),
+                "h2d_busy_ns": ns_f64(self.h2d.busy()),
+                "d2h_bytes": self.d2h.bytes(),
+                "d2h_busy_ns": ns_f64(self.d2h.busy()),
+            },
+            "dram": self.dram.stats(),
+        })
+    }
+}
+
+impl Device for CxlFlash {
+    fn access(&mut self, req: &DeviceRequest) -> Ns {
+        let at = ps_from_ns(req.now);
+        let size = u64::from(req.size.max(1));
+        let write = req.op.is_write();
+        let data = size.div_ceil(64) * 64;
+        let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
+        let (_, arrive) = self.h2d.serve(at, up);
+        self.flash.prune(self.accept_floor);
+        let behind = self.accept_floor.saturating_sub(arrive);
+        if behind > 0 {
+            self.c.stall_behind += 1;
+            self.c.stall_behind_ps = self.c.stall_behind_ps.saturating_add(behind);
+        }
+        let mut addr = req.addr;
+        let logical = self.logical_bytes();
+        if addr >= logical || addr.saturating_add(size) > logical {
+            // MQSim_CXL wraps addresses modulo the device's logical range; so do we, and count it.
+            self.c.wrapped += 1;
+            addr %= logical;
+        }
+        let last_byte = (addr + size - 1).min(logical - 1);
+        let first_line = addr >> self.line_shift;
+        let last_line = last_byte >> self.line_shift;
+        let line_mask = (1u64 << self.line_shift) - 1;
+        let mut done = arrive;
+        let mut class = Class::Hit;
+        for line in first_line..=last_line {
+            let lo = if line == first_line { addr & line_mask } else { 0 };
+            let hi = if line == last_line { last_byte & line_mask } else { line_mask };
+            let (d, c) = self.line_access(arrive, line, lo, hi, req.op);
+            done = done.max(d);
+            class = class.max(c);
+        }
+        let returned = if class == Class::Hit {
+            self.d2h.serve(done, down).1
+        } else {
+            self.deferred.push(Reverse((done, down)));
+            done + self.d2h.service(down)
+        };
+        let end = completion(req.now, returned.saturating_add(self.link_latency));
+        self.c.requests += 1;
+        if write {
+            self.c.writes += 1;
+            self.c.bytes_written += size;
+        } else {
+            self.c.reads += 1;
+            self.c.bytes_read += size;
+        }
+        self.lat.record(end - req.now, class);
+        self.first_issue.get_or_insert(req.now);
+        self.last_issue = self.last_issue.max(req.now);
+        self.last_completion = self.last_completion.max(end);
+        end
+    }
+
+    fn idle_latency(&self, op: Op, size: u32) -> Ns {
+        let data = u64::from(size.max(1)).div_ceil(64) * 64;
+        let (up, down) = if op.is_write() { (data + self.header, self.header) } else { (self.header, data) };
+        ns_from_ps(self.h2d.service(up) + self.dram.idle(op, size) + self.d2h.service(down) + self.link_latency)
+    }
+
+    fn peak_bandwidth(&self) -> f64 {
+        self.link_read_bandwidth.min(self.dram.peak_bandwidth())
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        self.summary()
+    }
+
+    fn hint(&mut self, now: Ns, addr: u64, size: u64) {
+        self.hint_at(now, addr, size);
+    }
+}

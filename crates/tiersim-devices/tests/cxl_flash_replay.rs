@@ -1,0 +1,124 @@
+//! Device-mode replay: the same accesses from an MQSim_CXL text trace and from a native trace
+//! give the same result; open and closed loop; host LLC filter; hint files and generated hints;
+//! malformed input names the file and line.
+
+use std::io::Write;
+use std::path::Path;
+
+use tiersim_devices::cxl_flash::replay::{replay_input, resolve_params, HotHints, Input, ReplayOptions};
+use tiersim_trace::convert::{self, Format, TextOptions};
+
+/// A small device so that a few thousand accesses exercise evictions and write-backs.
+const SMALL: &str = r#"
+cache_size = "256KiB"
+cache_ways = 8
+mshr_rows = 8
+flash_channels = 2
+flash_ways = 2
+flash_blocks_per_plane = 16
+flash_pages_per_block = 16
+"#;
+
+fn params(extra: &str) -> tiersim_core::Params {
+    let mut t: toml::Table = toml::from_str(SMALL).unwrap();
+    t.extend(toml::from_str::<toml::Table>(extra).unwrap());
+    resolve_params(Some("cxl_flash_ull"), Some(&t)).unwrap()
+}
+
+/// MQSim lines: 4000 accesses, 50 ns apart, a strided walk over 8 MiB with every 4th a write.
+fn write_mqsim(path: &Path) {
+    let mut f = std::fs::File::create(path).unwrap();
+    for i in 0..4000u64 {
+        let addr = (i * 4096 * 3 + (i % 7) * 64) % (8 << 20);
+        writeln!(f, "{} 0 {addr} 8 {}", i * 50, u8::from(i % 4 != 0)).unwrap();
+    }
+}
+
+#[test]
+fn mqsim_text_and_native_replay_identically() {
+    let d = tempfile::tempdir().unwrap();
+    let text = d.path().join("walk.trace");
+    let native = d.path().join("walk.tsim");
+    write_mqsim(&text);
+    convert::convert(&text, Some(Format::Mqsim), &native, Format::Native, &TextOptions::default()).unwrap();
+    let p = params("");
+    let opts = ReplayOptions::default();
+    let a = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &p, &opts).unwrap();
+    let b = replay_input(&Input::File { path: &native, format: None }, &p, &opts).unwrap();
+    assert_eq!(a.summary, b.summary);
+    assert_eq!(a.bins, b.bins);
+    let s = &a.summary;
+    assert_eq!(s["requests"], 4000);
+    assert_eq!(s["writes"], 1000);
+    // MQSim's size field is 8 sectors = 4 KiB: each access covers its whole line.
+    assert_eq!(s["bytes_read"], 3000 * 4096);
+    assert!(s["flash"]["reads_demand"].as_u64().unwrap() > 0);
+    assert!(s["cache"]["flushes"].as_u64().unwrap() > 0);
+    // Closed loop with one access outstanding never queues behind itself: no stalls, and its
+    // latencies are no worse than the open loop's.
+    let c = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &p, &ReplayOptions { closed_loop: Some(1), ..opts }).unwrap();
+    assert_eq!(c.summary["mshr"]["stall_behind"], 0);
+    assert!(c.summary["latency_ns"]["mean_exact"].as_f64() <= a.summary["latency_ns"]["mean_exact"].as_f64());
+    assert_eq!(c.summary["replay"]["mode"], "closed(1)");
+}
+
+#[test]
+fn malformed_input_names_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let text = d.path().join("bad.trace");
+    std::fs::write(&text, "0 0 4096 8 1\n10 0 8192 8 1\n20 0 0x3000 8 7\n").unwrap();
+    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &ReplayOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("bad.trace:3:") && e.contains("neither 1 (read) nor 0 (write)"), "{e}");
+    // A text file without a named format is not guessed.
+    let e = replay_input(&Input::File { path: &text, format: None }, &params(""), &ReplayOptions::default()).err().unwrap().to_string();
+    assert!(e.contains("not a native tiersim trace"), "{e}");
+    let hints = d.path().join("hints.txt");
+    std::fs::write(&hints, "# time addr\n0 4096\n5 oops\n").unwrap();
+    std::fs::write(&text, "0 0 4096 8 1\n").unwrap();
+    let opts = ReplayOptions { hint_file: Some(hints), ..Default::default() };
+    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &opts).err().unwrap().to_string();
+    assert!(e.contains("hints.txt:3:") && e.contains("address \"oops\""), "{e}");
+}
+
+#[test]
+fn a_hint_turns_a_miss_into_a_hit() {
+    let d = tempfile::tempdir().unwrap();
+    let text = d.path().join("t.trace");
+    std::fs::write(&text, "100000 0 1048576 1 1\n").unwrap();
+    let hints = d.path().join("h.txt");
+    std::fs::write(&hints, "0 1048576 64\n").unwrap();
+    let input = Input::File { path: &text, format: Some(Format::Mqsim) };
+    let p = params("prefetcher = \"none\"");
+    let plain = replay_input(&input, &p, &ReplayOptions::default()).unwrap();
+    assert_eq!(plain.summary["misses"], 1);
+    let hinted = replay_input(&input, &p, &ReplayOptions { hint_file: Some(hints.clone()), ..Default::default() }).unwrap();
+    assert_eq!(hinted.summary["hits"], 1);
+    assert_eq!(hinted.summary["hints"]["prefetches"], 1);
+    // hint_mode = off ignores it.
+    let off = replay_input(&input, &params("prefetcher = \"none\"\nhint_mode = \"off\""), &ReplayOptions { hint_file: Some(hints), ..Default::default() }).unwrap();
+    assert_eq!(off.summary["misses"], 1);
+}
+
+#[test]
+fn generated_hot_hints_and_llc_filter() {
+    let gen: toml::Table = toml::from_str("footprint = \"4MiB\"\naccesses = 60000\ngap_instructions = 4000").unwrap();
+    let input = Input::Generator { name: "hashmap", params: Some(&gen), seed: 3 };
+    let p = params("prefetcher = \"none\"");
+    let base = ReplayOptions { ns_per_instruction: 0.5, llc_bytes: 64 << 10, llc_ways: 8, ..Default::default() };
+    let plain = replay_input(&input, &p, &base).unwrap();
+    let llc = &plain.summary["replay"]["llc"];
+    // The LLC sends misses and dirty write-backs only.
+    assert_eq!(plain.summary["requests"].as_u64().unwrap(), llc["misses"].as_u64().unwrap() + llc["writebacks"].as_u64().unwrap());
+    assert!(llc["hits"].as_u64().unwrap() > 0);
+    let hints = HotHints { top: 0.1, probability: 0.5, lead: 64, seed: 1 };
+    let hinted = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base.clone() }).unwrap();
+    assert!(hinted.summary["replay"]["hints_sent"].as_u64().unwrap() > 0);
+    let under = |s: &serde_json::Value| s["under_1us_fraction"].as_f64().unwrap();
+    assert!(under(&hinted.summary) > under(&plain.summary), "{} vs {}", under(&hinted.summary), under(&plain.summary));
+    // Reproducible.
+    let again = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base }).unwrap();
+    assert_eq!(again.summary, hinted.summary);
+}
