@@ -536,3 +536,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn huge_pages_migrate_whole_2mib_pages() {
+    // TIERED with 2 MiB pages: 16 huge pages per node (32 MiB); min_free 8 MiB.
+    let text = TIERED
+        .replace("min_free = \"16KiB\"", "min_free = \"8MiB\"\npage_size = \"2MiB\"")
+        .replace("capacity = \"64KiB\"", "capacity = \"32MiB\"");
+    let p = plat(&text, &[]);
+    const HUGE: u64 = 2 << 20;
+    // 16 pages first touched (DRAM fills to its low watermark, the rest spill to the slow
+    // node), then the last one read every 5 ms: a 32 MiB scan window takes 12.5 ms at the
+    // kernel's 2560 MB/s cap.
+    let mut a: Vec<_> = (0..16).map(|i| acc(0, i * HUGE, Op::Write, 0)).collect();
+    a.extend((0..20).map(|i| acc(0, 15 * HUGE + 64 * i, Op::Read, 5_000_000)));
+    let params = "scan_size = \"32MiB\"\nscan_period_min = \"1ms\"\nscan_period_max = \"10ms\"\nscan_delay = \"10us\"";
+    for policy in ["numab_tiering", "autotiering_opm", "tpp"] {
+        let r = run_with(&p, policy, params, a.clone()).unwrap();
+        let s = &r.summary;
+        let t = &s["tiering"];
+        assert_eq!(u(s, &["page_size"]), HUGE);
+        assert!(u(t, &["migrations"]) > 0, "{policy}: {s}");
+        assert_eq!(u(t, &["migrated_bytes"]), u(t, &["migrations"]) * HUGE, "{policy}");
+        let resident: u64 = s["nodes"].as_array().unwrap().iter().map(|n| n["final_pages"].as_u64().unwrap()).sum();
+        assert_eq!(resident, 16, "{policy}");
+    }
+}
