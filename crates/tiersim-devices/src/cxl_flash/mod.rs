@@ -31,6 +31,50 @@ use crate::dram::{channel_specs, ChannelGroup};
 use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
+/// The constant lists a plugin registry of this device contributes: `NAMES` (for the
+/// parameter's choices), and `PARAM_COUNT` / `PARAMS`, every plugin's parameters in registry
+/// order (they join the device's flat parameter list).
+macro_rules! registry_lists {
+    ($reg:ident) => {
+        pub const NAMES: [&str; $reg.len()] = {
+            let mut names = [""; $reg.len()];
+            let mut i = 0;
+            while i < $reg.len() {
+                names[i] = $reg[i].info.name;
+                i += 1;
+            }
+            names
+        };
+
+        pub const PARAM_COUNT: usize = {
+            let mut n = 0;
+            let mut i = 0;
+            while i < $reg.len() {
+                n += $reg[i].info.params.len();
+                i += 1;
+            }
+            n
+        };
+
+        pub const PARAMS: [tiersim_core::ParamSpec; PARAM_COUNT] = {
+            let mut out = [super::PLACEHOLDER; PARAM_COUNT];
+            let mut k = 0;
+            let mut i = 0;
+            while i < $reg.len() {
+                let p = $reg[i].info.params;
+                let mut j = 0;
+                while j < p.len() {
+                    out[k] = p[j];
+                    k += 1;
+                    j += 1;
+                }
+                i += 1;
+            }
+            out
+        };
+    };
+}
+
 pub mod cache;
 pub mod flash;
 pub mod ftl;
