@@ -17,6 +17,7 @@ import polars as pl
 from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
+from tiersim._result import check_out_dir
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAM_FILE = "histogram.parquet"
@@ -33,17 +34,7 @@ HISTOGRAM_SCHEMA: dict[str, pl.DataType] = {
 
 def check_flash_dir(out_dir: str | os.PathLike[str]) -> Path:
     """Refuse an output directory holding anything but a previous replay's files."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise TiersimError(f"output '{out}' exists and is not a directory")
-    if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in FLASH_FILES)
-        if foreign:
-            raise TiersimError(
-                f"output directory '{out}' already exists and holds files that are not a "
-                f"tiersim flash replay ({', '.join(foreign[:5])}); choose another directory"
-            )
-    return out
+    return check_out_dir(out_dir, FLASH_FILES, "tiersim flash replay")
 
 
 @dataclass(frozen=True)

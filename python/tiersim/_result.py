@@ -67,20 +67,20 @@ def nodes_frame(nodes: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(nodes, schema_overrides=overrides, infer_schema_length=None)
 
 
-def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_FILES, what: str = "tiersim run") -> Path:
     """Refuse an output directory that `RunResult.write` would have to clobber: a file, or a
-    directory holding anything but a previous run's files. Callers check before a long run."""
+    directory holding anything but a previous run's `files`. Callers check before a long run."""
     from tiersim._native import TiersimError
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise TiersimError(f"output '{out}' exists and is not a directory")
     if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in (*RUN_FILES, REPORT_FILE))
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in (*files, REPORT_FILE))
         if foreign:
             raise TiersimError(
                 f"output directory '{out}' already exists and holds files that are not a "
-                f"tiersim run ({', '.join(foreign[:5])}); choose another directory"
+                f"{what} ({', '.join(foreign[:5])}); choose another directory"
             )
     return out
 

@@ -119,8 +119,9 @@ proptest! {
                 d.hint(now, r.addr ^ 0x5000, 4096);
             }
             let done = d.access(&r);
-            // Within one 4 KiB line nothing beats an idle hit.
-            prop_assert!(done >= now + d.idle_latency(r.op, r.size), "{done} < {now} + idle");
+            // Every answer crosses the link (170 ns round trip by default); a hit under miss can
+            // beat an idle hit, since its data may reach the fill buffer just after it arrives.
+            prop_assert!(done >= now + 170, "{done} < {now} + link");
         }
         let s = d.stats();
         let requests = s["requests"].as_u64().unwrap();

@@ -286,7 +286,9 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hist: Histogram::new(3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            // Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized
+            // histogram, which clamped every latency above 2 us.
+            hist: Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,

@@ -15,13 +15,20 @@ use serde_json::json;
 
 use crate::pipe::{ns_f64, Pipe, Ps};
 
-/// Busy intervals of one channel, sorted and disjoint; adjacent intervals merge.
+/// Busy intervals of one channel, sorted and disjoint. Intervals closer than `min_gap` (the
+/// shortest transfer, which no hole smaller than it can take) merge, so a saturated channel stays
+/// one interval and a booking never scans useless holes.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
     busy: Vec<(Ps, Ps)>,
+    min_gap: Ps,
 }
 
 impl Timeline {
+    pub fn new(min_gap: Ps) -> Timeline {
+        Timeline { busy: Vec::new(), min_gap }
+    }
+
     /// Book `dur` at the first gap starting at or after `at`; returns (start, end).
     pub fn book(&mut self, at: Ps, dur: Ps) -> (Ps, Ps) {
         // First interval that ends after `at`: everything before it is irrelevant.
@@ -37,8 +44,8 @@ impl Timeline {
         }
         let end = start.saturating_add(dur);
         // Insert at i, merging with touching neighbours.
-        let merge_prev = i > 0 && self.busy[i - 1].1 == start;
-        let merge_next = i < self.busy.len() && self.busy[i].0 == end;
+        let merge_prev = i > 0 && start - self.busy[i - 1].1 < self.min_gap.max(1);
+        let merge_next = i < self.busy.len() && self.busy[i].0 - end < self.min_gap.max(1);
         match (merge_prev, merge_next) {
             (true, true) => {
                 self.busy[i - 1].1 = self.busy[i].1;
@@ -145,7 +152,7 @@ impl Flash {
     pub fn new(geo: Geometry, timing: Timing, channel_bandwidth: f64) -> Flash {
         Flash {
             dies: vec![Die::default(); geo.dies() as usize],
-            channels: vec![Timeline::default(); geo.channels as usize],
+            channels: vec![Timeline::new(Pipe::new(channel_bandwidth).service(geo.unit)); geo.channels as usize],
             rate: Pipe::new(channel_bandwidth),
             geo,
             timing,
@@ -249,7 +256,7 @@ mod tests {
 
     #[test]
     fn timeline_fills_gaps_and_merges() {
-        let mut t = Timeline::default();
+        let mut t = Timeline::new(0);
         assert_eq!(t.book(100, 50), (100, 150));
         // Before the first interval, in the gap.
         assert_eq!(t.book(0, 100), (0, 100));
@@ -263,5 +270,23 @@ mod tests {
         assert_eq!(t.book(155, 100), (310, 410));
         t.prune(305);
         assert_eq!(t.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod gap_tests {
+    use super::*;
+
+    #[test]
+    fn holes_smaller_than_the_shortest_transfer_close() {
+        let mut t = Timeline::new(10);
+        t.book(0, 100);
+        // Leaves a 5-long hole [100, 105): too small for anything, so the intervals merge.
+        t.book(105, 50);
+        assert_eq!(t.len(), 1);
+        // A 20-long hole stays usable.
+        t.book(175, 10);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.book(150, 15), (155, 170));
     }
 }

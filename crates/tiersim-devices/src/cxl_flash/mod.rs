@@ -31,6 +31,50 @@ use crate::dram::{channel_specs, ChannelGroup};
 use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
+/// The constant lists a plugin registry of this device contributes: `NAMES` (for the
+/// parameter's choices), and `PARAM_COUNT` / `PARAMS`, every plugin's parameters in registry
+/// order (they join the device's flat parameter list).
+macro_rules! registry_lists {
+    ($reg:ident) => {
+        pub const NAMES: [&str; $reg.len()] = {
+            let mut names = [""; $reg.len()];
+            let mut i = 0;
+            while i < $reg.len() {
+                names[i] = $reg[i].info.name;
+                i += 1;
+            }
+            names
+        };
+
+        pub const PARAM_COUNT: usize = {
+            let mut n = 0;
+            let mut i = 0;
+            while i < $reg.len() {
+                n += $reg[i].info.params.len();
+                i += 1;
+            }
+            n
+        };
+
+        pub const PARAMS: [tiersim_core::ParamSpec; PARAM_COUNT] = {
+            let mut out = [super::PLACEHOLDER; PARAM_COUNT];
+            let mut k = 0;
+            let mut i = 0;
+            while i < $reg.len() {
+                let p = $reg[i].info.params;
+                let mut j = 0;
+                while j < p.len() {
+                    out[k] = p[j];
+                    k += 1;
+                    j += 1;
+                }
+                i += 1;
+            }
+            out
+        };
+    };
+}
+
 pub mod cache;
 pub mod flash;
 pub mod ftl;
@@ -128,7 +172,7 @@ const BASE: &[ParamSpec] = channel_specs! {
     efficiency: "0.85",
     read_latency: "44ns",
     write_latency: "44ns",
-    interleave: "256B",
+    interleave: "4KiB",
     burst: "64B",
 };
 
@@ -513,7 +557,7 @@ impl CxlFlash {
         let at = if e.valid != self.full_mask {
             // Partly valid: the rest of the unit comes from flash first.
             self.c.flash_reads_rmw += 1;
-            self.read_unit(e.line, t)
+            self.read_unit(e.line, t).0
         } else {
             t
         };
@@ -522,20 +566,16 @@ impl CxlFlash {
 
     /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
     /// controller, and whether flash was read.
-    fn read_unit(&mut self, line: u64, t: Ps) -> Ps {
+    fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, bool) {
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
                 self.ftl.buffer_read();
                 self.c.write_buffer_hits += 1;
                 let bytes = 1u64 << self.line_shift;
-                self.dram.serve(t, 0, bytes as u32, Op::Read)
+                (self.dram.serve(t, 0, bytes as u32, Op::Read), false)
             }
-            Location::Flash { die, page } => self.flash.read(die, page, 1u64 << self.line_shift, t),
+            Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), true),
         }
-    }
-
-    fn on_flash(&self, line: u64) -> bool {
-        !matches!(self.ftl.locate(&self.flash, line), Location::Buffer)
     }
 
     /// Ask the prefetcher and issue what it proposes.
@@ -583,10 +623,8 @@ impl CxlFlash {
             self.c.prefetch_dropped += 1;
             return false;
         }
-        if self.on_flash(line) {
-            self.c.flash_reads_prefetch += 1;
-        }
-        let ready = self.read_unit(line, t);
+        let (ready, flash) = self.read_unit(line, t);
+        self.c.flash_reads_prefetch += u64::from(flash);
         self.pf.issued += 1;
         self.mshr.alloc(Row {
             line,
@@ -729,10 +767,8 @@ impl CxlFlash {
             self.pf.pollution_misses += 1;
         }
         self.pf.demand_misses += 1;
-        if self.on_flash(line) {
-            self.c.flash_reads_demand += 1;
-        }
-        let ready = self.read_unit(line, t);
+        let (ready, flash) = self.read_unit(line, t);
+        self.c.flash_reads_demand += u64::from(flash);
         self.mshr.alloc(Row {
             line,
             ready,

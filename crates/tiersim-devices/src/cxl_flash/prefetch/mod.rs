@@ -6,7 +6,7 @@
 //! Adding a prefetcher: one file here and one line in `REGISTRY`. Its parameters carry a short
 //! prefix (`bo_`, `leap_`, ...) and join the device's flat parameter list.
 
-use tiersim_core::{ParamSpec, Params, PluginInfo, Result};
+use tiersim_core::{Params, PluginInfo, Result};
 
 pub mod best_offset;
 pub mod feedback_directed;
@@ -85,41 +85,4 @@ pub fn find(name: &str) -> Result<&'static Entry> {
     tiersim_core::params::lookup("prefetcher", name, REGISTRY, |e| &e.info)
 }
 
-pub const NAMES: [&str; REGISTRY.len()] = {
-    let mut names = [""; REGISTRY.len()];
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        names[i] = REGISTRY[i].info.name;
-        i += 1;
-    }
-    names
-};
-
-/// Number of parameters all prefetchers declare together.
-pub const PARAM_COUNT: usize = {
-    let mut n = 0;
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        n += REGISTRY[i].info.params.len();
-        i += 1;
-    }
-    n
-};
-
-/// Every prefetcher's parameters, in registry order.
-pub const PARAMS: [ParamSpec; PARAM_COUNT] = {
-    let mut out = [super::PLACEHOLDER; PARAM_COUNT];
-    let mut k = 0;
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        let p = REGISTRY[i].info.params;
-        let mut j = 0;
-        while j < p.len() {
-            out[k] = p[j];
-            k += 1;
-            j += 1;
-        }
-        i += 1;
-    }
-    out
-};
+registry_lists!(REGISTRY);

@@ -2,7 +2,7 @@
 //! picks the way to evict from a full set; pinned lines (host hints) are never chosen while the
 //! set holds an unpinned one. Adding a policy: one file here and one line in `REGISTRY`.
 
-use tiersim_core::{ParamSpec, Params, PluginInfo, Result};
+use tiersim_core::{Params, PluginInfo, Result};
 
 pub mod cflru;
 pub mod fifo;
@@ -63,42 +63,7 @@ pub fn find(name: &str) -> Result<&'static Entry> {
     tiersim_core::params::lookup("replacement policy", name, REGISTRY, |e| &e.info)
 }
 
-pub const NAMES: [&str; REGISTRY.len()] = {
-    let mut names = [""; REGISTRY.len()];
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        names[i] = REGISTRY[i].info.name;
-        i += 1;
-    }
-    names
-};
-
-pub const PARAM_COUNT: usize = {
-    let mut n = 0;
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        n += REGISTRY[i].info.params.len();
-        i += 1;
-    }
-    n
-};
-
-pub const PARAMS: [ParamSpec; PARAM_COUNT] = {
-    let mut out = [super::PLACEHOLDER; PARAM_COUNT];
-    let mut k = 0;
-    let mut i = 0;
-    while i < REGISTRY.len() {
-        let p = REGISTRY[i].info.params;
-        let mut j = 0;
-        while j < p.len() {
-            out[k] = p[j];
-            k += 1;
-            j += 1;
-        }
-        i += 1;
-    }
-    out
-};
+registry_lists!(REGISTRY);
 
 /// Doubly linked recency (or insertion) order per set, intrusive over slots: head = newest,
 /// tail = oldest. Links are slot + 1 so that 0 means none and zeroed arrays cost no memory until
