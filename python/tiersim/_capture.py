@@ -198,6 +198,11 @@ def capture(
         _stop(proc)
         worker.join()
         os.close(r)
+        if "report" in outcome:
+            # The filter finished before it saw the cancel: an interrupted run leaves no trace.
+            for p in (out_path, virt_path):
+                if p is not None:
+                    p.unlink(missing_ok=True)
         raise
     os.close(r)
     if "error" in outcome:

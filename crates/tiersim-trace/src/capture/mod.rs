@@ -681,6 +681,10 @@ impl Run {
             }
             self.publish(progress, total);
             if eof {
+                // A cancelled capture whose program was killed reads as a normal end of input.
+                if progress.cancelled() {
+                    return Err(Error::Sim("capture interrupted".into()));
+                }
                 return Ok(total);
             }
             if let Some(cap) = pipe_capacity {
