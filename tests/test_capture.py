@@ -180,6 +180,14 @@ def test_missing_program_or_bad_parameters_fail_before_running(hashmap: Path, tm
     assert list(tmp_path.iterdir()) == []
     r = run_cli("capture", "-o", str(out))
     assert r.returncode == 2
+    # An executable Valgrind cannot run (a 32-bit ELF header): an error, not an empty trace.
+    elf32 = tmp_path / "elf32"
+    elf32.write_bytes(b"\x7fELF\x01\x01\x01" + bytes(9) + b"\x02\x00\x03\x00" + bytes(200))
+    elf32.chmod(0o755)
+    r = run_cli("capture", "-o", str(out), "--", str(elf32))
+    assert r.returncode == 1, r.stderr
+    assert "wrong ELF executable class" in r.stderr and f"valgrind ran no instruction of '{elf32}'" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elf32"]
 
 
 def test_stored_lackey_log_through_the_filter(tmp_path: Path):
