@@ -9,7 +9,7 @@ use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_trace::capture::{capture, CaptureRequest, Progress};
-use tiersim_trace::gen::{self, Generator};
+use tiersim_trace::gen;
 
 const ACCESSES: u64 = 1_000_000;
 
