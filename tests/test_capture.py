@@ -105,7 +105,8 @@ def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: 
     if r["v2p"] == "pagemap":
         # The table's pages end in frames of their own. Before that, a page that was only read
         # so far is the shared zero page: pages may share a frame and change it once written.
-        table_pages = pages.filter((pl.col("v") >= c["table"] // 4096) & (pl.col("v") < (c["table"] + c["bytes"]) // 4096))
+        lo, hi = c["table"] // 4096, (c["table"] + c["bytes"]) // 4096
+        table_pages = pages.filter((pl.col("v") >= lo) & (pl.col("v") < hi))
         last = table_pages.group_by("v", maintain_order=True).last()
         assert last.height == last["p"].n_unique() == c["pages"]
         assert r["remaps"] > 0
@@ -194,7 +195,9 @@ def test_stored_lackey_log_through_the_filter(tmp_path: Path):
     # The committed small lackey log: 24 data lines, 35 instructions, no process (so buddy).
     out = tmp_path / "s.trace"
     report = tmp_path / "r.json"
-    r = run_cli("capture", "--lackey", str(DATA / "small.lackey"), "-o", str(out), "--phys-mem", "64MiB", "--report", str(report))
+    r = run_cli(
+        "capture", "--lackey", str(DATA / "small.lackey"), "-o", str(out), "--phys-mem", "64MiB", "--report", str(report)
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(report.read_text())
     assert (rep["instructions"], rep["loads"], rep["stores"], rep["modifies"]) == (35, 13, 8, 3)
@@ -204,7 +207,8 @@ def test_stored_lackey_log_through_the_filter(tmp_path: Path):
     phys = tiersim.inspect(out)
     assert virt["accesses"] == phys["accesses"] == rep["llc"]["misses"] == rep["records"]
     assert (phys["addr_kind"], phys["v2p"], virt["addr_kind"]) == ("physical", "buddy", "virtual")
-    assert tiersim.capture_lackey(DATA / "small.lackey", tmp_path / "n.trace", params={"v2p": "none", "llc": 0})["records"] == 27
+    rep = tiersim.capture_lackey(DATA / "small.lackey", tmp_path / "n.trace", params={"v2p": "none", "llc": 0})
+    assert rep["records"] == 27
     bad = tmp_path / "bad.lackey"
     bad.write_text("I  0040,2\n Q 10,8\n")
     r = run_cli("capture", "--lackey", str(bad), "-o", str(tmp_path / "b.trace"))
