@@ -19,7 +19,8 @@ from conftest import run_cli
 SRC = Path(__file__).resolve().parent / "capture" / "hashmap.c"
 KEYS = 3000
 
-pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing: `make env` installs it")
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing: `make env` installs it")
+DATA = Path(__file__).resolve().parent.parent / "crates" / "tiersim-trace" / "tests" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +58,7 @@ def capture_api(exe: Path, tmp: Path, params: dict, *args: str, capfd: pytest.Ca
     return result, counters(stdout), seen
 
 
+@needs_valgrind
 def test_unfiltered_capture_matches_the_programs_counters(hashmap: Path, tmp_path: Path, capfd):
     result, c, seen = capture_api(hashmap, tmp_path, {"llc": 0, "v2p": "none"}, capfd=capfd)
     r = result.report
@@ -79,6 +81,7 @@ def test_unfiltered_capture_matches_the_programs_counters(hashmap: Path, tmp_pat
     assert tiersim.inspect(tmp_path / "p.trace")["addr_kind"] == "virtual"
 
 
+@needs_valgrind
 def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: Path, tmp_path: Path, capfd):
     # 16 MiB, 16 ways: the 128 KiB table takes one way of some sets, nothing evicts it.
     result, c, _ = capture_api(hashmap, tmp_path, {"llc": "16MiB", "llc_ways": 16}, capfd=capfd)
@@ -102,7 +105,8 @@ def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: 
     if r["v2p"] == "pagemap":
         # The table's pages end in frames of their own. Before that, a page that was only read
         # so far is the shared zero page: pages may share a frame and change it once written.
-        table_pages = pages.filter((pl.col("v") >= c["table"] // 4096) & (pl.col("v") < (c["table"] + c["bytes"]) // 4096))
+        lo, hi = c["table"] // 4096, (c["table"] + c["bytes"]) // 4096
+        table_pages = pages.filter((pl.col("v") >= lo) & (pl.col("v") < hi))
         last = table_pages.group_by("v", maintain_order=True).last()
         assert last.height == last["p"].n_unique() == c["pages"]
         assert r["remaps"] > 0
@@ -114,6 +118,7 @@ def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: 
     assert tiersim.inspect(result.virt_out)["v2p"] == "unrecorded"
 
 
+@needs_valgrind
 def test_small_llc_misses_and_writes_back(hashmap: Path, tmp_path: Path, capfd):
     # 32 KiB cannot hold the 128 KiB table: more fills than lines, and dirty lines come back.
     result, c, _ = capture_api(
@@ -129,6 +134,7 @@ def test_small_llc_misses_and_writes_back(hashmap: Path, tmp_path: Path, capfd):
     assert result.report["v2p"] == "buddy" and tiersim.inspect(result.out)["v2p"] == "buddy"
 
 
+@needs_valgrind
 def test_cli_keeps_the_programs_output_and_status_and_the_trace_runs(hashmap: Path, tmp_path: Path):
     out = tmp_path / "h.trace"
     report = tmp_path / "report.json"
@@ -147,6 +153,7 @@ def test_cli_keeps_the_programs_output_and_status_and_the_trace_runs(hashmap: Pa
     assert json.loads(run.stdout)["accesses"] == rep["records"]
 
 
+@needs_valgrind
 def test_program_killed_by_a_signal(hashmap: Path, tmp_path: Path):
     r = run_cli("capture", "-o", str(tmp_path / "a.trace"), "--v2p", "none", "--", str(hashmap), "100", "abort")
     assert r.returncode == 128 + 6, r.stderr
@@ -154,6 +161,7 @@ def test_program_killed_by_a_signal(hashmap: Path, tmp_path: Path):
     assert tiersim.inspect(tmp_path / "a.trace")["accesses"] > 0
 
 
+@needs_valgrind
 def test_missing_program_or_bad_parameters_fail_before_running(hashmap: Path, tmp_path: Path):
     out = tmp_path / "x.trace"
     for args, msg in [
@@ -173,3 +181,38 @@ def test_missing_program_or_bad_parameters_fail_before_running(hashmap: Path, tm
     assert list(tmp_path.iterdir()) == []
     r = run_cli("capture", "-o", str(out))
     assert r.returncode == 2
+    # An executable Valgrind cannot run (a 32-bit ELF header): an error, not an empty trace.
+    elf32 = tmp_path / "elf32"
+    elf32.write_bytes(b"\x7fELF\x01\x01\x01" + bytes(9) + b"\x02\x00\x03\x00" + bytes(200))
+    elf32.chmod(0o755)
+    r = run_cli("capture", "-o", str(out), "--", str(elf32))
+    assert r.returncode == 1, r.stderr
+    assert "wrong ELF executable class" in r.stderr and f"valgrind ran no instruction of '{elf32}'" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elf32"]
+
+
+def test_stored_lackey_log_through_the_filter(tmp_path: Path):
+    # The committed small lackey log: 24 data lines, 35 instructions, no process (so buddy).
+    out = tmp_path / "s.trace"
+    report = tmp_path / "r.json"
+    r = run_cli(
+        "capture", "--lackey", str(DATA / "small.lackey"), "-o", str(out), "--phys-mem", "64MiB", "--report", str(report)
+    )
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(report.read_text())
+    assert (rep["instructions"], rep["loads"], rep["stores"], rep["modifies"]) == (35, 13, 8, 3)
+    assert rep["v2p"] == "buddy" and "no process id" in rep["v2p_note"]
+    # A 16 MiB LLC keeps only the cold misses; the twins have the same records.
+    virt = tiersim.inspect(tmp_path / "s.virt.trace")
+    phys = tiersim.inspect(out)
+    assert virt["accesses"] == phys["accesses"] == rep["llc"]["misses"] == rep["records"]
+    assert (phys["addr_kind"], phys["v2p"], virt["addr_kind"]) == ("physical", "buddy", "virtual")
+    rep = tiersim.capture_lackey(DATA / "small.lackey", tmp_path / "n.trace", params={"v2p": "none", "llc": 0})
+    assert rep["records"] == 27
+    bad = tmp_path / "bad.lackey"
+    bad.write_text("I  0040,2\n Q 10,8\n")
+    r = run_cli("capture", "--lackey", str(bad), "-o", str(tmp_path / "b.trace"))
+    assert r.returncode == 1 and f"{bad}:2: unknown access kind 'Q'" in r.stderr, r.stderr
+    assert not (tmp_path / "b.trace").exists()
+    r = run_cli("capture", "--lackey", str(bad), "-o", str(tmp_path / "b.trace"), "--", "true")
+    assert r.returncode == 2 and "give either" in r.stderr

@@ -198,6 +198,11 @@ def capture(
         _stop(proc)
         worker.join()
         os.close(r)
+        if "report" in outcome:
+            # The filter finished before it saw the cancel: an interrupted run leaves no trace.
+            for p in (out_path, virt_path):
+                if p is not None:
+                    p.unlink(missing_ok=True)
         raise
     os.close(r)
     if "error" in outcome:
@@ -206,6 +211,17 @@ def capture(
         raise outcome["error"]
     returncode = proc.wait()
     elapsed = time.monotonic() - start
+    report = json.loads(outcome["report"])
+    if report["instructions"] == 0:
+        # Valgrind could not run it (an executable for another machine, say); it said why on
+        # stderr. An empty trace would only look like a result.
+        for p in (out_path, virt_path):
+            if p is not None:
+                p.unlink(missing_ok=True)
+        raise TiersimError(
+            f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); "
+            "its message is above"
+        )
     sig = -returncode if returncode < 0 else None
     return CaptureResult(
         argv=list(argv),
@@ -214,7 +230,7 @@ def capture(
         out=out_path,
         virt_out=virt_path,
         elapsed_s=elapsed,
-        report=json.loads(outcome["report"]),
+        report=report,
     )
 
 

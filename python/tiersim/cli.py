@@ -101,6 +101,17 @@ def _overrides(items: Sequence[str] | None) -> list[str]:
     return result
 
 
+def _merge_shortcuts(params: dict[str, Any], shortcuts: dict[str, tuple[str, Any]]) -> None:
+    """Put the values of shortcut options (`--size` for `footprint`, ...) into `params`; a key set
+    both ways is a usage error."""
+    for key, (option, value) in shortcuts.items():
+        if value is None:
+            continue
+        if key in params:
+            raise typer.BadParameter(f"{option} and --param {key}=... both set {key}; give one", param_hint=option)
+        params[key] = value
+
+
 # ---------------------------------------------------------------------------------------------
 # formatting
 
@@ -405,12 +416,7 @@ def gen_cmd(
         "write_ratio": ("--write-ratio", write_ratio),
         "threads": ("--threads", threads),
     }
-    for key, (option, value) in shortcuts.items():
-        if value is None:
-            continue
-        if key in params:
-            raise typer.BadParameter(f"{option} and --param {key}=... both set {key}; give one", param_hint=option)
-        params[key] = value
+    _merge_shortcuts(params, shortcuts)
     with _user_errors():
         with err.status(Text(f"generating {name} ...")):
             info = tiersim.generate_with(name, output, params, seed=seed)
@@ -679,12 +685,7 @@ def capture_cmd(
         "fragmentation": ("--fragmentation", fragmentation),
         "page_size": ("--page-size", None if page_size is None else parse_cli_value(page_size)),
     }
-    for key, (option, value) in shortcuts.items():
-        if value is None:
-            continue
-        if key in params:
-            raise typer.BadParameter(f"{option} and --param {key}=... both set {key}; give one", param_hint=option)
-        params[key] = value
+    _merge_shortcuts(params, shortcuts)
     if (lackey is None) == (not command):
         raise typer.BadParameter("give either -- PROG [ARGS]... or --lackey FILE", param_hint="PROG / --lackey")
     if lackey is not None:

@@ -256,6 +256,21 @@ fn auto_without_a_process_uses_the_buddy_model_and_pagemap_is_an_error() {
 }
 
 #[test]
+fn auto_falls_back_to_buddy_when_pagemap_never_shows_a_page() {
+    // Pages this process never mapped: pagemap reads them as absent to the end.
+    let o = outs();
+    let r = run(&pages_text(0x10_0000_0000, 5), "llc = 0\nphys_mem = \"64MiB\"", Some(std::process::id()), &o).unwrap();
+    assert_eq!((r.v2p, r.pages_unresolved, r.pages_mapped), ("buddy", 0, 5));
+    assert!(r.v2p_note.contains("ended before its pagemap could be read"), "{}", r.v2p_note);
+    assert_eq!(TraceReader::open(&o.out).unwrap().header().v2p, V2p::Buddy);
+    // Asked for explicitly, pagemap keeps its word: synthetic frames, counted.
+    let o = outs();
+    let r = run(&pages_text(0x10_0000_0000, 5), "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &o).unwrap();
+    assert_eq!((r.v2p, r.pages_unresolved), ("pagemap", 5));
+    assert!(read(&o.out).iter().all(|a| a.addr >= 1 << 52));
+}
+
+#[test]
 fn malformed_input_names_the_line_and_leaves_nothing() {
     let o = outs();
     let e = run("==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", "phys_mem = \"64MiB\"", None, &o).unwrap_err().to_string();

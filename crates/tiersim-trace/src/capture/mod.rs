@@ -356,6 +356,13 @@ impl Translator {
 
     /// Write the pending records whose frames are known, in order.
     fn drain(&mut self, w: &mut TraceWriter, force: Force) -> Result<()> {
+        if let (Force::All, Source::Pagemap { decided: false, explicit: false, .. }) = (force, &self.source) {
+            if !self.pending.is_empty() && self.written == 0 {
+                // pagemap never showed a page (the program ended before it was read), and
+                // nothing physical is written yet: the whole trace can take the buddy model.
+                self.use_buddy("the program ended before its pagemap could be read, so the buddy model gave the frames".into())?;
+            }
+        }
         let mut force_head = force == Force::Head;
         while let Some(&a) = self.pending.front() {
             let vpn = a.addr >> self.page_shift;
@@ -681,6 +688,10 @@ impl Run {
             }
             self.publish(progress, total);
             if eof {
+                // A cancelled capture whose program was killed reads as a normal end of input.
+                if progress.cancelled() {
+                    return Err(Error::Sim("capture interrupted".into()));
+                }
                 return Ok(total);
             }
             if let Some(cap) = pipe_capacity {
