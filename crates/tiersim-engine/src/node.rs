@@ -70,6 +70,13 @@ impl Node {
         self.capacity - self.used - self.reserved
     }
 
+    /// Room for a migration: free memory above the high watermark plus the page
+    /// (migrate_balanced_pgdat, policies.md 2.2).
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        self.free() > self.wmark_high + 1
+    }
+
     /// Take a frame; the caller has checked there is one.
     pub fn take_frame(&mut self) -> u32 {
         debug_assert!(self.used + self.reserved < self.capacity);

@@ -803,15 +803,11 @@ impl Engine {
         if let FaultDecision::Migrate(dst) = decision {
             let d = dst as usize;
             if d != node {
-                if self.nodes[d].free() > self.nodes[d].wmark_high + 1 {
+                if self.nodes[d].has_room() {
                     self.lru_unlink(node, p);
                     let done = self.move_page(p, node, d, t);
-                    let move_ps = self.migrate_ps + self.tlb_shootdown_ps + (done - t) * 1000;
-                    cost += move_ps;
+                    cost += self.charge_move(1, t, done);
                     let _ = self.proactive_reclaim(d, t);
-                    if self.measuring {
-                        self.tiering.migration_time_ps += move_ps;
-                    }
                 } else {
                     self.pass_failed = true;
                     if self.measuring {
@@ -836,6 +832,17 @@ impl Engine {
             self.tiering.hint_fault_time_ps += cost;
         }
         cost
+    }
+
+    /// Time (ps) a synchronous move started at `t` and copied by `done` costs the faulting CPU:
+    /// per page unmapped, `migrate_overhead` and a TLB shootdown, plus the copy; counted as
+    /// migration time.
+    fn charge_move(&mut self, pages: u64, t: Ns, done: Ns) -> u64 {
+        let ps = pages * (self.migrate_ps + self.tlb_shootdown_ps) + (done - t) * 1000;
+        if self.measuring {
+            self.tiering.migration_time_ps += ps;
+        }
+        ps
     }
 
     /// Swap the frames of pages `a` and `b` (on different nodes) at `t`: both pages are read and
@@ -1045,15 +1052,12 @@ struct Ops<'e> {
 }
 
 impl Ops<'_> {
-    fn charge(&mut self, mode: MoveMode, done: Ns) {
+    /// A synchronous move of `pages` unmapped pages, copied by `done`, delays what follows.
+    fn charge(&mut self, mode: MoveMode, pages: u64, done: Ns) {
         if mode == MoveMode::Sync {
-            let e = &mut *self.eng;
-            let ps = e.migrate_ps + e.tlb_shootdown_ps + (done - self.t) * 1000;
+            let ps = self.eng.charge_move(pages, self.t, done);
             self.cost_ps += ps;
             self.t += ps / 1000;
-            if e.measuring {
-                e.tiering.migration_time_ps += ps;
-            }
         }
     }
 
@@ -1066,14 +1070,13 @@ impl Ops<'_> {
         let t = self.t;
         self.eng.lru_unlink(from, page);
         let done = self.eng.move_page(page, from, to, t);
-        self.charge(mode, done);
+        self.charge(mode, 1, done);
     }
 }
 
 impl MemOps for Ops<'_> {
     fn room(&self, node: NodeId) -> bool {
-        let n = &self.eng.nodes[node as usize];
-        n.free() > n.wmark_high + 1
+        self.eng.nodes[node as usize].has_room()
     }
 
     fn page_node(&self, page: u32) -> Option<NodeId> {
@@ -1122,16 +1125,9 @@ impl MemOps for Ops<'_> {
         if na == nb {
             return false;
         }
-        let t = self.t;
-        let done = self.eng.exchange_pages(a, b, t);
+        let done = self.eng.exchange_pages(a, b, self.t);
         // Two unmaps and TLB shootdowns, one two-way copy (policies.md 2.8).
-        let e = &*self.eng;
-        let ps = 2 * (e.migrate_ps + e.tlb_shootdown_ps) + (done - t) * 1000;
-        self.cost_ps += ps;
-        self.t += ps / 1000;
-        if self.eng.measuring {
-            self.eng.tiering.migration_time_ps += ps;
-        }
+        self.charge(MoveMode::Sync, 2, done);
         true
     }
 }
