@@ -299,6 +299,27 @@ pub fn scan_spec(p: &Params, top_tier: bool, topo: &Topology) -> ScanSpec {
     }
 }
 
+/// A promotion rate limit's bookkeeping for one node: candidates counted in the current window
+/// (the kernel's per-node promotion candidates per 1 s, policies.md 3 and 4).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CandidateWindow {
+    start_ns: u64,
+    count: u64,
+}
+
+impl CandidateWindow {
+    /// Count one candidate at `now_ns`, starting a new window if the current one is over;
+    /// whether it is within `limit` candidates per `window_ns`.
+    pub fn admit(&mut self, now_ns: u64, window_ns: u64, limit: u64) -> bool {
+        if now_ns >= self.start_ns + window_ns {
+            self.start_ns = now_ns;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count <= limit
+    }
+}
+
 pub type BuildFn = fn(&Params, &Topology) -> Result<Box<dyn Policy>>;
 
 pub struct PolicyEntry {

@@ -11,7 +11,7 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -38,8 +38,7 @@ const GIB: u64 = 1 << 30;
 
 #[derive(Clone, Default)]
 struct NodeRate {
-    window_start: u64,
-    window_candidates: u64,
+    window: CandidateWindow,
     /// Adaptive threshold (0 = use the default).
     threshold_ns: u64,
     adjust_start: u64,
@@ -122,13 +121,8 @@ impl Policy for NumabTiering {
             return FaultDecision::Stay;
         }
         let r = &mut self.nodes[d];
-        if ctx.now_ns >= r.window_start + self.window_ns {
-            r.window_start = ctx.now_ns;
-            r.window_candidates = 0;
-        }
-        r.window_candidates += 1;
         r.adjust_candidates += 1;
-        if r.window_candidates > self.rate_pages {
+        if !r.window.admit(ctx.now_ns, self.window_ns, self.rate_pages) {
             return FaultDecision::Stay;
         }
         FaultDecision::Migrate(dst)

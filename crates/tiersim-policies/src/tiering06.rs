@@ -11,7 +11,7 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, ScanVisit, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, ScanVisit, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -38,8 +38,7 @@ struct Tiering06 {
     scan: ScanSpec,
     rate_pages: u64,
     window_ns: u64,
-    /// Per node: start of the current rate window and candidates counted in it.
-    window: Vec<(u64, u64)>,
+    window: Vec<CandidateWindow>,
     /// Per page id: the PTE was young when the last scan re-protected it.
     young: Vec<bool>,
 }
@@ -49,7 +48,7 @@ fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
         scan: scan_spec(params, false, topo),
         rate_pages: topo.rate_pages(params.bandwidth("rate_limit")),
         window_ns: topo.scaled_time(WINDOW_NS),
-        window: vec![(0, 0); topo.nodes.len()],
+        window: vec![CandidateWindow::default(); topo.nodes.len()],
         young: Vec::new(),
     }))
 }
@@ -86,13 +85,7 @@ impl Policy for Tiering06 {
         if !self.young.get(ctx.page.id as usize).copied().unwrap_or(false) {
             return FaultDecision::Stay;
         }
-        let (start, count) = &mut self.window[d];
-        if ctx.now_ns >= *start + self.window_ns {
-            *start = ctx.now_ns;
-            *count = 0;
-        }
-        *count += 1;
-        if *count > self.rate_pages {
+        if !self.window[d].admit(ctx.now_ns, self.window_ns, self.rate_pages) {
             return FaultDecision::Stay;
         }
         FaultDecision::Migrate(dst)
