@@ -24,18 +24,19 @@ fn trace() -> PathBuf {
     path
 }
 
-fn bench(c: &mut Criterion) {
+/// One criterion group: each policy replays the trace on `platform` with `overrides`; `check`
+/// asserts on each run's summary that it did the work being measured.
+fn group(c: &mut Criterion, name: &str, platform: &str, overrides: &[&str], policies: &[&str], check: fn(&serde_json::Value)) {
     let path = trace();
-    // 768 GiB x 1/384 = 2 GiB of DRAM for a 4 GiB footprint.
-    let overrides = vec!["scale=0.0026041666666666665".to_owned()];
-    let mut g = c.benchmark_group("engine");
+    let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+    let mut g = c.benchmark_group(name);
     g.sample_size(10);
     g.throughput(Throughput::Elements(ACCESSES));
-    for policy in ["linux_default", "interleave"] {
-        g.bench_function(format!("{policy}/epyc_cxl_nps1/random_10M_1Mpages"), |b| {
+    for &policy in policies {
+        g.bench_function(format!("{policy}/{platform}/random_10M_1Mpages"), |b| {
             b.iter(|| {
                 let out = tiersim_engine::run(&RunRequest {
-                    platform: "epyc_cxl_nps1",
+                    platform,
                     overrides: &overrides,
                     policy,
                     policy_params: None,
@@ -44,36 +45,22 @@ fn bench(c: &mut Criterion) {
                     options: SimOptions::default(),
                 })
                 .unwrap();
-                assert_eq!(out.summary["accesses"].as_u64(), Some(ACCESSES));
+                check(&out.summary);
                 out
             })
         });
     }
     g.finish();
+}
 
-    let overrides = vec!["scale=0.0625".to_owned(), "os.daemon_time_scale=0.001".to_owned()];
-    let mut g = c.benchmark_group("policies");
-    g.sample_size(10);
-    g.throughput(Throughput::Elements(ACCESSES));
-    for policy in ["numab_tiering", "autotiering_opm_bd"] {
-        g.bench_function(format!("{policy}/cascadelake_dcpmm/random_10M_1Mpages"), |b| {
-            b.iter(|| {
-                let out = tiersim_engine::run(&RunRequest {
-                    platform: "cascadelake_dcpmm",
-                    overrides: &overrides,
-                    policy,
-                    policy_params: None,
-                    trace: TraceInput::File(&path),
-                    seed: 0,
-                    options: SimOptions::default(),
-                })
-                .unwrap();
-                assert!(out.summary["tiering"]["hint_faults"].as_u64().unwrap() > 0);
-                out
-            })
-        });
-    }
-    g.finish();
+fn bench(c: &mut Criterion) {
+    // 768 GiB x 1/384 = 2 GiB of DRAM for a 4 GiB footprint.
+    group(c, "engine", "epyc_cxl_nps1", &["scale=0.0026041666666666665"], &["linux_default", "interleave"], |s| {
+        assert_eq!(s["accesses"].as_u64(), Some(ACCESSES))
+    });
+    group(c, "policies", "cascadelake_dcpmm", &["scale=0.0625", "os.daemon_time_scale=0.001"], &["numab_tiering", "autotiering_opm_bd"], |s| {
+        assert!(s["tiering"]["hint_faults"].as_u64().unwrap() > 0)
+    });
 }
 
 criterion_group!(benches, bench);
