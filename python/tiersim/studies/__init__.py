@@ -18,6 +18,8 @@ from typing import Any
 
 import polars as pl
 
+from tiersim import sweep as sw
+from tiersim._convert import toml_value
 from tiersim._native import TiersimError
 
 
@@ -69,6 +71,23 @@ def within(ours: float, paper: float, rel: float) -> bool:
 
 def pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
+
+
+def inline_table(d: dict[str, Any]) -> str:
+    """`d` as a TOML inline table, for the sweep specs studies write."""
+    return "{ " + ", ".join(f'"{k}" = {toml_value(v, k)}' for k, v in d.items()) + " }"
+
+
+def study_sweep(out: Path, name: str, text: str, workers: int | None) -> pl.DataFrame:
+    """Write sweep spec `text` as out/NAME.toml, run it into out/NAME (resuming what is there)
+    and return its results; a failed run fails the study, naming the first error."""
+    spec = out / f"{name}.toml"
+    spec.write_text(text, encoding="utf-8")
+    results = sw.run_sweep(spec, out / name, workers=workers).results
+    failed = results.filter(pl.col("status") != "ok")
+    if failed.height:
+        raise TiersimError(f"study sweep {name}: {failed.height} runs failed, first: {failed['error'][0]}")
+    return results
 
 
 from tiersim.studies import autotiering, cxl_expansion, optane, scm_vs_ssd  # noqa: E402 - the registry needs Study

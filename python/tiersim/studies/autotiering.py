@@ -11,10 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
-from tiersim import sweep as sw
-from tiersim._convert import toml_value
 from tiersim._native import TiersimError
-from tiersim.studies import Claim, Study, StudyResult, SweepPart
+from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
 
 SCALE = 0.001953125  # 1/512: the paper's 2 x 16 GB DRAM + 2 x 128 GB DCPMM become 64 + 512 MiB
 TIME_SCALE = 0.001
@@ -45,10 +43,6 @@ PAPER_GRAPH500 = 6.9  # AutoTiering vs baseline on graph500, "about 6.9x"
 PAPER_CPM_GRAPH500 = 1.17
 
 
-def _table(d: dict) -> str:
-    return "{ " + ", ".join(f'"{k}" = {toml_value(v, k)}' for k, v in d.items()) + " }"
-
-
 def _spec(footprint_mib: int, accesses: int) -> str:
     traces = "".join(
         f"""
@@ -56,7 +50,7 @@ def _spec(footprint_mib: int, accesses: int) -> str:
 label = "{label}"
 gen = "{gen}"
 seed = 1
-params = {_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, "accesses": accesses})}
+params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, "accesses": accesses})}
 """
         for label, gen in WORKLOADS.items()
     )
@@ -66,7 +60,7 @@ name = "autotiering"
 platforms = ["cascadelake_dcpmm"]
 seeds = [1]
 baseline = "{BASELINE}"
-set = {_table({"scale": SCALE, "os.daemon_time_scale": TIME_SCALE})}
+set = {inline_table({"scale": SCALE, "os.daemon_time_scale": TIME_SCALE})}
 {traces}{policies}
 [[policy]]
 name = "tiering06"
@@ -77,13 +71,7 @@ params = {{ rate_limit = "300MB/s" }}
 
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     fp, acc = SIZES[quick]
-    spec = out / "autotiering.toml"
-    spec.write_text(_spec(fp, acc), encoding="utf-8")
-    rep = sw.run_sweep(spec, out / "autotiering", workers=workers)
-    df = rep.results
-    failed = df.filter(pl.col("status") != "ok")
-    if failed.height:
-        raise TiersimError(f"study sweep autotiering: {failed.height} runs failed, first: {failed['error'][0]}")
+    df = study_sweep(out, "autotiering", _spec(fp, acc), workers)
 
     def t(trace: str, policy: str) -> float:
         sel = df.filter((pl.col("trace") == trace) & (pl.col("policy") == policy))
@@ -99,33 +87,65 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     opm_family = [s["phased", p] for p in ("autotiering_opm", "autotiering_opmx", "autotiering_opm_bd")]
     fast06 = t("phased", "autotiering_opm_bd") / t("phased", TIERING06_FAST)
     claims = [
-        Claim("graph500: OPM-family AutoTiering is several times faster than the baseline", f"up to {PAPER_GRAPH500}x",
-              f"OPM {x(opm_family[0])}, OPMX {x(opm_family[1])}, OPM-BD {x(opm_family[2])}", "best >= 3x",
-              max(opm_family) >= 3, "phased: intermediate data fill DRAM, then a hot kernel on 10% of the footprint"),
-        Claim("graph500: OPMX beats CPMX", "OPMX > CPMX", f"{x(s['phased', 'autotiering_opmx'])} vs {x(s['phased', 'autotiering_cpmx'])}",
-              "ours(OPMX) > ours(CPMX)", s["phased", "autotiering_opmx"] > s["phased", "autotiering_cpmx"]),
-        Claim("graph500: OPM-BD improves on OPMX (demotion off the fault path)", "OPM-BD > OPMX",
-              f"{x(s['phased', 'autotiering_opm_bd'])} vs {x(s['phased', 'autotiering_opmx'])}", "ours(OPM-BD) > ours(OPMX)",
-              s["phased", "autotiering_opm_bd"] > s["phased", "autotiering_opmx"]),
-        Claim("graph500: CPM alone gains about 17%", f"{PAPER_CPM_GRAPH500}x", x(s["phased", "autotiering_cpm"]), "ours >= 1.05x",
-              s["phased", "autotiering_cpm"] >= 1.05,
-              "phased's threads share the hot region with no socket affinity, so moving pages between the two "
-              "DCPMM nodes wins no locality, and with both DRAM nodes full CPM's remote-DRAM fallback never applies"),
-        Claim("graph500: Tiering-0.6 beats OPM-BD", "Tiering-0.6 > OPM-BD",
-              f"{x(s['phased', 'tiering06'])} vs {x(s['phased', 'autotiering_opm_bd'])} at 30 MB/s",
-              "ours(tiering06) > ours(OPM-BD)", s["phased", "tiering06"] > s["phased", "autotiering_opm_bd"],
-              f"its 30 MB/s candidate rate limit binds on phased's hot set (10% of 80 GB); at 300 MB/s tiering06 "
-              f"is {fast06:.2f}x as fast as OPM-BD"),
-        Claim("uniform access: OPM-BD about equal to CPM", "similar", f"{x(s['uniform', 'autotiering_opm_bd'])} vs "
-              f"{x(s['uniform', 'autotiering_cpm'])}", "within 10%",
-              abs(s["uniform", "autotiering_opm_bd"] / s["uniform", "autotiering_cpm"] - 1) <= 0.10),
-        Claim("uniform access: OPMX 7-8% below CPMX", "-7 to -8%",
-              f"{100 * (s['uniform', 'autotiering_opmx'] / s['uniform', 'autotiering_cpmx'] - 1):+.1f}%",
-              "ours(OPMX) < ours(CPMX)", s["uniform", "autotiering_opmx"] < s["uniform", "autotiering_cpmx"]),
+        Claim(
+            "graph500: OPM-family AutoTiering is several times faster than the baseline",
+            f"up to {PAPER_GRAPH500}x",
+            f"OPM {x(opm_family[0])}, OPMX {x(opm_family[1])}, OPM-BD {x(opm_family[2])}",
+            "best >= 3x",
+            max(opm_family) >= 3,
+            "phased: intermediate data fill DRAM, then a hot kernel on 10% of the footprint",
+        ),
+        Claim(
+            "graph500: OPMX beats CPMX",
+            "OPMX > CPMX",
+            f"{x(s['phased', 'autotiering_opmx'])} vs {x(s['phased', 'autotiering_cpmx'])}",
+            "ours(OPMX) > ours(CPMX)",
+            s["phased", "autotiering_opmx"] > s["phased", "autotiering_cpmx"],
+        ),
+        Claim(
+            "graph500: OPM-BD improves on OPMX (demotion off the fault path)",
+            "OPM-BD > OPMX",
+            f"{x(s['phased', 'autotiering_opm_bd'])} vs {x(s['phased', 'autotiering_opmx'])}",
+            "ours(OPM-BD) > ours(OPMX)",
+            s["phased", "autotiering_opm_bd"] > s["phased", "autotiering_opmx"],
+        ),
+        Claim(
+            "graph500: CPM alone gains about 17%",
+            f"{PAPER_CPM_GRAPH500}x",
+            x(s["phased", "autotiering_cpm"]),
+            "ours >= 1.05x",
+            s["phased", "autotiering_cpm"] >= 1.05,
+            "phased's threads share the hot region with no socket affinity, so moving pages between the two "
+            "DCPMM nodes wins no locality, and with both DRAM nodes full CPM's remote-DRAM fallback never applies",
+        ),
+        Claim(
+            "graph500: Tiering-0.6 beats OPM-BD",
+            "Tiering-0.6 > OPM-BD",
+            f"{x(s['phased', 'tiering06'])} vs {x(s['phased', 'autotiering_opm_bd'])} at 30 MB/s",
+            "ours(tiering06) > ours(OPM-BD)",
+            s["phased", "tiering06"] > s["phased", "autotiering_opm_bd"],
+            f"its 30 MB/s candidate rate limit binds on phased's hot set (10% of 80 GB); at 300 MB/s tiering06 "
+            f"is {fast06:.2f}x as fast as OPM-BD",
+        ),
+        Claim(
+            "uniform access: OPM-BD about equal to CPM",
+            "similar",
+            f"{x(s['uniform', 'autotiering_opm_bd'])} vs {x(s['uniform', 'autotiering_cpm'])}",
+            "within 10%",
+            abs(s["uniform", "autotiering_opm_bd"] / s["uniform", "autotiering_cpm"] - 1) <= 0.10,
+        ),
+        Claim(
+            "uniform access: OPMX 7-8% below CPMX",
+            "-7 to -8%",
+            f"{100 * (s['uniform', 'autotiering_opmx'] / s['uniform', 'autotiering_cpmx'] - 1):+.1f}%",
+            "ours(OPMX) < ours(CPMX)",
+            s["uniform", "autotiering_opmx"] < s["uniform", "autotiering_cpmx"],
+        ),
     ]
     claims.append(_lap_claim(out / "autotiering", df))
     table = pl.DataFrame(
-        {"policy": [*POLICIES, TIERING06_FAST]} | {w: [f"{s[w, p]:.2f}" for p in [*POLICIES, TIERING06_FAST]] for w in WORKLOADS}
+        {"policy": [*POLICIES, TIERING06_FAST]}
+        | {w: [f"{s[w, p]:.2f}" for p in [*POLICIES, TIERING06_FAST]] for w in WORKLOADS}
     )
     notes = [
         f"Scaled: cascadelake_dcpmm at scale {SCALE} (1/512) with os.daemon_time_scale {TIME_SCALE}; "
@@ -156,8 +176,11 @@ def _lap_claim(sweep_dir: Path, df: pl.DataFrame) -> Claim:
     fmt = lambda v: ", ".join(f"{100 * x:.0f}%" for x in v)  # noqa: E731
     return Claim(
         "LAP levels (fig. 11): under OPMX, DRAM holds the frequently accessed pages (levels 7-8), DCPMM the rest",
-        "hot levels in DRAM", f"levels 7-8: DRAM {fmt(dram)} of pages, DCPMM {fmt(pmem)}", "every DRAM share > every DCPMM share",
-        min(dram) > max(pmem), "phased, end of the run",
+        "hot levels in DRAM",
+        f"levels 7-8: DRAM {fmt(dram)} of pages, DCPMM {fmt(pmem)}",
+        "every DRAM share > every DCPMM share",
+        min(dram) > max(pmem),
+        "phased, end of the run",
     )
 
 

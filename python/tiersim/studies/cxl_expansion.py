@@ -13,10 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tiersim import sweep as sw
-from tiersim._native import TiersimError
-from tiersim._convert import toml_value
-from tiersim.studies import Claim, Study, StudyResult, SweepPart, pct, within
+from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, pct, study_sweep, within
 
 DDR_ONLY_PLATFORM = Path(__file__).with_name("epyc_dram_only_nps1.toml")
 
@@ -50,10 +47,6 @@ SCAN_PARAMS = {"write_ratio": 0.0, "gap_instructions": 200}
 SCAN_PASSES = 4
 
 
-def _toml_table(d: dict) -> str:
-    return "{ " + ", ".join(f'"{k}" = {toml_value(v, k)}' for k, v in d.items()) + " }"
-
-
 def _bandwidth_spec(trace: str, footprint_mib: int, accesses: int) -> str:
     if trace == "stream":
         params = {"threads": THREADS, "arrays": 3, "access_size": 64, "footprint": f"{footprint_mib}MiB", "accesses": accesses}
@@ -67,13 +60,13 @@ name = "bandwidth-{trace}"
 platforms = ["epyc_cxl_nps1", "epyc_cxl_nps2", "epyc_cxl_nps4"]
 seeds = [1]
 baseline = "linux_default"
-set = {_toml_table({"stats.warmup_accesses": one_pass})}
+set = {inline_table({"stats.warmup_accesses": one_pass})}
 
 [[trace]]
 label = "{trace}"
 gen = "{trace}"
 seed = 1
-params = {_toml_table(params)}
+params = {inline_table(params)}
 
 [[policy]]
 name = "linux_default"
@@ -91,7 +84,7 @@ def _capacity_spec(footprint_mib: int, accesses: int) -> str:
     return f"""[sweep]
 name = "capacity"
 seeds = [1]
-set = {_toml_table({"scale": scale, **EIGHT_NVME})}
+set = {inline_table({"scale": scale, **EIGHT_NVME})}
 
 [sweep.grid]
 "nodes.dram0.capacity" = ["768GiB", "1152GiB"]
@@ -108,27 +101,17 @@ name = "epyc_cxl_nps1"
 label = "kv"
 gen = "kv"
 seed = 1
-params = {_toml_table(params)}
+params = {inline_table(params)}
 
 [[trace]]
 label = "scan"
 gen = "stride"
 seed = 1
-params = {_toml_table(scan)}
+params = {inline_table(scan)}
 
 [[policy]]
 name = "linux_default"
 """
-
-
-def _sweep(out: Path, name: str, text: str, workers: int | None) -> pl.DataFrame:
-    spec = out / f"{name}.toml"
-    spec.write_text(text, encoding="utf-8")
-    rep = sw.run_sweep(spec, out / name, workers=workers)
-    failed = rep.results.filter(pl.col("status") != "ok")
-    if failed.height:
-        raise TiersimError(f"study sweep {name}: {failed.height} runs failed, first: {failed['error'][0]}")
-    return rep.results
 
 
 def _time(df: pl.DataFrame, **where: str) -> float:
@@ -146,7 +129,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     tables = []
     for trace in ("stream", "stencil"):
         fp, acc = sizes[trace]
-        df = _sweep(out, f"bandwidth-{trace}", _bandwidth_spec(trace, fp, acc), workers)
+        df = study_sweep(out, f"bandwidth-{trace}", _bandwidth_spec(trace, fp, acc), workers)
         parts.append(SweepPart(f"Bandwidth expansion: {trace}", df, out / f"bandwidth-{trace}", "linux_default"))
         gain = {
             nps: _time(df, platform=f"epyc_cxl_{nps}", policy="linux_default") / _time(df, platform=f"epyc_cxl_{nps}", policy="interleave") - 1
@@ -184,7 +167,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
 
     fp, acc = sizes["kv"]
     shutil.copyfile(DDR_ONLY_PLATFORM, out / DDR_ONLY_PLATFORM.name)
-    cap = _sweep(out, "capacity", _capacity_spec(fp, acc), workers)
+    cap = study_sweep(out, "capacity", _capacity_spec(fp, acc), workers)
     parts.append(SweepPart("Capacity expansion: data sets twice the DRAM", cap, out / "capacity", "ddr_only",
                            detail=True, compare="platform"))
     for trace, what in (("kv", "a zipfian key-value store (YCSB b)"), ("scan", "repeated scans (Spark SVM-like)")):

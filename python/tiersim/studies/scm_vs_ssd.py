@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 
 import tiersim
 from tiersim.studies import Claim, Study, StudyResult, within
