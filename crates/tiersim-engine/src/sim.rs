@@ -1088,15 +1088,6 @@ impl MemOps for Ops<'_> {
         (c != NIL && (c as usize) < self.eng.cpus.len()).then_some(c)
     }
 
-    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
-        let Some(from) = self.present(page) else { return false };
-        if from == to as usize || !self.room(to) {
-            return false;
-        }
-        self.relocate(page, from, to as usize, mode);
-        true
-    }
-
     fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool {
         let Some(from) = self.present(page) else { return false };
         let n = &self.eng.nodes[to as usize];

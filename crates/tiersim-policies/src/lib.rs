@@ -133,8 +133,6 @@ pub trait MemOps {
     fn page_node(&self, page: u32) -> Option<NodeId>;
     /// The CPU of the page's last hint fault (last_cpupid).
     fn last_cpu(&self, page: u32) -> Option<u32>;
-    /// Migrate a page to `to` if it has room; returns whether it moved.
-    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool;
     /// Demote a page to `to` if `to` has a free frame above its min watermark. With `reserve`, the
     /// frame it leaves is kept out of the allocator as a reserved frame of its node (AutoTiering's
     /// per-CPU promotion pool, policies.md 2.7); returns whether it moved.
@@ -418,14 +416,6 @@ pub(crate) mod testutil {
         }
         fn last_cpu(&self, page: u32) -> Option<u32> {
             self.last_cpu.get(&page).copied()
-        }
-        fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
-            if !self.room(to) {
-                return false;
-            }
-            self.relocate(page, to);
-            self.log.push(format!("migrate {page} -> {to} {mode:?}"));
-            true
         }
         fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool {
             if self.free[to as usize] <= WMARKS[to as usize].0 {
