@@ -1,6 +1,6 @@
 //! A memory node as the engine runs it: the node's devices (an interleave set of `count`
 //! identical devices, like 4 CXL modules or 6 Optane DIMMs behind one NUMA node), its page
-//! frames, watermarks and CLOCK list.
+//! frames, watermarks and LRU lists.
 
 use tiersim_core::Result;
 use tiersim_devices::InterleaveSet;
@@ -22,6 +22,18 @@ pub struct Counters {
 
 pub use crate::pagetable::NIL;
 
+/// One LRU list: head = most recently added, tail = next to age or reclaim.
+#[derive(Debug, Clone, Copy)]
+pub struct List {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u64,
+}
+
+impl List {
+    pub const EMPTY: List = List { head: NIL, tail: NIL, len: 0 };
+}
+
 pub struct Node {
     pub spec: NodeSpec,
     pub dev: InterleaveSet,
@@ -35,9 +47,10 @@ pub struct Node {
     pub wmark_min: u64,
     pub wmark_low: u64,
     pub wmark_high: u64,
-    /// CLOCK list ends: head = most recently inserted.
-    pub lru_head: u32,
-    pub lru_tail: u32,
+    /// The four LRU lists (inactive/active x anon/file, indexed by `lru::list_of`).
+    pub lists: [List; 4],
+    /// Pages reclaim has taken from the anon and the file lists, for get_scan_count's balance.
+    pub scanned: [u64; 2],
     pub total: Counters,
     pub epoch: Counters,
 }
@@ -58,8 +71,8 @@ impl Node {
             wmark_min: wmarks.0,
             wmark_low: wmarks.1,
             wmark_high: wmarks.2,
-            lru_head: NIL,
-            lru_tail: NIL,
+            lists: [List::EMPTY; 4],
+            scanned: [0; 2],
             total: Counters::default(),
             epoch: Counters::default(),
         })

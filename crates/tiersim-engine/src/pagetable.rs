@@ -19,10 +19,18 @@ pub const UNTOUCHED: u16 = u16::MAX;
 pub const SWAPPED: u16 = u16::MAX - 1;
 pub const NIL: u32 = u32::MAX;
 
+/// The PTE's accessed (young) bit: set by every access, tested and cleared by LRU aging.
 pub const REFERENCED: u8 = 1;
 pub const DIRTY: u8 = 2;
 /// Made PROT_NONE by the NUMA-hinting scanner: the next access takes a hint fault.
 pub const PROT_NONE: u8 = 4;
+/// PG_active: the page is on its node's active list.
+pub const ACTIVE: u8 = 8;
+/// PG_referenced, the page flag (not the PTE bit): one reference already seen on the inactive
+/// list (mark_page_accessed, page_check_references).
+pub const PG_REFERENCED: u8 = 16;
+/// A page-cache page of a file mapping; clear for anonymous memory.
+pub const FILE: u8 = 32;
 
 /// Per-page state only NUMA balancing needs, beside the hot entry so the access path does not
 /// pay for it.
@@ -60,8 +68,8 @@ const EMPTY: PageEntry = PageEntry { frame: 0, node: UNTOUCHED, flags: 0 };
 pub struct PageTable {
     chunk_of: FxHashMap<u64, u32>,
     pub entries: Vec<PageEntry>,
-    /// CLOCK list links, touched only by allocation and reclaim; prev and next side by side so
-    /// linking a new page costs one cache miss, not two.
+    /// LRU list links, touched only by allocation, migration and reclaim; prev and next side by
+    /// side so linking a new page costs one cache miss, not two.
     pub lru: Vec<Link>,
     pub ext: Vec<PageExt>,
     /// Chunk number -> base id, in virtual-address order, for the scanner's walk.

@@ -31,6 +31,11 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("fault_latency", ParamKind::Duration, "1us", "minor fault on first touch (allocate + zero a 4 KiB page), charged to the CPU"),
     ParamSpec::new("swap_fault_latency", ParamKind::Duration, "5us", "major-fault software cost on swap-in, on top of the swap device read"),
     ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
+    ParamSpec::new("swappiness", ParamKind::Int, "60", "vm.swappiness: anon vs file share of reclaim scanning (anon x swappiness : file x (200 - swappiness))")
+        .min(0.0)
+        .max(200.0),
+    ParamSpec::new("new_anon_list", ParamKind::Str, "inactive", "LRU list of a new anonymous page: inactive (Linux 5.9+) or active (5.3, AutoTiering's base)")
+        .choices(&["inactive", "active"]),
     // Costs of NUMA balancing and migration (policies.md 1.4 and 9: the mechanisms are from the
     // kernel; the papers' per-page numbers were not retrieved, so these are typical published
     // values to calibrate).

@@ -3,9 +3,11 @@
 //! advances by its compute gap plus latency / mlp (closed loop) or follows the trace times (open
 //! loop). The OS model follows Linux 5.x (policies.md 1.1): first touch along the zonelist above
 //! the low watermark; when every node fails, kswapd is woken to reclaim to the high watermark and
-//! allocation retries against min; then direct reclaim. Reclaim takes the coldest pages by CLOCK
-//! (second chance on a referenced bit, which approximates the kernel's inactive-list aging) and
-//! writes them to swap.
+//! allocation retries against min; then direct reclaim. Reclaim takes victims from per-node
+//! active/inactive LRU lists (`lru.rs`) and demotes them to the policy's target or writes them to
+//! swap.
+
+mod lru;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -19,7 +21,8 @@ use tiersim_policies::{FaultDecision, HintCtx, MemOps, MoveMode, NodeInfo, PageV
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::{Counters, Node};
-use crate::pagetable::{Link, PageEntry, PageTable, CHUNK, CHUNK_SHIFT, DIRTY, NIL, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
+use crate::pagetable::{PageEntry, PageTable, ACTIVE, CHUNK, CHUNK_SHIFT, DIRTY, NIL, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
+use lru::LruStats;
 use crate::platform::Platform;
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
@@ -159,6 +162,11 @@ struct Engine {
     pte_scan_ps: u64,
     ping_pong_ns: u64,
     tiering: TieringStats,
+    lru_stats: LruStats,
+    /// vm.swappiness: the anon share of reclaim scanning when both kinds can go.
+    swappiness: u64,
+    /// New anonymous pages start on the active list (Linux before 5.9) or the inactive one.
+    new_anon_active: bool,
     ts: Timeseries,
     processed: u64,
 }
@@ -314,62 +322,17 @@ impl Engine {
             pte_scan_ps: os.duration("pte_scan_cost") * 1000,
             ping_pong_ns: platform.stats.duration("ping_pong_window"),
             tiering: TieringStats::default(),
+            lru_stats: LruStats::default(),
+            swappiness: os.uint("swappiness"),
+            new_anon_active: os.str("new_anon_list") == "active",
             ts: Timeseries::default(),
             processed: 0,
         })
     }
 
-    // ---- CLOCK lists -------------------------------------------------------------------
-
-    fn lru_push_head(&mut self, node: usize, p: u32) {
-        let n = &mut self.nodes[node];
-        self.pt.lru[p as usize].prev = NIL;
-        self.pt.lru[p as usize].next = n.lru_head;
-        if n.lru_head != NIL {
-            self.pt.lru[n.lru_head as usize].prev = p;
-        } else {
-            n.lru_tail = p;
-        }
-        n.lru_head = p;
-    }
-
-    fn lru_unlink(&mut self, node: usize, p: u32) {
-        let Link { prev, next } = self.pt.lru[p as usize];
-        let n = &mut self.nodes[node];
-        if prev != NIL {
-            self.pt.lru[prev as usize].next = next;
-        } else {
-            n.lru_head = next;
-        }
-        if next != NIL {
-            self.pt.lru[next as usize].prev = prev;
-        } else {
-            n.lru_tail = prev;
-        }
-    }
-
-    /// Second chance: referenced pages at the tail get their bit cleared and go back to the head.
-    fn pick_victim(&mut self, node: usize) -> Option<u32> {
-        for _ in 0..=2 * self.nodes[node].used {
-            let p = self.nodes[node].lru_tail;
-            if p == NIL {
-                return None;
-            }
-            self.lru_unlink(node, p);
-            let e = &mut self.pt.entries[p as usize];
-            if e.flags & REFERENCED != 0 {
-                e.flags &= !REFERENCED;
-                self.lru_push_head(node, p);
-            } else {
-                return Some(p);
-            }
-        }
-        None
-    }
-
     // ---- reclaim and swap --------------------------------------------------------------
 
-    /// Reclaim up to `want` pages of `node` at `t`. Each CLOCK victim is demoted to the policy's
+    /// Reclaim up to `want` pages of `node` at `t`. Each LRU victim is demoted to the policy's
     /// demotion target while that node has free memory above its min watermark (the kernel's
     /// demotion allocation does not reclaim on the target), else written to swap.
     fn reclaim(&mut self, node: usize, want: u64, t: Ns) -> Result<u64> {
@@ -381,7 +344,7 @@ impl Engine {
             if target.is_none() && !can_swap {
                 break;
             }
-            let Some(p) = self.pick_victim(node) else { break };
+            let Some(p) = self.pick_victim(node, true) else { break };
             match target {
                 Some(d) => {
                     self.move_page(p, node, d, t);
@@ -393,7 +356,7 @@ impl Engine {
         Ok(done)
     }
 
-    /// Write page `p` (already off its CLOCK list) to swap at `t`.
+    /// Write page `p` (already off its LRU list) to swap at `t`.
     fn swap_out(&mut self, p: u32, node: usize, t: Ns) {
         let frame = self.pt.entries[p as usize].frame;
         self.nodes[node].release_frame(frame);
@@ -431,7 +394,7 @@ impl Engine {
         }
     }
 
-    /// Migrate page `p` (already off its CLOCK list) from node `from` to node `to`, which has a
+    /// Migrate page `p` (already off its LRU list, flags unchanged: migration keeps PG_active) from node `from` to node `to`, which has a
     /// free frame. The copy reads the page from the source device and writes it to the target
     /// device, both issued at `t` (a streaming copy overlaps the two), so it takes bandwidth from
     /// both; returns when the copy completes.
@@ -508,9 +471,10 @@ impl Engine {
         })
     }
 
-    /// Allocate a frame for page `p` first touched (or swapped in) by `cpu` at time `t`;
-    /// returns the node and the direct-reclaim time (ps) charged to the CPU.
-    fn alloc(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<(usize, u64)> {
+    /// Allocate a frame for page `p` first touched (or swapped in) by `cpu` at time `t`, onto
+    /// the active list if `active`; returns the node and the direct-reclaim time (ps) charged
+    /// to the CPU.
+    fn alloc(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns, active: bool) -> Result<(usize, u64)> {
         for (i, n) in self.nodes.iter().enumerate() {
             self.free_scratch[i] = n.free();
         }
@@ -527,7 +491,8 @@ impl Engine {
         self.topo.zonelists[preferred] = zl;
         let (node, reclaim_ps) = result?;
         let frame = self.nodes[node].take_frame();
-        self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED };
+        let flags = REFERENCED | if active { ACTIVE } else { 0 };
+        self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags };
         self.lru_push_head(node, p);
         self.policy.on_page_placed(p, node as NodeId);
         self.proactive_reclaim(node, t)?;
@@ -607,7 +572,8 @@ impl Engine {
             swap.epoch_ins += 1;
         }
         let io_ps = (done - t) * 1000 + self.swap_fault_ps;
-        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000)?;
+        // A swapped-in page starts inactive (lru_cache_add_inactive_or_unevictable, 5.9+).
+        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, false)?;
         Ok(io_ps + reclaim_ps)
     }
 
@@ -775,6 +741,7 @@ impl Engine {
                 node: node as NodeId,
                 last_cpu: (ext.last_cpu != NIL).then_some(ext.last_cpu),
                 scan_time_ns: ext.scan_us as u64 * 1000,
+                active: self.pt.entries[p as usize].flags & ACTIVE != 0,
             },
             now_ns: t,
             write,
@@ -936,7 +903,7 @@ impl Engine {
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
-                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns)?;
+                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, self.new_anon_active)?;
                 if self.measuring {
                     self.first_touch_faults += 1;
                 }
@@ -996,7 +963,7 @@ impl Engine {
     // ---- invariants --------------------------------------------------------------------
 
     /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
-    /// CLOCK lists holding exactly the node's pages.
+    /// each page on the one LRU list of its node its flags name, lists well linked and counted.
     fn check(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Sim(format!("invariant violated: {m}")));
         let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.nodes.len()];
@@ -1020,19 +987,30 @@ impl Engine {
             if seen[i].len() as u64 != n.used {
                 return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
             }
-            let (mut len, mut p) = (0u64, n.lru_head);
-            while p != NIL {
-                if self.pt.entries[p as usize].node as usize != i {
-                    return fail(format!("page {p} on node {}'s list lives elsewhere", n.spec.name));
+            let mut total = 0;
+            for (l, list) in n.lists.iter().enumerate() {
+                let (mut len, mut p, mut prev) = (0u64, list.head, NIL);
+                while p != NIL {
+                    let e = self.pt.entries[p as usize];
+                    if e.node as usize != i || lru::list_of(e.flags) != l {
+                        return fail(format!("page {p} on node {}'s list {l} lives on node {} in list {}", n.spec.name, e.node, lru::list_of(e.flags)));
+                    }
+                    if self.pt.lru[p as usize].prev != prev {
+                        return fail(format!("page {p} on node {}'s list {l} has a broken back link", n.spec.name));
+                    }
+                    len += 1;
+                    if len > n.used {
+                        break;
+                    }
+                    (prev, p) = (p, self.pt.lru[p as usize].next);
                 }
-                len += 1;
-                if len > n.used {
-                    break;
+                if len != list.len || (len > 0 && list.tail != prev) {
+                    return fail(format!("node {} list {l} holds {len} pages, counts {}", n.spec.name, list.len));
                 }
-                p = self.pt.lru[p as usize].next;
+                total += len;
             }
-            if len != n.used {
-                return fail(format!("node {} list holds {len} pages, node has {}", n.spec.name, n.used));
+            if total != n.used {
+                return fail(format!("node {} lists hold {total} pages, node has {}", n.spec.name, n.used));
             }
         }
         let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
@@ -1109,6 +1087,12 @@ impl MemOps for Ops<'_> {
         self.eng.nodes[to as usize].reserved -= 1;
         self.relocate(page, from, to as usize, MoveMode::Sync);
         true
+    }
+
+    fn mark_page_accessed(&mut self, page: u32) {
+        if let Some(node) = self.present(page) {
+            self.eng.mark_page_accessed(page, node);
+        }
     }
 
     fn exchange(&mut self, a: u32, b: u32) -> bool {
@@ -1248,7 +1232,8 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     let nodes: Vec<_> = eng
         .nodes
         .iter()
-        .map(|n| {
+        .enumerate()
+        .map(|(i, n)| {
             let secs = exec.max(1) as f64 / 1e9;
             json!({
                 "name": n.spec.name,
@@ -1267,6 +1252,7 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
                 "bandwidth_gbs": n.total.bytes as f64 / secs / 1e9,
                 "share": if total > 0 { n.total.accesses as f64 / total as f64 } else { 0.0 },
                 "final_pages": n.used,
+                "lru_pages": eng.lru_sizes(i),
                 "migrated_in": n.total.migrated_in,
                 "migrated_out": n.total.migrated_out,
                 "peak_pages": n.peak_used,
@@ -1332,6 +1318,12 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
+        },
+        "lru": {
+            "pgscan": eng.lru_stats.pgscan,
+            "pgsteal": eng.lru_stats.pgsteal,
+            "pgactivate": eng.lru_stats.pgactivate,
+            "pgdeactivate": eng.lru_stats.pgdeactivate,
         },
         "policy_stats": eng.policy.stats(),
         "nodes": nodes,

@@ -282,7 +282,7 @@ fn numab_tiering_demotes_to_make_room_then_promotes() {
     let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
     let s = &r.summary;
     // First hint fault on page 13: promotion fails (3 free, not > 5) and wakes kswapd on node 0,
-    // which demotes CLOCK victims until free > promo (5): 3 pages. The next scan marks page 13
+    // which demotes LRU victims until free > promo (5): 3 pages. The next scan marks page 13
     // again; its fault finds 6 free pages and promotes it.
     assert_eq!(u(s, &["tiering", "hint_faults"]), 2, "{s}");
     assert_eq!(u(s, &["tiering", "failed_promotions"]), 1);
@@ -303,7 +303,7 @@ fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     let p = plat(TIERED, &[]);
     let params = format!("{FAST_SCAN}scan_delay = \"1ms\"");
     // 12 first touches: from the 9th on, each allocation leaves 7 free < 8 and kswapd demotes
-    // the CLOCK victim: p0..p3 go to the slow node, PROT_NONE at once.
+    // the LRU victim: p0..p3 go to the slow node, PROT_NONE at once.
     let mut a: Vec<_> = (0..12).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
     // p0 is read three times: fault 1 (its demotion left it PROT_NONE) references it; the scan
     // at 1 ms re-protects it and fault 2 activates it; the next scan, fault 3 promotes it (8 free
@@ -366,10 +366,10 @@ fn swap_takes_the_coldest_pages() {
     let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
     let page = |i: u64| i * 4096;
     let mut a: Vec<_> = (0..7).map(|i| acc(0, page(i), Op::Write, 0)).collect();
-    // p7: direct reclaim. Every page was referenced since allocation, so CLOCK clears all bits
-    // and evicts the oldest, p0. The list is then p7 p6 .. p1 (tail).
+    // p7: direct reclaim evicts the oldest, p0 (the aging is spelled out in
+    // reclaim_ages_two_lru_lists). Inactive: p7 p3 p2 p1 (tail), young bits of p1..p3 cleared.
     a.push(acc(0, page(7), Op::Write, 0));
-    // p1 is read again (bit set); p8 needs a frame: p1 gets its second chance, p2 is evicted.
+    // p1 is read again (young); p8 needs a frame: p1 is activated, p2 is evicted.
     a.push(acc(0, page(1), Op::Read, 0));
     a.push(acc(0, page(8), Op::Write, 0));
     // p1 is still in memory; p0 comes back from swap and evicts the tail, p3.
@@ -384,6 +384,37 @@ fn swap_takes_the_coldest_pages() {
     assert_eq!(u(s, &["pages_touched"]), 9);
     // The swap-in read waits for the NVMe read (80 us + transfer) and the 5 us fault overhead.
     assert!(u(s, &["faults", "fault_time_ns"]) > 85_000, "{s}");
+}
+
+#[test]
+fn reclaim_ages_two_lru_lists() {
+    let text = one_node("reclaim_batch = 1\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    // 8 frames; min = low = high = 1 page, so 7 pages fit before reclaim.
+    let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
+    let page = |i: u64| i * 4096;
+    let mut a: Vec<_> = (0..8).map(|i| acc(0, page(i), Op::Write, 0)).collect();
+    // p1..p7 are all still resident: no swap-in.
+    a.extend((1..8).map(|i| acc(0, page(i), Op::Read, 0)));
+    let lru = |s: &serde_json::Value, k: &str| u(&s["nodes"][0], &["lru_pages", k]);
+    // New pages start inactive and young. p7's reclaim scans the inactive tail: p0..p3 are young
+    // and activated; then inactive (3) < active (4), so shrink_active_list moves all four back
+    // with their young bits cleared; p4..p6 are activated; the tail is now p0, unreferenced: it
+    // goes. 8 scanned, 7 activations, 4 deactivations; left: inactive p3 p2 p1 + p7, active p4..p6.
+    let r = run(&p, "linux_default", a.clone()).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["swap", "swap_outs"]), 1, "{s}");
+    assert_eq!(u(s, &["swap", "swap_ins"]), 0);
+    assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"]), u(s, &["lru", "pgdeactivate"])), (8, 7, 4));
+    assert_eq!(u(s, &["lru", "pgsteal"]), 1);
+    assert_eq!((lru(s, "inactive_anon"), lru(s, "active_anon"), lru(s, "active_file")), (4, 3, 0));
+    // Linux before 5.9 puts new anon pages on the active list: the reclaim finds the inactive
+    // list empty, deactivates all 7 (young cleared) and takes the oldest, p0, at the first scan.
+    let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\"", "os.new_anon_list=\"active\""]);
+    let r = run(&p, "linux_default", a).unwrap();
+    let s = &r.summary;
+    assert_eq!((u(s, &["swap", "swap_outs"]), u(s, &["swap", "swap_ins"])), (1, 0), "{s}");
+    assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"]), u(s, &["lru", "pgdeactivate"])), (1, 0, 7));
+    assert_eq!((lru(s, "inactive_anon"), lru(s, "active_anon")), (6, 1));
 }
 
 #[test]

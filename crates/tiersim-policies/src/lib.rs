@@ -142,6 +142,9 @@ pub trait MemOps {
     /// Swap the frames of two pages on different nodes in one operation (exchange_pages,
     /// policies.md 2.8); returns whether it happened.
     fn exchange(&mut self, a: u32, b: u32) -> bool;
+    /// mark_page_accessed: set PG_referenced, or activate a page already referenced on the
+    /// inactive list (TPP's hint fault on an inactive page, policies.md 5).
+    fn mark_page_accessed(&mut self, page: u32);
 }
 
 /// A page as a policy sees it at a hint fault.
@@ -154,6 +157,8 @@ pub struct PageView {
     pub last_cpu: Option<u32>,
     /// When the scanner last made this page PROT_NONE (ns).
     pub scan_time_ns: u64,
+    /// PG_active: the page is on its node's active LRU list.
+    pub active: bool,
 }
 
 /// Context of a NUMA hint fault: CPU `cpu` touched a PROT_NONE page.
@@ -440,6 +445,9 @@ pub(crate) mod testutil {
             self.log.push(format!("pool {page} -> {to}"));
             true
         }
+        fn mark_page_accessed(&mut self, page: u32) {
+            self.log.push(format!("mark_page_accessed {page}"));
+        }
         fn exchange(&mut self, a: u32, b: u32) -> bool {
             let (na, nb) = (self.node[&a], self.node[&b]);
             self.node.insert(a, nb);
@@ -457,7 +465,7 @@ pub(crate) mod testutil {
             topo,
             cpu,
             cpu_node: topo.cpu_node[cpu as usize],
-            page: PageView { id: 0, node, last_cpu, scan_time_ns: 0 },
+            page: PageView { id: 0, node, last_cpu, scan_time_ns: 0, active: false },
             now_ns: 0,
             write: false,
             free_pages: free,

@@ -1,13 +1,13 @@
 //! tpp: Transparent Page Placement (Al Maruf et al., ASPLOS'23; v1 patch series of Nov 2021 on
 //! Linux 5.15, policies.md 5). Top-tier nodes are not scanned. A hint fault on a slow-tier page
 //! promotes it only if it is on the active LRU list; otherwise the fault marks it accessed
-//! (mark_page_accessed: referenced, then active) and the page stays. kswapd on a top-tier node is
+//! (mark_page_accessed: referenced, then active; the OS model's LRU lists hold that state, so
+//! reclaim's aging of the slow tier applies to it too) and the page stays. kswapd on a top-tier node is
 //! woken whenever free memory drops below the demotion watermark,
 //! clamp(managed x demote_scale_factor / 10000, 2 x high, managed), and demotes to the next tier
 //! until it is back above it. Demoted pages are made PROT_NONE at once, so a hot one faults
 //! promptly. Deviations: traces carry no file pages, so page-type-aware allocation (file cache on
-//! the CXL node first) does not arise; the referenced/active state is the one hint faults build
-//! (LRU aging of slow-tier pages by reclaim is not modelled), and it resets when a page moves.
+//! the CXL node first) does not arise.
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
@@ -33,28 +33,13 @@ pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
     build,
 };
 
-const REFERENCED: u8 = 1;
-const ACTIVE: u8 = 2;
-
 struct Tpp {
     scan: ScanSpec,
     demote_scale_factor: u64,
-    /// Per page id: REFERENCED / ACTIVE as mark_page_accessed leaves them.
-    state: Vec<u8>,
 }
 
 fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
-    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor"), state: Vec::new() }))
-}
-
-impl Tpp {
-    fn state(&mut self, page: u32) -> &mut u8 {
-        let i = page as usize;
-        if i >= self.state.len() {
-            self.state.resize(i + 1, 0);
-        }
-        &mut self.state[i]
-    }
+    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor") }))
 }
 
 impl Policy for Tpp {
@@ -62,16 +47,14 @@ impl Policy for Tpp {
         Some(self.scan)
     }
 
-    fn on_hint_fault(&mut self, ctx: &HintCtx, _os: &mut dyn MemOps) -> FaultDecision {
+    fn on_hint_fault(&mut self, ctx: &HintCtx, os: &mut dyn MemOps) -> FaultDecision {
         if is_top_tier(ctx.page.node, ctx.topo) {
             return FaultDecision::Stay;
         }
-        let st = self.state(ctx.page.id);
-        if *st & ACTIVE != 0 {
+        if ctx.page.active {
             return FaultDecision::Migrate(ctx.cpu_node);
         }
-        // mark_page_accessed: a referenced inactive page is activated, else it gets referenced.
-        *st = if *st & REFERENCED != 0 { ACTIVE } else { REFERENCED };
+        os.mark_page_accessed(ctx.page.id);
         FaultDecision::Stay
     }
 
@@ -90,10 +73,6 @@ impl Policy for Tpp {
     fn protect_demoted(&self) -> bool {
         true
     }
-
-    fn on_page_moved(&mut self, page: u32, _from: NodeId, _to: NodeId) {
-        *self.state(page) = 0;
-    }
 }
 
 #[cfg(test)]
@@ -102,18 +81,21 @@ mod tests {
     use crate::testutil::{hint, two_socket, FakeOs};
 
     #[test]
-    fn promotes_on_the_third_fault_and_keeps_a_demotion_watermark() {
+    fn promotes_active_pages_only_and_keeps_a_demotion_watermark() {
         let topo = two_socket();
         let mut p = crate::build("tpp", None, &topo).unwrap().0;
         let free = [10; 4];
-        let ctx = hint(&topo, 0, 2, None, 9, &free);
-        // Fault 1: referenced; fault 2: activated; fault 3: promoted.
-        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
-        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
-        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Migrate(0));
-        // Moving resets it.
-        p.on_page_moved(0, 2, 0);
-        assert_eq!(p.on_hint_fault(&ctx, &mut FakeOs::default()), FaultDecision::Stay);
+        let mut ctx = hint(&topo, 0, 2, None, 9, &free);
+        // An inactive slow-tier page is marked accessed and stays; an active one is promoted.
+        let mut os = FakeOs::default();
+        assert_eq!(p.on_hint_fault(&ctx, &mut os), FaultDecision::Stay);
+        assert_eq!(os.log, ["mark_page_accessed 0"]);
+        ctx.page.active = true;
+        assert_eq!(p.on_hint_fault(&ctx, &mut os), FaultDecision::Migrate(0));
+        // A top-tier page is left alone.
+        ctx.page.node = 1;
+        assert_eq!(p.on_hint_fault(&ctx, &mut os), FaultDecision::Stay);
+        assert_eq!(os.log.len(), 1);
         // 1000 pages x 200 / 10000 = 20, at least 2 x high.
         assert_eq!(p.reclaim_goal(0, (4, 5, 6), 1000, &topo), Some(20));
         assert_eq!(p.reclaim_goal(0, (4, 5, 16), 1000, &topo), Some(32));
