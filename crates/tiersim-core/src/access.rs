@@ -23,9 +23,12 @@ impl Op {
 /// `time` is either an absolute time in ns or an instruction count since the previous access
 /// of the same CPU; the trace header says which (see `tiersim_trace::TimeUnit`).
 ///
+/// `flags`: `Access::FILE` marks an access to a file-backed page (page cache, a file mapping);
+/// clear for anonymous memory. The OS model keeps such pages on the file LRU lists.
+///
 /// `repr(C)`: the fields sit exactly where the trace's 24-byte record has them (time 0, addr 8,
-/// cpu 16, size 20, op 22, one byte of padding), so the trace reader can store decoded record
-/// bytes straight into `Access` slots.
+/// cpu 16, size 20, op 22, flags 23), so the trace reader can store decoded record bytes
+/// straight into `Access` slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct Access {
@@ -34,4 +37,17 @@ pub struct Access {
     pub cpu: u32,
     pub size: u16,
     pub op: Op,
+    pub flags: u8,
+}
+
+impl Access {
+    /// The page is file-backed (page cache), not anonymous.
+    pub const FILE: u8 = 1;
+    /// Every flag bit this build knows; readers reject the others.
+    pub const KNOWN_FLAGS: u8 = Access::FILE;
+
+    #[inline]
+    pub fn is_file(&self) -> bool {
+        self.flags & Access::FILE != 0
+    }
 }

@@ -17,6 +17,9 @@ pub const CHUNK: usize = 1 << CHUNK_SHIFT;
 pub const UNTOUCHED: u16 = u16::MAX;
 /// `node` of a page that lives in swap; `frame` is then its swap slot.
 pub const SWAPPED: u16 = u16::MAX - 1;
+/// `node` of a file page that reclaim dropped from memory: its next access reads it back from
+/// the block device. Every `node` value from here up means "not in memory".
+pub const DROPPED: u16 = u16::MAX - 2;
 pub const NIL: u32 = u32::MAX;
 
 /// The PTE's accessed (young) bit: set by every access, tested and cleared by LRU aging.
@@ -31,6 +34,9 @@ pub const ACTIVE: u8 = 8;
 pub const PG_REFERENCED: u8 = 16;
 /// A page-cache page of a file mapping; clear for anonymous memory.
 pub const FILE: u8 = 32;
+/// Faulted in, its access not yet replayed: reclaim passes it over (the kernel maps the page
+/// before the faulting instruction retries, so it cannot be taken in between).
+pub const LOCKED: u8 = 64;
 
 /// Per-page state only NUMA balancing needs, beside the hot entry so the access path does not
 /// pay for it.

@@ -21,7 +21,7 @@ use tiersim_policies::{FaultDecision, HintCtx, MemOps, MoveMode, NodeInfo, PageV
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::{Counters, Node};
-use crate::pagetable::{PageEntry, PageTable, ACTIVE, CHUNK, CHUNK_SHIFT, DIRTY, NIL, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
+use crate::pagetable::{PageEntry, PageTable, ACTIVE, CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, LOCKED, NIL, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
 use lru::LruStats;
 use crate::platform::Platform;
 
@@ -53,6 +53,10 @@ struct Swap {
     swap_outs: u64,
     epoch_ins: u64,
     epoch_outs: u64,
+    /// File pages dropped by reclaim, the dirty ones written back first, and read back later.
+    file_drops: u64,
+    file_writebacks: u64,
+    file_refaults: u64,
 }
 
 /// Tiering activity: migrations and the NUMA-balancing work behind them.
@@ -227,6 +231,9 @@ impl Engine {
                 swap_outs: 0,
                 epoch_ins: 0,
                 epoch_outs: 0,
+                file_drops: 0,
+                file_writebacks: 0,
+                file_refaults: 0,
             }),
         };
         let n = nodes.len();
@@ -341,19 +348,45 @@ impl Engine {
         while done < want {
             let target = demote_to.filter(|&d| self.nodes[d].free() > self.nodes[d].wmark_min);
             let can_swap = self.swap.as_ref().is_some_and(|s| s.used < s.capacity);
-            if target.is_none() && !can_swap {
+            // File pages are dropped to (and read back from) the block device, `[swap]`'s.
+            let can_drop = self.swap.is_some();
+            if target.is_none() && !can_swap && !can_drop {
                 break;
             }
-            let Some(p) = self.pick_victim(node, true) else { break };
+            let Some(p) = self.pick_victim(node, target.is_some() || can_swap, target.is_some() || can_drop) else { break };
             match target {
                 Some(d) => {
                     self.move_page(p, node, d, t);
                 }
+                None if self.pt.entries[p as usize].flags & FILE != 0 => self.drop_file_page(p, node, t),
                 None => self.swap_out(p, node, t),
             }
             done += 1;
         }
         Ok(done)
+    }
+
+    /// Drop file page `p` (already off its LRU list) from memory at `t`, writing it back to the
+    /// block device first if it is dirty; it keeps no swap slot.
+    fn drop_file_page(&mut self, p: u32, node: usize, t: Ns) {
+        let e = self.pt.entries[p as usize];
+        self.nodes[node].release_frame(e.frame);
+        let req = self.block_request(p, t, Op::Write);
+        let measuring = self.measuring;
+        let dev = self.swap.as_mut().expect("callers check for a block device");
+        if e.flags & DIRTY != 0 {
+            dev.dev.access(&req);
+            dev.file_writebacks += measuring as u64;
+        }
+        dev.file_drops += measuring as u64;
+        self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
+        self.page_event(PageEvent::Evicted(p, node as NodeId));
+    }
+
+    /// A page-sized transfer of file page `p` on the block device: the file offset stands in for
+    /// the page id, which is stable for the run.
+    fn block_request(&self, p: u32, t: Ns, op: Op) -> DeviceRequest {
+        DeviceRequest { now: t, addr: p as u64 * self.page_size, size: self.page_size as u32, op, socket: 0, cpu: 0, remote: false }
     }
 
     /// Write page `p` (already off its LRU list) to swap at `t`.
@@ -471,10 +504,10 @@ impl Engine {
         })
     }
 
-    /// Allocate a frame for page `p` first touched (or swapped in) by `cpu` at time `t`, onto
-    /// the active list if `active`; returns the node and the direct-reclaim time (ps) charged
-    /// to the CPU.
-    fn alloc(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns, active: bool) -> Result<(usize, u64)> {
+    /// Allocate a frame for page `p` first touched (or brought back) by `cpu` at time `t`, with
+    /// page flags `flags` (its LRU list and kind); returns the node and the direct-reclaim time
+    /// (ps) charged to the CPU.
+    fn alloc(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns, flags: u8) -> Result<(usize, u64)> {
         for (i, n) in self.nodes.iter().enumerate() {
             self.free_scratch[i] = n.free();
         }
@@ -491,8 +524,7 @@ impl Engine {
         self.topo.zonelists[preferred] = zl;
         let (node, reclaim_ps) = result?;
         let frame = self.nodes[node].take_frame();
-        let flags = REFERENCED | if active { ACTIVE } else { 0 };
-        self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags };
+        self.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED | LOCKED | flags };
         self.lru_push_head(node, p);
         self.policy.on_page_placed(p, node as NodeId);
         self.proactive_reclaim(node, t)?;
@@ -545,9 +577,14 @@ impl Engine {
                 self.pt.touched,
                 usable
             ),
-            Some(s) => format!(
+            Some(s) if s.used >= s.capacity => format!(
                 "out of memory after {} accesses: memory ({usable} pages) and swap ({} pages) are full; raise swap.capacity or `scale`",
                 self.processed, s.capacity
+            ),
+            Some(_) => format!(
+                "out of memory after {} accesses: every page of memory ({usable} pages) that reclaim could take is held by a fault in \
+                 flight on another CPU; give the nodes more capacity than the platform has CPUs (raise capacities or `scale`)",
+                self.processed
             ),
         }))
     }
@@ -573,7 +610,21 @@ impl Engine {
         }
         let io_ps = (done - t) * 1000 + self.swap_fault_ps;
         // A swapped-in page starts inactive (lru_cache_add_inactive_or_unevictable, 5.9+).
-        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, false)?;
+        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, 0)?;
+        Ok(io_ps + reclaim_ps)
+    }
+
+    /// Read dropped file page `p` back from the block device at `t` (a major fault); returns the
+    /// fault time in ps. It comes back on the inactive file list (add_to_page_cache_lru).
+    fn file_refault(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
+        let req = DeviceRequest { socket: self.cpus[cpu].socket, cpu: cpu as u32, ..self.block_request(p, t, Op::Read) };
+        let swap = self.swap.as_mut().expect("a dropped file page implies a block device");
+        let done = swap.dev.access(&req);
+        if self.measuring {
+            swap.file_refaults += 1;
+        }
+        let io_ps = (done - t) * 1000 + self.swap_fault_ps;
+        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, FILE)?;
         Ok(io_ps + reclaim_ps)
     }
 
@@ -667,7 +718,7 @@ impl Engine {
                     continue;
                 }
                 walked += 1;
-                if e.node != SWAPPED {
+                if e.node < DROPPED {
                     present_walked += 1;
                     if spec.top_tier || !self.top_tier[e.node as usize] {
                         if self.scan_visits {
@@ -903,7 +954,9 @@ impl Engine {
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
-                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, self.new_anon_active)?;
+                // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
+                let flags = if a.is_file() { FILE } else if self.new_anon_active { ACTIVE } else { 0 };
+                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
                 if self.measuring {
                     self.first_touch_faults += 1;
                 }
@@ -911,6 +964,7 @@ impl Engine {
             }
             // Also on the cached path: another CPU's reclaim may have swapped the page out.
             SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
+            DROPPED => self.file_refault(p, c, vpn, issue_ns)?,
             _ => 0,
         };
         if fault_ps > 0 {
@@ -924,7 +978,7 @@ impl Engine {
             return Ok(Some(issue_ps + cost));
         }
         let entry = &mut self.pt.entries[p as usize];
-        entry.flags |= REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
+        entry.flags = (entry.flags & !LOCKED) | REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
         let node = entry.node as usize;
         let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
 
@@ -974,6 +1028,9 @@ impl Engine {
             }
             if e.node == SWAPPED {
                 swapped += 1;
+                continue;
+            }
+            if e.node == DROPPED {
                 continue;
             }
             if let Some(q) = seen[e.node as usize].insert(e.frame, p as u32) {
@@ -1041,7 +1098,7 @@ impl Ops<'_> {
 
     fn present(&self, page: u32) -> Option<usize> {
         let e = self.eng.pt.entries.get(page as usize)?;
-        (e.node < SWAPPED).then_some(e.node as usize)
+        (e.node < DROPPED).then_some(e.node as usize)
     }
 
     fn relocate(&mut self, page: u32, from: usize, to: usize, mode: MoveMode) {
@@ -1273,9 +1330,12 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "bytes_out": s.swap_outs * eng.page_size,
             "final_pages": s.used,
             "capacity_pages": s.capacity,
+            "file_drops": s.file_drops,
+            "file_writebacks": s.file_writebacks,
+            "file_refaults": s.file_refaults,
             "device": s.dev.stats(),
         }),
-        None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0}),
+        None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0, "file_drops": 0, "file_writebacks": 0, "file_refaults": 0}),
     };
     let summary = json!({
         "execution_time_ns": exec,

@@ -333,7 +333,7 @@ impl LineParser for Mqsim {
             return Err(format!("time {time} is before the previous line's {}; MQSim needs non-decreasing times", self.last));
         }
         self.last = time;
-        out.push(Access { time, addr, cpu: 0, size, op });
+        out.push(Access { time, addr, cpu: 0, size, op, flags: 0 });
         Ok(())
     }
 }
@@ -359,12 +359,12 @@ impl LineParser for Lackey {
         };
         let time = self.instructions;
         match kind {
-            DataKind::Load => out.push(Access { time, addr, cpu: 0, size, op: Op::Read }),
-            DataKind::Store => out.push(Access { time, addr, cpu: 0, size, op: Op::Write }),
+            DataKind::Load => out.push(Access { time, addr, cpu: 0, size, op: Op::Read, flags: 0 }),
+            DataKind::Store => out.push(Access { time, addr, cpu: 0, size, op: Op::Write, flags: 0 }),
             // A modify is the load and the store of one instruction: nothing runs between them.
             DataKind::Modify => {
-                out.push(Access { time, addr, cpu: 0, size, op: Op::Read });
-                out.push(Access { time: 0, addr, cpu: 0, size, op: Op::Write });
+                out.push(Access { time, addr, cpu: 0, size, op: Op::Read, flags: 0 });
+                out.push(Access { time: 0, addr, cpu: 0, size, op: Op::Write, flags: 0 });
             }
         }
         self.instructions = 0;
@@ -511,7 +511,7 @@ impl LineParser for Csv {
         };
         let addr = parse_uint(f[3]).ok_or_else(|| format!("address {:?} is not a number", f[3]))?;
         let size: u64 = f[4].parse().map_err(|_| format!("size {:?} is not a whole number", f[4]))?;
-        out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op });
+        out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags: 0 });
         Ok(())
     }
 }

@@ -31,7 +31,8 @@
 //! |     96 |   32 | reserved, zero                                                        |
 //!
 //! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
-//! op u8 (0 read, 1 write), flags u8 (reserved, written as 0, ignored by readers).
+//! op u8 (0 read, 1 write), flags u8 (bit 0: file-backed page; other bits must be 0; traces written
+//! before the bit existed hold 0 there, so they read as anonymous memory).
 //!
 //! Frame filter 1 (byte shuffle, the writer's default) stores each frame's records transposed:
 //! for a frame of n records, the decompressed bytes are byte 0 of every record, then byte 1 of
@@ -560,9 +561,10 @@ fn unshuffle_as<const NS: bool>(
         let cpu = le_u32(&r, R_CPU);
         let size = le_u16(&r, R_SIZE);
         let op = r[R_OP];
-        ok &= (op <= 1) & (size != 0) & (cpu < cpu_limit) & (!NS | (time >= p));
+        let flags = r[R_FLAGS];
+        ok &= (op <= 1) & (flags & !Access::KNOWN_FLAGS == 0) & (size != 0) & (cpu < cpu_limit) & (!NS | (time >= p));
         p = time;
-        slot.write(Access { time, addr: le_u64(&r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read } });
+        slot.write(Access { time, addr: le_u64(&r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read }, flags });
     }
     *prev = p;
     ok
@@ -592,6 +594,7 @@ mod sse2 {
         assert!(std::mem::offset_of!(Access, cpu) == super::R_CPU);
         assert!(std::mem::offset_of!(Access, size) == super::R_SIZE);
         assert!(std::mem::offset_of!(Access, op) == super::R_OP);
+        assert!(std::mem::offset_of!(Access, flags) == super::R_FLAGS);
         assert!(size_of::<Op>() == 1 && Op::Read as u8 == 0 && Op::Write as u8 == 1);
     };
 
@@ -599,6 +602,8 @@ mod sse2 {
     pub(super) struct Checks {
         /// Largest op byte seen.
         op_max: __m128i,
+        /// Flag bits seen, ORed.
+        flags_or: __m128i,
         /// Nonzero bytes where a record had size 0.
         size_zero: __m128i,
         /// All ones while every cpu was below the limit.
@@ -614,6 +619,7 @@ mod sse2 {
         pub(super) unsafe fn new(cpu_limit: u32) -> Checks {
             Checks {
                 op_max: _mm_setzero_si128(),
+                flags_or: _mm_setzero_si128(),
                 size_zero: _mm_setzero_si128(),
                 cpu_ok: _mm_set1_epi32(-1),
                 limit: _mm_set1_epi32((cpu_limit as i32) ^ BIAS),
@@ -623,7 +629,9 @@ mod sse2 {
         #[inline(always)]
         pub(super) unsafe fn passed(&self) -> bool {
             let op_ok = _mm_cmpeq_epi8(_mm_min_epu8(self.op_max, _mm_set1_epi8(1)), self.op_max);
+            let unknown = _mm_andnot_si128(_mm_set1_epi8(Access::KNOWN_FLAGS as i8), self.flags_or);
             _mm_movemask_epi8(op_ok) == 0xFFFF
+                && _mm_movemask_epi8(_mm_cmpeq_epi8(unknown, _mm_setzero_si128())) == 0xFFFF
                 && _mm_movemask_epi8(self.size_zero) == 0
                 && _mm_movemask_epi8(self.cpu_ok) == 0xFFFF
         }
@@ -699,6 +707,7 @@ mod sse2 {
         for s in 0..BLOCK / 16 {
             let p = planes8(planes, n, i + 16 * s, 16);
             checks.op_max = _mm_max_epu8(checks.op_max, p[6]);
+            checks.flags_or = _mm_or_si128(checks.flags_or, p[7]);
             let size_zero = _mm_cmpeq_epi8(_mm_or_si128(p[4], p[5]), _mm_setzero_si128());
             checks.size_zero = _mm_or_si128(checks.size_zero, size_zero);
             let c = rounds8_16(&p);
@@ -828,7 +837,7 @@ impl TraceWriter {
         r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
         r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
         r[R_OP] = a.op.is_write() as u8;
-        r[R_FLAGS] = 0;
+        r[R_FLAGS] = a.flags;
         self.frame.extend_from_slice(&r);
         if self.frame.len() >= self.frame_records * RECORD_SIZE {
             self.flush_frame()?;
@@ -1366,7 +1375,8 @@ impl TraceReader {
             let cpu = le_u32(r, R_CPU);
             let size = le_u16(r, R_SIZE);
             let op = r[R_OP];
-            bad |= (op > 1) | (size == 0) | (cpu >= cpu_limit) | (ns & (time < prev));
+            let flags = r[R_FLAGS];
+            bad |= (op > 1) | (flags & !Access::KNOWN_FLAGS != 0) | (size == 0) | (cpu >= cpu_limit) | (ns & (time < prev));
             prev = time;
             Access {
                 time,
@@ -1374,6 +1384,7 @@ impl TraceReader {
                 cpu,
                 size,
                 op: if op == 1 { Op::Write } else { Op::Read },
+                flags,
             }
         }));
         if bad {
@@ -1396,9 +1407,12 @@ impl TraceReader {
     }
 
     /// What is wrong with a record, given the previous record's time.
-    fn record_problem(&self, time: u64, cpu: u32, size: u16, op: u8, prev: u64) -> Option<String> {
+    fn record_problem(&self, time: u64, cpu: u32, size: u16, op: u8, flags: u8, prev: u64) -> Option<String> {
         if op > 1 {
             return Some(format!("invalid op byte {op}; expected 0 (read) or 1 (write)"));
+        }
+        if flags & !Access::KNOWN_FLAGS != 0 {
+            return Some(format!("invalid flags byte {flags:#04x}; only bit 0 (file-backed page) is defined"));
         }
         if size == 0 {
             return Some("size 0; every access moves at least one byte".into());
@@ -1423,7 +1437,7 @@ impl TraceReader {
             let at = self.out_pos + i * RECORD_SIZE;
             let r = &self.out[at..at + RECORD_SIZE];
             let time = le_u64(r, R_TIME);
-            if let Some(m) = self.record_problem(time, le_u32(r, R_CPU), le_u16(r, R_SIZE), r[R_OP], prev) {
+            if let Some(m) = self.record_problem(time, le_u32(r, R_CPU), le_u16(r, R_SIZE), r[R_OP], r[R_FLAGS], prev) {
                 let u = self.out_base + at as u64;
                 let index = self.records + i as u64;
                 return self.err(
@@ -1477,7 +1491,7 @@ impl TraceReader {
         for j in self.frame_next..self.frame_next + n {
             let r = gather1(planes, self.frame_records, j);
             let time = le_u64(&r, R_TIME);
-            if let Some(m) = self.record_problem(time, le_u32(&r, R_CPU), le_u16(&r, R_SIZE), r[R_OP], prev) {
+            if let Some(m) = self.record_problem(time, le_u32(&r, R_CPU), le_u16(&r, R_SIZE), r[R_OP], r[R_FLAGS], prev) {
                 let index = self.records + (j - self.frame_next) as u64;
                 return self.err(
                     self.frame_at,
@@ -1647,7 +1661,7 @@ mod tests {
                     r[R_CPU..R_CPU + 4].copy_from_slice(&(i as u32 % 65536).to_le_bytes());
                     r[R_SIZE..R_SIZE + 2].copy_from_slice(&(1 + i as u16).to_le_bytes());
                     r[R_OP] = (i % 2) as u8;
-                    r[R_FLAGS] = 0xA5;
+                    r[R_FLAGS] = (i % 3 == 0) as u8;
                     r
                 })
                 .collect();
@@ -1664,6 +1678,18 @@ mod tests {
                     let r = &rows[(first + j) * RECORD_SIZE..][..RECORD_SIZE];
                     assert_eq!((a.time, a.addr, a.cpu, a.size), (le_u64(r, 0), le_u64(r, 8), le_u32(r, 16), le_u16(r, 20)));
                     assert_eq!(a.op.is_write(), r[R_OP] == 1);
+                    assert_eq!(a.flags, r[R_FLAGS]);
+                }
+            }
+            // A flag bit this build does not know fails the SIMD checks and the scalar tail alike.
+            if n > 0 {
+                for bad in [n - 1, 0] {
+                    let mut rows = rows.clone();
+                    rows[bad * RECORD_SIZE + R_FLAGS] = 0x80;
+                    shuffle(&rows, &mut planes);
+                    let mut dst: Vec<Access> = Vec::with_capacity(n);
+                    let mut prev = 0;
+                    assert!(!unshuffle(&planes, 0, &mut dst.spare_capacity_mut()[..n], MAX_CPUS, true, &mut prev), "n {n}, record {bad}");
                 }
             }
         }

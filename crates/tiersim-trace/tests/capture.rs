@@ -52,7 +52,7 @@ fn run(text: &str, params: &str, pid: Option<u32>, o: &Out) -> tiersim_core::Res
 }
 
 fn acc(time: u64, addr: u64, size: u16, op: Op) -> Access {
-    Access { time, addr, cpu: 0, size, op }
+    Access { time, addr, cpu: 0, size, op, flags: 0 }
 }
 
 #[test]

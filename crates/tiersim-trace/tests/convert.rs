@@ -105,7 +105,7 @@ fn native_round_trips_through_csv_and_lackey() {
     let meta = TraceMeta { time_unit: TimeUnit::Ns, addr_kind: AddrKind::Physical, page_size: 4096 };
     let mut w = TraceWriter::create(&src, meta).unwrap();
     let accesses: Vec<Access> = (0..100u64)
-        .map(|i| Access { time: i * 37, addr: (i * 7919) << 12, cpu: 0, size: 4096, op: if i % 3 == 0 { Op::Write } else { Op::Read } })
+        .map(|i| Access { time: i * 37, addr: (i * 7919) << 12, cpu: 0, size: 4096, op: if i % 3 == 0 { Op::Write } else { Op::Read }, flags: 0 })
         .collect();
     w.write_all(&accesses).unwrap();
     w.finish().unwrap();

@@ -13,7 +13,7 @@ fn meta(time_unit: TimeUnit) -> TraceMeta {
 }
 
 fn acc(time: u64, addr: u64, cpu: u32, size: u16, op: Op) -> Access {
-    Access { time, addr, cpu, size, op }
+    Access { time, addr, cpu, size, op, flags: 0 }
 }
 
 fn write_trace(path: &Path, m: TraceMeta, opts: WriterOptions, accesses: &[Access]) -> TraceStats {

@@ -14,7 +14,7 @@
 //! - `mark_page_accessed`: referenced, then active (TPP's promotion test reads PG_active).
 
 use crate::node::List;
-use crate::pagetable::{Link, ACTIVE, FILE, NIL, PG_REFERENCED, REFERENCED};
+use crate::pagetable::{Link, ACTIVE, FILE, LOCKED, NIL, PG_REFERENCED, REFERENCED};
 
 use super::Engine;
 
@@ -106,10 +106,10 @@ impl Engine {
     }
 
     /// Which kind of page reclaim takes next from `node` (get_scan_count), None if neither may.
-    fn scan_kind(&mut self, node: usize, anon_ok: bool) -> Option<bool> {
+    fn scan_kind(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<bool> {
         let lists = &self.nodes[node].lists;
         let anon = lists[0].len + lists[1].len;
-        let file = lists[2].len + lists[3].len;
+        let file = if file_ok { lists[2].len + lists[3].len } else { 0 };
         let kind = if file == 0 {
             false
         } else if !anon_ok || anon == 0 || (!self.inactive_is_low(node, true) && lists[2].len > 0) {
@@ -129,12 +129,23 @@ impl Engine {
     }
 
     /// The next page reclaim takes from `node` (shrink_inactive_list + page_check_references),
-    /// already off its list; None if no page can go. `anon_ok`: anon pages have somewhere to go.
-    pub(super) fn pick_victim(&mut self, node: usize, anon_ok: bool) -> Option<u32> {
-        let file = self.scan_kind(node, anon_ok)?;
+    /// already off its list; None if no page can go. `anon_ok`, `file_ok`: that kind of page
+    /// has somewhere to go.
+    pub(super) fn pick_victim(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
+        let file = self.scan_kind(node, anon_ok, file_ok)?;
+        // The kind get_scan_count picked may hold only pages in flight: then the other kind.
+        self.victim_of_kind(node, file).or_else(|| match file {
+            true if anon_ok => self.victim_of_kind(node, false),
+            false if file_ok => self.victim_of_kind(node, true),
+            _ => None,
+        })
+    }
+
+    fn victim_of_kind(&mut self, node: usize, file: bool) -> Option<u32> {
         let (inactive, active) = (2 * file as usize, 2 * file as usize + 1);
         // Each page is activated at most once and deactivated at most once per call (no access
-        // happens meanwhile), so this bound is never the reason to stop while a page could go.
+        // happens meanwhile), so this bound is never the reason to stop while a page could go;
+        // it also ends the walk when every page is locked.
         let lists = &self.nodes[node].lists;
         let bound = 2 * (lists[inactive].len + lists[active].len) + DEACTIVATE_BATCH;
         for _ in 0..=bound {
@@ -149,6 +160,10 @@ impl Engine {
                 self.lru_stats.pgscan += 1;
             }
             let flags = self.pt.entries[p as usize].flags;
+            if flags & LOCKED != 0 {
+                self.lru_relink(node, p, 0, 0);
+                continue;
+            }
             if flags & REFERENCED != 0 {
                 if !file || flags & PG_REFERENCED != 0 {
                     self.lru_relink(node, p, ACTIVE, REFERENCED | PG_REFERENCED);

@@ -407,7 +407,7 @@ struct Pipeline {
 
 impl Pipeline {
     fn emit(&mut self, op: Op, addr: u64, size: u16) -> Result<()> {
-        let a = Access { time: self.gap, addr, cpu: 0, size, op };
+        let a = Access { time: self.gap, addr, cpu: 0, size, op, flags: 0 };
         self.gap = 0;
         self.records += 1;
         self.virt.write(&a)?;

@@ -63,6 +63,7 @@ impl Generator for Random {
             cpu,
             size: self.c.access_size as u16,
             op: if write { Op::Write } else { Op::Read },
+            flags: 0,
         })
     }
 }

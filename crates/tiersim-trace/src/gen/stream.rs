@@ -91,6 +91,6 @@ impl Generator for Stream {
                 cur.idx = cur.lo;
             }
         }
-        Some(Access { time: self.c.gap, addr, cpu: t as u32, size: self.c.access_size as u16, op })
+        Some(Access { time: self.c.gap, addr, cpu: t as u32, size: self.c.access_size as u16, op, flags: 0 })
     }
 }

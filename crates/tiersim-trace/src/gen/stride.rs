@@ -75,6 +75,7 @@ impl Generator for Stride {
             cpu: t as u32,
             size: self.c.access_size as u16,
             op: if write { Op::Write } else { Op::Read },
+            flags: 0,
         })
     }
 }
