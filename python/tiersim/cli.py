@@ -186,6 +186,9 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
     swap = s.get("swap") or {}
     if swap.get("swap_ins") or swap.get("swap_outs"):
         rows.append(("swap ins / outs", f"{_int(swap.get('swap_ins'))} / {_int(swap.get('swap_outs'))}"))
+    if swap.get("file_drops"):
+        rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
+                                   f"{_int(swap.get('file_refaults'))} read back"))
 
     page_size = s.get("page_size")
     nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")

@@ -59,6 +59,22 @@ fn pages(a: &[Access], page: u64) -> usize {
 }
 
 #[test]
+fn random_file_share_marks_the_top_of_the_footprint_file_backed() {
+    let (_, plain, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000", 3);
+    let (_, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000\nfile_share = 0.25", 3);
+    let base = gen::DEFAULT_BASE_ADDR;
+    // Same addresses; exactly the upper 256 KiB (pages 192..256) carry the file flag, and the
+    // trace file keeps it.
+    for (x, y) in a.iter().zip(&plain) {
+        assert_eq!((x.addr, x.op), (y.addr, y.op));
+        assert_eq!(x.is_file(), x.addr - base >= 768 << 10, "{x:?}");
+        assert_eq!(y.flags, 0);
+    }
+    let files = a.iter().filter(|x| x.is_file()).count();
+    assert!((4000..6000).contains(&files), "{files}");
+}
+
+#[test]
 fn random_footprint_mix_and_cpus() {
     let (s, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 100000\nthreads = 4\nwrite_ratio = 0.3", 7);
     assert_eq!(s.accesses, 100_000);

@@ -2,11 +2,13 @@
 //! footprint with equal probability, so there is no locality beyond the page a slot falls in.
 //! This is the worst case for a fast tier smaller than the footprint and the baseline against
 //! which tiering policies show their gain (the "random" workload of the CXL-flash study).
+//! `file_share` maps the top share of the footprint from a file: its accesses carry
+//! `Access::FILE`, so the OS model keeps those pages in the page cache (file LRU lists).
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tiersim_core::params::{ParamSpec, Params};
+use tiersim_core::params::{ParamKind, ParamSpec, Params};
 use tiersim_core::{Access, Op, Result};
 
 use super::{Common, Generator, ACCESSES, ACCESS_SIZE, BASE_ADDR, FOOTPRINT, GAP_INSTRUCTIONS, PAGE_SIZE, THREADS};
@@ -21,12 +23,17 @@ pub const PARAMS: &[ParamSpec] = &[
     GAP_INSTRUCTIONS,
     BASE_ADDR,
     PAGE_SIZE,
+    ParamSpec::new("file_share", ParamKind::Float, "0", "share of the footprint (its upper end) mapped from a file: page-cache pages, not anonymous")
+        .min(0.0)
+        .max(1.0),
 ];
 
 struct Random {
     c: Common,
     write_ratio: f64,
     slots: u64,
+    /// Slots from here up are file-backed.
+    file_from: u64,
     rng: ChaCha8Rng,
     i: u64,
 }
@@ -38,6 +45,7 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
         c,
         write_ratio: p.float("write_ratio"),
         slots: c.footprint / c.access_size,
+        file_from: ((c.footprint / c.access_size) as f64 * (1.0 - p.float("file_share"))).round() as u64,
         rng: ChaCha8Rng::seed_from_u64(seed),
         i: 0,
     }))
@@ -63,7 +71,7 @@ impl Generator for Random {
             cpu,
             size: self.c.access_size as u16,
             op: if write { Op::Write } else { Op::Read },
-            flags: 0,
+            flags: if slot >= self.file_from { Access::FILE } else { 0 },
         })
     }
 }
