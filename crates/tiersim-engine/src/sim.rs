@@ -1152,6 +1152,21 @@ impl MemOps for Ops<'_> {
         }
     }
 
+    fn is_file(&self, page: u32) -> bool {
+        self.eng.pt.entries.get(page as usize).is_some_and(|e| e.flags & FILE != 0)
+    }
+
+    fn demote_file_page(&mut self, from: NodeId, to: NodeId, mode: MoveMode) -> Option<u32> {
+        let (from, to) = (from as usize, to as usize);
+        let n = &self.eng.nodes[to];
+        if from == to || n.free() <= n.wmark_min {
+            return None;
+        }
+        let page = self.eng.oldest_file_page(from)?;
+        self.relocate(page, from, to, mode);
+        Some(page)
+    }
+
     fn exchange(&mut self, a: u32, b: u32) -> bool {
         let (Some(na), Some(nb)) = (self.present(a), self.present(b)) else { return false };
         if na == nb {

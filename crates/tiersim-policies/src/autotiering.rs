@@ -5,8 +5,9 @@
 //! of the upper tier on least-accessed-page (LAP) lists by level (popcount) and, when the target
 //! is full, demotes one strictly colder page to make room; X variants exchange pages instead;
 //! OPM-BD demotes in the background (kdemoted) into per-CPU reserved pools.
-//! Deviations: traces carry no file pages, so the page-cache-first victim step never fires; THP
-//! special cases (base pages untracked when THP is on) do not arise, one page size per run;
+//! Page-cache pages are never on LAP lists (mapped file pages have page_count > 1); when the
+//! target is full a file page is demoted first, from the target's file LRU lists.
+//! Deviations: THP special cases (base pages untracked when THP is on) do not arise, one page size per run;
 //! kdemoted and its refill run at once on a core of their own, like kswapd in tiersim; a CPM
 //! fallback that lands on the page's own node (policies.md 2.5's quirk) is a no-op.
 
@@ -111,6 +112,8 @@ struct Counters {
     low_freq_fail: u64,
     ondemand_demotions: u64,
     kdemoted_demotions: u64,
+    /// Page-cache pages demoted, on demand or by kdemoted.
+    file_demotions: u64,
     kdemoted_wakeups: u64,
     pool_promotions: u64,
     exchanges_same_tier: u64,
@@ -300,7 +303,7 @@ impl AutoTiering {
             let mut q = self.laps[node as usize][lv].head;
             while q != NONE32 {
                 let next = self.pages[q as usize].next;
-                if os.page_node(q) == Some(node) && !self.pages[q as usize].deferred {
+                if os.page_node(q) == Some(node) && !self.pages[q as usize].deferred && !os.is_file(q) {
                     return Some(q);
                 }
                 self.unlink(q);
@@ -347,6 +350,11 @@ impl AutoTiering {
     /// try_demote_from_busy_node: one anonymous LAP victim strictly colder than the faulting
     /// page, demoted (OPM) or exchanged with it (OPMX).
     fn demote_for(&mut self, page: u32, page_node: NodeId, target: NodeId, os: &mut dyn MemOps) -> bool {
+        // Page cache first; the kernel then reports failure, so this fault goes to the CPM
+        // fallback and the page is promoted on a later fault, once there is room (2.6).
+        if self.demote_file(target, MoveMode::Sync, os) {
+            return false;
+        }
         let fault_lv = self.level(page);
         let bottom = self.lowest_level(target);
         if fault_lv <= bottom {
@@ -393,9 +401,24 @@ impl AutoTiering {
         false
     }
 
-    /// __kdemoted: up to `want` anonymous pages of levels 0..7 (never level 8) demoted, each
-    /// freed frame kept for the CPU's pool. Returns how many moved.
+    /// try_demote_page_cache: one file page of `node` to its demotion target (a file page has
+    /// no last CPU: the path starts at its own node).
+    fn demote_file(&mut self, node: NodeId, mode: MoveMode, os: &mut dyn MemOps) -> bool {
+        let Some(dest) = self.best_demotion_node(node, None, os) else { return false };
+        let Some(moved) = os.demote_file_page(node, dest, mode) else { return false };
+        self.relocate(moved, Some(dest));
+        self.c.file_demotions += 1;
+        true
+    }
+
+    /// __kdemoted: one page-cache page if there is one (its frame goes back to the allocator,
+    /// not to the pool, so kdemoted loops until the page cache is gone, policies.md 2.7), else
+    /// up to `want` anonymous pages of levels 0..7 (never level 8) demoted, each freed frame
+    /// kept for the CPU's pool. Returns how many moved.
     fn kdemoted_round(&mut self, node: NodeId, cpu: u32, want: u64, os: &mut dyn MemOps) -> u64 {
+        if self.demote_file(node, MoveMode::Background, os) {
+            return 1;
+        }
         let mut moved = 0;
         while moved < want {
             let Some(victim) = self.take_victim(node, 0..LEVELS - 1, os) else { break };
@@ -551,6 +574,7 @@ impl Policy for AutoTiering {
             "low_frequency_refusals": c.low_freq_fail,
             "ondemand_demotions": c.ondemand_demotions,
             "kdemoted_demotions": c.kdemoted_demotions,
+            "file_demotions": c.file_demotions,
             "kdemoted_wakeups": c.kdemoted_wakeups,
             "pool_promotions": c.pool_promotions,
             "exchanges_same_tier": c.exchanges_same_tier,
@@ -637,6 +661,35 @@ mod tests {
         setup(&mut p, &mut os, &[(10, 0), (30, 2)], &[10, 30]);
         assert_eq!(fault(&mut p, &mut os, 0, 30), Migrate(0));
         assert!(os.log.is_empty());
+    }
+
+    #[test]
+    fn page_cache_goes_first_and_never_as_an_anon_victim() {
+        // Page 40 on DRAM 0 is a page-cache page, cold like anon page 10. OPM demotes it first
+        // and reports failure; CPM's fallback then finds room on local DRAM, which the file
+        // demotion made.
+        let mut p = make("autotiering_opm", "");
+        let mut os = FakeOs::new(&[7, 7, 100, 100]);
+        os.files.push(40);
+        setup(&mut p, &mut os, &[(10, 0), (40, 0), (20, 2)], &[10, 40]);
+        assert_eq!(fault(&mut p, &mut os, 0, 20), Migrate(0));
+        assert_eq!(p.stats()["cpm_fallbacks"], 0, "the fallback's first choice is the target itself");
+        assert_eq!(os.log, vec!["demote file 40 -> 2 Sync"]);
+        // With no page cache left, the anon LAP victim: page 10, never page 40 (now on PMEM).
+        os.free[0] = 7;
+        assert_eq!(fault(&mut p, &mut os, 0, 20), Migrate(0));
+        assert_eq!(os.log[1], "demote 10 -> 2 Sync");
+        assert_eq!(p.stats()["file_demotions"], 1);
+        // kdemoted demotes every page-cache page before touching anon pages, and those do not
+        // refill the pool: 2 file pages, then anon pages from the head of LAP[0] (11, the last to
+        // reach level 0, then 10) for the pool.
+        let mut p = make("autotiering_opm_bd", "pool_max = 2\npool_min = 0");
+        let mut os = FakeOs::new(&[7, 7, 100, 100]);
+        os.files.extend([40, 41]);
+        setup(&mut p, &mut os, &[(10, 0), (11, 0), (40, 0), (41, 0), (20, 2)], &[10, 11, 40, 41]);
+        fault(&mut p, &mut os, 0, 20);
+        assert_eq!(os.log[..3], ["demote file 40 -> 2 Background", "demote file 41 -> 2 Background", "demote 11 -> 2 Background reserve"]);
+        assert_eq!(p.stats()["file_demotions"], 2);
     }
 
     #[test]

@@ -145,6 +145,12 @@ pub trait MemOps {
     /// mark_page_accessed: set PG_referenced, or activate a page already referenced on the
     /// inactive list (TPP's hint fault on an inactive page, policies.md 5).
     fn mark_page_accessed(&mut self, page: u32);
+    /// The page is a page-cache (file-backed) page.
+    fn is_file(&self, page: u32) -> bool;
+    /// Demote one page-cache page of `from`, the oldest of its inactive file list, else of its
+    /// active file list, to `to` if `to` has a free frame above its min watermark; returns the
+    /// page moved (AutoTiering's try_demote_page_cache, policies.md 2.6).
+    fn demote_file_page(&mut self, from: NodeId, to: NodeId, mode: MoveMode) -> Option<u32>;
 }
 
 /// A page as a policy sees it at a hint fault.
@@ -396,6 +402,8 @@ pub(crate) mod testutil {
         pub last_cpu: std::collections::BTreeMap<u32, u32>,
         pub free: Vec<u64>,
         pub reserved: Vec<u64>,
+        /// Page-cache pages, oldest first.
+        pub files: Vec<u32>,
         pub log: Vec<String>,
     }
 
@@ -447,6 +455,18 @@ pub(crate) mod testutil {
         }
         fn mark_page_accessed(&mut self, page: u32) {
             self.log.push(format!("mark_page_accessed {page}"));
+        }
+        fn is_file(&self, page: u32) -> bool {
+            self.files.contains(&page)
+        }
+        fn demote_file_page(&mut self, from: NodeId, to: NodeId, mode: MoveMode) -> Option<u32> {
+            let page = *self.files.iter().find(|p| self.node.get(p) == Some(&from))?;
+            if self.free[to as usize] <= WMARKS[to as usize].0 {
+                return None;
+            }
+            self.relocate(page, to);
+            self.log.push(format!("demote file {page} -> {to} {mode:?}"));
+            Some(page)
         }
         fn exchange(&mut self, a: u32, b: u32) -> bool {
             let (na, nb) = (self.node[&a], self.node[&b]);

@@ -185,6 +185,21 @@ impl Engine {
         None
     }
 
+    /// The page at the tail of `node`'s inactive file list, else of its active file list,
+    /// passing over pages in flight.
+    pub(super) fn oldest_file_page(&self, node: usize) -> Option<u32> {
+        for l in [2, 3] {
+            let mut p = self.nodes[node].lists[l].tail;
+            while p != NIL {
+                if self.pt.entries[p as usize].flags & LOCKED == 0 {
+                    return Some(p);
+                }
+                p = self.pt.lru[p as usize].prev;
+            }
+        }
+        None
+    }
+
     /// mark_page_accessed on a present page: PG_referenced on the first call, activation (and
     /// PG_referenced cleared) on the next while inactive.
     pub(super) fn mark_page_accessed(&mut self, p: u32, node: usize) {
