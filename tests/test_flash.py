@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 import tiersim
 from conftest import run_cli
+from tiersim import _flash as fl
 
 SMALL = {"cache_size": "256KiB", "flash_blocks_per_plane": 16, "flash_pages_per_block": 16}
 
@@ -89,31 +90,37 @@ def test_platform_with_a_cxl_flash_tier_runs_behind_a_policy():
     assert nodes["flash0"]["accesses"] > 0
 
 
-@pytest.mark.slow
-def test_flash_study_shows_the_seed_004_comparisons():
-    df = tiersim.flash_study(quick=True)
+def test_flash_study_replays_each_run_once_and_the_same_run_gives_the_same_rows():
+    plan = fl.study_plan()
+    runs = {r.run for r in plan}
+    # Shared runs: the 1 MiB 16-way LRU point of the cache-size sweep is the replacement grid's.
+    assert len(runs) < len(plan)
+    df = tiersim.flash_study(accesses=5000, workers=2, comparisons=["cache_size", "replacement", "mshr"])
+    assert df.columns == ["comparison", "workload", "setting", "metric", "ours", "paper"]
+    assert df.height == sum(len(r.metrics) for r in plan if r.comparison in ("cache_size", "replacement", "mshr"))
 
-    def ours(comparison: str, workload: str, setting: str, metric: str) -> float:
-        row = df.filter(
-            (pl.col("comparison") == comparison)
-            & (pl.col("workload") == workload)
-            & (pl.col("setting") == setting)
-            & (pl.col("metric") == metric)
-        )
-        return float(row["ours"][0])
+    def one(frame: pl.DataFrame, comparison: str, setting: str, metric: str = "under 1 us") -> float:
+        sel = frame.filter((pl.col("comparison") == comparison) & (pl.col("workload") == "hashmap")
+                           & (pl.col("setting") == setting) & (pl.col("metric") == metric))
+        assert sel.height == 1
+        return sel["ours"][0]
 
-    dup = "duplicate share of flash reads"
-    assert ours("mshr", "stride", "no MSHR", dup) > 0.8
-    assert ours("mshr", "stride", "MSHR 1024x65", "flash reads") < 0.2 * ours("mshr", "stride", "no MSHR", "flash reads")
-    for w in ("hashmap", "stride", "random"):
-        progs = {p: ours("replacement", w, p, "flash programs (write-backs)") for p in ("fifo", "random", "lru", "cflru")}
-        assert progs["cflru"] == min(progs.values()), (w, progs)
-    assert ours("cache_size", "hashmap", "4MiB", "under 1 us") > ours("cache_size", "hashmap", "256KiB", "under 1 us")
-    assert ours("ways", "hashmap", "16 ways", "under 1 us") > ours("ways", "hashmap", "1 ways", "under 1 us")
-    assert ours("prefetch", "stride", "best_offset", "under 1 us") > ours("prefetch", "stride", "none", "under 1 us")
-    assert ours("prefetch", "random", "next_n_line (4, 16)", "under 1 us") < ours("prefetch", "random", "none", "under 1 us")
-    ull_c, slc_c = (ours("technology", "stride", f"{t}, 1MiB cache", "mean latency ns") for t in ("ull", "slc"))
-    ull_n, slc_n = (ours("technology", "stride", f"{t}, no cache", "mean latency ns") for t in ("ull", "slc"))
-    assert slc_c / ull_c < 1.5 < slc_n / ull_n
-    years = {t: ours("lifetime", "random", t, "lifetime years") for t in ("slc", "mlc", "tlc")}
-    assert years["tlc"] < years["mlc"] < years["slc"]
+    assert one(df, "cache_size", "1MiB") == one(df, "replacement", "lru, 16 ways")
+    # Every metric of a replay is a ratio or a count: shares in [0, 1], no cache means no hits.
+    shares = df.filter(pl.col("metric").is_in(["under 1 us", "hit share", "duplicate share of flash reads"]))["ours"]
+    assert shares.min() >= 0 and shares.max() <= 1
+    assert one(df, "cache_size", "no cache", "hit share") == 0
+    # One worker or two: the same rows, bit for bit.
+    again = tiersim.flash_study(accesses=5000, workers=1, comparisons=["mshr"])
+    assert again.equals(df.filter(pl.col("comparison") == "mshr"))
+    with pytest.raises(tiersim.TiersimError, match=r"unknown comparison nope \(valid: cache_size, mshr"):
+        tiersim.flash_study(comparisons=["nope"])
+
+
+def test_cli_flash_study_one_comparison(tmp_path: Path):
+    proc = run_cli("flash", "study", "-c", "technology", "-j", "2", "-o", str(tmp_path / "t.csv"))
+    assert proc.returncode == 0, proc.stderr
+    df = pl.read_csv(tmp_path / "t.csv")
+    assert set(df["comparison"]) == {"technology"}
+    assert df.height == len(fl.TECHNOLOGIES) * len(fl.TECH_CACHES) * 3
+    assert "ull, no cache" in proc.stdout

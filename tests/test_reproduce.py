@@ -10,11 +10,13 @@ import polars as pl
 import pytest
 import tiersim
 from conftest import run_cli
+from tiersim import _flash as fl
 from tiersim import studies
+from tiersim.studies import cxl_flash
 
 
 def test_registry_lists_the_implemented_studies():
-    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "optane", "scm_vs_ssd"]
+    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "cxl_flash", "optane", "scm_vs_ssd"]
     for s in studies.STUDIES:
         assert s.runtime and s.source and s.title
     proc = run_cli("reproduce")
@@ -23,7 +25,7 @@ def test_registry_lists_the_implemented_studies():
         assert s.name in proc.stdout
     bad = run_cli("reproduce", "nope")
     assert bad.returncode == 1
-    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, optane, scm_vs_ssd)" in bad.stderr
+    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd)" in bad.stderr
 
 
 def test_within():
@@ -94,3 +96,101 @@ def test_autotiering_quick(tmp_path: Path):
     assert "levels 7-8: DRAM" in by[next(f for f in by if f.startswith("LAP levels"))].ours
     page = path.read_text()
     assert "AutoTiering policies on cascadelake_dcpmm" in page
+
+
+def _frame(comparison: str, value) -> pl.DataFrame:
+    """A flash_study frame for one comparison with hand-chosen values: value(run, metric)."""
+    rows = [
+        {"comparison": r.comparison, "workload": r.workload, "setting": r.setting, "metric": m,
+         "ours": value(r.run, m), "paper": ""}
+        for r in fl.study_plan() if r.comparison == comparison for m in r.metrics
+    ]
+    return pl.DataFrame(rows, schema=fl.STUDY_SCHEMA)
+
+
+def test_cxl_flash_parallelism_claims_on_hand_made_rows():
+    caches = list(fl.PARALLELISM_CACHES)
+    grid = [c * w for c, w in fl.PARALLELISM]
+
+    def value(run: fl.StudyRun, metric: str) -> float:
+        p = dict(run.params)
+        k, d = caches.index(p["cache_size"]), grid.index(p["flash_channels"] * p["flash_ways"])
+        if metric != "under 1 us":
+            return 1000.0
+        # random: +15 pt per cache step, +5 pt per parallelism step; stride: +2 pt per parallelism
+        # step, +0.1 pt per cache step.
+        return 0.15 * k + 0.05 * d if run.workload == "random" else 0.9 + 0.02 * d + 0.001 * k
+
+    by = {c.finding: c for c in cxl_flash.claims(_frame("parallelism", value))}
+    assert len(by) == 4
+    small = by["with a small cache, flash parallelism matters (Fig. 10; 256KiB)"]
+    assert small.agree and small.ours == "random 8x4 0.0% vs 32x32 15.0%; stride 8x4 90.0% vs 32x32 96.0%"
+    # 128 MiB: random 75% vs 90% and stride 90.5% vs 96.5%: 8x4 is more than 5% short on both.
+    assert not by["with a large cache, 8x4 dies are enough (Fig. 10; 128MiB)"].agree
+    sens = by["random is sensitive to the cache size, stride is not (Fig. 10)"]
+    assert sens.agree and "random 75.0 pt, stride 0.5 pt" in sens.ours
+    assert by["stride is more sensitive to parallelism than to the cache size (Fig. 10)"].agree
+
+
+def test_cxl_flash_hint_claims_on_hand_made_rows():
+    def value(run: fl.StudyRun, metric: str) -> float:
+        top = run.hint_top or 0.0
+        effect = top * min(run.hint_probability, 0.1) / 0.1  # saturates at p = 10%
+        return {
+            "under 1 us": 0.8 + 0.1 * effect + 0.0001 * top * run.hint_probability,
+            "hit share": 0.7 + 0.05 * effect,
+            "hit-under-miss share": 0.1 - (0.05 * effect if run.workload != "graph" else -0.01),
+            "miss share": 0.2,
+            "hints sent": 100_000 * top * run.hint_probability,
+        }[metric]
+
+    claims = cxl_flash.claims(_frame("hints", value))
+    assert len(claims) == 3
+    convert, top_share, probability = claims
+    # graph's HUM share rises in these rows: the conversion claim fails and names it.
+    assert not convert.agree and "not on graph" in convert.note
+    assert top_share.agree and "kv 80.0% / 80.1% / 80.5% / 81.0%" in top_share.ours
+    # p 0 -> 0.1: +1 pt over 1000 hints; p 0.1 -> 1: +0.0009 pt over 9000 hints.
+    assert probability.agree
+
+
+def test_cxl_flash_claims_from_a_tiny_study():
+    # The whole plan at 20k accesses a run (a few seconds): every claim builder runs on real rows.
+    df = fl.flash_study(accesses=20_000, workers=2)
+    claims = cxl_flash.claims(df)
+    assert len(claims) == 42
+    assert all(c.finding and c.paper and c.ours and c.criterion for c in claims)
+    by = {c.finding: c for c in claims}
+    rows = df.filter((pl.col("comparison") == "replacement") & (pl.col("metric") == "write-backs to flash")
+                     & pl.col("setting").str.ends_with(", 16 ways"))
+    least = all(
+        g.filter(pl.col("setting") == "cflru, 16 ways")["ours"][0] == g["ours"].min()
+        for _, g in rows.group_by("workload")
+    )
+    assert by["CFLRU writes least to flash (Fig. 12; 16 ways)"].agree == least
+    names = [t for t, _ in cxl_flash.tables(df)]
+    assert [n.split(":")[0] for n in names] == list(fl.PAPER)
+
+
+@pytest.mark.slow  # about a minute on 2 cores: 296 replays of 300k accesses and a report
+def test_cxl_flash_quick(tmp_path: Path):
+    proc = run_cli("reproduce", "cxl_flash", "--quick", "-o", str(tmp_path / "f"), "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "f" / "claims.json").read_text())
+    assert data["study"] == "cxl_flash" and data["quick"] is True
+    claims = data["claims"]
+    assert len(claims) == 42
+    df = pl.read_parquet(tmp_path / "f" / "comparisons.parquet")
+    assert set(df["comparison"]) == set(fl.PAPER)
+    # Recompute one claim from the rows the study wrote: Table 3's matmul error.
+    nl = {s: df.filter((pl.col("comparison") == "virtual_physical") & (pl.col("workload") == "matmul")
+                       & (pl.col("setting") == s) & (pl.col("metric") == "under 1 us"))["ours"][0]
+          for s in ("NL, virtual", "NL, physical")}
+    err = (nl["NL, virtual"] - nl["NL, physical"]) / nl["NL, physical"]
+    by = {c["finding"]: c for c in claims}
+    assert by["Table 3: the error exceeds 25% on matmul"]["agree"] == (err > 0.25)
+    page = (tmp_path / "f" / "report.html").read_text()
+    assert page.count('class="good"') + page.count('class="bad"') == 42
+    assert f"{sum(c['agree'] for c in claims)} of 42 findings agree" in page
+    assert page.count("data:image/png;base64,") == 2
+    assert (tmp_path / "f" / "hints.png").is_file() and (tmp_path / "f" / "cache_size.png").is_file()

@@ -40,3 +40,35 @@ def page_scatter_png(stats: dict[str, Any], out: str | os.PathLike[str], title: 
     ax_hot.set_ylabel("pages")
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def line_panels_png(panels: list[dict[str, Any]], out: str | os.PathLike[str], ncols: int = 2) -> None:
+    """A grid of line plots. Each panel: `title`, `xlabel`, `ylabel`, `series` (a list of
+    (label, xs, ys) where a y may be None: a gap), and optionally `xticks` (labels of x = 0, 1,
+    ...: a categorical axis), `logx`, `logy`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.0 * nrows), squeeze=False, constrained_layout=True)
+    for ax, panel in zip(axes.flat, panels, strict=False):
+        for label, xs, ys in panel["series"]:
+            pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3.5, linewidth=1.4, label=label)
+        if panel.get("xticks"):
+            ax.set_xticks(range(len(panel["xticks"])), panel["xticks"], rotation=30, fontsize=8)
+        if panel.get("logx"):
+            ax.set_xscale("log")
+        if panel.get("logy"):
+            ax.set_yscale("log")
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_xlabel(panel["xlabel"])
+        ax.set_ylabel(panel["ylabel"])
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

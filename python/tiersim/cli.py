@@ -1357,12 +1357,18 @@ def _size(text: str) -> int:
 @flash_app.command("study")
 def flash_study_cmd(
     full: Annotated[bool, typer.Option("--full", help="Larger traces (minutes instead of seconds).")] = False,
+    comparison: Annotated[
+        list[str] | None,
+        typer.Option("--comparison", "-c", metavar="NAME", help="Only this comparison (repeatable); default: all."),
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", min=1, help="Replays at once (default: one per CPU).")] = None,
     output: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Also write the table as CSV.")] = None,
 ) -> None:
-    """Seed 004's comparisons (MSHR, replacement, cache size/ways, prefetch, technology) at small scale."""
+    """Seed 004's comparisons at small scale (cache size, MSHR, replacement, prefetchers, technology,
+    parallelism, virtual vs physical traces, host hints); `tiersim reproduce cxl_flash` makes claims of them."""
     with _user_errors():
         with err.status(Text("running the CXL-flash study ...")):
-            df = tiersim.flash_study(quick=not full)
+            df = tiersim.flash_study(quick=not full, workers=workers, comparisons=comparison or None)
         if output is not None:
             df.write_csv(output)
     table = Table(title="CXL-flash study (seed 004 comparisons; ours vs the paper)", box=box.SIMPLE_HEAD, title_justify="left")
