@@ -78,6 +78,7 @@ macro_rules! registry_lists {
 pub mod cache;
 pub mod flash;
 pub mod ftl;
+pub mod lpn_map;
 pub mod metrics;
 pub mod mshr;
 pub mod prefetch;

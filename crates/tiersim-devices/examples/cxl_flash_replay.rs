@@ -1,0 +1,57 @@
+//! One replay of the cxl_flash benchmark's trace (benches/cxl_flash.rs: 10M random or stride
+//! accesses, cflru + best_offset, default 1 TiB device), printing requests/s, the process's peak
+//! resident set (VmHWM) and the summary's key figures, for profiling (`perf record`, callgrind)
+//! and for the peak memory of the issue's benchmark configuration.
+//!
+//! cargo run --release -p tiersim-devices --example cxl_flash_replay -- [random|stride] [accesses] [out.json]
+//!
+//! `out.json` receives the summary and histogram bins, to check that a change to the code left
+//! the results byte-identical.
+
+use std::time::Instant;
+
+use tiersim_devices::cxl_flash::replay::{replay_input, Input, ReplayOptions};
+
+#[path = "../benches/common/cxl_flash_trace.rs"]
+mod common;
+
+fn vm_hwm_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let name = args.first().map_or("random", String::as_str);
+    let accesses: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join(format!("{name}.trace"));
+    if let Err(e) = common::write_trace(name, accesses, &trace) {
+        eprintln!("{e}");
+        std::process::exit(2);
+    }
+    let params = common::params();
+    let opts = ReplayOptions { ns_per_instruction: common::NS_PER_INSTRUCTION, ..Default::default() };
+    let start = Instant::now();
+    let r = replay_input(&Input::File { path: &trace, format: None }, &params, &opts).expect("replay");
+    let secs = start.elapsed().as_secs_f64();
+    let s = &r.summary;
+    println!(
+        "{name}: {} requests in {secs:.2} s = {:.2} M/s; VmHWM {} KiB; hits {} under-miss {} misses {}; \
+         flash reads {} programs {}; p99 {} ns; FTL state {} KiB",
+        s["requests"],
+        s["requests"].as_f64().unwrap_or(0.0) / secs / 1e6,
+        vm_hwm_kib().unwrap_or(0),
+        s["hits"],
+        s["hits_under_miss"],
+        s["misses"],
+        s["flash"]["reads"],
+        s["flash"]["programs"],
+        s["latency_ns"]["all"]["p99"],
+        s["ftl"]["state_bytes"].as_u64().unwrap_or(0) >> 10,
+    );
+    if let Some(out) = args.get(2) {
+        let all = serde_json::json!({ "summary": s, "bins": r.bins });
+        std::fs::write(out, serde_json::to_string_pretty(&all).expect("json")).expect("write the output");
+    }
+}
