@@ -867,6 +867,6 @@ STUDY = Study(
     name="cxl_flash",
     title="CXL-flash design space and policies",
     source="Yang et al., 'Overcoming the Memory Wall with CXL-Enabled SSDs', USENIX ATC'23 (seed 004)",
-    runtime="--quick 40 s, full 3 min",
+    runtime="--quick 64 s, full 312 s (39 / 189 s of CPU, 2 threads)",
     run=run,
 )
