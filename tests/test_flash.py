@@ -124,3 +124,5 @@ def test_cli_flash_study_one_comparison(tmp_path: Path):
     assert set(df["comparison"]) == {"technology"}
     assert df.height == len(fl.TECHNOLOGIES) * len(fl.TECH_CACHES) * 3
     assert "ull, no cache" in proc.stdout
+    bad = run_cli("flash", "study", "-c", "nope")
+    assert bad.returncode == 1 and "unknown comparison nope (valid: cache_size" in bad.stderr

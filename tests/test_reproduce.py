@@ -172,7 +172,7 @@ def test_cxl_flash_claims_from_a_tiny_study():
     assert [n.split(":")[0] for n in names] == list(fl.PAPER)
 
 
-@pytest.mark.slow  # about a minute on 2 cores: 296 replays of 300k accesses and a report
+@pytest.mark.slow  # about a minute on 2 cores: 312 replays of 300k accesses and a report
 def test_cxl_flash_quick(tmp_path: Path):
     proc = run_cli("reproduce", "cxl_flash", "--quick", "-o", str(tmp_path / "f"), "-j", "2")
     assert proc.returncode == 0, proc.stderr
