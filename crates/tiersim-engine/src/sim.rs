@@ -518,6 +518,7 @@ impl Engine {
             local_node: local,
             vpn,
             free_pages: &self.free_scratch,
+            file: flags & FILE != 0,
         }) as usize;
         let zl = std::mem::take(&mut self.topo.zonelists[preferred]);
         let result = self.alloc_along(&zl, t);

@@ -324,6 +324,20 @@ fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
 }
 
 #[test]
+fn tpp_allocates_page_cache_on_the_slow_tier_first() {
+    // Alternating anon and file first touches on an empty TIERED machine: under TPP the file
+    // pages go to the slow node (page-type-aware allocation), under first touch all stay on DRAM.
+    let p = plat(TIERED, &[]);
+    let a: Vec<_> = (0..6)
+        .map(|i| Access { flags: if i % 2 == 1 { Access::FILE } else { 0 }, ..acc(0, i * 4096, Op::Read, 0) })
+        .collect();
+    let pages = |r: &SimResult| (u(&r.summary["nodes"][0], &["final_pages"]), u(&r.summary["nodes"][1], &["final_pages"]));
+    assert_eq!(pages(&run(&p, "tpp", a.clone()).unwrap()), (3, 3));
+    assert_eq!(pages(&run_with(&p, "tpp", "page_type_aware = false", a.clone()).unwrap()), (6, 0));
+    assert_eq!(pages(&run(&p, "linux_default", a).unwrap()), (6, 0));
+}
+
+#[test]
 fn oracle_gives_the_fast_tier_to_the_hottest_pages() {
     // DRAM 16 pages, slow node 64. min_free 16 KiB splits 1:4, so DRAM has min 0, and with
     // watermark_scale_factor 1000 tmp = 1: low 1, high 2. First touch fills DRAM to 15 pages;

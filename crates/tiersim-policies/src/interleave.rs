@@ -125,7 +125,7 @@ mod tests {
         let free = [100; 4];
         let mut c = [0; 4];
         for vpn in 0..pages {
-            let ctx = PlaceCtx { topo: &topo, cpu, local_node: 0, vpn, free_pages: &free };
+            let ctx = PlaceCtx { topo: &topo, cpu, local_node: 0, vpn, free_pages: &free, file: false };
             c[p.place(&ctx) as usize] += 1;
         }
         c
@@ -138,7 +138,7 @@ mod tests {
         // Offset mode is a function of the page: vpn 0..3 on dram0, vpn 4 on pmem0.
         let topo = two_socket();
         let free = [1; 4];
-        let at = |p: &mut Box<dyn Policy>, vpn| p.place(&PlaceCtx { topo: &topo, cpu: 5, local_node: 1, vpn, free_pages: &free });
+        let at = |p: &mut Box<dyn Policy>, vpn| p.place(&PlaceCtx { topo: &topo, cpu: 5, local_node: 1, vpn, free_pages: &free, file: false });
         assert_eq!((0..6).map(|v| at(&mut p, v)).collect::<Vec<_>>(), vec![0, 0, 0, 0, 2, 0]);
     }
 
@@ -154,7 +154,7 @@ mod tests {
         let topo = two_socket();
         let free = [1; 4];
         let seq: Vec<_> =
-            (0..7).map(|v| p.place(&PlaceCtx { topo: &topo, cpu: 1, local_node: 0, vpn: 1000 + v * 7, free_pages: &free })).collect();
+            (0..7).map(|v| p.place(&PlaceCtx { topo: &topo, cpu: 1, local_node: 0, vpn: 1000 + v * 7, free_pages: &free, file: false })).collect();
         assert_eq!(seq, vec![1, 1, 3, 1, 1, 3, 1]);
     }
 

@@ -85,6 +85,8 @@ pub struct PlaceCtx<'a> {
     pub vpn: u64,
     /// Free pages per node right now.
     pub free_pages: &'a [u64],
+    /// A page-cache (file-backed) page rather than an anonymous one.
+    pub file: bool,
 }
 
 /// What the NUMA-hinting scanner should mark PROT_NONE (policies.md 1.2): every present page,

@@ -41,7 +41,7 @@ mod tests {
         let free = [10, 10, 10, 10];
         for cpu in 0..8u32 {
             let local = topo.cpu_node[cpu as usize];
-            let ctx = PlaceCtx { topo: &topo, cpu, local_node: local, vpn: 7, free_pages: &free };
+            let ctx = PlaceCtx { topo: &topo, cpu, local_node: local, vpn: 7, free_pages: &free, file: false };
             assert_eq!(p.place(&ctx), local);
         }
     }

@@ -6,12 +6,13 @@
 //! woken whenever free memory drops below the demotion watermark,
 //! clamp(managed x demote_scale_factor / 10000, 2 x high, managed), and demotes to the next tier
 //! until it is back above it. Demoted pages are made PROT_NONE at once, so a hot one faults
-//! promptly. Deviations: traces carry no file pages, so page-type-aware allocation (file cache on
-//! the CXL node first) does not arise.
+//! promptly. Page-type-aware allocation, from the paper (policies.md 5, not in the v1 patches): page
+//! cache goes to the local socket's slow tier first, anonymous pages to the local node
+//! (`page_type_aware`, on by default as in the paper's TPP).
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, PlaceCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -21,6 +22,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec::new("demote_scale_factor", ParamKind::Int, "200", "vm.demote_scale_factor: demotion watermark in 1/10000 of a node (200 = 2 %)")
         .min(1.0)
         .max(10000.0),
+    ParamSpec::new("page_type_aware", ParamKind::Bool, "true", "allocate page cache on the local slow tier first, anonymous memory on the local node"),
 ];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
@@ -36,13 +38,26 @@ pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
 struct Tpp {
     scan: ScanSpec,
     demote_scale_factor: u64,
+    page_type_aware: bool,
 }
 
 fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
-    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor") }))
+    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor"),
+        page_type_aware: params.bool("page_type_aware"),
+    }))
 }
 
 impl Policy for Tpp {
+    /// The allocation then falls back along the preferred node's zonelist, as any first touch.
+    fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
+        if self.page_type_aware && ctx.file {
+            if let Some(slow) = next_tier_node(ctx.local_node, ctx.topo) {
+                return slow;
+            }
+        }
+        ctx.local_node
+    }
+
     fn scanner(&self) -> Option<ScanSpec> {
         Some(self.scan)
     }
@@ -102,5 +117,21 @@ mod tests {
         assert_eq!(p.reclaim_goal(2, (4, 5, 6), 1000, &topo), None);
         assert_eq!(p.demotion_target(1, &topo), Some(3));
         assert!(p.protect_demoted());
+    }
+
+    #[test]
+    fn page_cache_is_allocated_on_the_local_slow_tier_first() {
+        let topo = two_socket();
+        let free = [10; 4];
+        let place = |params: &str, cpu: u32, file: bool| {
+            let t: toml::Table = toml::from_str(params).unwrap();
+            let mut p = crate::build("tpp", Some(&t), &topo).unwrap().0;
+            p.place(&PlaceCtx { topo: &topo, cpu, local_node: topo.cpu_node[cpu as usize], vpn: 0, free_pages: &free, file })
+        };
+        // CPU 0 is on DRAM node 0 (PMEM 2), CPU 4 on DRAM node 1 (PMEM 3).
+        assert_eq!(place("", 0, true), 2);
+        assert_eq!(place("", 4, true), 3);
+        assert_eq!(place("", 4, false), 1, "anonymous memory stays local");
+        assert_eq!(place("page_type_aware = false", 4, true), 1);
     }
 }
