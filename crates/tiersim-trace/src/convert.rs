@@ -11,7 +11,9 @@
 //!   and decimal sizes; `==pid==` lines are Valgrind's messages. A data access's time is the
 //!   number of `I` lines since the previous one. One thread, so CPU 0.
 //! - `csv`: an optional `# tiersim time_unit=.. addr_kind=.. page_size=..` line, the header
-//!   `time,cpu,op,addr,size`, then one access per row (`op` R or W; `addr` decimal or 0x hex).
+//!   `time,cpu,op,addr,size,file`, then one access per row (`op` R or W; `addr` decimal or 0x
+//!   hex; `file` 1 for a page-cache page, 0 for anonymous memory). Files with the older header
+//!   `time,cpu,op,addr,size` (no `file` column) read as anonymous memory.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -454,10 +456,12 @@ fn parse_dec(s: &[u8]) -> Option<u64> {
 
 #[derive(Default)]
 struct Csv {
-    header_seen: bool,
+    /// Columns per row once the header is read: 5 (no `file` column) or 6.
+    columns: usize,
 }
 
-const CSV_HEADER: &str = "time,cpu,op,addr,size";
+const CSV_HEADER: &str = "time,cpu,op,addr,size,file";
+const CSV_HEADER_ANON: &str = "time,cpu,op,addr,size";
 
 impl LineParser for Csv {
     fn meta(&self, opts: &TextOptions) -> TraceMeta {
@@ -488,16 +492,18 @@ impl LineParser for Csv {
         if line.trim().is_empty() {
             return Ok(());
         }
-        if !self.header_seen {
-            if line.trim() != CSV_HEADER {
-                return Err(format!("expected the header `{CSV_HEADER}`, got {line:?}"));
-            }
-            self.header_seen = true;
+        if self.columns == 0 {
+            self.columns = match line.trim() {
+                CSV_HEADER => 6,
+                CSV_HEADER_ANON => 5,
+                _ => return Err(format!("expected the header `{CSV_HEADER}` (or `{CSV_HEADER_ANON}`), got {line:?}")),
+            };
             return Ok(());
         }
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() != 5 {
-            return Err(format!("expected 5 fields `{CSV_HEADER}`, got {}: {line:?}", f.len()));
+        if f.len() != self.columns {
+            let header = if self.columns == 6 { CSV_HEADER } else { CSV_HEADER_ANON };
+            return Err(format!("expected {} fields `{header}`, got {}: {line:?}", self.columns, f.len()));
         }
         let time: u64 = f[0].parse().map_err(|_| format!("time {:?} is not a whole number", f[0]))?;
         let cpu: u32 = f[1].parse().map_err(|_| format!("cpu {:?} is not a whole number below 2^32", f[1]))?;
@@ -511,7 +517,12 @@ impl LineParser for Csv {
         };
         let addr = parse_uint(f[3]).ok_or_else(|| format!("address {:?} is not a number", f[3]))?;
         let size: u64 = f[4].parse().map_err(|_| format!("size {:?} is not a whole number", f[4]))?;
-        out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags: 0 });
+        let flags = match f.get(5) {
+            None | Some(&"0") => 0,
+            Some(&"1") => Access::FILE,
+            Some(v) => return Err(format!("file {v:?} is neither 0 nor 1")),
+        };
+        out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags });
         Ok(())
     }
 }
@@ -669,7 +680,8 @@ impl LineFormatter for CsvOut {
             self.write_head(w)?;
         }
         let op = if a.op == Op::Read { 'R' } else { 'W' };
-        writeln!(w, "{},{},{op},{:#x},{}", a.time, a.cpu, a.addr, a.size).map(Ok)
+        let file = a.flags & Access::FILE != 0;
+        writeln!(w, "{},{},{op},{:#x},{},{}", a.time, a.cpu, a.addr, a.size, file as u8).map(Ok)
     }
 
     fn end(&mut self, w: &mut dyn Write) -> std::io::Result<()> {

@@ -126,6 +126,28 @@ fn native_round_trips_through_csv_and_lackey() {
 }
 
 #[test]
+fn csv_carries_the_file_flag() {
+    let d = tempfile::tempdir().unwrap();
+    let o = TextOptions::default();
+    let src = d.path().join("f.trace");
+    let params = toml::from_str("footprint = \"1MiB\"\naccesses = 2000\nthreads = 2\nfile_share = 0.5").unwrap();
+    gen::generate("random", Some(&params), &src, 1).unwrap();
+    let accesses = read(&src, None);
+    let files = accesses.iter().filter(|a| a.flags == Access::FILE).count();
+    assert!(files > 500 && files < 1500, "{files} file accesses of 2000");
+    let text = d.path().join("f.csv");
+    convert::convert(&src, None, &text, Format::Csv, &o).unwrap();
+    let body = std::fs::read_to_string(&text).unwrap();
+    assert_eq!(body.lines().nth(1), Some("time,cpu,op,addr,size,file"));
+    assert_eq!(body.lines().skip(2).filter(|l| l.ends_with(",1")).count(), files);
+    assert_eq!(read(&text, Some(Format::Csv)), accesses);
+    // The older header without the column: anonymous memory.
+    let old = d.path().join("old.csv");
+    std::fs::write(&old, "time,cpu,op,addr,size\n5,1,W,0x1000,64\n").unwrap();
+    assert_eq!(read(&old, Some(Format::Csv)), vec![Access { time: 5, addr: 0x1000, cpu: 1, size: 64, op: Op::Write, flags: 0 }]);
+}
+
+#[test]
 fn malformed_lines_name_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let cases: &[(Format, &str, &str)] = &[
@@ -141,6 +163,8 @@ fn malformed_lines_name_file_and_line() {
         (Format::Csv, "1,0,R,0x40,8\n", ":1: expected the header"),
         (Format::Csv, "# tiersim time_unit=weeks\ntime,cpu,op,addr,size\n", ":1: unknown setting"),
         (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40\n", ":2: expected 5 fields"),
+        (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8\n", ":2: expected 6 fields"),
+        (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8,1\n2,0,W,0x40,8,yes\n", ":3: file \"yes\" is neither 0 nor 1"),
     ];
     for (i, (f, text, want)) in cases.iter().enumerate() {
         let p = d.path().join(format!("bad{i}.txt"));
