@@ -81,9 +81,16 @@ pub struct PageTable {
     /// Chunk number -> base id, in virtual-address order, for the scanner's walk.
     pub by_address: BTreeMap<u64, u32>,
     pub touched: u64,
+    /// Prefetch `ext` with the entry: under a hinting scanner most accesses to a page may take
+    /// a hint fault, which reads it.
+    pub prefetch_ext: bool,
 }
 
 impl PageTable {
+    pub fn new(prefetch_ext: bool) -> PageTable {
+        PageTable { prefetch_ext, ..PageTable::default() }
+    }
+
     /// The page id of `vpn`, creating its chunk if needed (the page itself stays UNTOUCHED).
     #[inline]
     pub fn slot(&mut self, vpn: u64) -> Result<u32> {
@@ -116,10 +123,13 @@ impl PageTable {
         let base = *self.chunk_of.get(&(vpn >> CHUNK_SHIFT))?;
         let i = base as usize + (vpn as usize & (CHUNK - 1));
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults; the pointer is in bounds of `entries`.
+        // SAFETY: prefetch never faults; the pointers are in bounds of `entries` and `ext`.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             _mm_prefetch(self.entries.as_ptr().add(i) as *const i8, _MM_HINT_T0);
+            if self.prefetch_ext {
+                _mm_prefetch(self.ext.as_ptr().add(i) as *const i8, _MM_HINT_T0);
+            }
         }
         Some(i as u32)
     }

@@ -286,7 +286,7 @@ impl Engine {
             parked: false,
             page_events: Vec::new(),
             scan_visits,
-            pt: PageTable::default(),
+            pt: PageTable::new(scan.is_some()),
             cpus,
             page_shift: platform.page_size.trailing_zeros(),
             page_size: platform.page_size,
