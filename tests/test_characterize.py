@@ -41,7 +41,7 @@ def test_cli_writes_tables_and_plots(tmp_path: Path):
     rnd_w = size.filter((pl.col("pattern") == "random") & (pl.col("op") == "write"))
     bw = dict(zip(rnd_w["size"].to_list(), rnd_w["bandwidth_gbs"].to_list(), strict=True))
     # The 4 KiB-interleave dip: random 4 KiB writes sit on one DIMM each, 24 KiB on all six.
-    assert bw[4096] < 0.7 * bw[24576]
+    assert bw[4096] < 0.75 * bw[24576]
 
 
 def test_optane_shape_numbers():

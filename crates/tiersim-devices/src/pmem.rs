@@ -106,13 +106,16 @@ pub fn build(p: &Params) -> Result<Box<dyn Device>> {
 
 const NIL: u32 = u32::MAX;
 
-/// The XPBuffer: resident XPLines with a dirty mask of host lines each, in recency (LRU) or
-/// insertion (FIFO) order on an intrusive list so that hits and evictions are O(1).
+/// The XPBuffer: resident XPLines with a dirty mask of host lines each and the time their media
+/// fill ends, in recency (LRU) or insertion (FIFO) order on an intrusive list so that hits and
+/// evictions are O(1).
 #[derive(Debug, Clone)]
 struct XpBuffer {
     map: FxHashMap<u64, u32>,
     tag: Vec<u64>,
     dirty: Vec<u64>,
+    /// When the line's media read ends (0 for a line allocated by a write, which needs none).
+    filled: Vec<Ps>,
     prev: Vec<u32>,
     next: Vec<u32>,
     /// Most recently inserted (or used, for LRU).
@@ -136,6 +139,7 @@ impl XpBuffer {
             map,
             tag: Vec::with_capacity(capacity as usize),
             dirty: Vec::with_capacity(capacity as usize),
+            filled: Vec::with_capacity(capacity as usize),
             prev: Vec::with_capacity(capacity as usize),
             next: Vec::with_capacity(capacity as usize),
             head: NIL,
@@ -181,6 +185,7 @@ impl XpBuffer {
             let s = self.tag.len() as u32;
             self.tag.push(line);
             self.dirty.push(0);
+            self.filled.push(0);
             self.prev.push(NIL);
             self.next.push(NIL);
             self.push_front(s);
@@ -194,6 +199,7 @@ impl XpBuffer {
         self.push_front(s);
         self.tag[s as usize] = line;
         self.dirty[s as usize] = 0;
+        self.filled[s as usize] = 0;
         self.map.insert(line, s);
         (s, Some(victim))
     }
@@ -477,14 +483,18 @@ impl Device for Pmem {
                 self.bytes_read = self.bytes_read.saturating_add(bytes);
                 let extra = if req.remote { self.remote_read_latency } else { 0 };
                 loop {
-                    let ready = if self.buffer.lookup(line).is_some() {
+                    let ready = if let Some(s) = self.buffer.lookup(line) {
                         self.buffer_read_hits += 1;
-                        at + self.buffer_read_latency
+                        // A fill lands in the buffer read_latency - buffer_read_latency after its
+                        // media read; a hit on a line still being filled waits for it (requests
+                        // stream in line by line, so the next lines of a miss arrive meanwhile).
+                        (at + self.buffer_read_latency).max(self.buffer.filled[s as usize] + self.read_latency)
                     } else {
                         // The demand read goes first; the line it displaces is written back after.
                         self.media_reads += 1;
                         let (_, end) = self.media(at, read_service);
-                        let (_, victim) = self.buffer.insert(line);
+                        let (s, victim) = self.buffer.insert(line);
+                        self.buffer.filled[s as usize] = end;
                         self.write_back(end, victim, write_service, read_service);
                         end + self.read_latency
                     };
@@ -520,7 +530,7 @@ impl Device for Pmem {
                                 // the store's own latency does not include (the line is cached).
                                 self.rfo_reads += 1;
                                 self.media_reads += 1;
-                                self.media(at, read_service);
+                                self.buffer.filled[s as usize] = self.media(at, read_service).1;
                             }
                             s
                         }

@@ -142,6 +142,30 @@ fn idle_latencies() {
 }
 
 #[test]
+fn a_read_hitting_a_line_being_filled_waits_for_the_fill() {
+    let mut d = dev("");
+    // The miss ends at 38789 + 266000 ps; a hit on the same XPLine 10 ns later returns with it
+    // (305 ns), not at 10 + 124 ns.
+    assert_eq!(d.access(&rq(0, 0, 64, Op::Read)), 305);
+    assert_eq!(d.access(&rq(10, 64, 64, Op::Read)), 305);
+    // Behind five queued line writes the fill ends at 5 x 111305 + 38789 = 595314 ps, so the
+    // miss and the hit both complete at 595314 + 266000 ps.
+    let mut m = dev("");
+    for k in 0..5 {
+        w(m.as_mut(), 0, k * 256, 256);
+    }
+    assert_eq!(m.access(&rq(0, 1 << 20, 64, Op::Read)), 862);
+    assert_eq!(m.access(&rq(0, (1 << 20) + 128, 64, Op::Read)), 862);
+    // Once filled, a hit takes the buffer latency alone.
+    assert_eq!(m.access(&rq(2000, (1 << 20) + 192, 64, Op::Read)), 2124);
+    assert_eq!(stat(&*m, "buffer_read_hits"), 2);
+    // A clwb line fill counts too: a read right behind the store waits for the line's RFO read.
+    let mut c = dev("store_kind = \"clwb\"");
+    assert_eq!(w(c.as_mut(), 0, 0, 64), 62);
+    assert_eq!(c.access(&rq(0, 64, 64, Op::Read)), (READ + 266_000).div_ceil(1000));
+}
+
+#[test]
 fn saturated_media_limits_bandwidth() {
     let mut d = dev("");
     // Five whole-line writes at t=0: the k-th waits for k-1 media writes to drain.
