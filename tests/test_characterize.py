@@ -32,7 +32,7 @@ def test_cli_writes_tables_and_plots(tmp_path: Path):
     proc = run_cli("characterize", "optane_100", "--quick", "--param", "count=6", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "EWR vs working set" in proc.stdout
-    for name in ["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_working_set", "loaded_latency", "scaling"]:
+    for name in ["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling"]:
         assert (out / f"{name}.csv").stat().st_size > 0
         assert pl.read_parquet(out / f"{name}.parquet").shape == pl.read_csv(out / f"{name}.csv").shape
         if name != "idle_latency":
@@ -41,7 +41,7 @@ def test_cli_writes_tables_and_plots(tmp_path: Path):
     rnd_w = size.filter((pl.col("pattern") == "random") & (pl.col("op") == "write"))
     bw = dict(zip(rnd_w["size"].to_list(), rnd_w["bandwidth_gbs"].to_list(), strict=True))
     # The 4 KiB-interleave dip: random 4 KiB writes sit on one DIMM each, 24 KiB on all six.
-    assert bw[4096] < 0.75 * bw[24576]
+    assert bw[4096] < 0.7 * bw[24576]
 
 
 def test_optane_shape_numbers():

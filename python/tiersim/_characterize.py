@@ -16,6 +16,7 @@ _PLOTS: dict[str, tuple[str, str, list[str], bool]] = {
     "bandwidth_threads": ("threads", "bandwidth_gbs", ["op"], False),
     "bandwidth_size": ("size", "bandwidth_gbs", ["pattern", "op"], True),
     "ewr_size": ("size", "ewr", [], True),
+    "ewr_threads": ("threads", "ewr", [], False),
     "ewr_working_set": ("working_set", "ewr", [], True),
     "loaded_latency": ("bandwidth_gbs", "latency_ns", [], False),
     "scaling": ("devices", "read_gbs", [], False),

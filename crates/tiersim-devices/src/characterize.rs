@@ -19,7 +19,7 @@ use crate::{presets, DeviceEntry, DeviceRequest, InterleaveSet};
 
 /// Every test, in the order they run.
 pub const TESTS: &[&str] =
-    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_working_set", "loaded_latency", "scaling"];
+    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling"];
 
 /// Cache lines one core keeps in flight (line fill buffers: 10-12 on Intel server cores).
 const LINES_IN_FLIGHT: u64 = 10;
@@ -206,6 +206,13 @@ impl Bench {
             a += part;
         }
         done
+    }
+
+    /// Effective write ratio over the set: host bytes written / media bytes written (NaN before
+    /// any media write).
+    fn ewr(&self) -> f64 {
+        let (host, media) = self.write_bytes();
+        if media == 0 { f64::NAN } else { host as f64 / media as f64 }
     }
 
     /// (bytes the host wrote, bytes written to media) summed over pmem devices.
@@ -458,13 +465,25 @@ fn ewr_size(t: &Target, e: &Effort) -> Result<Table> {
         let mut b = t.bench(t.count, &[])?;
         let th = Thread { outstanding: 1, ..Thread::new(size, true, "write") };
         run(&mut b, &[th], e.requests);
-        let (host, media) = b.write_bytes();
         size_col.push(size as f64);
-        ewr.push(if media == 0 { f64::NAN } else { host as f64 / media as f64 });
+        ewr.push(b.ewr());
     }
     Ok(Table::new("ewr_size", "Effective write ratio (host bytes / media bytes) vs random write size, one thread")
         .num("size", size_col)
         .num("ewr", ewr))
+}
+
+/// EWR of sequential 256 B writes vs writer threads (seed 000: 0.98 with one thread, 0.62 with
+/// eight on one DIMM, from XPBuffer contention).
+fn ewr_threads(t: &Target, e: &Effort) -> Result<Table> {
+    let (mut th_col, mut ewr) = (Vec::new(), Vec::new());
+    for &n in e.threads {
+        let mut b = t.bench(t.count, &[])?;
+        run(&mut b, &vec![Thread::new(256, false, "write"); n as usize], e.requests);
+        th_col.push(f64::from(n));
+        ewr.push(b.ewr());
+    }
+    Ok(Table::new("ewr_threads", "EWR vs writer threads, sequential 256 B writes").num("threads", th_col).num("ewr", ewr))
 }
 
 /// Seed 000's XPBuffer probe on one device: N consecutive XPLines, write the first half of
@@ -482,9 +501,8 @@ fn ewr_working_set(t: &Target, e: &Effort) -> Result<Table> {
                 }
             }
         }
-        let (host, media) = b.write_bytes();
         ws.push((n * line) as f64);
-        ewr.push(if media == 0 { f64::NAN } else { host as f64 / media as f64 });
+        ewr.push(b.ewr());
     }
     Ok(Table::new("ewr_working_set", "EWR vs working set on one device (half-XPLine writes, seed 000's XPBuffer probe)")
         .num("working_set", ws)
@@ -559,6 +577,7 @@ pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Ve
             "bandwidth_threads" => bandwidth_threads(target, e)?,
             "bandwidth_size" => bandwidth_size(target, e)?,
             "ewr_size" if target.is_pmem() => ewr_size(target, e)?,
+            "ewr_threads" if target.is_pmem() => ewr_threads(target, e)?,
             "ewr_working_set" if target.is_pmem() => ewr_working_set(target, e)?,
             "loaded_latency" => loaded_latency(target, e)?,
             "scaling" => scaling(target, e)?,

@@ -54,11 +54,13 @@ pub const SPECS: &[ParamSpec] = &[
         .max(4096.0),
     ParamSpec::new("write_contention_penalty", ParamKind::Float, "0.112",
         "extra media write time per writer thread beyond write_contention_threads (XPBuffer and iMC \
-         contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures")
+         contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures; \
+         beyond 8 the seed says only that bandwidth keeps falling, so the linear growth there is a choice")
         .min(0.0)
         .max(100.0),
     ParamSpec::new("contention_window", ParamKind::Duration, "2us",
-        "a CPU counts as a concurrent user of the DIMM for this long after its last access")
+        "a CPU counts as a concurrent user of the DIMM while a request of it is outstanding and for \
+         this long after its completion")
         .min(1.0),
     ParamSpec::new("remote_read_latency", ParamKind::Duration, "61ns",
         "added to reads from another socket: seed 000 measures remote random reads at 1.20x local (305 -> 366 ns)"),
@@ -205,7 +207,9 @@ impl XpBuffer {
     }
 }
 
-/// A CPU recently seen by the DIMM, for contention and remote-mixing effects.
+/// A CPU recently seen by the DIMM, for contention and remote-mixing effects. Each stamp is
+/// (the later of the issue and the completion of the CPU's latest request of that kind) + 1, so a
+/// CPU counts as a user while a request of it is outstanding and for the window after.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     cpu: u32,
@@ -346,8 +350,8 @@ impl Pmem {
         })
     }
 
-    /// Record `req`'s CPU and count the CPUs active within the window.
-    fn observe(&mut self, at: Ps, req: &DeviceRequest) -> Concurrency {
+    /// Record `req`'s CPU and count the CPUs active within the window; returns the CPU's entry.
+    fn observe(&mut self, at: Ps, req: &DeviceRequest) -> (usize, Concurrency) {
         let write = req.op.is_write();
         let i = match self.seen.iter().position(|s| s.cpu == req.cpu) {
             Some(i) => i,
@@ -361,20 +365,11 @@ impl Pmem {
                 i
             }
         };
-        // `at + 1` so that "seen at time 0" differs from "never seen".
-        let stamp = at.saturating_add(1);
-        let s = &mut self.seen[i];
-        s.last = s.last.max(stamp);
-        if write {
-            s.wrote = s.wrote.max(stamp);
-        }
-        if req.remote {
-            if write { s.remote_write = s.remote_write.max(stamp) } else { s.remote_read = s.remote_read.max(stamp) }
-        }
+        self.stamp(i, req, at);
         if self.seen.len() == 1 && !req.remote {
-            return Concurrency { writers: u32::from(write), ..Concurrency::default() };
+            return (i, Concurrency { writers: u32::from(write), ..Concurrency::default() });
         }
-        let since = stamp.saturating_sub(self.window);
+        let since = at.saturating_add(1).saturating_sub(self.window);
         let mut c = Concurrency::default();
         let (mut rr, mut rw) = (false, false);
         for s in &self.seen {
@@ -385,7 +380,23 @@ impl Pmem {
             rw |= w;
         }
         c.remote_mixed = rr && rw;
-        c
+        (i, c)
+    }
+
+    /// Stamp entry `i` with `req` at time `t` (its issue, then its completion: a CPU whose
+    /// requests wait in a backlog stays a user of the DIMM while it waits; counting from issue
+    /// times only would let a slowed-down writer drop out of the window and undo its slowdown).
+    fn stamp(&mut self, i: usize, req: &DeviceRequest, t: Ps) {
+        // `t + 1` so that "seen at time 0" differs from "never seen".
+        let stamp = t.saturating_add(1);
+        let s = &mut self.seen[i];
+        s.last = s.last.max(stamp);
+        if req.op.is_write() {
+            s.wrote = s.wrote.max(stamp);
+        }
+        if req.remote {
+            if req.op.is_write() { s.remote_write = s.remote_write.max(stamp) } else { s.remote_read = s.remote_read.max(stamp) }
+        }
     }
 
     /// Media time multiplier for this request: write contention, and remote-socket losses.
@@ -466,7 +477,7 @@ impl Pmem {
 impl Device for Pmem {
     fn access(&mut self, req: &DeviceRequest) -> Ns {
         let at = ps_from_ns(req.now);
-        let c = self.observe(at, req);
+        let (who, c) = self.observe(at, req);
         let f = self.slowdown(req, c);
         let (read_service, write_service) = (Self::scaled(self.read_service, f), Self::scaled(self.write_service, f));
         let first = req.addr >> self.host_shift;
@@ -556,6 +567,7 @@ impl Device for Pmem {
                 }
             }
         }
+        self.stamp(who, req, done);
         completion(req.now, done)
     }
 

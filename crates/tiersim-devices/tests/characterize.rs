@@ -45,7 +45,7 @@ fn deterministic() {
 
 #[test]
 fn optane_reproduces_seed_000_shapes() {
-    let t = tables("optane_100", "", &["idle_latency", "bandwidth_threads", "ewr_size", "ewr_working_set", "scaling"]);
+    let t = tables("optane_100", "", &["idle_latency", "bandwidth_threads", "ewr_size", "ewr_threads", "ewr_working_set", "scaling"]);
     let lat = t[0].col("latency_ns").unwrap();
     // Sequential read (305 + 3 x 124) / 4, random read 305, ntstore 90, clwb 62.
     assert_eq!(&lat[..4], &[169.25, 305.0, 90.0, 62.0]);
@@ -59,19 +59,29 @@ fn optane_reproduces_seed_000_shapes() {
     };
     assert!((at("read", 4.0) - 6.6).abs() < 0.01);
     assert!((at("write", 4.0) - 2.3).abs() < 0.01);
-    let fall = at("write", 8.0) / at("write", 4.0);
-    assert!((0.65..0.80).contains(&fall), "{fall}");
+    // Every writer counts while its writes are outstanding, so n > 4 writers get exactly
+    // 1 / (1 + 0.112 (n - 4)) of the peak: 69.06% at 8 (seed 000: 69%), 42.66% at 16.
+    for (n, share) in [(8.0, 1.0 / 1.448), (16.0, 1.0 / 2.344)] {
+        let got = at("write", n) / at("write", 4.0);
+        assert!((got - share).abs() < 0.002, "{n} writers: {got} vs {share}");
+    }
     // EWR: 64 B random ntstore ~0.25, 256 B 1.
     let ewr = &t[2];
     let e64 = value(ewr, "size", 64.0, "ewr");
     assert!((0.25..0.27).contains(&e64), "{e64}");
     assert_eq!(value(ewr, "size", 256.0, "ewr"), 1.0);
+    // EWR vs writer threads: a known gap. Seed 000 measures 0.62 with 8 sequential writers; here
+    // each writer holds at most three partly written XPLines (10 lines in flight), far from the
+    // 64 that would make the XPBuffer evict them, so EWR stays 1 (docs/devices.md; just above 1
+    // as the lines still in the buffer at the end are not written yet).
+    let e8 = value(&t[3], "threads", 8.0, "ewr");
+    assert!((1.0..1.001).contains(&e8), "{e8}");
     // The XPBuffer knee: EWR 1 up to 16 KiB, about 0.5 beyond.
-    let ws = &t[3];
+    let ws = &t[4];
     assert_eq!(value(ws, "working_set", 16384.0, "ewr"), 1.0);
     assert!(value(ws, "working_set", 18432.0, "ewr") < 0.6);
     // Interleaving 6 DIMMs scales reads ~6x (seed 000: 5.8x).
-    let s = &t[4];
+    let s = &t[5];
     let scale = s.col("read_gbs").unwrap()[5] / s.col("read_gbs").unwrap()[0];
     assert!((5.6..6.1).contains(&scale), "{scale}");
 }
@@ -94,7 +104,7 @@ fn interleave_dip_for_random_4k() {
         assert_eq!(min, v[2], "{op}: {v:?}");
         assert!(v[1] > v[2] && v[3] > v[2], "{op}: {v:?}");
     }
-    assert!(bw("random", "write", 4096.0) < 0.75 * bw("random", "write", 24576.0));
+    assert!(bw("random", "write", 4096.0) < 0.7 * bw("random", "write", 24576.0));
     assert!(bw("random", "read", 4096.0) < 0.9 * bw("random", "read", 24576.0));
     // Sequential streams do not dip.
     assert!(bw("sequential", "write", 4096.0) > 0.99 * bw("sequential", "write", 24576.0));

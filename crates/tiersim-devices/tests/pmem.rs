@@ -208,6 +208,25 @@ fn writer_contention_and_remote_penalties() {
 }
 
 #[test]
+fn a_writer_waiting_in_a_backlog_still_counts() {
+    let mut d = dev("write_contention_threads = 1\nwrite_contention_penalty = 1.0\ncontention_window = \"100ns\"");
+    // CPU 0 queues twelve whole lines at t=0; the last completes at 11 x 111305 + 90000 ps.
+    let done: Vec<u64> = (0..12).map(|k| w(d.as_mut(), 0, k * 256, 256)).collect();
+    assert_eq!(done[11], (11 * WRITE + 90_000).div_ceil(1000));
+    // At t=1000 ns CPU 0 issued 1 us ago (beyond the 100 ns window) but its writes are still
+    // outstanding: CPU 1 is the second writer, so its lines take twice the media time. The
+    // first waits for the backlog (12 x 111305 ps), the second behind it and a doubled write.
+    let r = |now, addr| DeviceRequest { cpu: 1, ..rq(now, addr, 256, Op::Write) };
+    assert_eq!(d.access(&r(1000, 4096)), (12 * WRITE + 90_000).div_ceil(1000));
+    assert_eq!(d.access(&r(1000, 4352)), (14 * WRITE + 90_000).div_ceil(1000));
+    assert_eq!(stat(&*d, "contended_writes"), 2);
+    // At t=3000 ns CPU 0's last write ended more than 100 ns ago: CPU 1 writes alone again.
+    assert_eq!(d.access(&r(3000, 4608)), 3090);
+    assert_eq!(d.access(&r(3000, 4864)), (3_000_000 + WRITE + 90_000).div_ceil(1000));
+    assert_eq!(stat(&*d, "contended_writes"), 2);
+}
+
+#[test]
 fn outliers_are_seeded_and_off_by_default() {
     let count = |params: &str| {
         let mut d = dev(params);
