@@ -19,7 +19,12 @@ use crate::{presets, DeviceEntry, DeviceRequest, InterleaveSet};
 
 /// Every test, in the order they run.
 pub const TESTS: &[&str] =
-    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling"];
+    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling",
+      "remote_latency", "remote_bandwidth"];
+
+/// Tests that apply to pmem only: the EWR (only pmem counts media writes) and the remote-socket
+/// tests (only pmem models remote penalties; for other devices the platform adds a fixed hop).
+pub const PMEM_ONLY: &[&str] = &["ewr_size", "ewr_threads", "ewr_working_set", "remote_latency", "remote_bandwidth"];
 
 /// Cache lines one core keeps in flight (line fill buffers: 10-12 on Intel server cores).
 const LINES_IN_FLIGHT: u64 = 10;
@@ -390,24 +395,68 @@ fn gbs(b: f64) -> f64 {
     b / 1e9
 }
 
-fn idle_latency(t: &Target, e: &Effort) -> Result<Table> {
+/// Idle latencies of dependent 64 B accesses, local or from another socket: (pattern, store
+/// kind, latency) rows, pmem with both store kinds.
+fn idle_rows(t: &Target, e: &Effort, remote: bool) -> Result<(Vec<String>, Vec<String>, Vec<f64>)> {
     let kinds: &[&str] = if t.is_pmem() { &["ntstore", "clwb"] } else { &["-"] };
     let (mut pattern, mut kind, mut latency) = (Vec::new(), Vec::new(), Vec::new());
     for (name, random, op) in [("sequential", false, "read"), ("random", true, "read"), ("sequential", false, "write"), ("random", true, "write")] {
         for k in if op == "read" { &kinds[..1] } else { kinds } {
             let extra: Vec<(&str, &str)> = if t.is_pmem() { vec![("store_kind", *k)] } else { vec![] };
             let mut b = t.bench(t.count, &extra)?;
-            let th = Thread { outstanding: 1, think: IDLE_GAP, ..Thread::new(CACHE_LINE, random, op) };
+            let th = Thread { outstanding: 1, think: IDLE_GAP, remote, ..Thread::new(CACHE_LINE, random, op) };
             let out = run(&mut b, &[th], (e.requests / 10).max(200));
             pattern.push(format!("{name} {op}"));
             kind.push(if op == "read" { "-".to_owned() } else { (*k).to_owned() });
             latency.push(out.latency[0]);
         }
     }
+    Ok((pattern, kind, latency))
+}
+
+fn idle_latency(t: &Target, e: &Effort) -> Result<Table> {
+    let (pattern, kind, latency) = idle_rows(t, e, false)?;
     Ok(Table::new("idle_latency", "Idle latency of dependent 64 B accesses (ns)")
         .str("pattern", pattern)
         .str("store", kind)
         .num("latency_ns", latency))
+}
+
+/// Seed 000's NUMA comparison: the idle latencies again from a thread on the other socket.
+fn remote_latency(t: &Target, e: &Effort) -> Result<Table> {
+    let (pattern, kind, local) = idle_rows(t, e, false)?;
+    let remote = idle_rows(t, e, true)?.2;
+    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
+    Ok(Table::new("remote_latency", "Idle latency of dependent 64 B accesses, local vs remote socket (ns)")
+        .str("pattern", pattern)
+        .str("store", kind)
+        .num("local_ns", local)
+        .num("remote_ns", remote)
+        .num("ratio", ratio))
+}
+
+/// Seed 000's NUMA bandwidth comparison: sequential 256 B accesses from n threads, all local or
+/// all on the other socket.
+fn remote_bandwidth(t: &Target, e: &Effort) -> Result<Table> {
+    let (mut op_col, mut th_col, mut local, mut remote) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for op in ["read", "write", "mixed"] {
+        for &n in e.threads {
+            for (far, col) in [(false, &mut local), (true, &mut remote)] {
+                let mut b = t.bench(t.count, &[])?;
+                let threads = vec![Thread { remote: far, ..Thread::new(256, false, op) }; n as usize];
+                col.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
+            }
+            op_col.push(op.to_owned());
+            th_col.push(f64::from(n));
+        }
+    }
+    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
+    Ok(Table::new("remote_bandwidth", "Bandwidth vs threads, local vs remote socket, sequential 256 B accesses (GB/s)")
+        .str("op", op_col)
+        .num("threads", th_col)
+        .num("local_gbs", local)
+        .num("remote_gbs", remote)
+        .num("ratio", ratio))
 }
 
 fn bandwidth_threads(t: &Target, e: &Effort) -> Result<Table> {
@@ -559,7 +608,7 @@ fn scaling(t: &Target, e: &Effort) -> Result<Table> {
 }
 
 /// Run `tests` (all when empty) against `target`; `quick` uses fewer points and accesses.
-/// EWR tests apply to devices with a media write count (pmem) and are skipped for others.
+/// Tests in `PMEM_ONLY` are skipped for other devices.
 pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Vec<Table>> {
     for name in tests {
         if !TESTS.contains(&name.as_str()) {
@@ -576,11 +625,14 @@ pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Ve
             "idle_latency" => idle_latency(target, e)?,
             "bandwidth_threads" => bandwidth_threads(target, e)?,
             "bandwidth_size" => bandwidth_size(target, e)?,
-            "ewr_size" if target.is_pmem() => ewr_size(target, e)?,
-            "ewr_threads" if target.is_pmem() => ewr_threads(target, e)?,
-            "ewr_working_set" if target.is_pmem() => ewr_working_set(target, e)?,
+            _ if PMEM_ONLY.contains(&name) && !target.is_pmem() => continue,
+            "ewr_size" => ewr_size(target, e)?,
+            "ewr_threads" => ewr_threads(target, e)?,
+            "ewr_working_set" => ewr_working_set(target, e)?,
             "loaded_latency" => loaded_latency(target, e)?,
             "scaling" => scaling(target, e)?,
+            "remote_latency" => remote_latency(target, e)?,
+            "remote_bandwidth" => remote_bandwidth(target, e)?,
             _ => continue,
         };
         out.push(table);

@@ -1,6 +1,6 @@
 //! `characterize` on every preset (quick mode), and the seed 000 shapes on the Optane preset.
 
-use tiersim_devices::characterize::{characterize, to_json, Target, Table, TESTS};
+use tiersim_devices::characterize::{characterize, to_json, Target, Table, PMEM_ONLY, TESTS};
 use tiersim_devices::presets;
 
 fn target(name: &str, params: &str) -> Target {
@@ -24,7 +24,7 @@ fn smoke_every_preset() {
         let out = characterize(&t, &[], true).unwrap();
         let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
         let expect: Vec<_> =
-            TESTS.iter().copied().filter(|n| p.device == "pmem" || !n.starts_with("ewr")).collect();
+            TESTS.iter().copied().filter(|n| p.device == "pmem" || !PMEM_ONLY.contains(n)).collect();
         assert_eq!(names, expect, "{}", p.name);
         for table in &out {
             for (name, _) in &table.columns {
@@ -108,6 +108,34 @@ fn interleave_dip_for_random_4k() {
     assert!(bw("random", "read", 4096.0) < 0.9 * bw("random", "read", 24576.0));
     // Sequential streams do not dip.
     assert!(bw("sequential", "write", 4096.0) > 0.99 * bw("sequential", "write", 24576.0));
+}
+
+#[test]
+fn remote_socket_ratios() {
+    let t = tables("optane_100", "count = 6", &["remote_latency", "remote_bandwidth"]);
+    // Idle latencies from the other socket (seed 000: 1.79x sequential read, 1.20x random read,
+    // 2.53x ntstore, 1.68x clwb): sequential (366 + 3 x 282) / 4 = 303 ns over 169.25 ns.
+    let lat = &t[0];
+    assert_eq!(lat.col("remote_ns").unwrap(), &[303.0, 366.0, 228.0, 104.0, 228.0, 104.0]);
+    let ratio = lat.col("ratio").unwrap();
+    for (got, want) in ratio.iter().zip([303.0 / 169.25, 366.0 / 305.0, 228.0 / 90.0, 104.0 / 62.0]) {
+        assert!((got - want).abs() < 0.002, "{ratio:?}");
+    }
+    // Bandwidth, 6 DIMMs: the best remote over the best local (seed 000: 59.2% read, 61.7%
+    // write), and remote traffic losing more than local as threads grow.
+    let bw = &t[1];
+    let ops = bw.strs("op").unwrap();
+    let best = |op: &str, col: &str| {
+        (0..ops.len()).filter(|&i| ops[i] == op).map(|i| bw.col(col).unwrap()[i]).fold(0.0, f64::max)
+    };
+    let read = best("read", "remote_gbs") / best("read", "local_gbs");
+    let write = best("write", "remote_gbs") / best("write", "local_gbs");
+    assert!((0.5..0.62).contains(&read) && (0.5..0.62).contains(&write), "{read} {write}");
+    let r = bw.col("ratio").unwrap();
+    for op in ["read", "write", "mixed"] {
+        let v: Vec<f64> = (0..ops.len()).filter(|&i| ops[i] == op).map(|i| r[i]).collect();
+        assert!(v.iter().all(|&x| x < 0.8) && v[v.len() - 1] < 0.8 * v[0], "{op}: {v:?}");
+    }
 }
 
 #[test]
