@@ -451,7 +451,7 @@ fn remote_bandwidth(t: &Target, e: &Effort) -> Result<Table> {
         }
     }
     let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
-    Ok(Table::new("remote_bandwidth", "Bandwidth vs threads, local vs remote socket, sequential 256 B accesses (GB/s)")
+    Ok(Table::new("remote_bandwidth", "Local vs remote-socket bandwidth vs threads, sequential 256 B accesses (GB/s; ratio = remote / local)")
         .str("op", op_col)
         .num("threads", th_col)
         .num("local_gbs", local)
