@@ -422,58 +422,57 @@ fn idle_latency(t: &Target, e: &Effort) -> Result<Table> {
         .num("latency_ns", latency))
 }
 
+/// `table` with local and remote columns of `unit` and their ratio.
+fn local_remote(table: Table, unit: &str, local: Vec<f64>, remote: Vec<f64>) -> Table {
+    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
+    table.num(&format!("local_{unit}"), local).num(&format!("remote_{unit}"), remote).num("ratio", ratio)
+}
+
 /// Seed 000's NUMA comparison: the idle latencies again from a thread on the other socket.
 fn remote_latency(t: &Target, e: &Effort) -> Result<Table> {
     let (pattern, kind, local) = idle_rows(t, e, false)?;
     let remote = idle_rows(t, e, true)?.2;
-    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
-    Ok(Table::new("remote_latency", "Idle latency of dependent 64 B accesses, local vs remote socket (ns)")
+    let table = Table::new("remote_latency", "Idle latency of dependent 64 B accesses, local vs remote socket (ns)")
         .str("pattern", pattern)
-        .str("store", kind)
-        .num("local_ns", local)
-        .num("remote_ns", remote)
-        .num("ratio", ratio))
+        .str("store", kind);
+    Ok(local_remote(table, "ns", local, remote))
 }
 
-/// Seed 000's NUMA bandwidth comparison: sequential 256 B accesses from n threads, all local or
-/// all on the other socket.
-fn remote_bandwidth(t: &Target, e: &Effort) -> Result<Table> {
-    let (mut op_col, mut th_col, mut local, mut remote) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for op in ["read", "write", "mixed"] {
-        for &n in e.threads {
-            for (far, col) in [(false, &mut local), (true, &mut remote)] {
-                let mut b = t.bench(t.count, &[])?;
-                let threads = vec![Thread { remote: far, ..Thread::new(256, false, op) }; n as usize];
-                col.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
-            }
-            op_col.push(op.to_owned());
-            th_col.push(f64::from(n));
-        }
-    }
-    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
-    Ok(Table::new("remote_bandwidth", "Local vs remote-socket bandwidth vs threads, sequential 256 B accesses (GB/s; ratio = remote / local)")
-        .str("op", op_col)
-        .num("threads", th_col)
-        .num("local_gbs", local)
-        .num("remote_gbs", remote)
-        .num("ratio", ratio))
-}
-
-fn bandwidth_threads(t: &Target, e: &Effort) -> Result<Table> {
+/// Bandwidth of sequential 256 B accesses from 1..n threads, read / write / 2:1 mixed, local or
+/// from the other socket: (op, threads, GB/s) rows.
+fn thread_rows(t: &Target, e: &Effort, remote: bool) -> Result<(Vec<String>, Vec<f64>, Vec<f64>)> {
     let (mut op_col, mut th_col, mut bw) = (Vec::new(), Vec::new(), Vec::new());
     for op in ["read", "write", "mixed"] {
         for &n in e.threads {
             let mut b = t.bench(t.count, &[])?;
-            let threads = vec![Thread::new(256, false, op); n as usize];
+            let threads = vec![Thread { remote, ..Thread::new(256, false, op) }; n as usize];
             op_col.push(op.to_owned());
             th_col.push(f64::from(n));
             bw.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
         }
     }
+    Ok((op_col, th_col, bw))
+}
+
+fn bandwidth_threads(t: &Target, e: &Effort) -> Result<Table> {
+    let (op_col, th_col, bw) = thread_rows(t, e, false)?;
     Ok(Table::new("bandwidth_threads", "Bandwidth vs threads, sequential 256 B accesses (mixed = 2 reads : 1 write)")
         .str("op", op_col)
         .num("threads", th_col)
         .num("bandwidth_gbs", bw))
+}
+
+/// Seed 000's NUMA bandwidth comparison: the thread sweep from the other socket beside the local one.
+fn remote_bandwidth(t: &Target, e: &Effort) -> Result<Table> {
+    let (op_col, th_col, local) = thread_rows(t, e, false)?;
+    let remote = thread_rows(t, e, true)?.2;
+    let table = Table::new(
+        "remote_bandwidth",
+        "Local vs remote-socket bandwidth vs threads, sequential 256 B accesses (GB/s; ratio = remote / local)",
+    )
+    .str("op", op_col)
+    .num("threads", th_col);
+    Ok(local_remote(table, "gbs", local, remote))
 }
 
 /// Threads per device that reach the best bandwidth in seed 000's size sweep: many readers,
