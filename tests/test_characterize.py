@@ -32,10 +32,11 @@ def test_cli_writes_tables_and_plots(tmp_path: Path):
     proc = run_cli("characterize", "optane_100", "--quick", "--param", "count=6", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "EWR vs working set" in proc.stdout
-    for name in ["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_working_set", "loaded_latency", "scaling"]:
+    for name in ["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set",
+                 "loaded_latency", "scaling", "remote_latency", "remote_bandwidth"]:
         assert (out / f"{name}.csv").stat().st_size > 0
         assert pl.read_parquet(out / f"{name}.parquet").shape == pl.read_csv(out / f"{name}.csv").shape
-        if name != "idle_latency":
+        if name not in ("idle_latency", "remote_latency"):
             assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     size = pl.read_parquet(out / "bandwidth_size.parquet")
     rnd_w = size.filter((pl.col("pattern") == "random") & (pl.col("op") == "write"))

@@ -37,7 +37,7 @@ def test_optane_quick_claims_come_from_the_characterization(tmp_path: Path):
     proc = run_cli("reproduce", "optane", "--quick", "-o", str(tmp_path / "o"))
     assert proc.returncode == 0, proc.stderr
     claims = json.loads((tmp_path / "o" / "claims.json").read_text())["claims"]
-    assert len(claims) == 15
+    assert len(claims) == 22
     by = {c["finding"]: c for c in claims}
     # Recompute two claims from the tables the study wrote.
     scaling = pl.read_parquet(tmp_path / "o" / "optane_100_x6" / "scaling.parquet")
@@ -52,9 +52,12 @@ def test_optane_quick_claims_come_from_the_characterization(tmp_path: Path):
     assert c["agree"] == (2 <= ratio <= 3)
     # The known gap (docs/devices.md): the model's Optane/DRAM ratio is above the paper's band.
     assert not c["agree"]
+    # The remote latency ratios are calibrated to the paper's; the EWR loss with 8 writers is a known gap.
+    assert by["remote / local sequential read latency"]["ours"] == "1.79x"
+    assert not by["8 sequential ntstore threads on one DIMM lower the EWR (XPBuffer contention)"]["agree"]
     page = (tmp_path / "o" / "report.html").read_text()
-    assert page.count('class="good"') + page.count('class="bad"') == 15
-    assert f"{sum(c['agree'] for c in claims)} of 15 findings agree" in page
+    assert page.count('class="good"') + page.count('class="bad"') == 22
+    assert f"{sum(c['agree'] for c in claims)} of 22 findings agree" in page
 
 
 def test_scm_vs_ssd_quick(tmp_path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,15 @@ _PLOTS: dict[str, tuple[str, str, list[str], bool]] = {
     "bandwidth_threads": ("threads", "bandwidth_gbs", ["op"], False),
     "bandwidth_size": ("size", "bandwidth_gbs", ["pattern", "op"], True),
     "ewr_size": ("size", "ewr", [], True),
+    "ewr_threads": ("threads", "ewr", [], False),
     "ewr_working_set": ("working_set", "ewr", [], True),
     "loaded_latency": ("bandwidth_gbs", "latency_ns", [], False),
     "scaling": ("devices", "read_gbs", [], False),
+    "remote_bandwidth": ("threads", "ratio", ["op"], False),
 }
+
+#: Plot titles wrap at this many characters (the table titles run to about 90).
+_TITLE_WIDTH = 60
 
 
 @dataclass
@@ -44,8 +50,8 @@ class Characterization:
         return c
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
-        """NAME.csv, NAME.parquet and NAME.png per table (idle_latency has no plot); returns
-        the files written."""
+        """NAME.csv, NAME.parquet and NAME.png per table (idle_latency and remote_latency have
+        no plot); returns the files written."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = []
@@ -81,7 +87,7 @@ class Characterization:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(x)
         ax.set_ylabel(y)
-        ax.set_title(f"{self.target}: {self.titles[name]}", fontsize="small")
+        ax.set_title(textwrap.fill(f"{self.target}: {self.titles[name]}", _TITLE_WIDTH), fontsize="small")
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         fig.savefig(path, dpi=100)

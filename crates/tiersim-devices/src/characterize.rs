@@ -2,8 +2,10 @@
 //! (or an interleave set of N of them) instead of hardware: idle latency by pattern, bandwidth vs
 //! threads and vs access size, loaded latency vs injected bandwidth, scaling over interleaved
 //! devices, and for pmem the effective write ratio vs access size and working set (the XPBuffer
-//! probe of seed 000). Closed-loop "threads" keep a fixed number of accesses in flight; every
-//! run is deterministic (seeded ChaCha addresses).
+//! probe of seed 000). Closed-loop "threads" issue each access as a stream of 64 B line requests
+//! with a bounded number of lines in flight, as a core does, so that effects of where the lines
+//! land (the 4 KiB-interleave dip of seed 000) emerge from the device models; block devices get
+//! whole accesses. Every run is deterministic (seeded ChaCha addresses).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,10 +19,14 @@ use crate::{presets, DeviceEntry, DeviceRequest, InterleaveSet};
 
 /// Every test, in the order they run.
 pub const TESTS: &[&str] =
-    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_working_set", "loaded_latency", "scaling"];
+    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling",
+      "remote_latency", "remote_bandwidth"];
 
-/// Cache lines one core keeps in flight (line fill buffers: 10-12 on Intel server cores); a
-/// thread keeps as many accesses in flight as fill these, at least one.
+/// Tests that apply to pmem only: the EWR (only pmem counts media writes) and the remote-socket
+/// tests (only pmem models remote penalties; for other devices the platform adds a fixed hop).
+pub const PMEM_ONLY: &[&str] = &["ewr_size", "ewr_threads", "ewr_working_set", "remote_latency", "remote_bandwidth"];
+
+/// Cache lines one core keeps in flight (line fill buffers: 10-12 on Intel server cores).
 const LINES_IN_FLIGHT: u64 = 10;
 const CACHE_LINE: u64 = 64;
 /// Each thread works in its own region of this size.
@@ -176,7 +182,9 @@ impl Target {
 
     fn bench(&self, count: u32, extra: &[(&str, &str)]) -> Result<Bench> {
         let set = InterleaveSet::build(self.entry.build, &self.params(extra)?, count, self.granule)?;
-        Ok(Bench { set, granule: self.granule, count })
+        // A block device is handed whole accesses (DMA), memory devices cache lines.
+        let unit = if self.entry.info.name == "ssd" { u64::MAX } else { CACHE_LINE };
+        Ok(Bench { set, granule: self.granule, count, unit })
     }
 }
 
@@ -185,20 +193,31 @@ struct Bench {
     set: InterleaveSet,
     granule: u64,
     count: u32,
+    /// Bytes per request: a cache line for memory (the core fetches and writes back lines, so a
+    /// large access reaches the devices as a stream of 64 B requests), the whole access for a
+    /// block device.
+    unit: u64,
 }
 
 impl Bench {
-    fn access(&mut self, now: Ns, addr: u64, size: u64, op: Op, cpu: u32) -> Ns {
+    fn access(&mut self, now: Ns, addr: u64, size: u64, op: Op, cpu: u32, remote: bool) -> Ns {
         let end = addr + size;
         let mut a = addr;
         let mut done = now;
         while a < end {
             let part = ((a | (self.granule - 1)) + 1).min(end) - a;
-            let req = DeviceRequest { now, addr: a, size: part as u32, op, socket: 0, cpu, remote: false };
+            let req = DeviceRequest { now, addr: a, size: part as u32, op, socket: 0, cpu, remote };
             done = done.max(self.set.access(&req));
             a += part;
         }
         done
+    }
+
+    /// Effective write ratio over the set: host bytes written / media bytes written (NaN before
+    /// any media write).
+    fn ewr(&self) -> f64 {
+        let (host, media) = self.write_bytes();
+        if media == 0 { f64::NAN } else { host as f64 / media as f64 }
     }
 
     /// (bytes the host wrote, bytes written to media) summed over pmem devices.
@@ -222,10 +241,12 @@ struct Thread {
     /// Out of every `reads + writes` accesses, the first `reads` read.
     reads: u32,
     writes: u32,
-    /// Accesses in flight; 0 = as many as fill the line buffers.
+    /// Requests in flight; 0 = the default of the device kind (see `slots`).
     outstanding: u32,
     /// Pause after each completion before the slot issues again.
     think: Ns,
+    /// The thread runs on another socket than the devices.
+    remote: bool,
 }
 
 impl Thread {
@@ -235,12 +256,17 @@ impl Thread {
             "write" => (0, 1),
             _ => (2, 1),
         };
-        Thread { size, random, reads, writes, outstanding: 0, think: 0 }
+        Thread { size, random, reads, writes, outstanding: 0, think: 0, remote: false }
     }
 
-    fn slots(&self) -> u32 {
+    /// Requests in flight: a memory thread keeps its line fill buffers busy whatever the access
+    /// size; a block-device thread keeps as many accesses in flight as the same bytes, at least one.
+    fn slots(&self, unit: u64) -> u32 {
         if self.outstanding > 0 {
             return self.outstanding;
+        }
+        if unit == CACHE_LINE {
+            return LINES_IN_FLIGHT as u32;
         }
         (LINES_IN_FLIGHT * CACHE_LINE / self.size).max(1) as u32
     }
@@ -249,25 +275,40 @@ impl Thread {
 struct RunOut {
     /// Bytes per second over the measured window.
     bandwidth: f64,
-    /// Mean latency (ns) of each thread's measured accesses.
+    /// Mean latency (ns) of each thread's measured accesses, from the issue of the first request
+    /// to the completion of the last.
     latency: Vec<f64>,
 }
 
-/// Run `threads` until `total` accesses have issued; the first fifth warm up. Bandwidth is the
-/// bytes issued in the measured window over its length (issue rate = completion rate in steady
-/// state, and no drain tail).
+/// The access a thread is issuing, request by request.
+#[derive(Debug, Clone, Copy, Default)]
+struct Current {
+    addr: u64,
+    end: u64,
+    write: bool,
+    start: Ns,
+    done: Ns,
+    measured: bool,
+}
+
+/// Run `threads` until `total` requests have issued; the first fifth warm up. A thread issues
+/// its access in `unit` requests in order, each as soon as one of its slots is free, and starts
+/// the next access once the last request of the current one has issued (a core does not wait
+/// for a stream of independent lines). Bandwidth is the bytes issued in the measured window over
+/// its length (issue rate = completion rate in steady state, and no drain tail).
 fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
     let mut rng = ChaCha8Rng::seed_from_u64(SEED);
     let mut heap = BinaryHeap::new();
     let mut cursor = vec![0u64; threads.len()];
     let mut count = vec![0u64; threads.len()];
+    let mut cur = vec![Current::default(); threads.len()];
     for (t, th) in threads.iter().enumerate() {
         // Thread t's stream starts on device t mod count, so sequential threads spread over
         // the set instead of marching over one device in lockstep.
         let n = u64::from(bench.count);
         let base_chunk = t as u64 * REGION / bench.granule;
         cursor[t] = ((t as u64 % n + n - base_chunk % n) % n) * bench.granule;
-        for _ in 0..th.slots() {
+        for _ in 0..th.slots(bench.unit) {
             heap.push(Reverse((0u64, t)));
         }
     }
@@ -279,27 +320,37 @@ fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
             break;
         }
         let th = &threads[t];
-        let offset = if th.random {
-            rng.gen_range(0..REGION / th.size) * th.size
-        } else {
-            let o = cursor[t];
-            cursor[t] = (o + th.size) % REGION;
-            o
-        };
-        let addr = t as u64 * REGION + offset;
-        let k = count[t] % u64::from(th.reads + th.writes);
-        count[t] += 1;
-        let op = if k < u64::from(th.reads) { Op::Read } else { Op::Write };
-        let done = bench.access(now, addr, th.size, op, t as u32);
+        let c = &mut cur[t];
+        if c.addr == c.end {
+            let offset = if th.random {
+                rng.gen_range(0..REGION / th.size) * th.size
+            } else {
+                let o = cursor[t];
+                cursor[t] = (o + th.size) % REGION;
+                o
+            };
+            let addr = t as u64 * REGION + offset;
+            let k = count[t] % u64::from(th.reads + th.writes);
+            count[t] += 1;
+            let write = k >= u64::from(th.reads);
+            *c = Current { addr, end: addr + th.size, write, start: now, done: now, measured: issued >= warmup };
+        }
+        let part = bench.unit.min(c.end - c.addr);
+        let op = if c.write { Op::Write } else { Op::Read };
+        let done = bench.access(now, c.addr, part, op, t as u32, th.remote);
+        c.addr += part;
+        c.done = c.done.max(done);
+        if c.addr == c.end && c.measured {
+            lat[t].0 += (c.done - c.start) as f64;
+            lat[t].1 += 1;
+        }
         issued += 1;
         if issued == warmup + 1 {
             t0 = now;
         }
         if issued > warmup {
-            bytes += th.size;
+            bytes += part;
             t1 = now;
-            lat[t].0 += (done - now) as f64;
-            lat[t].1 += 1;
         }
         heap.push(Reverse((done + th.think, t)));
     }
@@ -313,7 +364,8 @@ fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
 /// How much work each test does.
 #[derive(Debug, Clone, Copy)]
 struct Effort {
-    accesses: u64,
+    /// Requests per run (lines for memory devices).
+    requests: u64,
     threads: &'static [u32],
     sizes: &'static [u64],
     lines: &'static [u64],
@@ -322,7 +374,7 @@ struct Effort {
 }
 
 const FULL: Effort = Effort {
-    accesses: 40_000,
+    requests: 200_000,
     threads: &[1, 2, 3, 4, 6, 8, 12, 16, 24],
     sizes: &[64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 24576, 32768, 49152, 65536],
     lines: &[8, 16, 32, 48, 56, 60, 64, 68, 72, 80, 96, 128, 256, 512, 1024],
@@ -331,7 +383,7 @@ const FULL: Effort = Effort {
 };
 
 const QUICK: Effort = Effort {
-    accesses: 3_000,
+    requests: 20_000,
     threads: &[1, 2, 4, 8, 16],
     sizes: &[64, 256, 1024, 4096, 24576, 65536],
     lines: &[32, 64, 72, 128, 512],
@@ -343,41 +395,84 @@ fn gbs(b: f64) -> f64 {
     b / 1e9
 }
 
-fn idle_latency(t: &Target, e: &Effort) -> Result<Table> {
+/// Idle latencies of dependent 64 B accesses, local or from another socket: (pattern, store
+/// kind, latency) rows, pmem with both store kinds.
+fn idle_rows(t: &Target, e: &Effort, remote: bool) -> Result<(Vec<String>, Vec<String>, Vec<f64>)> {
     let kinds: &[&str] = if t.is_pmem() { &["ntstore", "clwb"] } else { &["-"] };
     let (mut pattern, mut kind, mut latency) = (Vec::new(), Vec::new(), Vec::new());
     for (name, random, op) in [("sequential", false, "read"), ("random", true, "read"), ("sequential", false, "write"), ("random", true, "write")] {
         for k in if op == "read" { &kinds[..1] } else { kinds } {
             let extra: Vec<(&str, &str)> = if t.is_pmem() { vec![("store_kind", *k)] } else { vec![] };
             let mut b = t.bench(t.count, &extra)?;
-            let th = Thread { outstanding: 1, think: IDLE_GAP, ..Thread::new(CACHE_LINE, random, op) };
-            let out = run(&mut b, &[th], (e.accesses / 10).max(200));
+            let th = Thread { outstanding: 1, think: IDLE_GAP, remote, ..Thread::new(CACHE_LINE, random, op) };
+            let out = run(&mut b, &[th], (e.requests / 10).max(200));
             pattern.push(format!("{name} {op}"));
             kind.push(if op == "read" { "-".to_owned() } else { (*k).to_owned() });
             latency.push(out.latency[0]);
         }
     }
+    Ok((pattern, kind, latency))
+}
+
+fn idle_latency(t: &Target, e: &Effort) -> Result<Table> {
+    let (pattern, kind, latency) = idle_rows(t, e, false)?;
     Ok(Table::new("idle_latency", "Idle latency of dependent 64 B accesses (ns)")
         .str("pattern", pattern)
         .str("store", kind)
         .num("latency_ns", latency))
 }
 
-fn bandwidth_threads(t: &Target, e: &Effort) -> Result<Table> {
+/// `table` with local and remote columns of `unit` and their ratio.
+fn local_remote(table: Table, unit: &str, local: Vec<f64>, remote: Vec<f64>) -> Table {
+    let ratio = local.iter().zip(&remote).map(|(l, r)| r / l).collect();
+    table.num(&format!("local_{unit}"), local).num(&format!("remote_{unit}"), remote).num("ratio", ratio)
+}
+
+/// Seed 000's NUMA comparison: the idle latencies again from a thread on the other socket.
+fn remote_latency(t: &Target, e: &Effort) -> Result<Table> {
+    let (pattern, kind, local) = idle_rows(t, e, false)?;
+    let remote = idle_rows(t, e, true)?.2;
+    let table = Table::new("remote_latency", "Idle latency of dependent 64 B accesses, local vs remote socket (ns)")
+        .str("pattern", pattern)
+        .str("store", kind);
+    Ok(local_remote(table, "ns", local, remote))
+}
+
+/// Bandwidth of sequential 256 B accesses from 1..n threads, read / write / 2:1 mixed, local or
+/// from the other socket: (op, threads, GB/s) rows.
+fn thread_rows(t: &Target, e: &Effort, remote: bool) -> Result<(Vec<String>, Vec<f64>, Vec<f64>)> {
     let (mut op_col, mut th_col, mut bw) = (Vec::new(), Vec::new(), Vec::new());
     for op in ["read", "write", "mixed"] {
         for &n in e.threads {
             let mut b = t.bench(t.count, &[])?;
-            let threads = vec![Thread::new(256, false, op); n as usize];
+            let threads = vec![Thread { remote, ..Thread::new(256, false, op) }; n as usize];
             op_col.push(op.to_owned());
             th_col.push(f64::from(n));
-            bw.push(gbs(run(&mut b, &threads, e.accesses).bandwidth));
+            bw.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
         }
     }
+    Ok((op_col, th_col, bw))
+}
+
+fn bandwidth_threads(t: &Target, e: &Effort) -> Result<Table> {
+    let (op_col, th_col, bw) = thread_rows(t, e, false)?;
     Ok(Table::new("bandwidth_threads", "Bandwidth vs threads, sequential 256 B accesses (mixed = 2 reads : 1 write)")
         .str("op", op_col)
         .num("threads", th_col)
         .num("bandwidth_gbs", bw))
+}
+
+/// Seed 000's NUMA bandwidth comparison: the thread sweep from the other socket beside the local one.
+fn remote_bandwidth(t: &Target, e: &Effort) -> Result<Table> {
+    let (op_col, th_col, local) = thread_rows(t, e, false)?;
+    let remote = thread_rows(t, e, true)?.2;
+    let table = Table::new(
+        "remote_bandwidth",
+        "Local vs remote-socket bandwidth vs threads, sequential 256 B accesses (GB/s; ratio = remote / local)",
+    )
+    .str("op", op_col)
+    .num("threads", th_col);
+    Ok(local_remote(table, "gbs", local, remote))
 }
 
 /// Threads per device that reach the best bandwidth in seed 000's size sweep: many readers,
@@ -396,7 +491,7 @@ fn bandwidth_size(t: &Target, e: &Effort) -> Result<Table> {
                 pat.push(pname.to_owned());
                 op_col.push(op.to_owned());
                 size_col.push(size as f64);
-                bw.push(gbs(run(&mut b, &threads, e.accesses).bandwidth));
+                bw.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
             }
         }
     }
@@ -417,14 +512,26 @@ fn ewr_size(t: &Target, e: &Effort) -> Result<Table> {
     for &size in e.sizes {
         let mut b = t.bench(t.count, &[])?;
         let th = Thread { outstanding: 1, ..Thread::new(size, true, "write") };
-        run(&mut b, &[th], e.accesses);
-        let (host, media) = b.write_bytes();
+        run(&mut b, &[th], e.requests);
         size_col.push(size as f64);
-        ewr.push(if media == 0 { f64::NAN } else { host as f64 / media as f64 });
+        ewr.push(b.ewr());
     }
     Ok(Table::new("ewr_size", "Effective write ratio (host bytes / media bytes) vs random write size, one thread")
         .num("size", size_col)
         .num("ewr", ewr))
+}
+
+/// EWR of sequential 256 B writes vs writer threads (seed 000: 0.98 with one thread, 0.62 with
+/// eight on one DIMM, from XPBuffer contention).
+fn ewr_threads(t: &Target, e: &Effort) -> Result<Table> {
+    let (mut th_col, mut ewr) = (Vec::new(), Vec::new());
+    for &n in e.threads {
+        let mut b = t.bench(t.count, &[])?;
+        run(&mut b, &vec![Thread::new(256, false, "write"); n as usize], e.requests);
+        th_col.push(f64::from(n));
+        ewr.push(b.ewr());
+    }
+    Ok(Table::new("ewr_threads", "EWR vs writer threads, sequential 256 B writes").num("threads", th_col).num("ewr", ewr))
 }
 
 /// Seed 000's XPBuffer probe on one device: N consecutive XPLines, write the first half of
@@ -438,13 +545,12 @@ fn ewr_working_set(t: &Target, e: &Effort) -> Result<Table> {
         for _ in 0..e.rounds {
             for half in [0, line / 2] {
                 for i in 0..n {
-                    now = b.access(now, i * line + half, line / 2, Op::Write, 0);
+                    now = b.access(now, i * line + half, line / 2, Op::Write, 0, false);
                 }
             }
         }
-        let (host, media) = b.write_bytes();
         ws.push((n * line) as f64);
-        ewr.push(if media == 0 { f64::NAN } else { host as f64 / media as f64 });
+        ewr.push(b.ewr());
     }
     Ok(Table::new("ewr_working_set", "EWR vs working set on one device (half-XPLine writes, seed 000's XPBuffer probe)")
         .num("working_set", ws)
@@ -462,7 +568,7 @@ fn loaded_latency(t: &Target, e: &Effort) -> Result<Table> {
         let load = Thread { think: d, ..Thread::new(256, false, "read") };
         let mut threads = vec![probe];
         threads.extend(std::iter::repeat_n(load, (LOAD_THREADS_PER_DEVICE * t.count) as usize));
-        let out = run(&mut b, &threads, e.accesses);
+        let out = run(&mut b, &threads, e.requests);
         think.push(d as f64);
         bw.push(gbs(out.bandwidth));
         lat.push(out.latency[0]);
@@ -483,7 +589,7 @@ fn scaling(t: &Target, e: &Effort) -> Result<Table> {
         for (op, per) in [("read", SIZE_READERS_PER_DEVICE), ("write", SIZE_WRITERS_PER_DEVICE)] {
             let mut b = t.bench(n, &[])?;
             let threads = vec![Thread::new(256, false, op); (per * n) as usize];
-            row.push(gbs(run(&mut b, &threads, e.accesses).bandwidth));
+            row.push(gbs(run(&mut b, &threads, e.requests).bandwidth));
         }
         n_col.push(f64::from(n));
         rd.push(row[0]);
@@ -501,7 +607,7 @@ fn scaling(t: &Target, e: &Effort) -> Result<Table> {
 }
 
 /// Run `tests` (all when empty) against `target`; `quick` uses fewer points and accesses.
-/// EWR tests apply to devices with a media write count (pmem) and are skipped for others.
+/// Tests in `PMEM_ONLY` are skipped for other devices.
 pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Vec<Table>> {
     for name in tests {
         if !TESTS.contains(&name.as_str()) {
@@ -518,10 +624,14 @@ pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Ve
             "idle_latency" => idle_latency(target, e)?,
             "bandwidth_threads" => bandwidth_threads(target, e)?,
             "bandwidth_size" => bandwidth_size(target, e)?,
-            "ewr_size" if target.is_pmem() => ewr_size(target, e)?,
-            "ewr_working_set" if target.is_pmem() => ewr_working_set(target, e)?,
+            _ if PMEM_ONLY.contains(&name) && !target.is_pmem() => continue,
+            "ewr_size" => ewr_size(target, e)?,
+            "ewr_threads" => ewr_threads(target, e)?,
+            "ewr_working_set" => ewr_working_set(target, e)?,
             "loaded_latency" => loaded_latency(target, e)?,
             "scaling" => scaling(target, e)?,
+            "remote_latency" => remote_latency(target, e)?,
+            "remote_bandwidth" => remote_bandwidth(target, e)?,
             _ => continue,
         };
         out.push(table);

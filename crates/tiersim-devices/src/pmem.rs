@@ -54,14 +54,22 @@ pub const SPECS: &[ParamSpec] = &[
         .max(4096.0),
     ParamSpec::new("write_contention_penalty", ParamKind::Float, "0.112",
         "extra media write time per writer thread beyond write_contention_threads (XPBuffer and iMC \
-         contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures")
+         contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures; \
+         beyond 8 the seed says only that bandwidth keeps falling, so the linear growth there is a choice")
         .min(0.0)
         .max(100.0),
     ParamSpec::new("contention_window", ParamKind::Duration, "2us",
-        "a CPU counts as a concurrent user of the DIMM for this long after its last access")
+        "a CPU counts as a concurrent user of the DIMM while a request of it is outstanding and for \
+         this long after its completion")
         .min(1.0),
-    ParamSpec::new("remote_read_latency", ParamKind::Duration, "61ns",
-        "added to reads from another socket: seed 000 measures remote random reads at 1.20x local (305 -> 366 ns)"),
+    ParamSpec::new("remote_read_latency", ParamKind::Duration, "35ns",
+        "added to reads from another socket: seed 000 measures remote random reads at 1.20x local \
+         (305 -> 366 ns = 266 ns + the media read slowed by remote_bandwidth_factor, 65 ns, + 35 ns)"),
+    ParamSpec::new("remote_buffer_read_latency", ParamKind::Duration, "123ns",
+        "added on top of remote_read_latency to remote reads served from the XPBuffer: seed 000 \
+         measures remote sequential reads (three of four XPBuffer hits) at 1.79x local but random ones at \
+         1.20x, so remote reads keep little of the buffer's benefit; (366 + 3 x (124 + 35 + 123)) / 4 = \
+         303 ns = 1.79 x 169 ns. The seed gives no cause"),
     ParamSpec::new("remote_ntstore_latency", ParamKind::Duration, "138ns",
         "added to remote ntstores: seed 000 measures 2.53x local (90 -> 228 ns)"),
     ParamSpec::new("remote_clwb_latency", ParamKind::Duration, "42ns",
@@ -71,9 +79,10 @@ pub const SPECS: &[ParamSpec] = &[
          61.7% (write) of local at the best thread count")
         .min(0.01)
         .max(1.0),
-    ParamSpec::new("remote_thread_penalty", ParamKind::Float, "0.25",
-        "extra media time per concurrent remote thread beyond the first; seed 000 gives only the shape \
-         (remote bandwidth falls fast with threads, up to 30x below local), so this value is a choice")
+    ParamSpec::new("remote_thread_penalty", ParamKind::Float, "0.05",
+        "extra media time per concurrent remote thread beyond the first; seed 000 gives the shape (remote \
+         bandwidth falls with threads) and the best remote / local bandwidth on 6 DIMMs, 59.2% read and \
+         61.7% write; 0.05 gives 52% and 57% in `tiersim characterize` (0.25 gave 37% and 49%)")
         .min(0.0)
         .max(100.0),
     ParamSpec::new("remote_mix_penalty", ParamKind::Float, "2.0",
@@ -106,13 +115,16 @@ pub fn build(p: &Params) -> Result<Box<dyn Device>> {
 
 const NIL: u32 = u32::MAX;
 
-/// The XPBuffer: resident XPLines with a dirty mask of host lines each, in recency (LRU) or
-/// insertion (FIFO) order on an intrusive list so that hits and evictions are O(1).
+/// The XPBuffer: resident XPLines with a dirty mask of host lines each and the time their media
+/// fill ends, in recency (LRU) or insertion (FIFO) order on an intrusive list so that hits and
+/// evictions are O(1).
 #[derive(Debug, Clone)]
 struct XpBuffer {
     map: FxHashMap<u64, u32>,
     tag: Vec<u64>,
     dirty: Vec<u64>,
+    /// When the line's media read ends (0 for a line allocated by a write, which needs none).
+    filled: Vec<Ps>,
     prev: Vec<u32>,
     next: Vec<u32>,
     /// Most recently inserted (or used, for LRU).
@@ -136,6 +148,7 @@ impl XpBuffer {
             map,
             tag: Vec::with_capacity(capacity as usize),
             dirty: Vec::with_capacity(capacity as usize),
+            filled: Vec::with_capacity(capacity as usize),
             prev: Vec::with_capacity(capacity as usize),
             next: Vec::with_capacity(capacity as usize),
             head: NIL,
@@ -181,6 +194,7 @@ impl XpBuffer {
             let s = self.tag.len() as u32;
             self.tag.push(line);
             self.dirty.push(0);
+            self.filled.push(0);
             self.prev.push(NIL);
             self.next.push(NIL);
             self.push_front(s);
@@ -194,12 +208,15 @@ impl XpBuffer {
         self.push_front(s);
         self.tag[s as usize] = line;
         self.dirty[s as usize] = 0;
+        self.filled[s as usize] = 0;
         self.map.insert(line, s);
         (s, Some(victim))
     }
 }
 
-/// A CPU recently seen by the DIMM, for contention and remote-mixing effects.
+/// A CPU recently seen by the DIMM, for contention and remote-mixing effects. Each stamp is
+/// (the later of the issue and the completion of the CPU's latest request of that kind) + 1, so a
+/// CPU counts as a user while a request of it is outstanding and for the window after.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     cpu: u32,
@@ -239,6 +256,7 @@ pub struct Pmem {
     clwb: bool,
     write_latency: Ps,
     remote_read_latency: Ps,
+    remote_buffer_read_latency: Ps,
     remote_write_latency: Ps,
     contention_threads: u32,
     contention_penalty: f64,
@@ -313,6 +331,7 @@ impl Pmem {
             clwb,
             write_latency: ps_from_ns(p.duration(wl)),
             remote_read_latency: ps_from_ns(p.duration("remote_read_latency")),
+            remote_buffer_read_latency: ps_from_ns(p.duration("remote_buffer_read_latency")),
             remote_write_latency: ps_from_ns(p.duration(rwl)),
             contention_threads: p.uint("write_contention_threads").min(u64::from(u32::MAX)) as u32,
             contention_penalty: p.float("write_contention_penalty"),
@@ -340,8 +359,8 @@ impl Pmem {
         })
     }
 
-    /// Record `req`'s CPU and count the CPUs active within the window.
-    fn observe(&mut self, at: Ps, req: &DeviceRequest) -> Concurrency {
+    /// Record `req`'s CPU and count the CPUs active within the window; returns the CPU's entry.
+    fn observe(&mut self, at: Ps, req: &DeviceRequest) -> (usize, Concurrency) {
         let write = req.op.is_write();
         let i = match self.seen.iter().position(|s| s.cpu == req.cpu) {
             Some(i) => i,
@@ -355,20 +374,11 @@ impl Pmem {
                 i
             }
         };
-        // `at + 1` so that "seen at time 0" differs from "never seen".
-        let stamp = at.saturating_add(1);
-        let s = &mut self.seen[i];
-        s.last = s.last.max(stamp);
-        if write {
-            s.wrote = s.wrote.max(stamp);
-        }
-        if req.remote {
-            if write { s.remote_write = s.remote_write.max(stamp) } else { s.remote_read = s.remote_read.max(stamp) }
-        }
+        self.stamp(i, req, at);
         if self.seen.len() == 1 && !req.remote {
-            return Concurrency { writers: u32::from(write), ..Concurrency::default() };
+            return (i, Concurrency { writers: u32::from(write), ..Concurrency::default() });
         }
-        let since = stamp.saturating_sub(self.window);
+        let since = at.saturating_add(1).saturating_sub(self.window);
         let mut c = Concurrency::default();
         let (mut rr, mut rw) = (false, false);
         for s in &self.seen {
@@ -379,7 +389,23 @@ impl Pmem {
             rw |= w;
         }
         c.remote_mixed = rr && rw;
-        c
+        (i, c)
+    }
+
+    /// Stamp entry `i` with `req` at time `t` (its issue, then its completion: a CPU whose
+    /// requests wait in a backlog stays a user of the DIMM while it waits; counting from issue
+    /// times only would let a slowed-down writer drop out of the window and undo its slowdown).
+    fn stamp(&mut self, i: usize, req: &DeviceRequest, t: Ps) {
+        // `t + 1` so that "seen at time 0" differs from "never seen".
+        let stamp = t.saturating_add(1);
+        let s = &mut self.seen[i];
+        s.last = s.last.max(stamp);
+        if req.op.is_write() {
+            s.wrote = s.wrote.max(stamp);
+        }
+        if req.remote {
+            if req.op.is_write() { s.remote_write = s.remote_write.max(stamp) } else { s.remote_read = s.remote_read.max(stamp) }
+        }
     }
 
     /// Media time multiplier for this request: write contention, and remote-socket losses.
@@ -460,7 +486,7 @@ impl Pmem {
 impl Device for Pmem {
     fn access(&mut self, req: &DeviceRequest) -> Ns {
         let at = ps_from_ns(req.now);
-        let c = self.observe(at, req);
+        let (who, c) = self.observe(at, req);
         let f = self.slowdown(req, c);
         let (read_service, write_service) = (Self::scaled(self.read_service, f), Self::scaled(self.write_service, f));
         let first = req.addr >> self.host_shift;
@@ -475,16 +501,21 @@ impl Device for Pmem {
             Op::Read => {
                 self.reads += 1;
                 self.bytes_read = self.bytes_read.saturating_add(bytes);
-                let extra = if req.remote { self.remote_read_latency } else { 0 };
+                let (extra, hit_extra) =
+                    if req.remote { (self.remote_read_latency, self.remote_buffer_read_latency) } else { (0, 0) };
                 loop {
-                    let ready = if self.buffer.lookup(line).is_some() {
+                    let ready = if let Some(s) = self.buffer.lookup(line) {
                         self.buffer_read_hits += 1;
-                        at + self.buffer_read_latency
+                        // A fill lands in the buffer read_latency - buffer_read_latency after its
+                        // media read; a hit on a line still being filled waits for it (requests
+                        // stream in line by line, so the next lines of a miss arrive meanwhile).
+                        (at + self.buffer_read_latency + hit_extra).max(self.buffer.filled[s as usize] + self.read_latency)
                     } else {
                         // The demand read goes first; the line it displaces is written back after.
                         self.media_reads += 1;
                         let (_, end) = self.media(at, read_service);
-                        let (_, victim) = self.buffer.insert(line);
+                        let (s, victim) = self.buffer.insert(line);
+                        self.buffer.filled[s as usize] = end;
                         self.write_back(end, victim, write_service, read_service);
                         end + self.read_latency
                     };
@@ -520,7 +551,7 @@ impl Device for Pmem {
                                 // the store's own latency does not include (the line is cached).
                                 self.rfo_reads += 1;
                                 self.media_reads += 1;
-                                self.media(at, read_service);
+                                self.buffer.filled[s as usize] = self.media(at, read_service).1;
                             }
                             s
                         }
@@ -546,6 +577,7 @@ impl Device for Pmem {
                 }
             }
         }
+        self.stamp(who, req, done);
         completion(req.now, done)
     }
 

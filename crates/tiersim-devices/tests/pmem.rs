@@ -142,6 +142,30 @@ fn idle_latencies() {
 }
 
 #[test]
+fn a_read_hitting_a_line_being_filled_waits_for_the_fill() {
+    let mut d = dev("");
+    // The miss ends at 38789 + 266000 ps; a hit on the same XPLine 10 ns later returns with it
+    // (305 ns), not at 10 + 124 ns.
+    assert_eq!(d.access(&rq(0, 0, 64, Op::Read)), 305);
+    assert_eq!(d.access(&rq(10, 64, 64, Op::Read)), 305);
+    // Behind five queued line writes the fill ends at 5 x 111305 + 38789 = 595314 ps, so the
+    // miss and the hit both complete at 595314 + 266000 ps.
+    let mut m = dev("");
+    for k in 0..5 {
+        w(m.as_mut(), 0, k * 256, 256);
+    }
+    assert_eq!(m.access(&rq(0, 1 << 20, 64, Op::Read)), 862);
+    assert_eq!(m.access(&rq(0, (1 << 20) + 128, 64, Op::Read)), 862);
+    // Once filled, a hit takes the buffer latency alone.
+    assert_eq!(m.access(&rq(2000, (1 << 20) + 192, 64, Op::Read)), 2124);
+    assert_eq!(stat(&*m, "buffer_read_hits"), 2);
+    // A clwb line fill counts too: a read right behind the store waits for the line's RFO read.
+    let mut c = dev("store_kind = \"clwb\"");
+    assert_eq!(w(c.as_mut(), 0, 0, 64), 62);
+    assert_eq!(c.access(&rq(0, 64, 64, Op::Read)), (READ + 266_000).div_ceil(1000));
+}
+
+#[test]
 fn saturated_media_limits_bandwidth() {
     let mut d = dev("");
     // Five whole-line writes at t=0: the k-th waits for k-1 media writes to drain.
@@ -174,13 +198,36 @@ fn writer_contention_and_remote_penalties() {
     let r = DeviceRequest { cpu: 1, ..rq(0, 512, 256, Op::Write) };
     assert_eq!(d.access(&r), (WRITE + 2 * WRITE + 90_000).div_ceil(1000));
     assert_eq!(stat(&*d, "contended_writes"), 2);
-    // Remote read: media time / 0.6 (38789 -> 64649 ps) + 266 ns + 61 ns.
+    // Remote read: media time / 0.6 (38789 -> 64649 ps) + 266 ns + 35 ns = 366 ns, 1.20x local.
     let mut e = dev("");
     let r = DeviceRequest { remote: true, ..rq(0, 0, 64, Op::Read) };
-    assert_eq!(e.access(&r), (64_649u64 + 266_000 + 61_000).div_ceil(1000));
+    assert_eq!(e.access(&r), (64_649u64 + 266_000 + 35_000).div_ceil(1000));
+    assert_eq!(e.access(&r), 366);
+    // A remote XPBuffer hit: 124 + 35 + 123 ns (seed 000's 1.79x on sequential reads).
+    let r = DeviceRequest { remote: true, ..rq(2000, 64, 64, Op::Read) };
+    assert_eq!(e.access(&r), 2282);
     // Remote ntstore: 90 + 138 ns (2.53x local).
     let r = DeviceRequest { remote: true, ..rq(1000, 4096, 64, Op::Write) };
     assert_eq!(e.access(&r), 1228);
+}
+
+#[test]
+fn a_writer_waiting_in_a_backlog_still_counts() {
+    let mut d = dev("write_contention_threads = 1\nwrite_contention_penalty = 1.0\ncontention_window = \"100ns\"");
+    // CPU 0 queues twelve whole lines at t=0; the last completes at 11 x 111305 + 90000 ps.
+    let done: Vec<u64> = (0..12).map(|k| w(d.as_mut(), 0, k * 256, 256)).collect();
+    assert_eq!(done[11], (11 * WRITE + 90_000).div_ceil(1000));
+    // At t=1000 ns CPU 0 issued 1 us ago (beyond the 100 ns window) but its writes are still
+    // outstanding: CPU 1 is the second writer, so its lines take twice the media time. The
+    // first waits for the backlog (12 x 111305 ps), the second behind it and a doubled write.
+    let r = |now, addr| DeviceRequest { cpu: 1, ..rq(now, addr, 256, Op::Write) };
+    assert_eq!(d.access(&r(1000, 4096)), (12 * WRITE + 90_000).div_ceil(1000));
+    assert_eq!(d.access(&r(1000, 4352)), (14 * WRITE + 90_000).div_ceil(1000));
+    assert_eq!(stat(&*d, "contended_writes"), 2);
+    // At t=3000 ns CPU 0's last write ended more than 100 ns ago: CPU 1 writes alone again.
+    assert_eq!(d.access(&r(3000, 4608)), 3090);
+    assert_eq!(d.access(&r(3000, 4864)), (3_000_000 + WRITE + 90_000).div_ceil(1000));
+    assert_eq!(stat(&*d, "contended_writes"), 2);
 }
 
 #[test]
