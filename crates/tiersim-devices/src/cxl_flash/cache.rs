@@ -28,8 +28,16 @@ pub struct Cache {
     pub sets: usize,
     pub ways: u32,
     hash: bool,
-    /// line + 1 per slot; 0 = empty.
-    tags: Vec<u64>,
+    /// sets - 1 when sets is a power of two (a mask replaces the division), else 0.
+    set_mask: u64,
+    /// log2(ways) when ways is a power of two (a shift finds a slot's set), else 0.
+    way_shift: u32,
+    pow2_ways: bool,
+    /// Way of each set's last hit or fill, tried before the scan (accesses repeat lines).
+    recent: Vec<u32>,
+    /// line + 1 per slot; 0 = empty. Lines fit 32 bits (the device has fewer than 2^32 - 1
+    /// units), and 32-bit tags let the set scan compare four ways per SSE2 instruction.
+    tags: Vec<u32>,
     pub dirty: Vec<u64>,
     pub valid: Vec<u64>,
     pub flags: Vec<u8>,
@@ -49,6 +57,28 @@ fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Bit w set: `tags[w] == key`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn matches8(tags: &[u32; 8], key: u32) -> u32 {
+    use std::arch::x86_64::{_mm_castsi128_ps, _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_ps, _mm_set1_epi32, __m128i};
+    // SAFETY: SSE2 is part of x86_64; both loads read 4 u32 inside the 8-element array.
+    unsafe {
+        let k = _mm_set1_epi32(key as i32);
+        let lo = _mm_loadu_si128(tags.as_ptr().cast::<__m128i>());
+        let hi = _mm_loadu_si128(tags.as_ptr().add(4).cast::<__m128i>());
+        let lo = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, k))) as u32;
+        let hi = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, k))) as u32;
+        lo | hi << 4
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn matches8(tags: &[u32; 8], key: u32) -> u32 {
+    tags.iter().enumerate().fold(0, |m, (w, &t)| m | u32::from(t == key) << w)
+}
+
 impl Cache {
     pub fn new(shape: Shape, hash: bool, repl: Box<dyn Replacement>) -> Cache {
         let slots = shape.sets * shape.ways as usize;
@@ -56,6 +86,10 @@ impl Cache {
             sets: shape.sets,
             ways: shape.ways,
             hash,
+            set_mask: if shape.sets.is_power_of_two() { shape.sets as u64 - 1 } else { 0 },
+            way_shift: shape.ways.trailing_zeros(),
+            pow2_ways: shape.ways.is_power_of_two(),
+            recent: vec![0; shape.sets],
             tags: vec![0; slots],
             dirty: vec![0; slots],
             valid: vec![0; slots],
@@ -70,7 +104,20 @@ impl Cache {
     #[inline]
     pub fn set_of(&self, line: u64) -> usize {
         let x = if self.hash { mix(line) } else { line };
-        (x % self.sets as u64) as usize
+        if self.set_mask != 0 || self.sets == 1 {
+            (x & self.set_mask) as usize
+        } else {
+            (x % self.sets as u64) as usize
+        }
+    }
+
+    #[inline]
+    fn set_of_slot(&self, slot: u32) -> usize {
+        if self.pow2_ways {
+            (slot >> self.way_shift) as usize
+        } else {
+            slot as usize / self.ways as usize
+        }
     }
 
     #[inline]
@@ -80,18 +127,35 @@ impl Cache {
         }
         let set = self.set_of(line);
         let first = set * self.ways as usize;
-        let n = self.used[set] as usize;
-        self.tags[first..first + n].iter().position(|&t| t == line + 1).map(|w| (first + w) as u32)
+        debug_assert!(line < u64::from(u32::MAX));
+        let key = line as u32 + 1;
+        let recent = first + self.recent[set] as usize;
+        if self.tags[recent] == key {
+            return Some(recent as u32);
+        }
+        // A line is in its set at most once and unused ways hold 0, so the whole set can be
+        // compared eight ways at a time without early exits (which vectorises).
+        let tags = &self.tags[first..first + self.ways as usize];
+        let mut chunks = tags.chunks_exact(8);
+        for (c, chunk) in chunks.by_ref().enumerate() {
+            let hits = matches8(chunk.try_into().expect("chunks of 8"), key);
+            if hits != 0 {
+                return Some((first + c * 8 + hits.trailing_zeros() as usize) as u32);
+            }
+        }
+        let base = tags.len() - chunks.remainder().len();
+        chunks.remainder().iter().position(|&t| t == key).map(|w| (first + base + w) as u32)
     }
 
     #[inline]
     pub fn line_of(&self, slot: u32) -> u64 {
-        self.tags[slot as usize] - 1
+        u64::from(self.tags[slot as usize] - 1)
     }
 
     #[inline]
     pub fn hit(&mut self, slot: u32) {
-        let set = slot as usize / self.ways as usize;
+        let set = self.set_of_slot(slot);
+        self.recent[set] = slot - (set as u32 * self.ways);
         self.repl.hit(set, slot);
     }
 
@@ -107,7 +171,7 @@ impl Cache {
             let view = SetView { set, first, ways: self.ways, dirty: &self.dirty, flags: &self.flags };
             let s = self.repl.victim(&view);
             let i = s as usize;
-            let e = Evicted { line: self.tags[i] - 1, dirty: self.dirty[i], valid: self.valid[i], flags: self.flags[i] };
+            let e = Evicted { line: u64::from(self.tags[i] - 1), dirty: self.dirty[i], valid: self.valid[i], flags: self.flags[i] };
             if e.flags & PINNED != 0 {
                 self.pinned[set] -= 1;
             }
@@ -117,13 +181,15 @@ impl Cache {
             (s, Some(e))
         };
         let i = slot as usize;
-        self.tags[i] = line + 1;
+        debug_assert!(line < u64::from(u32::MAX));
+        self.tags[i] = line as u32 + 1;
         self.dirty[i] = 0;
         self.valid[i] = 0;
         self.flags[i] = 0;
         if let Some(m) = &mut self.map {
             m.insert(line, slot);
         }
+        self.recent[set] = slot - first;
         self.repl.insert(set, slot);
         (slot, evicted)
     }
@@ -134,7 +200,7 @@ impl Cache {
         if self.flags[i] & PINNED != 0 {
             return true;
         }
-        let set = i / self.ways as usize;
+        let set = self.set_of_slot(slot);
         if self.pinned[set] >= max {
             return false;
         }
@@ -146,5 +212,47 @@ impl Cache {
     /// Lines currently cached.
     pub fn resident(&self) -> u64 {
         self.used.iter().map(|&u| u64::from(u)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use rustc_hash::FxHashMap;
+    use tiersim_core::Params;
+
+    use super::*;
+    use crate::cxl_flash::replacement;
+
+    /// Lookups agree with a map of what was allocated and evicted, for shapes that take every
+    /// path of the set scan: power-of-two and other set counts, ways below, at and above the
+    /// 8-way chunk (with a remainder), hashed indexing.
+    #[test]
+    fn lookup_finds_exactly_the_resident_lines() {
+        let params = Params::resolve(crate::cxl_flash::SPECS, None).unwrap();
+        for (sets, ways, hash) in [(4, 16, false), (3, 12, false), (5, 5, true), (1, 8, false), (2, 70, false)] {
+            let shape = replacement::Shape { sets, ways };
+            let repl = (replacement::find("lru").unwrap().build)(&params, shape).unwrap();
+            let mut cache = Cache::new(shape, hash, repl);
+            let mut model: FxHashMap<u64, u32> = FxHashMap::default();
+            let mut rng = ChaCha8Rng::seed_from_u64(sets as u64 * 100 + u64::from(ways));
+            for _ in 0..20_000 {
+                let line = rng.gen_range(0..(sets as u64 * u64::from(ways) * 2));
+                assert_eq!(cache.lookup(line), model.get(&line).copied(), "{sets} x {ways}, line {line}");
+                match cache.lookup(line) {
+                    Some(slot) => cache.hit(slot),
+                    None => {
+                        let (slot, evicted) = cache.allocate(line);
+                        if let Some(e) = evicted {
+                            assert_eq!(model.remove(&e.line), Some(slot));
+                        }
+                        model.insert(line, slot);
+                        assert_eq!(cache.line_of(slot), line);
+                    }
+                }
+            }
+            assert_eq!(cache.resident(), model.len() as u64);
+        }
     }
 }

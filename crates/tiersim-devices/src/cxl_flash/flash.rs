@@ -75,6 +75,9 @@ impl Timeline {
     }
 }
 
+/// Channel timelines longer than this are pruned (shorter ones cost less to search than to prune).
+const PRUNE_LEN: usize = 16;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     pub channels: u32,
@@ -142,6 +145,8 @@ pub struct Flash {
     pub timing: Timing,
     dies: Vec<Die>,
     channels: Vec<Timeline>,
+    /// At least the number of intervals of the longest channel timeline (exact after `prune`).
+    longest: usize,
     /// Channel rate, for transfer times.
     rate: Pipe,
     channel_busy: Ps,
@@ -153,6 +158,7 @@ impl Flash {
         Flash {
             dies: vec![Die::default(); geo.dies() as usize],
             channels: vec![Timeline::new(Pipe::new(channel_bandwidth).service(geo.unit)); geo.channels as usize],
+            longest: 0,
             rate: Pipe::new(channel_bandwidth),
             geo,
             timing,
@@ -189,7 +195,9 @@ impl Flash {
         let dur = self.transfer(bytes);
         self.channel_busy = self.channel_busy.saturating_add(dur);
         let ch = self.geo.channel_of(die) as usize;
-        self.channels[ch].book(at, dur).1
+        let end = self.channels[ch].book(at, dur).1;
+        self.longest = self.longest.max(self.channels[ch].len());
+        end
     }
 
     #[inline]
@@ -228,12 +236,23 @@ impl Flash {
     }
 
     /// No booking will come before `t`: drop channel history older than it.
+    /// Called before every request: returns at once while every timeline is short.
+    #[inline]
     pub fn prune(&mut self, t: Ps) {
+        if self.longest > PRUNE_LEN {
+            self.prune_long(t);
+        }
+    }
+
+    fn prune_long(&mut self, t: Ps) {
+        let mut longest = 0;
         for c in &mut self.channels {
-            if c.len() > 16 {
+            if c.len() > PRUNE_LEN {
                 c.prune(t);
             }
+            longest = longest.max(c.len());
         }
+        self.longest = longest;
     }
 
     pub fn stats(&self) -> serde_json::Value {

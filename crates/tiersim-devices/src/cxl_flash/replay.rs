@@ -165,17 +165,29 @@ impl Llc {
 struct Clock {
     unit: TimeUnit,
     ns_per_instruction: f64,
+    /// Time of every CPU but `cpu`, whose time is `now` (traces run long on one CPU).
     per_cpu: FxHashMap<u32, f64>,
+    cpu: u32,
+    now: f64,
 }
 
 impl Clock {
+    fn new(unit: TimeUnit, ns_per_instruction: f64) -> Clock {
+        Clock { unit, ns_per_instruction, per_cpu: FxHashMap::default(), cpu: 0, now: 0.0 }
+    }
+
+    #[inline]
     fn issue(&mut self, a: &Access) -> Ns {
         match self.unit {
             TimeUnit::Ns => a.time,
             TimeUnit::Instructions => {
-                let c = self.per_cpu.entry(a.cpu).or_insert(0.0);
-                *c += a.time as f64 * self.ns_per_instruction;
-                *c as Ns
+                if a.cpu != self.cpu {
+                    self.per_cpu.insert(self.cpu, self.now);
+                    self.now = self.per_cpu.get(&a.cpu).copied().unwrap_or(0.0);
+                    self.cpu = a.cpu;
+                }
+                self.now += a.time as f64 * self.ns_per_instruction;
+                self.now as Ns
             }
         }
     }
@@ -284,7 +296,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         Some(p) => Some(HintFile::open(p)?),
         None => None,
     };
-    let mut clock = Clock { unit, ns_per_instruction: opts.ns_per_instruction, per_cpu: FxHashMap::default() };
+    let mut clock = Clock::new(unit, opts.ns_per_instruction);
     let mut rng = ChaCha8Rng::seed_from_u64(opts.hot_hints.map_or(0, |h| h.seed));
     let lead = opts.hot_hints.map_or(0, |h| h.lead);
     // Read-ahead window for generated hints: (access, issue time).
