@@ -55,6 +55,11 @@ impl InterleaveSet {
         }
     }
 
+    /// Whether the devices act on host hints (they are identical, so the first answers).
+    pub fn accepts_hints(&self) -> bool {
+        self.devices[0].accepts_hints()
+    }
+
     pub fn idle_latency(&self, op: Op, size: u32) -> Ns {
         self.devices[0].idle_latency(op, size)
     }

@@ -52,6 +52,11 @@ pub trait Device: Send {
     /// A host hint: the bytes `[addr, addr + size)` will be accessed soon (a kernel that knows
     /// the hot pages, seed 004 §5.2 observation 7). Devices without a use for it ignore it.
     fn hint(&mut self, _now: Ns, _addr: u64, _size: u64) {}
+    /// Whether `hint` does anything, so the host spends no work on hints for devices without
+    /// a use for them.
+    fn accepts_hints(&self) -> bool {
+        false
+    }
 }
 
 pub type BuildFn = fn(&Params) -> Result<Box<dyn Device>>;

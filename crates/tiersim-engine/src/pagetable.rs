@@ -49,9 +49,11 @@ pub struct PageExt {
     /// When the page last migrated, in us, and the node it left (for ping-pong counting).
     pub moved_us: u32,
     pub moved_from: u16,
+    /// The scanner found the page accessed at its previous visit (for `os.device_hints = "scan_hot"`).
+    pub scan_accessed: bool,
 }
 
-const EXT_EMPTY: PageExt = PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED };
+const EXT_EMPTY: PageExt = PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false };
 
 /// Per-page state, 8 bytes so one cache line holds eight pages.
 #[derive(Clone, Copy, Debug)]

@@ -44,6 +44,13 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("tlb_shootdown", ParamKind::Duration, "2us", "one IPI round to flush TLBs, per migration and per scan window"),
     ParamSpec::new("pte_scan_cost", ParamKind::Duration, "2ns", "scanner cost per PTE walked (change_prot_numa)"),
     ParamSpec::new(
+        "device_hints",
+        ParamKind::Str,
+        "none",
+        "host hints to devices that accept them (cxl_flash): `scan` = each page the NUMA-hinting scanner finds accessed, `scan_hot` = found accessed at two consecutive scanner visits; none without a scanning policy",
+    )
+    .choices(&["none", "scan", "scan_hot"]),
+    ParamSpec::new(
         "daemon_time_scale",
         ParamKind::Float,
         "1.0",

@@ -76,6 +76,8 @@ struct TieringStats {
     scan_time_ps: u64,
     hint_fault_time_ps: u64,
     migration_time_ps: u64,
+    /// Host hints sent to devices by the scanner (`os.device_hints`).
+    device_hints: u64,
 }
 
 /// Options that do not change results.
@@ -121,6 +123,9 @@ struct Engine {
     parked: bool,
     page_events: Vec<PageEvent>,
     scan_visits: bool,
+    /// `os.device_hints`, and per node whether its devices take the hints.
+    device_hints: DeviceHints,
+    hint_nodes: Vec<bool>,
     pt: PageTable,
     cpus: Vec<Cpu>,
     page_shift: u32,
@@ -173,6 +178,16 @@ struct Engine {
     new_anon_active: bool,
     ts: Timeseries,
     processed: u64,
+}
+
+/// Which pages the scanner hints to devices that accept hints (`os.device_hints`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeviceHints {
+    None,
+    /// Every page found accessed.
+    Scan,
+    /// Pages found accessed at this visit and the previous one.
+    ScanHot,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -275,6 +290,12 @@ impl Engine {
         let top_tier = (0..n).map(|i| tiersim_policies::is_top_tier(i as NodeId, &topo)).collect();
         let demote_to = (0..n).map(|i| policy.demotion_target(i as NodeId, &topo).map(usize::from)).collect();
         let protect_demoted = policy.protect_demoted();
+        let device_hints = match os.str("device_hints") {
+            "scan" => DeviceHints::Scan,
+            "scan_hot" => DeviceHints::ScanHot,
+            _ => DeviceHints::None,
+        };
+        let hint_nodes = nodes.iter().map(|n| device_hints != DeviceHints::None && n.dev.accepts_hints()).collect();
         let reclaim_goal = (0..n)
             .map(|i| policy.reclaim_goal(i as NodeId, platform.watermarks[i], platform.nodes[i].capacity_pages, &topo))
             .collect();
@@ -286,6 +307,8 @@ impl Engine {
             parked: false,
             page_events: Vec::new(),
             scan_visits,
+            device_hints,
+            hint_nodes,
             pt: PageTable::new(scan.is_some()),
             cpus,
             page_shift: platform.page_size.trailing_zeros(),
@@ -722,13 +745,17 @@ impl Engine {
                 if e.node < DROPPED {
                     present_walked += 1;
                     if spec.top_tier || !self.top_tier[e.node as usize] {
+                        let accessed = e.flags & PROT_NONE == 0;
                         if self.scan_visits {
-                            let accessed = e.flags & PROT_NONE == 0;
                             self.policy.on_scan(&ScanVisit { page: id as u32, node: e.node as NodeId, accessed, now_ns: t });
                         }
-                        if e.flags & PROT_NONE == 0 {
+                        if accessed {
                             e.flags |= PROT_NONE;
                             self.pt.ext[id].scan_us = t_us;
+                        }
+                        if self.device_hints != DeviceHints::None {
+                            let (node, frame) = (e.node as usize, e.frame);
+                            self.scan_hint(id, node, frame, accessed, t);
                         }
                     }
                 }
@@ -748,6 +775,25 @@ impl Engine {
             self.tiering.scan_time_ps += cost;
         }
         cost
+    }
+
+    /// `os.device_hints`: tell the device holding a visited page that it is in use. Accessed means
+    /// the PTE was not PROT_NONE: the page was touched since the scanner last protected it (or
+    /// has not been visited since it was placed, which was a touch).
+    fn scan_hint(&mut self, id: usize, node: usize, frame: u32, accessed: bool, t: Ns) {
+        let ext = &mut self.pt.ext[id];
+        let send = match self.device_hints {
+            DeviceHints::None => false,
+            DeviceHints::Scan => accessed,
+            DeviceHints::ScanHot => accessed && ext.scan_accessed,
+        };
+        ext.scan_accessed = accessed;
+        if send && self.hint_nodes[node] {
+            self.nodes[node].dev.hint(t, u64::from(frame) << self.page_shift, self.page_size);
+            if self.measuring {
+                self.tiering.device_hints += 1;
+            }
+        }
     }
 
     /// update_task_scan_period after a full pass. Every fault of one process is private, so
@@ -1394,6 +1440,7 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
+            "device_hints": eng.tiering.device_hints,
         },
         "lru": {
             "pgscan": eng.lru_stats.pgscan,

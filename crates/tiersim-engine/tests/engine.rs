@@ -642,3 +642,63 @@ fn huge_pages_migrate_whole_2mib_pages() {
         assert_eq!(resident, 16, "{policy}");
     }
 }
+
+/// TIERED with a cxl_flash slow node: DRAM takes 13 pages, the next 5 spill to flash0.
+fn flash_tiered(hints: &str, hint_mode: &str) -> Platform {
+    let text = TIERED.replacen(
+        "name = \"slow0\"\ncapacity = \"64KiB\"\ndevice = \"dram\"\nparams = { channels = 1, channel_bandwidth = \"64GB/s\", efficiency = 1.0, read_latency = \"300ns\", write_latency = \"300ns\" }",
+        &format!("name = \"flash0\"\ncapacity = \"64KiB\"\npreset = \"cxl_flash_ull\"\ntier = 1\nparams = {{ hint_mode = \"{hint_mode}\" }}"),
+        1,
+    );
+    assert!(text.contains("flash0"));
+    plat(&text, &[&format!("os.device_hints=\"{hints}\"")])
+}
+
+/// Pages 0..18 written (13 in DRAM, 13..18 on flash0), then five reads 2 ms apart, each after a
+/// scan (periods stay under 1 ms, so every read runs exactly one): of pages 13, 14, 14, 13 and a
+/// DRAM page. DRAM stays full, so autonuma never moves a page.
+fn flash_hint_trace() -> Vec<Access> {
+    let mut a: Vec<_> = (0..18).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    for page in [13, 14, 14, 13, 0] {
+        a.push(acc(0, page * 4096, Op::Read, 2_000_000));
+    }
+    a
+}
+
+#[test]
+fn scanner_hints_accessed_flash_pages_to_the_device() {
+    // The scan before read k finds accessed (not PROT_NONE) the flash pages touched since the
+    // previous scan: scan 1 all five (placing them was a touch), scans 2-5 the page read last.
+    // `scan` hints each: 5 + 1 + 1 + 1 + 1 = 9. `scan_hot` only those found accessed at the
+    // previous visit too: scan 2 (page 13, placed before scan 1) and scan 4 (page 14, read
+    // before scans 3 and 4): 2.
+    // One scan window covers all 18 pages, so every scan wraps.
+    let params = "scan_size = \"256KiB\"\nscan_period_min = \"100us\"\nscan_period_max = \"1ms\"\nscan_delay = \"10us\"";
+    for (mode, want) in [("none", 0), ("scan", 9), ("scan_hot", 2)] {
+        let p = flash_tiered(mode, "pin");
+        let r = run_with(&p, "autonuma", params, flash_hint_trace()).unwrap();
+        let s = &r.summary;
+        assert_eq!(u(s, &["tiering", "scans"]), 5, "{mode}: {s}");
+        // Every read faults: autonuma protects DRAM pages too (they are not hinted: a dram
+        // device takes no hints).
+        assert_eq!(u(s, &["tiering", "hint_faults"]), 5, "{mode}");
+        assert_eq!(u(s, &["tiering", "migrations"]), 0, "{mode}");
+        assert_eq!(u(&s["nodes"][1], &["final_pages"]), 5, "{mode}");
+        assert_eq!(u(s, &["tiering", "device_hints"]), want, "{mode}");
+        // One 4 KiB page is one device line; the written lines are cached by then, so each
+        // hint pins its line (again, for a line pinned before) and prefetches nothing.
+        let dev = &s["devices"]["flash0"];
+        assert_eq!(u(dev, &["hints", "lines"]), want, "{mode}: {dev}");
+        assert_eq!(u(dev, &["hints", "pins"]), want, "{mode}");
+        assert_eq!(u(dev, &["hints", "prefetches"]), 0, "{mode}");
+    }
+    // A device that ignores hints (hint_mode off) is sent none; an unknown mode is rejected.
+    let r = run_with(&flash_tiered("scan", "off"), "autonuma", params, flash_hint_trace()).unwrap();
+    assert_eq!(u(&r.summary, &["tiering", "device_hints"]), 0);
+    let text = one_node("");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, &text).unwrap();
+    let e = platform::load(path.to_str().unwrap(), &["os.device_hints=\"hot\"".to_owned()]).err().unwrap().to_string();
+    assert!(e.contains("os.device_hints") && e.contains("none, scan, scan_hot"), "{e}");
+}

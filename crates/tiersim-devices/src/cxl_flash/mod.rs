@@ -1019,4 +1019,8 @@ impl Device for CxlFlash {
     fn hint(&mut self, now: Ns, addr: u64, size: u64) {
         self.hint_at(now, addr, size);
     }
+
+    fn accepts_hints(&self) -> bool {
+        self.hint_mode != HintMode::Off
+    }
 }
