@@ -28,7 +28,7 @@ const PARAMS: &[ParamSpec] = &[
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
     info: PluginInfo {
         name: "tpp",
-        summary: "TPP: promote only active-LRU pages, kswapd demotes to keep a demotion watermark free, demoted pages PROT_NONE",
+        summary: "TPP: page cache on the slow tier first, promote only active-LRU pages, kswapd keeps a demotion watermark free, demoted pages PROT_NONE",
         source: "TPP v1 patches (H. Al Maruf, Nov 2021) and arXiv 2206.02878 (policies.md 5)",
         params: PARAMS,
     },
