@@ -15,6 +15,17 @@ pub const PREFETCHED: u8 = 1;
 /// (a fully associative 8 GiB cache has 2M ways).
 const SCAN_WAYS: u32 = 64;
 
+/// What a pin request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinOutcome {
+    /// The line is pinned (or already was).
+    Pinned,
+    /// The line is pinned and the set's oldest pin was released for it.
+    Replaced,
+    /// The set's pin quota is full (or zero): the line is not pinned.
+    Refused,
+}
+
 /// A line pushed out of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Evicted {
@@ -44,6 +55,10 @@ pub struct Cache {
     /// Ways in use per set (sets fill way by way and never shrink).
     used: Vec<u32>,
     pinned: Vec<u32>,
+    /// Per slot: when its line was last pinned (`pin_clock`), kept only once a pin request may
+    /// replace the oldest pin; empty until then.
+    pin_seq: Vec<u64>,
+    pin_clock: u64,
     map: Option<FxHashMap<u64, u32>>,
     repl: Box<dyn Replacement>,
 }
@@ -96,6 +111,8 @@ impl Cache {
             flags: vec![0; slots],
             used: vec![0; shape.sets],
             pinned: vec![0; shape.sets],
+            pin_seq: Vec::new(),
+            pin_clock: 0,
             map: (shape.ways > SCAN_WAYS).then(FxHashMap::default),
             repl,
         }
@@ -194,19 +211,46 @@ impl Cache {
         (slot, evicted)
     }
 
-    /// Pin the line in `slot` unless its set already has `max` pinned lines.
-    pub fn pin(&mut self, slot: u32, max: u32) -> bool {
+    /// Pin the line in `slot`. A set holds at most `max` pinned lines; when it is full the
+    /// request is refused, or with `replace` the set's least recently pinned line is unpinned
+    /// (it stays cached, an ordinary line for the replacement policy) and this one pinned.
+    /// Pinning a pinned line succeeds and, with `replace`, makes it the most recent pin.
+    pub fn pin(&mut self, slot: u32, max: u32, replace: bool) -> PinOutcome {
         let i = slot as usize;
-        if self.flags[i] & PINNED != 0 {
-            return true;
+        if replace && self.pin_seq.is_empty() {
+            self.pin_seq = vec![0; self.tags.len()];
         }
         let set = self.set_of_slot(slot);
-        if self.pinned[set] >= max {
-            return false;
+        let mut outcome = PinOutcome::Pinned;
+        if self.flags[i] & PINNED == 0 {
+            if self.pinned[set] >= max {
+                if !replace {
+                    return PinOutcome::Refused;
+                }
+                let first = set * self.ways as usize;
+                let Some(oldest) = (first..first + self.ways as usize)
+                    .filter(|&s| self.flags[s] & PINNED != 0)
+                    .min_by_key(|&s| self.pin_seq[s])
+                else {
+                    return PinOutcome::Refused;
+                };
+                self.flags[oldest] &= !PINNED;
+                self.pinned[set] -= 1;
+                outcome = PinOutcome::Replaced;
+            }
+            self.pinned[set] += 1;
+            self.flags[i] |= PINNED;
         }
-        self.pinned[set] += 1;
-        self.flags[i] |= PINNED;
-        true
+        if replace {
+            self.pin_clock += 1;
+            self.pin_seq[i] = self.pin_clock;
+        }
+        outcome
+    }
+
+    /// Whether the line in `slot` is pinned.
+    pub fn pinned(&self, slot: u32) -> bool {
+        self.flags[slot as usize] & PINNED != 0
     }
 
     /// Lines currently cached.
