@@ -248,11 +248,6 @@ impl Cache {
         outcome
     }
 
-    /// Whether the line in `slot` is pinned.
-    pub fn pinned(&self, slot: u32) -> bool {
-        self.flags[slot as usize] & PINNED != 0
-    }
-
     /// Lines currently cached.
     pub fn resident(&self) -> u64 {
         self.used.iter().map(|&u| u64::from(u)).sum()
@@ -297,6 +292,53 @@ mod tests {
                 }
             }
             assert_eq!(cache.resident(), model.len() as u64);
+        }
+    }
+
+    /// Random pins and fills with `replace`: a set never holds more than `max` pinned lines, its
+    /// count matches its flags, every pin request succeeds, and the pin released is always the
+    /// set's least recently pinned line (checked against a list per set in pin order).
+    #[test]
+    fn replacing_pins_keeps_the_quota_and_releases_the_oldest() {
+        let params = Params::resolve(crate::cxl_flash::SPECS, None).unwrap();
+        let shape = replacement::Shape { sets: 4, ways: 8 };
+        let max = 3;
+        let repl = (replacement::find("lru").unwrap().build)(&params, shape).unwrap();
+        let mut cache = Cache::new(shape, false, repl);
+        let mut order: Vec<Vec<u64>> = vec![Vec::new(); shape.sets];
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let line = rng.gen_range(0..96u64);
+            let set = cache.set_of(line);
+            let slot = match cache.lookup(line) {
+                Some(slot) => slot,
+                None => {
+                    let (slot, evicted) = cache.allocate(line);
+                    if let Some(e) = evicted {
+                        order[cache.set_of(e.line)].retain(|&l| l != e.line);
+                    }
+                    slot
+                }
+            };
+            if rng.gen_bool(0.3) {
+                let full = !order[set].contains(&line) && order[set].len() == max as usize;
+                let outcome = cache.pin(slot, max, true);
+                assert_eq!(outcome, if full { PinOutcome::Replaced } else { PinOutcome::Pinned });
+                if full {
+                    let oldest = order[set].remove(0);
+                    let s = cache.lookup(oldest).expect("an unpinned line stays cached");
+                    assert_eq!(cache.flags[s as usize] & PINNED, 0);
+                }
+                order[set].retain(|&l| l != line);
+                order[set].push(line);
+            }
+            for (set, lines) in order.iter().enumerate() {
+                let first = set * shape.ways as usize;
+                let flagged = (first..first + shape.ways as usize).filter(|&s| cache.flags[s] & PINNED != 0).count();
+                assert_eq!(flagged, lines.len());
+                assert_eq!(cache.pinned[set] as usize, lines.len());
+                assert!(lines.len() <= max as usize);
+            }
         }
     }
 }
