@@ -265,3 +265,74 @@ fn a_1tib_device_is_cheap_to_build() {
 fn device_defaults() -> CxlFlash {
     CxlFlash::from_params(&Params::defaults(SPECS).unwrap()).unwrap()
 }
+
+/// One set of 4 ways (16 KiB of 4 KiB lines), LRU, at most 2 pinned lines. Lines A = 0, B = 1
+/// and C = 2 are hinted 10 us apart in `pin` mode (optionally re-pinning one of them at 15 us,
+/// after A and B are pinned), then D = 3 and E = 4 are read: D fills the last free way and E's
+/// fill evicts the least recently used unpinned line. `probes` are read 10 us apart after that
+/// and report whether each hit; `hints.{pins, pins_refused, pins_replaced}` at the end.
+fn pin_run(full: &str, repin: Option<u64>, probes: &[u64]) -> (Vec<bool>, [u64; 3]) {
+    let mut d = device(&format!(
+        "cache_size = \"16KiB\"\nhint_mode = \"pin\"\nhint_pin_share = 0.5\nhint_pin_full = \"{full}\""
+    ));
+    d.hint(0, 0, LINE);
+    d.hint(10_000, LINE, LINE);
+    if let Some(line) = repin {
+        d.hint(15_000, line * LINE, LINE);
+    }
+    d.hint(20_000, 2 * LINE, LINE);
+    d.access(&rd(30_000, 3 * LINE));
+    d.access(&rd(40_000, 4 * LINE));
+    let mut hits = Vec::new();
+    for (i, &line) in probes.iter().enumerate() {
+        let before = stat(&d, "hits").as_u64().unwrap();
+        d.access(&rd(50_000 + 10_000 * i as u64, line * LINE));
+        hits.push(stat(&d, "hits").as_u64().unwrap() == before + 1);
+    }
+    let counts = ["pins", "pins_refused", "pins_replaced"].map(|k| stat(&d, &format!("hints.{k}")).as_u64().unwrap());
+    (hits, counts)
+}
+
+#[test]
+fn a_full_pin_quota_refuses_or_replaces_the_oldest_pin() {
+    // Ten misses on lines 5..=14 after the probes of the three hinted lines: each fill evicts an
+    // unpinned line, so the pinned ones still hit at the end.
+    let churn: Vec<u64> = (5..15).collect();
+    let probes = |first: [u64; 3], last: [u64; 2]| [&first[..], &churn, &last].concat();
+    let hit = |first: [bool; 3]| [&first[..], &[false; 10], &[true, true]].concat();
+
+    // refuse: C is refused, A and B stay pinned; E's fill evicts C (the oldest unpinned).
+    let (hits, counts) = pin_run("refuse", None, &probes([0, 1, 2], [0, 1]));
+    assert_eq!(hits, hit([true, true, false]));
+    assert_eq!(counts, [2, 1, 0]);
+
+    // replace_oldest: C's pin releases A's (pinned first), A is an ordinary line again and the
+    // oldest in LRU order, so E's fill evicts it; B and C survive every later fill.
+    let (hits, counts) = pin_run("replace_oldest", None, &probes([1, 2, 0], [1, 2]));
+    assert_eq!(hits, hit([true, true, false]));
+    assert_eq!(counts, [3, 0, 1]);
+
+    // Re-pinning B refreshes a pin that was not the oldest: A is still displaced.
+    let (hits, counts) = pin_run("replace_oldest", Some(1), &probes([1, 2, 0], [1, 2]));
+    assert_eq!(hits, hit([true, true, false]));
+    assert_eq!(counts, [4, 0, 1]);
+
+    // Re-pinning A makes B the oldest pin: C displaces B, and E's fill evicts B although A is
+    // older in LRU order.
+    let (hits, counts) = pin_run("replace_oldest", Some(0), &probes([0, 2, 1], [0, 2]));
+    assert_eq!(hits, hit([true, true, false]));
+    assert_eq!(counts, [4, 0, 1]);
+
+    // With refuse a re-pin changes nothing: C is refused and evicted.
+    let (hits, counts) = pin_run("refuse", Some(0), &probes([0, 1, 2], [0, 1]));
+    assert_eq!(hits, hit([true, true, false]));
+    assert_eq!(counts, [3, 1, 0]);
+}
+
+#[test]
+fn a_bad_hint_pin_full_lists_the_valid_ones() {
+    let mut t: toml::Table = toml::from_str(BASE).unwrap();
+    t.insert("hint_pin_full".into(), "oldest".into());
+    let e = build("cxl_flash", Some(&t)).err().expect("accepted").to_string();
+    assert!(e.contains("hint_pin_full") && e.contains("refuse, replace_oldest"), "{e}");
+}

@@ -15,6 +15,17 @@ pub const PREFETCHED: u8 = 1;
 /// (a fully associative 8 GiB cache has 2M ways).
 const SCAN_WAYS: u32 = 64;
 
+/// What a pin request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinOutcome {
+    /// The line is pinned (or already was).
+    Pinned,
+    /// The line is pinned and the set's oldest pin was released for it.
+    Replaced,
+    /// The set's pin quota is full (or zero): the line is not pinned.
+    Refused,
+}
+
 /// A line pushed out of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Evicted {
@@ -44,6 +55,10 @@ pub struct Cache {
     /// Ways in use per set (sets fill way by way and never shrink).
     used: Vec<u32>,
     pinned: Vec<u32>,
+    /// Per slot: when its line was last pinned (`pin_clock`), kept only once a pin request may
+    /// replace the oldest pin; empty until then.
+    pin_seq: Vec<u64>,
+    pin_clock: u64,
     map: Option<FxHashMap<u64, u32>>,
     repl: Box<dyn Replacement>,
 }
@@ -96,6 +111,8 @@ impl Cache {
             flags: vec![0; slots],
             used: vec![0; shape.sets],
             pinned: vec![0; shape.sets],
+            pin_seq: Vec::new(),
+            pin_clock: 0,
             map: (shape.ways > SCAN_WAYS).then(FxHashMap::default),
             repl,
         }
@@ -194,19 +211,41 @@ impl Cache {
         (slot, evicted)
     }
 
-    /// Pin the line in `slot` unless its set already has `max` pinned lines.
-    pub fn pin(&mut self, slot: u32, max: u32) -> bool {
+    /// Pin the line in `slot`. A set holds at most `max` pinned lines; when it is full the
+    /// request is refused, or with `replace` the set's least recently pinned line is unpinned
+    /// (it stays cached, an ordinary line for the replacement policy) and this one pinned.
+    /// Pinning a pinned line succeeds and, with `replace`, makes it the most recent pin.
+    pub fn pin(&mut self, slot: u32, max: u32, replace: bool) -> PinOutcome {
         let i = slot as usize;
-        if self.flags[i] & PINNED != 0 {
-            return true;
+        if replace && self.pin_seq.is_empty() {
+            self.pin_seq = vec![0; self.tags.len()];
         }
         let set = self.set_of_slot(slot);
-        if self.pinned[set] >= max {
-            return false;
+        let mut outcome = PinOutcome::Pinned;
+        if self.flags[i] & PINNED == 0 {
+            if self.pinned[set] >= max {
+                if !replace {
+                    return PinOutcome::Refused;
+                }
+                let first = set * self.ways as usize;
+                let Some(oldest) = (first..first + self.ways as usize)
+                    .filter(|&s| self.flags[s] & PINNED != 0)
+                    .min_by_key(|&s| self.pin_seq[s])
+                else {
+                    return PinOutcome::Refused;
+                };
+                self.flags[oldest] &= !PINNED;
+                self.pinned[set] -= 1;
+                outcome = PinOutcome::Replaced;
+            }
+            self.pinned[set] += 1;
+            self.flags[i] |= PINNED;
         }
-        self.pinned[set] += 1;
-        self.flags[i] |= PINNED;
-        true
+        if replace {
+            self.pin_clock += 1;
+            self.pin_seq[i] = self.pin_clock;
+        }
+        outcome
     }
 
     /// Lines currently cached.
@@ -253,6 +292,53 @@ mod tests {
                 }
             }
             assert_eq!(cache.resident(), model.len() as u64);
+        }
+    }
+
+    /// Random pins and fills with `replace`: a set never holds more than `max` pinned lines, its
+    /// count matches its flags, every pin request succeeds, and the pin released is always the
+    /// set's least recently pinned line (checked against a list per set in pin order).
+    #[test]
+    fn replacing_pins_keeps_the_quota_and_releases_the_oldest() {
+        let params = Params::resolve(crate::cxl_flash::SPECS, None).unwrap();
+        let shape = replacement::Shape { sets: 4, ways: 8 };
+        let max = 3;
+        let repl = (replacement::find("lru").unwrap().build)(&params, shape).unwrap();
+        let mut cache = Cache::new(shape, false, repl);
+        let mut order: Vec<Vec<u64>> = vec![Vec::new(); shape.sets];
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let line = rng.gen_range(0..96u64);
+            let set = cache.set_of(line);
+            let slot = match cache.lookup(line) {
+                Some(slot) => slot,
+                None => {
+                    let (slot, evicted) = cache.allocate(line);
+                    if let Some(e) = evicted {
+                        order[cache.set_of(e.line)].retain(|&l| l != e.line);
+                    }
+                    slot
+                }
+            };
+            if rng.gen_bool(0.3) {
+                let full = !order[set].contains(&line) && order[set].len() == max as usize;
+                let outcome = cache.pin(slot, max, true);
+                assert_eq!(outcome, if full { PinOutcome::Replaced } else { PinOutcome::Pinned });
+                if full {
+                    let oldest = order[set].remove(0);
+                    let s = cache.lookup(oldest).expect("an unpinned line stays cached");
+                    assert_eq!(cache.flags[s as usize] & PINNED, 0);
+                }
+                order[set].retain(|&l| l != line);
+                order[set].push(line);
+            }
+            for (set, lines) in order.iter().enumerate() {
+                let first = set * shape.ways as usize;
+                let flagged = (first..first + shape.ways as usize).filter(|&s| cache.flags[s] & PINNED != 0).count();
+                assert_eq!(flagged, lines.len());
+                assert_eq!(cache.pinned[set] as usize, lines.len());
+                assert!(lines.len() <= max as usize);
+            }
         }
     }
 }

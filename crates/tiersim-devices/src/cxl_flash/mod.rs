@@ -86,7 +86,7 @@ pub mod replacement;
 pub mod replay;
 
 
-use cache::{Cache, Evicted, PREFETCHED};
+use cache::{Cache, Evicted, PinOutcome, PREFETCHED};
 use flash::{Flash, Geometry, Timing};
 use ftl::{Ftl, Location};
 use metrics::{Class, Latency};
@@ -166,6 +166,10 @@ const BASE: &[ParamSpec] = channel_specs! {
             .choices(&["off", "prefetch", "pin"]),
         ParamSpec::new("hint_pin_share", ParamKind::Float, "0.5", "at most this fraction of a set's ways is pinned")
             .min(0.0).max(1.0),
+        ParamSpec::new("hint_pin_full", ParamKind::Str, "refuse",
+            "a pin request on a set whose pin quota is full: `refuse` it (pins are then never released), or \
+             `replace_oldest`: unpin the set's least recently pinned line and pin this one")
+            .choices(&["refuse", "replace_oldest"]),
         ParamSpec::new("seed", ParamKind::Int, "1", "seed of random replacement").min(0.0),
     ],
     channels: "1",
@@ -268,6 +272,8 @@ struct Counters {
     hint_prefetches: u64,
     hint_pins: u64,
     hint_pins_refused: u64,
+    /// Pins that released the set's oldest pin (`hint_pin_full = "replace_oldest"`).
+    hint_pins_replaced: u64,
 }
 
 pub struct CxlFlash {
@@ -299,6 +305,7 @@ pub struct CxlFlash {
     pollution: Vec<u64>,
     hint_mode: HintMode,
     pin_max: u32,
+    pin_replace: bool,
     accept_floor: Ps,
     endurance: u64,
     c: Counters,
@@ -310,6 +317,17 @@ pub struct CxlFlash {
 }
 
 use prefetch::Prefetcher;
+
+fn count_pin(c: &mut Counters, outcome: PinOutcome) {
+    match outcome {
+        PinOutcome::Pinned => c.hint_pins += 1,
+        PinOutcome::Replaced => {
+            c.hint_pins += 1;
+            c.hint_pins_replaced += 1;
+        }
+        PinOutcome::Refused => c.hint_pins_refused += 1,
+    }
+}
 
 fn pow2(p: &Params, key: &str) -> Result<u32> {
     let v = p.bytes(key);
@@ -445,6 +463,7 @@ impl CxlFlash {
                 _ => HintMode::Prefetch,
             },
             pin_max,
+            pin_replace: p.str("hint_pin_full") == "replace_oldest",
             accept_floor: 0,
             endurance: p.uint("flash_endurance"),
             c: Counters::default(),
@@ -524,11 +543,7 @@ impl CxlFlash {
             cache.flags[s] |= PREFETCHED;
         }
         if row.pin {
-            if cache.pin(slot, self.pin_max) {
-                self.c.hint_pins += 1;
-            } else {
-                self.c.hint_pins_refused += 1;
-            }
+            count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
         }
         self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
         self.prefetcher.on_fill(row.line, row.prefetch);
@@ -604,11 +619,7 @@ impl CxlFlash {
             if cache.valid[slot as usize] == self.full_mask {
                 self.c.prefetch_redundant += 1;
                 if pin {
-                    if cache.pin(slot, self.pin_max) {
-                        self.c.hint_pins += 1;
-                    } else {
-                        self.c.hint_pins_refused += 1;
-                    }
+                    count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
                 }
                 return false;
             }
@@ -934,6 +945,7 @@ impl CxlFlash {
                 "prefetches": c.hint_prefetches,
                 "pins": c.hint_pins,
                 "pins_refused": c.hint_pins_refused,
+                "pins_replaced": c.hint_pins_replaced,
             },
             "link": {
                 "h2d_bytes": self.h2d.bytes(),
