@@ -11,7 +11,6 @@ mod stats;
 
 use std::collections::VecDeque;
 
-use hdrhistogram::Histogram;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
@@ -26,7 +25,7 @@ use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NON
 use crate::platform::Platform;
 pub use epoch::Timeseries;
 use issue::IssueOrder;
-use stats::{finish, TieringStats};
+use stats::{finish, LatencyHist, TieringStats};
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
 /// holds the others back (its next access may then be issued slightly out of time order).
@@ -88,7 +87,7 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) hist: Histogram<u64>,
+    pub(crate) hist: LatencyHist,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -249,9 +248,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            // Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized
-            // histogram, which clamped every latency above 2 us.
-            hist: Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            hist: LatencyHist::new()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -385,7 +382,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hist.saturating_record(latency.max(1));
+            self.hist.record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
