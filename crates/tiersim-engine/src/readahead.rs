@@ -109,3 +109,90 @@ impl Drop for ReadAhead {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tiersim_core::Op;
+    use tiersim_trace::format::TraceMeta;
+    use tiersim_trace::{AddrKind, TimeUnit};
+
+    use super::*;
+
+    /// `len` accesses with addresses 0, 1, 2, ..., in batches of `step`; an error instead of
+    /// the batch that would reach `fail_at`, if given.
+    struct Counting {
+        header: TraceHeader,
+        next: u64,
+        len: u64,
+        step: u64,
+        fail_at: Option<u64>,
+    }
+
+    impl AccessSource for Counting {
+        fn header(&self) -> &TraceHeader {
+            &self.header
+        }
+        fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+            let n = self.step.min(max as u64).min(self.len - self.next);
+            if self.fail_at.is_some_and(|f| self.next + n > f) {
+                return Err(Error::Sim(format!("bad frame after access {}", self.next)));
+            }
+            out.extend((self.next..self.next + n).map(|addr| Access { time: 1, addr, cpu: 0, size: 64, op: Op::Read, flags: 0 }));
+            self.next += n;
+            Ok(n as usize)
+        }
+    }
+
+    fn counting(len: u64, step: u64, fail_at: Option<u64>) -> Counting {
+        let meta = TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Virtual, page_size: 4096 };
+        Counting { header: TraceHeader::new(&meta), next: 0, len, step, fail_at }
+    }
+
+    /// Reads everything with batches of at most `max`, into a buffer the caller clears (as the
+    /// engine does) or not; returns the addresses and the error, if any.
+    fn drain(src: &mut ReadAhead, max: usize, clear: bool) -> (Vec<u64>, Option<String>) {
+        let (mut buf, mut seen) = (Vec::new(), Vec::new());
+        loop {
+            if clear {
+                buf.clear();
+            }
+            let before = buf.len();
+            match src.read_batch(&mut buf, max) {
+                Ok(0) => return (seen, None),
+                Ok(n) => {
+                    assert_eq!(buf.len(), before + n);
+                    assert!(n <= max);
+                    seen.extend(buf[before..].iter().map(|a| a.addr));
+                }
+                Err(e) => return (seen, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[test]
+    fn same_accesses_in_order_whatever_the_batch_sizes() {
+        for (len, step, max, clear) in [(0, 7, 5, true), (100_000, 16384, 16384, true), (100_000, 1000, 333, false), (50_000, 7, 20_000, true)] {
+            let mut src = ReadAhead::new(counting(len, step, None)).unwrap();
+            let (seen, err) = drain(&mut src, max, clear);
+            assert_eq!(err, None);
+            assert_eq!(seen, (0..len).collect::<Vec<_>>(), "len {len} step {step} max {max}");
+            // After the end it stays at the end.
+            assert_eq!(src.read_batch(&mut Vec::new(), max).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn an_error_arrives_after_the_accesses_before_it() {
+        let mut src = ReadAhead::new(counting(1_000_000, 1000, Some(70_500))).unwrap();
+        let (seen, err) = drain(&mut src, 16384, true);
+        assert_eq!(seen, (0..70_000).collect::<Vec<_>>());
+        assert_eq!(err.as_deref(), Some("bad frame after access 70000"));
+    }
+
+    #[test]
+    fn dropping_it_early_stops_the_worker() {
+        let mut src = ReadAhead::new(counting(u64::MAX, 16384, None)).unwrap();
+        assert_eq!(src.read_batch(&mut Vec::new(), 10).unwrap(), 10);
+        drop(src);
+    }
+}
