@@ -25,7 +25,9 @@ from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
 
-VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes")
+# --trace-sched=yes: Valgrind says which thread runs (`SCHED[tid]:  acquired lock`), in the same
+# stream, so each access goes to its thread.
+VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes", "--trace-sched=yes")
 # Valgrind writes one lackey line per write(2); a large pipe lets the filter take them in big
 # reads (the native side waits briefly when a read comes back less than half full).
 PIPE_SIZE = 1 << 20

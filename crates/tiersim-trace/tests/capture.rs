@@ -391,3 +391,86 @@ fn pagemap_follows_copy_on_write_of_the_zero_page() {
     assert_eq!(r.remaps, 1);
     drop(buf);
 }
+
+/// A two-thread log as `valgrind --tool=lackey --trace-mem=yes --trace-sched=yes` writes it.
+const SCHED_LOG: &str = "\
+==9== Lackey, an example Valgrind tool
+I  0400,3
+ S 1000,8
+--9--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+I  0400,3
+ L 1040,8
+--9--   SCHED[1]: releasing lock (VG_(client_syscall)[async]) -> VgTs_WaitSys
+--9--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+I  0500,3
+I  0503,3
+ L 2000,8
+ S 2008,8
+--9--   SCHED[2]: release lock in VG_(exit_thread)
+--9--   SCHED[1]:  acquired lock (VG_(client_syscall)[async])
+I  0403,3
+ L 1000,8
+--9--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+I  0600,3
+ M 3000,4
+--9--   SCHED[1]:  acquired lock (VG_(vg_yield))
+I  0406,3
+I  0409,3
+ L 1080,8
+";
+
+#[test]
+fn scheduler_lines_give_each_access_its_thread_and_cpu() {
+    // Unfiltered: every access is a record of the thread that ran it, at its own clock. Valgrind
+    // id 2 is reused by the third thread after the second ended.
+    let o = outs();
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"\ncpu_map = \"4,8-9\"", None, &o).unwrap();
+    let got: Vec<(u64, u64, u32, Op)> = read(&o.out).iter().map(|a| (a.time, a.addr, a.cpu, a.op)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 0x1000, 4, Op::Write),
+            (1, 0x1040, 4, Op::Read),
+            (2, 0x2000, 8, Op::Read),
+            (0, 0x2008, 8, Op::Write),
+            (1, 0x1000, 4, Op::Read),
+            (1, 0x3000, 9, Op::Read),
+            (0, 0x3000, 9, Op::Write),
+            (2, 0x1080, 4, Op::Read),
+        ]
+    );
+    let threads: Vec<(u32, u32, u64, u64, u64)> =
+        r.threads.iter().map(|t| (t.thread, t.cpu, t.instructions, t.accesses, t.records)).collect();
+    assert_eq!(threads, vec![(0, 4, 5, 4, 4), (1, 8, 2, 2, 2), (2, 9, 1, 1, 2)]);
+    assert!(r.valgrind_messages.iter().all(|m| !m.contains("SCHED")));
+    // Threads past the map wrap around; an empty map puts thread i on CPU i.
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"\ncpu_map = \"3\"", None, &o).unwrap();
+    assert!(r.threads.iter().all(|t| t.cpu == 3));
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"", None, &o).unwrap();
+    assert_eq!(r.threads.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let e = run(SCHED_LOG, "cpu_map = \"2-1\"", None, &o).unwrap_err().to_string();
+    assert!(e.contains("`cpu_map`") && e.contains("empty CPU range"), "{e}");
+}
+
+#[test]
+fn llc_scope_shared_or_per_cpu() {
+    // Thread 0 reads line 0x1000 twice around thread 1's read of it. Shared: one fill. Per CPU:
+    // each CPU's cache fills it once. Two threads on one CPU share that CPU's cache.
+    let log = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+ L 1000,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 1008,8
+--1--   SCHED[1]:  acquired lock (VG_(vg_yield))
+ L 1010,8
+";
+    let o = outs();
+    let fills = |params: &str| {
+        let r = run(log, &format!("v2p = \"none\"\n{params}"), None, &o).unwrap();
+        let llc = r.llc.unwrap();
+        (llc.misses, llc.hits, llc.caches, read(&o.out).iter().map(|a| a.cpu).collect::<Vec<_>>())
+    };
+    assert_eq!(fills("llc_scope = \"shared\""), (1, 2, 1, vec![0]));
+    assert_eq!(fills("llc_scope = \"per_cpu\""), (2, 1, 2, vec![0, 1]));
+    assert_eq!(fills("llc_scope = \"per_cpu\"\ncpu_map = \"5\""), (1, 2, 1, vec![5]));
+}
