@@ -21,6 +21,7 @@
 //! `none` only the virtual trace is written.
 
 pub mod cache;
+pub mod instrumented;
 pub mod v2p;
 
 use std::collections::VecDeque;
@@ -384,6 +385,13 @@ impl Translator {
                     // Nothing physical has been written yet, so the whole trace can switch.
                     self.use_buddy(format!("{msg}, so the buddy model gave the frames"))?;
                     return self.frame(vpn, write);
+                }
+                // The snapshot will not change: the page gets a synthetic frame now.
+                Lookup::Absent if pm.is_snapshot() => {
+                    let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
+                    self.next_synthetic += 1;
+                    self.unresolved += 1;
+                    Mapping { frame, recheck_at: FINAL }
                 }
                 Lookup::Hidden | Lookup::Absent => return Ok(None),
             },
