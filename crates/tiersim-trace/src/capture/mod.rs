@@ -80,10 +80,10 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::new(
         "llc_scope",
         ParamKind::Str,
-        "shared",
-        "shared: one LLC for all threads; per_cpu: each CPU its own cache of size llc (private caches, no coherence)",
+        "per_cpu",
+        "per_cpu: each CPU its own cache of size llc (private, no coherence); shared: one cache for all threads, a dirty line's writeback charged to the thread whose fill evicts it",
     )
-    .choices(&["shared", "per_cpu"]),
+    .choices(&["per_cpu", "shared"]),
     ParamSpec::new(
         "instructions_per_access",
         ParamKind::Float,
