@@ -116,7 +116,7 @@ def test_single_thread_llc_misses_agree_between_paths(progs, tmp_path: Path, cap
         reps[path] = r.report
         capfd.readouterr()
     v, i = reps["valgrind"]["llc"], reps["instrumented"]["llc"]
-    assert i["misses"] > 2 * 3 * (MIB << 20) // 64
+    assert i["misses"] > 3 * (MIB << 20) // 64
     assert abs(v["misses"] - i["misses"]) / v["misses"] < 0.05, (v, i)
     assert abs(v["writebacks"] - i["writebacks"]) / v["writebacks"] < 0.05, (v, i)
     # The instrumented clock is loads and stores x instructions_per_access (2).

@@ -453,6 +453,30 @@ fn scheduler_lines_give_each_access_its_thread_and_cpu() {
 }
 
 #[test]
+fn threads_are_numbered_in_creation_order_when_a_later_one_starts_first() {
+    // Valgrind ids 2 and 3 were created in that order; 3 starts first, then 2. After 2 ends, a
+    // new thread reuses id 2: it is the fourth thread created.
+    let log = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+ L 1000,8
+--1--   SCHED[3]:  acquired lock (thread_wrapper(starting new thread))
+ L 3000,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 2000,8
+--1--   SCHED[2]: release lock in VG_(exit_thread)
+--1--   SCHED[1]:  acquired lock (VG_(client_syscall)[async])
+ L 1008,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 4000,8
+";
+    let o = outs();
+    let r = run(log, "llc = 0\nv2p = \"none\"\ncpu_map = \"10,11,12,13\"", None, &o).unwrap();
+    let got: Vec<(u64, u32)> = read(&o.out).iter().map(|a| (a.addr, a.cpu)).collect();
+    assert_eq!(got, vec![(0x1000, 10), (0x3000, 12), (0x2000, 11), (0x1008, 10), (0x4000, 13)]);
+    assert_eq!(r.threads.len(), 4);
+}
+
+#[test]
 fn llc_scope_shared_or_per_cpu() {
     // Thread 0 reads line 0x1000 twice around thread 1's read of it. Shared: one fill. Per CPU:
     // each CPU's cache fills it once. Two threads on one CPU share that CPU's cache.

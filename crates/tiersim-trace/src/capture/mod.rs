@@ -626,17 +626,22 @@ enum Sched {
     Started,
     /// Any other `acquired lock` line: the thread runs from here on.
     Running,
+    /// `release lock in VG_(exit_thread)`: the thread ended and its id is free.
+    Exited,
 }
 
-/// `--PID--   SCHED[tid]:  acquired lock (who)` lines; other scheduler events (releases,
-/// exits: `None`) change nothing, since the next thread to run acquires the lock and says so.
-/// `None` for a line that is no scheduler line.
+/// `--PID--   SCHED[tid]:  acquired lock (who)` and `release lock in VG_(exit_thread)` lines;
+/// other scheduler events (releases: `None`) change nothing, since the next thread to run
+/// acquires the lock and says so. `None` for a line that is no scheduler line.
 fn sched_line(line: &[u8]) -> Option<(u32, Option<Sched>)> {
     let at = line.windows(6).position(|w| w == b"SCHED[")? + 6;
     let rest = &line[at..];
     let close = rest.iter().position(|&b| b == b']')?;
     let tid = std::str::from_utf8(&rest[..close]).ok()?.parse().ok()?;
     let event = &rest[close + 1..];
+    if event.windows(16).any(|w| w == b"VG_(exit_thread)") {
+        return Some((tid, Some(Sched::Exited)));
+    }
     if !event.windows(14).any(|w| w == b"acquired lock ") {
         return Some((tid, None));
     }
@@ -681,7 +686,7 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         Some(pid) => Pagemap::open(pid).map_err(|e| format!("/proc/{pid}/pagemap: {e}")),
     };
     let p = pipeline(req, &s, pm)?;
-    let mut run = Run { p, c: Counts::default(), vg_threads: FxHashMap::default(), main_started: false };
+    let mut run = Run { p, c: Counts::default(), vg_threads: FxHashMap::default(), reserved: Default::default(), main_started: false };
     let input_bytes = run.read_all(input, input_name, req.pipe_capacity, progress)?;
     let Run { p, c, .. } = run;
     let counts = Totals {
@@ -836,6 +841,8 @@ struct Run {
     p: Pipeline,
     c: Counts,
     vg_threads: FxHashMap<u32, usize>,
+    /// Program threads given to Valgrind ids that were created but have not started yet.
+    reserved: std::collections::BTreeMap<u32, usize>,
     /// Whether the main thread's start line was seen (it is thread 0 from the outset).
     main_started: bool,
 }
@@ -878,26 +885,39 @@ impl Run {
         Ok(Ok(()))
     }
 
-    /// A scheduler line of Valgrind thread `tid`: a thread start gives it the next program
-    /// thread (Valgrind reuses the ids of threads that ended), any lock acquisition makes it
-    /// the running one.
+    /// A scheduler line of Valgrind thread `tid`: a thread start gives it its program thread,
+    /// any lock acquisition makes it the running one, an exit frees its id.
+    ///
+    /// Program threads are numbered in creation order, but Valgrind only says when a thread
+    /// starts, and a thread created later may start first. Valgrind gives a new thread the
+    /// lowest free id, so when thread `tid` starts, every lower id that no running thread holds
+    /// was taken by a thread created before it that has not started yet: those get the next
+    /// numbers first. (Wrong only when a thread ends between another's creation and its start,
+    /// freeing a lower id: then the two threads created around it swap numbers.)
     fn sched(&mut self, tid: u32, event: Sched) -> Result<()> {
-        if event == Sched::Started {
-            let t = if self.main_started { self.p.new_thread()? } else { 0 };
+        if event == Sched::Exited {
+            self.vg_threads.remove(&tid);
+            return Ok(());
+        }
+        if event == Sched::Started || !self.vg_threads.contains_key(&tid) {
+            let t = if !self.main_started {
+                0
+            } else {
+                for lower in 2..tid {
+                    if !self.vg_threads.contains_key(&lower) && !self.reserved.contains_key(&lower) {
+                        let t = self.p.new_thread()?;
+                        self.reserved.insert(lower, t);
+                    }
+                }
+                match self.reserved.remove(&tid) {
+                    Some(t) => t,
+                    None => self.p.new_thread()?,
+                }
+            };
             self.main_started = true;
             self.vg_threads.insert(tid, t);
         }
-        self.p.cur = match self.vg_threads.get(&tid) {
-            Some(&t) => t,
-            // A thread seen running before its start line: the main thread of a log that began
-            // late, or a new one.
-            None => {
-                let t = if self.main_started { self.p.new_thread()? } else { 0 };
-                self.main_started = true;
-                self.vg_threads.insert(tid, t);
-                t
-            }
-        };
+        self.p.cur = self.vg_threads[&tid];
         Ok(())
     }
 
