@@ -99,10 +99,11 @@ def test_first_touch_puts_each_half_on_its_sockets_dram(path: str, progs, tmp_pa
     half = size // 2 // 4096
     run = tiersim.run(out, platform="cascadelake_dcpmm", policy="linux_default")
     pages = dict(run.nodes.select(["name", "final_pages"]).rows())
-    # Threads 2 and 3 (CPUs 16, 17: socket 1) touch only their half of the array and their own
-    # stacks; the main thread's startup pages go to socket 0 as well.
-    assert half <= pages["dram1"] <= half + 8, pages
-    assert half <= pages["dram0"] <= half + 120, pages
+    # Threads 2 and 3 (CPUs 16, 17: socket 1) touch only their half of the array, their own
+    # stacks and pages all threads share (the barrier's, libc's), which go to whichever CPU's
+    # simulated clock reaches them first; the main thread's startup pages go to socket 0.
+    assert half <= pages["dram1"] <= half + 32, pages
+    assert half <= pages["dram0"] <= half + 150, pages
     assert pages["pmem0"] == pages["pmem1"] == 0
 
 

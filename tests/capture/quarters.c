@@ -1,6 +1,8 @@
 /* Four threads (the main thread and three it starts), each writing then reading its own quarter
  * of one array: thread t first touches quarter t. Prints the array's address and size so that
- * tests/test_capture_threads.py can tell the quarters apart in a captured trace.
+ * tests/test_capture_threads.py can tell the quarters apart in a captured trace. The threads
+ * start sweeping together (a barrier), as OpenMP's do: no thread ends before the last one is
+ * created, which the Valgrind path needs to number threads in creation order (docs/capture.md).
  * Usage: quarters [MiB] (default 4). */
 #include <pthread.h>
 #include <stdio.h>
@@ -10,9 +12,11 @@
 
 static long *a;
 static long n;
+static pthread_barrier_t start;
 
 static void *sweep(void *arg) {
     long t = (long)arg, lo = t * n / THREADS, hi = (t + 1) * n / THREADS, sum = 0;
+    pthread_barrier_wait(&start);
     for (long i = lo; i < hi; i++) a[i] = i;
     for (long i = lo; i < hi; i++) sum += a[i];
     return (void *)sum;
@@ -26,6 +30,7 @@ int main(int argc, char **argv) {
     a = aligned_alloc(4096, n * sizeof(long));
     if (!a) return 1;
     pthread_t th[THREADS];
+    pthread_barrier_init(&start, NULL, THREADS);
     for (long t = 1; t < THREADS; t++) pthread_create(&th[t], NULL, sweep, (void *)t);
     long sum = (long)sweep(0);
     for (long t = 1; t < THREADS; t++) {

@@ -397,6 +397,7 @@ const SCHED_LOG: &str = "\
 ==9== Lackey, an example Valgrind tool
 I  0400,3
  S 1000,8
+SCHEDSETJMP(line 1211) tid 1, jumped=1476724588
 --9--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
 I  0400,3
  L 1040,8

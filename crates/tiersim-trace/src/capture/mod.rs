@@ -12,7 +12,7 @@
 //! a program's threads one at a time and lackey does not say which thread made an access;
 //! Valgrind's own `--trace-sched=yes` lines (`SCHED[tid]:  acquired lock`, printed in the same
 //! stream each time a thread starts running) do, so each access goes to the thread that runs.
-//! Threads are numbered in the order they start (the main thread is 0) and placed on CPUs by
+//! Threads are numbered in creation order (the main thread is 0; see `Run::sched`), placed on CPUs by
 //! `cpu_map`; each has its own instruction clock.
 //!
 //! Two traces come out: the physical one (v2p `pagemap` or `buddy`) and its virtual twin, record
@@ -849,6 +849,11 @@ struct Run {
 
 impl Run {
     fn line(&mut self, line: &[u8]) -> std::result::Result<Result<()>, String> {
+        // `--trace-sched=yes` also prints `SCHEDSETJMP(line 1211) tid 1, jumped=..` when a
+        // thread leaves the scheduler by a signal, with no prefix.
+        if line.starts_with(b"SCHED") {
+            return Ok(Ok(()));
+        }
         if line.starts_with(b"--") {
             return Ok(match sched_line(line) {
                 Some((tid, Some(event))) => self.sched(tid, event),
