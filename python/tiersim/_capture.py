@@ -233,16 +233,7 @@ def capture(
             f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); "
             "its message is above"
         )
-    sig = -returncode if returncode < 0 else None
-    return CaptureResult(
-        argv=list(argv),
-        exit_status=128 + sig if sig is not None else returncode,
-        signal=sig,
-        out=out_path,
-        virt_out=virt_path,
-        elapsed_s=elapsed,
-        report=report,
-    )
+    return _result(argv, returncode, out_path, virt_path, elapsed, report)
 
 
 def capture_lackey(
@@ -355,15 +346,22 @@ def capture_instrumented(
         )
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
+    return _result(argv, returncode, out_path, virt_path, time.monotonic() - start, json.loads(report))
+
+
+def _result(
+    argv: Sequence[str], returncode: int, out: Path, virt_out: Path | None, elapsed: float, report: dict[str, Any]
+) -> CaptureResult:
+    """The result of a run whose process ended with `returncode` (negative: killed by a signal)."""
     sig = -returncode if returncode < 0 else None
     return CaptureResult(
         argv=list(argv),
         exit_status=128 + sig if sig is not None else returncode,
         signal=sig,
-        out=out_path,
-        virt_out=virt_path,
-        elapsed_s=time.monotonic() - start,
-        report=json.loads(report),
+        out=out,
+        virt_out=virt_out,
+        elapsed_s=elapsed,
+        report=report,
     )
 
 
