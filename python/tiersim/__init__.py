@@ -50,6 +50,7 @@ __all__ = [
     "generate",
     "generate_with",
     "inspect",
+    "verify",
     "list_plugins",
     "mix",
     "resolve_platform",
@@ -150,8 +151,17 @@ def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | No
 
 
 def inspect(path: PathLike) -> dict[str, Any]:
-    """Header and statistics of a trace file (accesses, footprint, per-CPU counts, ...)."""
+    """Header and statistics of a trace file (accesses, footprint, per-CPU counts, ...).
+
+    When the header carries statistics they are its own, unverified (``"verified": False``).
+    """
     return json.loads(_native.inspect(os.fspath(path)))
+
+
+def verify(path: PathLike) -> dict[str, Any]:
+    """As `inspect`, after decoding and checking every frame and recomputing the statistics
+    from the records; raises ValueError naming the offset and what disagrees."""
+    return json.loads(_native.verify(os.fspath(path)))
 
 
 def list_plugins() -> dict[str, Any]:

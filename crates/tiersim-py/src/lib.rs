@@ -105,6 +105,11 @@ fn inspect(py: Python<'_>, path: String) -> PyResult<String> {
 }
 
 #[pyfunction]
+fn verify(py: Python<'_>, path: String) -> PyResult<String> {
+    guarded(py, || tiersim_trace::verify(Path::new(&path)).map(|v| v.to_string()))
+}
+
+#[pyfunction]
 #[pyo3(signature = (name, out, params=String::new(), seed=0))]
 fn generate(py: Python<'_>, name: String, out: String, params: String, seed: u64) -> PyResult<String> {
     guarded(py, || {
@@ -393,6 +398,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TiersimError", m.py().get_type_bound::<TiersimError>())?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(generate, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(sample, m)?)?;

@@ -123,6 +123,14 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+def _stats_source(info: dict[str, Any]) -> str:
+    source = str(info.get("stats_source", "-"))
+    if source == "header" and info.get("verified") is False:
+        return "header, unverified (`tiersim trace verify FILE` decodes and checks every record)"
+    frames = info.get("frames_checked")
+    return source + (f" ({frames} frames checked)" if frames is not None else "")
+
+
 def _inspect_tables(info: dict[str, Any]) -> list[Table]:
     accesses = info.get("accesses", 0)
     unit = "ns" if str(info.get("time_unit", "")).lower() in ("ns", "nanoseconds") else str(info.get("time_unit", ""))
@@ -145,7 +153,7 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
         ("time span", f"{_int(info.get('time_span'))} {unit}"),
         ("compressed size", _bytes(info.get("compressed_bytes"))),
         ("bytes per access", _num(info.get("bytes_per_access"), 2)),
-        ("statistics from", str(info.get("stats_source", "-"))),
+        ("statistics from", _stats_source(info)),
     ]
     tables = [_kv_table("trace", rows)]
     per_cpu = info.get("per_cpu") or []

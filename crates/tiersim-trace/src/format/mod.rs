@@ -1,15 +1,17 @@
-//! The native tiersim trace format, version 1.
+//! The native tiersim trace format, version 2 (version 1 still reads); docs/trace-format.md
+//! describes it with the integrity checks of version 2.
 //!
 //! A file is a fixed 128-byte header, then the records region (a sequence of zstd frames whose
 //! decompressed bytes are fixed-size records, as rows or byte planes: see frame_filter), then an
-//! optional trailer of per-CPU access counts, then end of file. Every integer is little-endian.
+//! optional trailer of per-CPU access counts (version 2: then the end block, `END_MAGIC`), then
+//! end of file; in version 2 every zstd frame follows its descriptor (`DESC_MAGIC`). Every integer is little-endian.
 //!
 //! Header (offsets in bytes, see the `H_*` constants):
 //!
 //! | offset | size | field                                                                 |
 //! |-------:|-----:|-----------------------------------------------------------------------|
 //! |      0 |    8 | magic `b"TIERSIM\0"`                                                  |
-//! |      8 |    2 | version (1)                                                           |
+//! |      8 |    2 | version (2; 1 is still read)                                          |
 //! |     10 |    2 | record_layout (1: the 24-byte record below)                           |
 //! |     12 |    2 | record_size (24)                                                      |
 //! |     14 |    1 | time_unit: 0 ns absolute, 1 instructions since the same CPU's last access |
@@ -28,7 +30,8 @@
 //! |     72 |    8 | footprint_pages (distinct pages of page_size touched)                 |
 //! |     80 |    8 | time_first                                                            |
 //! |     88 |    8 | time_last                                                             |
-//! |     96 |   32 | reserved, zero                                                        |
+//! |     96 |    4 | v2: CRC-32 of the header with this field zero; v1: reserved, zero     |
+//! |    100 |   28 | reserved, zero                                                        |
 //!
 //! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
 //! op u8 (0 read, 1 write), flags u8 (bit 0: file-backed page; other bits must be 0; traces written
