@@ -60,3 +60,31 @@ def test_a_rust_panic_is_one_line_without_backtrace_unless_tiersim_debug(debug: 
 def test_tiersim_error_is_raised_for_api_numbers(tmp_path: Path, random_trace: Path):
     with pytest.raises(tiersim.TiersimError, match="host.mlp"):
         tiersim.run(random_trace, platform=PLATFORM, overrides=["host.mlp=nan"])
+
+
+def test_a_run_directory_reproduces_byte_for_byte(tmp_path: Path, random_trace: Path):
+    # Issue 15 section 5: `-p runs/x/config.toml` was refused ("unknown key platform").
+    first, again, by_dir = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    r = run_cli(
+        "run", str(random_trace), "-p", PLATFORM, "--policy", "autonuma", "--param", 'scan_period_min="10ms"',
+        "--set", "os.daemon_time_scale=0.01", "--seed", "3", "-o", str(first),
+    )
+    assert r.returncode == 0, r.stderr
+    r = run_cli("run", str(random_trace), "-p", str(first / "config.toml"), "-o", str(again))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("run", str(random_trace), "-p", str(first), "-o", str(by_dir))
+    assert r.returncode == 0, r.stderr
+    for name in ("summary.json", "timeseries.parquet", "config.toml"):
+        assert (first / name).read_bytes() == (again / name).read_bytes() == (by_dir / name).read_bytes(), name
+    # Given again on the command line, a setting wins over the saved one.
+    other = tmp_path / "d"
+    r = run_cli("run", str(random_trace), "-p", str(first), "--seed", "4", "-o", str(other))
+    assert r.returncode == 0, r.stderr
+    assert 'seed = 4' in (other / "config.toml").read_text()
+
+
+def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path, random_trace: Path):
+    bad = tmp_path / "p.toml"
+    bad.write_text('name = "x"\n[host]\ncpus = 4\nmlp = = 2\n')
+    proc = run_cli("run", str(random_trace), "-p", str(bad), "-o", str(tmp_path / "o"))
+    assert_user_error(proc, f"{bad}:4:7:", "(in `mlp = = 2`)")

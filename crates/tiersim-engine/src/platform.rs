@@ -161,6 +161,13 @@ pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
         }
     };
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(&origin, &text, &e))?;
+    // A run directory's config.toml holds the resolved platform under [platform] beside [run]:
+    // loading it re-runs on exactly that platform.
+    if table.contains_key("run") && !table.contains_key("nodes") {
+        if let Some(toml::Value::Table(p)) = table.remove("platform") {
+            table = p;
+        }
+    }
     for o in overrides {
         apply_override(&mut table, o)?;
     }
