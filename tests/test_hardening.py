@@ -88,3 +88,20 @@ def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path, random_tra
     bad.write_text('name = "x"\n[host]\ncpus = 4\nmlp = = 2\n')
     proc = run_cli("run", str(random_trace), "-p", str(bad), "-o", str(tmp_path / "o"))
     assert_user_error(proc, f"{bad}:4:7:", "(in `mlp = = 2`)")
+
+
+def test_a_one_ns_epoch_is_coarsened_and_said(tmp_path: Path, random_trace: Path):
+    # Issue 15 section 1: the legal stats.epoch=1ns grew a row per simulated ns (2.4 GB in 2 s).
+    out = tmp_path / "r"
+    r = run_cli("run", str(random_trace), "-p", PLATFORM, "--set", 'stats.epoch="1ns"', "--set", "stats.max_epochs=256", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "coarsened: epoch 1 ns ->" in r.stdout
+    import json
+
+    import polars as pl
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timeseries"]["coarsened"] is True and summary["timeseries"]["requested_epoch_ns"] == 1
+    ts = pl.read_parquet(out / "timeseries.parquet")
+    assert ts["epoch"].n_unique() <= 256
+    assert ts.filter(pl.col("node") != "swap")["accesses"].sum() == summary["accesses"]

@@ -64,6 +64,11 @@ pub const OS_PARAMS: &[ParamSpec] = &[
 
 pub const STATS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
+    // Bounds the series' memory by the input rather than by simulated time (stats.epoch=1ns on
+    // a long run made gigabytes of rows).
+    ParamSpec::new("max_epochs", ParamKind::Int, "65536", "time-series epochs kept: past it, pairs of epochs merge and the epoch doubles (the summary says so)")
+        .min(2.0)
+        .max(16_777_216.0),
     ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
     ParamSpec::new("ping_pong_window", ParamKind::Duration, "1s", "a page migrated back to the node it left within this time counts as ping-pong"),
 ];

@@ -65,6 +65,13 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
     if swap.get("file_drops"):
         rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
                                    f"{_int(swap.get('file_refaults'))} read back"))
+    series = s.get("timeseries") or {}
+    if series.get("coarsened"):
+        rows.append((
+            "time series",
+            f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
+            f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
+        ))
 
     page_size = s.get("page_size")
     nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")
