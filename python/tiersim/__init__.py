@@ -145,7 +145,11 @@ def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | No
     try:
         # Same file name inside the temp dir: the native writer may go by the extension.
         tmp = tmp_dir / out_path.name
-        info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+        try:
+            info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+        except TiersimError as exc:
+            # Name the user's file, not the temporary one ("no space left writing OUT").
+            raise TiersimError(str(exc).replace(os.fspath(tmp), os.fspath(out_path))) from None
         os.replace(tmp, out_path)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -559,7 +559,8 @@ impl<F: LineFormatter> TextWriter<F> {
     fn create(path: &Path, fmt: F) -> Result<TextWriter<F>> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.tmp"));
-        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // Errors name the user's file, never the hidden temporary one.
+        let f = File::create(&tmp).map_err(|e| Error::io(path, e))?;
         Ok(TextWriter { path: path.to_owned(), tmp, out: Some(BufWriter::with_capacity(1 << 16, f)), fmt, count: 0 })
     }
 }
@@ -571,14 +572,14 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         match self.fmt.line(a, out) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(m)) => Err(Error::Sim(format!("{}: access {}: {m}", self.path.display(), self.count))),
-            Err(e) => Err(Error::io(&self.tmp, e)),
+            Err(e) => Err(Error::io(&self.path, e)),
         }
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
         let mut out = self.out.take().expect("finished twice");
-        self.fmt.end(&mut out).map_err(|e| Error::io(&self.tmp, e))?;
-        out.flush().map_err(|e| Error::io(&self.tmp, e))?;
+        self.fmt.end(&mut out).map_err(|e| Error::io(&self.path, e))?;
+        out.flush().map_err(|e| Error::io(&self.path, e))?;
         drop(out);
         std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))
     }

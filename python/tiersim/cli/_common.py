@@ -3,6 +3,7 @@ and the formatting of figures and tables."""
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +49,8 @@ def _user_errors() -> Iterator[None]:
         _fail(str(exc))
     except OSError as exc:
         # Output paths the user chose: permission denied, disk full, read-only file system.
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            _fail(f"no space left writing {exc.filename or 'the output'}")
         where = f" '{exc.filename}'" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}")
 

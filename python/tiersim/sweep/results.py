@@ -18,6 +18,7 @@ import polars as pl
 
 from tiersim._convert import toml_value
 from tiersim._native import TiersimError
+from tiersim._result import writing
 from tiersim.sweep.spec import RunSpec
 from tiersim.sweep.workers import Outcome
 
@@ -154,9 +155,10 @@ def _row_frame(row: dict[str, Any]) -> pl.DataFrame:
 def _write_atomic_parquet(df: pl.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        df.write_parquet(tmp, compression="zstd", statistics=False)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        with writing(path):
+            df.write_parquet(tmp, compression="zstd", statistics=False)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -234,8 +236,12 @@ def sweep_lock(out_dir: Path) -> Iterator[None]:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with writing(path):
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_results(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Path]:

@@ -78,10 +78,11 @@ impl TraceWriter {
         tmp_name.push(name);
         tmp_name.push(format!(".tmp{}", std::process::id()));
         let tmp_path = path.with_file_name(tmp_name);
-        let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
+        // Errors name the user's file, never the hidden temporary one.
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
         // A valid but incomplete header from the start: an interrupted file is still readable.
         let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
-        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
@@ -168,12 +169,12 @@ impl TraceWriter {
             }
         };
         self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
-            Error::io(&self.tmp_path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
+            Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
         })?;
         let desc = frame_descriptor(self.frames, self.frame.len() / RECORD_SIZE, src);
         let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
-        file.write_all(&desc).map_err(|e| Error::io(&self.tmp_path, e))?;
-        file.write_all(&self.compressed).map_err(|e| Error::io(&self.tmp_path, e))?;
+        file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
+        file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
         self.pos += (DESC_SIZE + self.compressed.len()) as u64;
         self.frames += 1;
         self.frame.clear();
@@ -195,7 +196,7 @@ impl TraceWriter {
         let records_end = self.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
-        let io = |e| Error::io(&self.tmp_path, e);
+        let io = |e| Error::io(&self.path, e);
         let mut trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
         trailer.extend_from_slice(&end_block(&trailer, self.frames, stats.accesses));
         file.write_all(&trailer).map_err(io)?;
