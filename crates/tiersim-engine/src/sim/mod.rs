@@ -95,6 +95,9 @@ pub(crate) struct Engine {
     pub(crate) time_went_back: u64,
     pub(crate) epoch_ns: Ns,
     pub(crate) epoch_idx: u64,
+    /// `stats.epoch` as given; `epoch_ns` doubles each time the series reaches `max_epochs`.
+    pub(crate) requested_epoch_ns: Ns,
+    pub(crate) max_epochs: u64,
     // NUMA balancing
     pub(crate) scan: Option<ScanSpec>,
     pub(crate) scan_next_ns: Ns,
@@ -256,6 +259,9 @@ impl Engine {
             time_went_back: 0,
             epoch_ns: platform.stats.duration("epoch"),
             epoch_idx: 0,
+            requested_epoch_ns: platform.stats.duration("epoch"),
+            // Even, so that coarsening merges whole pairs.
+            max_epochs: platform.stats.uint("max_epochs") & !1,
             scan,
             scan_next_ns: scan.map_or(0, |s| s.delay_ns),
             scan_period_ns: 0,

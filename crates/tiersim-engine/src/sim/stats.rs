@@ -74,7 +74,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         eng.cpus.iter().filter(|c| c.started).map(|c| c.clock_ps / 1000).max().unwrap_or(0).max(eng.max_completion_ns)
     };
     // A final partial epoch, if any accesses landed in it.
-    let start = eng.measure_start_ns + eng.epoch_idx * eng.epoch_ns;
+    let start = eng.measure_start_ns.saturating_add(eng.epoch_idx.saturating_mul(eng.epoch_ns));
     if end_ns > start || eng.ts.epoch.is_empty() {
         eng.flush_epoch(end_ns.max(start + 1));
     }
@@ -184,6 +184,12 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "pgsteal": eng.lru_stats.pgsteal,
             "pgactivate": eng.lru_stats.pgactivate,
             "pgdeactivate": eng.lru_stats.pgdeactivate,
+        },
+        "timeseries": {
+            "epoch_ns": eng.epoch_ns,
+            "requested_epoch_ns": eng.requested_epoch_ns,
+            "max_epochs": eng.max_epochs,
+            "coarsened": eng.epoch_ns != eng.requested_epoch_ns,
         },
         "policy_stats": eng.policy.stats(),
         "nodes": nodes,
