@@ -65,7 +65,11 @@ pub fn parse_duration_ns(s: &str) -> Result<Ns, String> {
         "s" => 1e9,
         _ => return Err(format!("unknown time unit {unit:?} in {s:?}; use ns, us, ms or s")),
     };
-    Ok((v * mult).round() as u64)
+    let ns = (v * mult).round();
+    if ns >= u64::MAX as f64 {
+        return Err(format!("duration {s:?} is too large: at most {} ns (584 years)", u64::MAX));
+    }
+    Ok(ns as u64)
 }
 
 /// Parse a bandwidth into bytes per second: `38.4GB/s`, `32GiB/s`, `800MB/s`.
@@ -94,7 +98,16 @@ fn parse_bytes_f64(s: &str) -> Result<f64, String> {
         "TB" => 1e12,
         _ => return Err(format!("unknown unit {unit:?}")),
     };
-    Ok(v * mult)
+    finite(v * mult, s)
+}
+
+/// `x` unless the unit's multiplier took it past the largest f64.
+fn finite(x: f64, s: &str) -> Result<f64, String> {
+    if x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{s:?} is too large to simulate"))
+    }
 }
 
 /// Parse a frequency into Hz: `2.25GHz`, `800MHz`.
@@ -110,7 +123,7 @@ pub fn parse_frequency(s: &str) -> Result<f64, String> {
     if v <= 0.0 {
         return Err(format!("frequency {s:?} must be positive"));
     }
-    Ok(v * mult)
+    finite(v * mult, s)
 }
 
 /// Format bytes with a binary prefix for reports (`1.50 GiB`).
@@ -214,6 +227,10 @@ mod tests {
         assert_eq!(parse_duration_ns("1.5us").unwrap(), 1500);
         assert_eq!(parse_duration_ns("2ms").unwrap(), 2_000_000);
         assert_eq!(parse_duration_ns("7").unwrap(), 7);
+        assert!(parse_duration_ns("1e30s").unwrap_err().contains("too large"));
+        assert!(parse_duration_ns("nan").is_err() && parse_duration_ns("infns").is_err());
+        assert!(parse_bandwidth("1e306TB/s").unwrap_err().contains("too large to simulate"));
+        assert!(parse_frequency("1e305GHz").unwrap_err().contains("too large to simulate"));
         assert!(parse_duration_ns("3 fortnights").is_err());
         assert_eq!(parse_bandwidth("38.4GB/s").unwrap(), 38.4e9);
         assert_eq!(parse_bandwidth("1GiB/s").unwrap(), 1073741824.0);
