@@ -421,6 +421,19 @@ def _fmt(v: Any) -> str:
 # metrics shared by report and compare
 
 
+def _lens(summary: dict[str, Any]) -> str | None:
+    lens = summary.get("lens")
+    if not lens:
+        return None
+    mark = "" if lens.get("consistent") else " (differ)"
+    return f"{_fmt(lens.get('scale'))} / {_fmt(lens.get('daemon_time_scale'))}{mark}"
+
+
+def run_warnings(summary: dict[str, Any]) -> list[str]:
+    """What the run says about how far its figures can be trusted (summary.json `warnings`)."""
+    return [str(w) for w in summary.get("warnings") or []]
+
+
 def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, value) rows of the key metrics of one run, in display order."""
     lat = summary.get("latency_ns") or {}
@@ -432,6 +445,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("policy", summary.get("policy")),
         ("trace", summary.get("trace")),
         ("seed", summary.get("seed")),
+        ("scale / daemon_time_scale", _lens(summary)),
         ("execution time (ms)", summary.get("execution_time_ns", 0) / 1e6),
         ("accesses", summary.get("accesses")),
         ("fast-tier hit ratio", summary.get("fast_tier_hit_ratio")),
@@ -480,6 +494,9 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     if not runs:
         raise TiersimError("no runs to report")
     report = Report(title or (f"tiersim run {runs[0].label}" if len(runs) == 1 else f"tiersim: {len(runs)} runs"))
+    for run in runs:
+        for w in run_warnings(run.summary):
+            report.note(f"{run.label}: warning: {w}")
     report.heading("Metrics")
     header = ["metric"] + [r.label for r in runs]
     metric_rows = [run_metrics(r.summary) for r in runs]

@@ -11,6 +11,7 @@ use tiersim_trace::AccessSource;
 pub mod node;
 pub mod pagetable;
 pub mod platform;
+pub mod regime;
 pub mod sim;
 
 pub use platform::Platform;
@@ -67,6 +68,8 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     let header = source.header().clone();
     let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
     let mut summary = result.summary;
+    let (lens, lens_warning) = regime::lens(platform);
+    let warnings: Vec<String> = lens_warning.into_iter().collect();
     let head = json!({
         "tiersim_version": VERSION,
         "platform": platform.name,
@@ -76,6 +79,8 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
         "time_unit": header.time_unit,
         "addr_kind": header.addr_kind,
         "mode": platform.host.str("mode"),
+        "lens": lens,
+        "warnings": warnings,
     });
     if let (Some(s), serde_json::Value::Object(h)) = (summary.as_object_mut(), head) {
         s.extend(h);

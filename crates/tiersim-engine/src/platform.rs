@@ -54,7 +54,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         "daemon_time_scale",
         ParamKind::Float,
         "1.0",
-        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds",
+        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds; default: the platform's `scale` (at most 1), the consistent lens",
     )
     .min(1e-9)
     .max(1.0),
@@ -355,7 +355,12 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         return Err(Error::config("scale", format!("{scale} must be in (0, 1024]")));
     }
     let host = Params::resolve(HOST_PARAMS, section(t, "host")?).map_err(|e| e.under("host"))?;
-    let os = Params::resolve(OS_PARAMS, section(t, "os")?).map_err(|e| e.under("os"))?;
+    // The lens by default: a machine shrunk by `scale` runs its daemons `scale` times faster
+    // unless told otherwise, so a page is rescanned after the same share of the run as on the
+    // real machine (docs/model.md, "Time scale").
+    let mut os_t = section(t, "os")?.cloned().unwrap_or_default();
+    os_t.entry("daemon_time_scale").or_insert(toml::Value::Float(scale.min(1.0)));
+    let os = Params::resolve(OS_PARAMS, Some(&os_t)).map_err(|e| e.under("os"))?;
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {

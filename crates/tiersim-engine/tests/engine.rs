@@ -702,3 +702,25 @@ fn scanner_hints_accessed_flash_pages_to_the_device() {
     let e = platform::load(path.to_str().unwrap(), &["os.device_hints=\"hot\"".to_owned()]).err().unwrap().to_string();
     assert!(e.contains("os.device_hints") && e.contains("none, scan, scan_hot"), "{e}");
 }
+
+#[test]
+fn scale_sets_the_daemon_time_scale_unless_given() {
+    let load = |o: &[&str]| platform::load("cascadelake_dcpmm", &o.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let p = load(&["scale=0.001953125"]);
+    assert_eq!(p.os.float("daemon_time_scale"), 0.001953125);
+    let (lens, warning) = tiersim_engine::regime::lens(&p);
+    assert_eq!(lens["consistent"], true);
+    assert!(warning.is_none());
+    // The resolved config records it, so rerunning the config keeps the lens.
+    assert_eq!(p.resolved["os"]["daemon_time_scale"].as_float(), Some(0.001953125));
+    // Given explicitly, it stays, and the run says the two differ and by how much.
+    let p = load(&["scale=0.001953125", "os.daemon_time_scale=0.001"]);
+    assert_eq!(p.os.float("daemon_time_scale"), 0.001);
+    let (lens, warning) = tiersim_engine::regime::lens(&p);
+    assert_eq!(lens["consistent"], false);
+    assert!((lens["daemon_rate_vs_lens"].as_f64().unwrap() - 1.953125).abs() < 1e-9);
+    assert!(warning.unwrap().contains("daemons run 1.953x as often per unit of work"));
+    // A machine larger than the modelled one keeps real daemon times (the knob is at most 1).
+    assert_eq!(load(&["scale=2.0"]).os.float("daemon_time_scale"), 1.0);
+    assert_eq!(load(&[]).os.float("daemon_time_scale"), 1.0);
+}
