@@ -434,6 +434,22 @@ def run_warnings(summary: dict[str, Any]) -> list[str]:
     return [str(w) for w in summary.get("warnings") or []]
 
 
+def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
+    r = summary.get("regime") or {}
+    scan = r.get("scanner") or {}
+    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
+    return [
+        ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
+        ("run length / scan_period_min", scan.get("scan_periods_min_covered")),
+        ("accesses per page per scan pass", scan.get("accesses_per_page_per_pass")),
+        ("CPU time in hint faults", share("hint_fault_share")),
+        ("CPU time in migration", share("migration_share")),
+        ("CPU time in scanning", share("scan_share")),
+        ("CPU time in daemons", share("daemon_share")),
+    ]
+
+
 def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, value) rows of the key metrics of one run, in display order."""
     lat = summary.get("latency_ns") or {}
@@ -460,6 +476,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("hint faults", t.get("hint_faults")),
         ("ping-pong", t.get("ping_pong")),
         ("swap-ins / swap-outs", f"{swap.get('swap_ins', 0):,} / {swap.get('swap_outs', 0):,}" if swap else None),
+        *regime_rows(summary),
     ]
     for n in summary.get("nodes", []):
         rows.append((f"{n.get('name')} share of accesses", n.get("share")))

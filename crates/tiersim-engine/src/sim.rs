@@ -8,6 +8,7 @@
 //! swap.
 
 mod lru;
+mod policy_epoch;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -178,6 +179,11 @@ struct Engine {
     new_anon_active: bool,
     ts: Timeseries,
     processed: u64,
+    /// A policy's epochs of known future (oracle_dynamic): accesses per epoch, the access count
+    /// at which the next begins (u64::MAX: none), its index.
+    policy_epoch_len: u64,
+    policy_epoch_at: u64,
+    policy_epoch: usize,
 }
 
 /// Which pages the scanner hints to devices that accept hints (`os.device_hints`).
@@ -228,6 +234,7 @@ pub fn topology(p: &Platform) -> Topology {
 impl Engine {
     fn new(platform: &Platform, policy: Box<dyn Policy>, time_unit: TimeUnit) -> Result<Self> {
         let topo = topology(platform);
+        let epoch_len = policy.epoch_length();
         let nodes = platform
             .nodes
             .iter()
@@ -357,6 +364,9 @@ impl Engine {
             new_anon_active: os.str("new_anon_list") == "active",
             ts: Timeseries::default(),
             processed: 0,
+            policy_epoch_len: epoch_len.unwrap_or(u64::MAX),
+            policy_epoch_at: if epoch_len.is_some() { 0 } else { u64::MAX },
+            policy_epoch: 0,
         })
     }
 
@@ -379,7 +389,7 @@ impl Engine {
             let Some(p) = self.pick_victim(node, target.is_some() || can_swap, target.is_some() || can_drop) else { break };
             match target {
                 Some(d) => {
-                    self.move_page(p, node, d, t);
+                    self.move_page(p, node, d, t, true);
                 }
                 None if self.pt.entries[p as usize].flags & FILE != 0 => self.drop_file_page(p, node, t),
                 None => self.swap_out(p, node, t),
@@ -454,7 +464,7 @@ impl Engine {
     /// free frame. The copy reads the page from the source device and writes it to the target
     /// device, both issued at `t` (a streaming copy overlaps the two), so it takes bandwidth from
     /// both; returns when the copy completes.
-    fn move_page(&mut self, p: u32, from: usize, to: usize, t: Ns) -> Ns {
+    fn move_page(&mut self, p: u32, from: usize, to: usize, t: Ns, copy: bool) -> Ns {
         let old = self.pt.entries[p as usize].frame;
         self.nodes[from].release_frame(old);
         let new = self.nodes[to].take_frame();
@@ -464,8 +474,11 @@ impl Engine {
         self.lru_push_head(to, p);
         let size = self.page_size as u32;
         let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
-        let read = self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read));
-        let write = self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write));
+        let (read, write) = if copy {
+            (self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read)), self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write)))
+        } else {
+            (t, t)
+        };
         self.note_move(p, from, to, t);
         if self.measuring {
             self.tiering.migrations += 1;
@@ -870,7 +883,7 @@ impl Engine {
             if d != node {
                 if self.nodes[d].has_room() {
                     self.lru_unlink(node, p);
-                    let done = self.move_page(p, node, d, t);
+                    let done = self.move_page(p, node, d, t, true);
                     cost += self.charge_move(1, t, done);
                     let _ = self.proactive_reclaim(d, t);
                 } else {
@@ -997,6 +1010,10 @@ impl Engine {
                 let cost = self.run_scan(spec, issue_ns);
                 return Ok(Some(issue_ps + cost));
             }
+        }
+        if self.processed >= self.policy_epoch_at {
+            let cost = self.policy_epoch(issue_ns);
+            return Ok(Some(issue_ps + cost));
         }
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
@@ -1151,7 +1168,7 @@ impl Ops<'_> {
     fn relocate(&mut self, page: u32, from: usize, to: usize, mode: MoveMode) {
         let t = self.t;
         self.eng.lru_unlink(from, page);
-        let done = self.eng.move_page(page, from, to, t);
+        let done = self.eng.move_page(page, from, to, t, mode != MoveMode::Free);
         self.charge(mode, 1, done);
     }
 }
@@ -1159,6 +1176,11 @@ impl Ops<'_> {
 impl MemOps for Ops<'_> {
     fn room(&self, node: NodeId) -> bool {
         self.eng.nodes[node as usize].has_room()
+    }
+
+    fn room_pages(&self, node: NodeId) -> u64 {
+        let n = &self.eng.nodes[node as usize];
+        n.free().saturating_sub(n.wmark_high + 1)
     }
 
     fn page_node(&self, page: u32) -> Option<NodeId> {
@@ -1180,6 +1202,15 @@ impl MemOps for Ops<'_> {
         if reserve {
             self.eng.nodes[from].reserved += 1;
         }
+        true
+    }
+
+    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
+        let Some(from) = self.present(page) else { return false };
+        if from == to as usize || !self.eng.nodes[to as usize].has_room() {
+            return false;
+        }
+        self.relocate(page, from, to as usize, mode);
         true
     }
 
@@ -1437,6 +1468,7 @@ fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "exchanged_bytes": eng.tiering.exchanged_bytes,
             "ping_pong": eng.tiering.ping_pong,
             "scans": eng.tiering.scans,
+            "scan_passes": eng.scan_seq,
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
