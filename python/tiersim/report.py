@@ -308,6 +308,57 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
     return _encode(fig, fmt)
 
 
+# Grid columns whose sweep gets a sensitivity plot: the time-scale knobs of docs/model.md.
+SENSITIVITY_KNOBS = ("set.os.daemon_time_scale", "set.scale", "param.scan_period_min", "param.scan_period_max",
+                     "param.scan_size")
+
+
+def sensitivity_knobs(results: pl.DataFrame) -> list[str]:
+    """Time-scale knobs the sweep varies over at least three values."""
+    return [c for c in SENSITIVITY_KNOBS if c in results.columns and results[c].drop_nulls().n_unique() >= 3]
+
+
+_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "b": 1.0, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
+
+
+def _knob_value(v: Any) -> float | None:
+    """A knob's value as a number: plain, or a duration/size string in ns/bytes ("100ms", "64MiB")."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", str(v))
+    if not m or m[2].lower() not in _UNITS | {"": 1.0}:
+        return None
+    try:
+        return float(m[1]) * (_UNITS | {"": 1.0})[m[2].lower()]
+    except ValueError:
+        return None
+
+
+def sensitivity_figure(rows: Sequence[dict[str, Any]], knob: str, fmt: str) -> str | None:
+    """Execution time against a time-scale knob (log axis), one line per trace and policy name:
+    a flat line is a result that does not hang on the knob."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        x = _knob_value(r.get(knob))
+        if r["status"] != "ok" or x is None or not r.get("execution_time_ns"):
+            continue
+        lines.setdefault(f"{r['trace']} / {r.get('policy_name') or r['policy']}", []).append((x, r["execution_time_ns"] / 1e6))
+    if not lines:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    for label, pts in lines.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(knob.split(".", 1)[1])
+    ax.set_ylabel("execution time (ms)")
+    ax.set_title(f"sensitivity to {knob.split('.', 1)[1]}")
+    ax.legend(fontsize=6, ncol=2)
+    return _encode(fig, fmt)
+
+
 # ---------------------------------------------------------------------------------------------
 # the page
 
@@ -614,6 +665,11 @@ def sweep_report(
                   missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.")
     if len({r["group"] for r in rows}) > MAX_BAR_GROUPS:
         report.note(f"only the first {MAX_BAR_GROUPS} groups are drawn; the table below has all runs.")
+    for knob in sensitivity_knobs(results):
+        report.heading(f"Sensitivity to {knob.split('.', 1)[1]}")
+        report.figure(sensitivity_figure(rows, knob, fmt),
+                      f"execution time against {knob.split('.', 1)[1]}: a result that moves with it depends on the time "
+                      "scale, not only on the policy (docs/model.md, \"When a result can be trusted\")")
     report.heading("Metrics")
     grid_cols = [c for c in results.columns if c.startswith(("set.", "param."))]
     header = ["trace", "platform", "policy", *grid_cols, "seed", "status", "exec time (ms)", f"time / {baseline}",
