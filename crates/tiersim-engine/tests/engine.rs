@@ -772,3 +772,19 @@ fn dynamic_oracle_follows_a_changing_hot_set() {
     let free = profiled("oracle_dynamic", "epochs = 2\nmigrations = \"free\"");
     assert!(u(&free, &["execution_time_ns"]) < u(&stat, &["execution_time_ns"]));
 }
+
+#[test]
+fn the_min_free_reserve_shrinks_with_scale() {
+    // cascadelake_dcpmm: 2 x 16 GiB DRAM + 2 x 128 GiB PMEM = 288 GiB; the kernel's min_free_kbytes
+    // is int_sqrt(288 Mi KiB x 16) = 69,511 KiB; DRAM nodes hold 16/288 of it: 3,954,403 B.
+    let mins = |scale: &str| {
+        let p = platform::load("cascadelake_dcpmm", &[format!("scale={scale}")]).unwrap();
+        (p.watermarks[0].0, p.nodes[0].capacity_pages)
+    };
+    // Unscaled: 965 pages of 4 KiB.
+    assert_eq!(mins("1.0"), (965, 4_194_304));
+    // Through the lens the reserve is the same share of DRAM: 3,954,403 B / 512 = 7,723 B, one
+    // page (the square root of the scaled memory would give 42 pages, 0.5 % of DRAM).
+    assert_eq!(mins("0.001953125"), (1, 8192));
+    assert_eq!(mins("0.0001220703125"), (0, 512));
+}
