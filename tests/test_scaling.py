@@ -13,9 +13,15 @@ from conftest import run_cli
 from tiersim import studies
 from tiersim.studies import scaling
 
-# Pairs whose speedup the model does not claim to be size-invariant, with the largest spread
-# seen at the quick sizes (docs/model.md, "When a result can be trusted", says why).
-NOT_INVARIANT: dict[tuple[str, str], float] = {}
+# Trusted-regime pairs whose speedup the model does not claim to be size-invariant at the full
+# sizes (40/80/160 MiB), with why (docs/model.md, "When a result can be trusted"): the rate-limited
+# promoters, and the oracles that place by trace order while the engine issues by time.
+NOT_INVARIANT = {
+    ("uniform", "numab_tiering"),
+    ("uniform", "tiering06"),
+    ("phased", "oracle_static"),
+    ("phased", "oracle_dynamic"),
+}
 
 
 def _gen_run(*overrides: str, policy: str = "autonuma") -> tiersim.RunResult:
@@ -88,31 +94,55 @@ def _check_bound(frames: list[pl.DataFrame]) -> None:
 
 
 def _check_invariance(result: studies.StudyResult) -> None:
+    """Pairs in a regime without warnings at every size are invariant within 5 %; the documented
+    exceptions are not (and stay listed until the model is fixed)."""
     table = result.tables[0][1]
+    claimed = 0
     for r in table.iter_rows(named=True):
         key = (r["workload"], r["policy"])
         spread = float(r["spread"].rstrip("%")) / 100
         if key in NOT_INVARIANT:
             assert spread > scaling.TOLERANCE, (key, r)
-        else:
+        elif r["regime ok"]:
+            claimed += 1
             assert spread <= scaling.TOLERANCE, (key, r)
+    assert claimed >= 10, table
 
 
 def _frames(out: Path, quick: bool) -> list[pl.DataFrame]:
     return [pl.read_parquet(out / f"scaling_{fp}MiB" / "results.parquet") for fp, _, _ in scaling.SIZES[quick]]
 
 
-def test_scaling_quick_invariance_and_the_bound(tmp_path: Path):
+def _check_lens_regime(frames: list[pl.DataFrame]) -> None:
+    """What the lens keeps: per workload and scanning policy, about the same number of scan
+    passes (within one, or a quarter: the scan period adapts to the faults a pass finds) and
+    accesses per page per pass at every size."""
+    for w in scaling.WORKLOADS:
+        for p in scaling.POLICIES:
+            rows = [df.filter((pl.col("trace") == w) & (pl.col("policy") == p)).row(0, named=True) for df in frames]
+            passes = [r["regime.scanner.scan_passes"] for r in rows]
+            if passes[0] is None:
+                continue
+            assert max(passes) - min(passes) <= max(1.0, 0.25 * max(passes)), (w, p, passes)
+            per = [r["regime.scanner.accesses_per_page_per_pass"] for r in rows]
+            if min(passes) >= 4:
+                assert max(per) <= 1.25 * min(per), (w, p, per)
+
+
+def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
     result, path, _ = studies.reproduce("scaling", tmp_path / "q", quick=True, workers=2)
     frames = _frames(tmp_path / "q", True)
     assert all((df["status"] == "ok").all() and df.height == 3 * len(scaling.LABELS) for df in frames)
     _check_bound(frames)
-    _check_invariance(result)
+    _check_lens_regime(frames)
     assert "Speedup over autonuma at each size" in path.read_text()
+    assert len(result.tables[0][1]) == 3 * len(scaling.LABELS)
 
 
-@pytest.mark.slow  # about 10 min on 2 cores: 117 runs up to the README's size
+@pytest.mark.slow  # about 7 min on 2 cores: 117 runs up to the README's size
 def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
     result, _, _ = studies.reproduce("scaling", tmp_path / "f", quick=False, workers=2)
-    _check_bound(_frames(tmp_path / "f", False))
+    frames = _frames(tmp_path / "f", False)
+    _check_bound(frames)
+    _check_lens_regime(frames)
     _check_invariance(result)
