@@ -47,7 +47,17 @@ PAPER_GRAPH500 = 6.9  # AutoTiering vs baseline on graph500, "about 6.9x"
 PAPER_CPM_GRAPH500 = 1.17
 
 
-def _spec(footprint_mib: int, accesses: int) -> str:
+ORACLE_FREE_TOML = f"""
+[[policy]]
+name = "oracle_dynamic"
+label = "{ORACLE_FREE}"
+params = {{ migrations = "free" }}
+"""
+
+
+def workloads_spec(name: str, footprint_mib: int, accesses: int, scale: float, policies: list[str], extra: str) -> str:
+    """A sweep of the three workloads under `policies` (and the `extra` [[policy]] tables) on
+    cascadelake_dcpmm at `scale`, daemons by the lens default; the scaling study uses it too."""
     traces = "".join(
         f"""
 [[trace]]
@@ -58,24 +68,24 @@ params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, 
 """
         for label, gen in WORKLOADS.items()
     )
-    policies = "".join(f'\n[[policy]]\nname = "{p}"\n' for p in POLICIES)
+    policy_tables = "".join(f'\n[[policy]]\nname = "{p}"\n' for p in policies)
     return f"""[sweep]
-name = "autotiering"
+name = "{name}"
 platforms = ["cascadelake_dcpmm"]
 seeds = [1]
 baseline = "{BASELINE}"
-set = {inline_table({"scale": SCALE})}
-{traces}{policies}
+set = {inline_table({"scale": scale})}
+{traces}{policy_tables}{extra}"""
+
+
+def _spec(footprint_mib: int, accesses: int) -> str:
+    tiering06_fast = f"""
 [[policy]]
 name = "tiering06"
 label = "{TIERING06_FAST}"
 params = {{ rate_limit = "300MB/s" }}
-
-[[policy]]
-name = "oracle_dynamic"
-label = "{ORACLE_FREE}"
-params = {{ migrations = "free" }}
 """
+    return workloads_spec("autotiering", footprint_mib, accesses, SCALE, POLICIES, tiering06_fast + ORACLE_FREE_TOML)
 
 
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:

@@ -12,11 +12,9 @@ from pathlib import Path
 import polars as pl
 
 from tiersim._native import TiersimError
-from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
+from tiersim.studies import Claim, Study, StudyResult, SweepPart, study_sweep
+from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, WORKLOADS, workloads_spec
 
-THREADS = 32
-WORKLOADS = {"phased": "phased", "kv": "kv", "uniform": "random"}
-BASELINE = "autonuma"
 POLICIES = [
     "autonuma",
     "linux_default",
@@ -31,7 +29,6 @@ POLICIES = [
     "oracle_static",
     "oracle_dynamic",
 ]
-ORACLE_FREE = "oracle_dynamic_free"
 LABELS = [*POLICIES, ORACLE_FREE]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
 # largest size is the README's setting (160 MiB, 8M accesses, 1/512); the quick one stops at
@@ -50,29 +47,7 @@ MAX_DAEMON_SHARE = 0.5
 
 def spec(footprint_mib: int, accesses: int, scale: float) -> str:
     """The sweep of one size: every workload under every policy."""
-    traces = "".join(
-        f"""
-[[trace]]
-label = "{label}"
-gen = "{gen}"
-seed = 1
-params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, "accesses": accesses})}
-"""
-        for label, gen in WORKLOADS.items()
-    )
-    policies = "".join(f'\n[[policy]]\nname = "{p}"\n' for p in POLICIES)
-    return f"""[sweep]
-name = "scaling_{footprint_mib}MiB"
-platforms = ["cascadelake_dcpmm"]
-seeds = [1]
-baseline = "{BASELINE}"
-set = {inline_table({"scale": scale})}
-{traces}{policies}
-[[policy]]
-name = "oracle_dynamic"
-label = "{ORACLE_FREE}"
-params = {{ migrations = "free" }}
-"""
+    return workloads_spec(f"scaling_{footprint_mib}MiB", footprint_mib, accesses, scale, POLICIES, ORACLE_FREE_TOML)
 
 
 def speedups(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
