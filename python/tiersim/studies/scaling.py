@@ -13,22 +13,8 @@ import polars as pl
 
 from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, study_sweep
-from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, WORKLOADS, workloads_spec
+from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, WORKLOADS, workloads_spec
 
-POLICIES = [
-    "autonuma",
-    "linux_default",
-    "autotiering_cpm",
-    "autotiering_cpmx",
-    "autotiering_opm",
-    "autotiering_opmx",
-    "autotiering_opm_bd",
-    "tiering06",
-    "numab_tiering",
-    "tpp",
-    "oracle_static",
-    "oracle_dynamic",
-]
 LABELS = [*POLICIES, ORACLE_FREE]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
 # largest size is the README's setting (160 MiB, 8M accesses, 1/512); the quick one stops at
@@ -91,6 +77,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     size_cols = [f"{fp} MiB, {acc / 1e6:g}M, 1/{round(1 / sc)}" for fp, acc, sc in sizes]
     rows = []
     for (w, p), v in s.items():
+        if p == BASELINE:
+            continue
         rows.append({"workload": w, "policy": p} | {c: f"{x:.2f}" for c, x in zip(size_cols, v)}
                     | {"spread": f"{100 * spread(v):.1f}%", "within 5%": spread(v) <= TOLERANCE,
                        "regime ok": trust[w, p] and trust[w, BASELINE]})
