@@ -22,6 +22,9 @@ def run(
 def inspect(path: str) -> str:
     """JSON text: header and statistics of a trace file."""
 
+def verify(path: str) -> str:
+    """JSON text: statistics recomputed by decoding every record, checksums and trailer checked."""
+
 def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
     """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
 
