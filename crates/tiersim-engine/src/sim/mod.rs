@@ -316,7 +316,6 @@ impl Engine {
         }
     }
 
-
     /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
     /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
     /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
