@@ -334,3 +334,19 @@ fn mutation_outcomes_tally() {
     // Frame reorderings of distinct frames can never read identically.
     assert!(tally[3][1] <= tally[3][0] && tally[4][1] == 0 && tally[5][1] == 0, "{tally:?}");
 }
+
+/// Issue 15 section 6: a FIFO given as a trace hung `trace inspect` (opening it blocks until a
+/// writer appears); it is refused before it is opened, by the native and the text readers.
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("f.trace");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let e = inspect(&fifo).err().unwrap().to_string();
+    assert!(e.contains("not a regular file (a FIFO, socket or device); a trace must be a regular file"), "{e}");
+    let e = tiersim_trace::convert::open(&fifo, Some(tiersim_trace::convert::Format::Csv), &Default::default()).err().unwrap().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = inspect(d.path()).err().unwrap().to_string();
+    assert!(e.contains("a directory; a trace must be a regular file"), "{e}");
+}
