@@ -27,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
-from tiersim._capture import CaptureResult, capture, capture_lackey
+from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
 from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
@@ -46,6 +46,8 @@ __all__ = [
     "__version__",
     "capture",
     "capture_lackey",
+    "capture_instrumented",
+    "runtime_object",
     "convert",
     "characterize",
     "flash_replay",

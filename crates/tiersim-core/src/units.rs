@@ -185,6 +185,24 @@ pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> Ns {
     (t.ceil() as u64).max(1)
 }
 
+/// Parse a CPU list like "0-31,64-95".
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
+        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
+        if b < a {
+            return Err(format!("empty CPU range {part:?}"));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

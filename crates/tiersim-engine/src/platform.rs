@@ -5,6 +5,7 @@
 //! the pressure of the paper's workload. Overrides (`key.path=value`) are applied to the raw
 //! TOML before validation, so they are checked exactly like the file itself.
 
+pub use tiersim_core::units::parse_cpu_list;
 use tiersim_core::units::parse_bytes;
 use tiersim_core::{Error, ParamKind, ParamSpec, Params, Result};
 
@@ -278,24 +279,6 @@ fn bytes_of(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>> {
         Some(toml::Value::String(s)) => parse_bytes(s).map(Some).map_err(|e| Error::config(format!("{at}.{key}"), e)),
         Some(v) => Err(Error::config(format!("{at}.{key}"), format!("expected a size like \"16GiB\", got {v}"))),
     }
-}
-
-/// Parse a CPU list like "0-31,64-95".
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
-        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
-        if b < a {
-            return Err(format!("empty CPU range {part:?}"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
 }
 
 /// Resolve a device's parameter table: preset params, then the node's own `params` on top.

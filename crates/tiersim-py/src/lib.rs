@@ -339,6 +339,47 @@ fn capture(
     })
 }
 
+/// Merge the tracing runtime's per-thread files in `dir` (the instrumented path) into traces.
+#[pyfunction]
+#[pyo3(signature = (dir, out, virt_out=None, params=String::new(), seed=0, progress=None))]
+fn capture_instrumented(
+    py: Python<'_>,
+    dir: String,
+    out: String,
+    virt_out: Option<String>,
+    params: String,
+    seed: u64,
+    progress: Option<Bound<'_, CaptureProgress>>,
+) -> PyResult<String> {
+    use tiersim_trace::capture::{CaptureRequest, Progress};
+    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let req = CaptureRequest {
+            out: Path::new(&out),
+            virt_out: virt_out.as_deref().map(Path::new),
+            params: p.as_ref(),
+            seed,
+            pid: None,
+            pipe_capacity: None,
+        };
+        let report = tiersim_trace::capture::instrumented::capture_instrumented(Path::new(&dir), &req, &progress)?;
+        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    })
+}
+
+/// JSON object: the environment the tracing runtime reads for a capture with `params` into `dir`.
+#[pyfunction]
+#[pyo3(signature = (dir, params=String::new()))]
+fn capture_runtime_env(py: Python<'_>, dir: String, params: String) -> PyResult<String> {
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let env = tiersim_trace::capture::instrumented::runtime_env(p.as_ref(), Path::new(&dir))?;
+        let map: serde_json::Map<String, serde_json::Value> = env.into_iter().map(|(k, v)| (k, v.into())).collect();
+        Ok(serde_json::Value::Object(map).to_string())
+    })
+}
+
 /// The resolved capture parameters as JSON, or the error a capture with them would give.
 #[pyfunction]
 #[pyo3(signature = (params=String::new()))]
@@ -355,7 +396,7 @@ fn capture_resolve(py: Python<'_>, params: String) -> PyResult<String> {
 fn capture_params() -> String {
     let info = tiersim_core::params::PluginInfo {
         name: "capture",
-        summary: "Valgrind lackey stream -> LLC filter -> virtual-to-physical mapping -> native traces",
+        summary: "Valgrind lackey stream, or the -fsanitize=thread tracing runtime -> LLC filter -> virtual-to-physical mapping -> native traces",
         source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023, sec. 3.1",
         params: tiersim_trace::capture::PARAMS,
     };
@@ -442,6 +483,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CaptureProgress>()?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_instrumented, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_runtime_env, m)?)?;
     m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flash_replay, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

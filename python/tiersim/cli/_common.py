@@ -177,8 +177,10 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
         else:
             cpus.add_column("accesses", justify="right")
             cpus.add_column("share", justify="right")
+            # A capture with a sparse --cpu-map (0-1,16-17) leaves most CPUs idle: list the busy ones.
             for i, c in enumerate(per_cpu):
-                cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
+                if c:
+                    cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
         tables.append(cpus)
     return tables
 
