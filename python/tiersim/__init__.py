@@ -132,12 +132,19 @@ def generate(name: str, out: PathLike, /, *, seed: int = 0, **params: Any) -> di
     return generate_with(name, out, params, seed=seed)
 
 
-def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | None, *, seed: int = 0) -> dict[str, Any]:
+def generate_with(
+    name: str, out: PathLike, params: Mapping[str, Any] | str | None, *, seed: int = 0, force: bool = False
+) -> dict[str, Any]:
     """`generate` with the parameters as one dict (or TOML text), so that a generator parameter
-    may be called `seed`, `name` or `out`."""
+    may be called `seed`, `name` or `out`. An existing `out` that is not a tiersim trace is
+    refused unless `force`: a mistyped -o must not destroy someone's file."""
     out_path = Path(out)
     if out_path.is_dir():
         raise TiersimError(f"output '{out_path}' is a directory; give a file name")
+    if out_path.is_file() and not force:
+        with open(out_path, "rb") as f:
+            if f.read(8) != b"TIERSIM\0":
+                raise TiersimError(f"'{out_path}' exists and is not a tiersim trace; refusing to overwrite it (--force does)")
     parent = out_path.parent
     if not parent.is_dir():
         raise TiersimError(f"cannot write '{out_path}': directory '{parent}' does not exist")
@@ -186,12 +193,17 @@ def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
 TRACE_FORMATS = ("native", "mqsim", "lackey", "csv")
 
 
-def _writable(out: PathLike) -> str:
+def _writable(out: PathLike, *inputs: PathLike) -> str:
     path = Path(out)
     if path.is_dir():
         raise TiersimError(f"output '{path}' is a directory; give a file name")
     if not path.parent.is_dir():
         raise TiersimError(f"cannot write '{path}': directory '{path.parent}' does not exist")
+    # The output replaces its target only when complete, so writing over an input would destroy
+    # it with its own sample.
+    for src in inputs:
+        if path.exists() and Path(src).exists() and os.path.samefile(path, src):
+            raise TiersimError(f"output '{path}' is the input '{src}'; give another file name")
     return os.fspath(path)
 
 
@@ -214,7 +226,7 @@ def convert(
         _native.convert(
             os.fspath(src),
             src_format,
-            _writable(dst),
+            _writable(dst, src),
             dst_format,
             addr_kind=addr_kind,
             page_size=page_size,
@@ -239,7 +251,7 @@ def sample(
     return json.loads(
         _native.sample(
             os.fspath(src),
-            _writable(dst),
+            _writable(dst, src),
             src_format=src_format,
             start=start,
             end=end,
@@ -255,7 +267,7 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
     accesses merge in time order. Returns the statistics of the result."""
     return json.loads(
         _native.mix(
-            [os.fspath(p) for p in inputs], _writable(dst), None if first_cpus is None else list(first_cpus)
+            [os.fspath(p) for p in inputs], _writable(dst, *inputs), None if first_cpus is None else list(first_cpus)
         )
     )
 

@@ -78,7 +78,7 @@ impl Default for TextOptions {
 
 /// Whether `path` starts with the native magic.
 pub fn is_native(path: &Path) -> Result<bool> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = crate::format::open_trace_file(path)?;
     let mut m = [0u8; 8];
     let mut got = 0;
     while got < m.len() {
@@ -199,7 +199,7 @@ struct TextReader<P> {
 
 impl<P: LineParser> TextReader<P> {
     fn open(path: &Path, parser: P, opts: &TextOptions) -> Result<TextReader<P>> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let f = crate::format::open_trace_file(path)?;
         let meta = parser.meta(opts);
         let mut r = TextReader {
             path: path.to_owned(),
