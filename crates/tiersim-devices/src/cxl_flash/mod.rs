@@ -171,6 +171,11 @@ const BASE: &[ParamSpec] = channel_specs! {
              `replace_oldest`: unpin the set's least recently pinned line and pin this one")
             .choices(&["refuse", "replace_oldest"]),
         ParamSpec::new("seed", ParamKind::Int, "1", "seed of random replacement").min(0.0),
+        ParamSpec::new("compat", ParamKind::Str, "none",
+            "`mqsim_cxl`: reproduce MQSim_CXL's result-changing behaviours, its bugs included (no link, zero \
+             flash transfer time, one 46 ns DRAM server, fetch-on-write acknowledged at fill, latency from \
+             acceptance...; docs/cxl_flash.md lists each with its source line); `none`: the corrected model")
+            .choices(&["none", "mqsim_cxl"]),
     ],
     channels: "1",
     channel_bandwidth: "25.6GB/s",
@@ -222,6 +227,13 @@ pub fn build(p: &Params) -> Result<Box<dyn Device>> {
 }
 
 const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
+/// MQSim_CXL's device DRAM event: `estimate_dram_access_time(64 B)` with its shipped timings
+/// (tRCD 13 + tCL 13 + 32 transfers at 1600 MT/s = 46 ns), one event at a time (DRAM_Model.cpp).
+const MQSIM_DRAM_EVENT_NS: Ns = 46;
+/// Events the DRAM model's wait queue holds, plus the one in service (`max_wait_queue_size` 8).
+const MQSIM_DRAM_QUEUE: Ns = 9;
+const MQSIM_READ_COMMAND_NS: Ns = 290;
+const MQSIM_PROGRAM_COMMAND_NS: Ns = 361;
 /// MQSim_CXL's README turns its lifetime into years of 2080 working hours.
 const MQSIM_YEAR_S: f64 = 2080.0 * 3600.0;
 
@@ -314,6 +326,54 @@ pub struct CxlFlash {
     first_issue: Option<Ns>,
     last_issue: Ns,
     last_completion: Ns,
+    /// `compat = "mqsim_cxl"`: MQSim_CXL's single device-DRAM server and the events it still
+    /// has to serve when their flash data arrives.
+    mq: Option<MqsimDram>,
+}
+
+/// MQSim_CXL's `CXL_DRAM_Model`: one FCFS server, `MQSIM_DRAM_EVENT_NS` per 64 B event (hits,
+/// misses and hits under miss alike; fills and write-backs cost it nothing).
+struct MqsimDram {
+    server: Pipe,
+    /// Events of misses and merged requests, due when their line arrives from flash.
+    due: BinaryHeap<Reverse<Ps>>,
+    /// Per die, the last program of the no-cache write path.
+    programs: Vec<ProgramBatch>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct ProgramBatch {
+    start: Ps,
+    done: Ps,
+    units: u32,
+}
+
+impl MqsimDram {
+    fn new(dies: u32) -> MqsimDram {
+        MqsimDram {
+            server: Pipe::new(64.0 / (MQSIM_DRAM_EVENT_NS as f64 * 1e-9)),
+            due: BinaryHeap::new(),
+            programs: vec![ProgramBatch::default(); dies as usize],
+        }
+    }
+
+    /// The completion of the `nth` (from 1) request of a line whose data arrives at `ready`:
+    /// MQSim_CXL drains an MSHR row into the DRAM queue one 46 ns event after the other.
+    fn arrival_event(&mut self, ready: Ps, nth: u32) -> Ps {
+        self.due.push(Reverse(ready));
+        ready + ps_from_ns(MQSIM_DRAM_EVENT_NS) * Ps::from(nth)
+    }
+
+    /// Serve every due event up to `t`, in time order.
+    fn advance(&mut self, t: Ps) {
+        while let Some(&Reverse(when)) = self.due.peek() {
+            if when > t {
+                break;
+            }
+            self.due.pop();
+            self.server.serve(when, 64);
+        }
+    }
 }
 
 use prefetch::Prefetcher;
@@ -390,12 +450,20 @@ impl CxlFlash {
         if logical == 0 {
             return Err(Error::config("overprovisioning", "leaves no logical space"));
         }
+        let compat = p.str("compat") == "mqsim_cxl";
         let timing = Timing {
             read: latencies_us(p, "flash_read_latency_us")?,
             program: latencies_us(p, "flash_program_latency_us")?,
             erase: ps_from_ns(p.duration("flash_erase_latency")),
+            // ONFI_Channel_NVDDR2's default cycle times: a single-plane read command is
+            // t_CS + 6 t_WC + t_WB + t_RR = 290 ns, a program command t_CS + 6 t_WC + t_ADL +
+            // t_WPST + t_WPSTH + t_WB = 361 ns.
+            read_command: if compat { ps_from_ns(MQSIM_READ_COMMAND_NS) } else { 0 },
+            program_command: if compat { ps_from_ns(MQSIM_PROGRAM_COMMAND_NS) } else { 0 },
         };
-        let flash = Flash::new(geo, timing, p.bandwidth("flash_channel_bandwidth"));
+        // MQSim_CXL's ONFI t_RC truncates to 0 ns above 1000 MT/s (B2): channels move data in no time.
+        let channel_bandwidth = if compat { f64::INFINITY } else { p.bandwidth("flash_channel_bandwidth") };
+        let flash = Flash::new(geo, timing, channel_bandwidth);
         let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
 
         let cache_size = p.bytes("cache_size");
@@ -420,8 +488,9 @@ impl CxlFlash {
             let repl = (replacement::find(p.str("replacement"))?.build)(p, shape)?;
             Some(Cache::new(shape, p.bool("cache_index_hash"), repl))
         };
-        let write_allocate = p.bool("write_allocate");
-        let write_validate = p.bool("write_validate");
+        // MQSim_CXL's write path: a write miss allocates and fetches the line.
+        let write_allocate = compat || p.bool("write_allocate");
+        let write_validate = !compat && p.bool("write_validate");
         if write_validate && !write_allocate {
             return Err(Error::config("write_validate", "needs write_allocate = true"));
         }
@@ -453,7 +522,7 @@ impl CxlFlash {
             lines: logical,
             write_allocate,
             write_validate,
-            ack_fill: p.str("write_ack") == "fill",
+            ack_fill: compat || p.str("write_ack") == "fill",
             write_buffer_units: (p.bytes("write_buffer") / line).max(1),
             prefetch_max: u32_param(p, "prefetch_max_inflight")?,
             pollution: vec![0; p.uint("pollution_filter") as usize],
@@ -472,6 +541,7 @@ impl CxlFlash {
             first_issue: None,
             last_issue: 0,
             last_completion: 0,
+            mq: compat.then(|| MqsimDram::new(geo.dies())),
         })
     }
 
@@ -502,6 +572,9 @@ impl CxlFlash {
     fn retire_until(&mut self, t: Ps) {
         while let Some(row) = self.mshr.pop_ready(t) {
             self.retire(row);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            mq.advance(t);
         }
         while let Some(&Reverse((when, bytes))) = self.deferred.peek() {
             if when > t {
@@ -545,7 +618,9 @@ impl CxlFlash {
         if row.pin {
             count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
         }
-        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
+        if self.mq.is_none() {
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
+        }
         self.prefetcher.on_fill(row.line, row.prefetch);
         if let Some(e) = evicted {
             self.evict(e, slot, t, unused_prefetch);
@@ -569,7 +644,9 @@ impl CxlFlash {
         self.c.dirty_subblocks_evicted += u64::from(e.dirty.count_ones());
         let line_bytes = 1u64 << self.line_shift;
         // The victim's data leaves the DRAM for the write buffer.
-        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
+        if self.mq.is_none() {
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
+        }
         let at = if e.valid != self.full_mask {
             // Partly valid: the rest of the unit comes from flash first.
             self.c.flash_reads_rmw += 1;
@@ -637,6 +714,10 @@ impl CxlFlash {
         }
         let (ready, flash) = self.read_unit(line, t);
         self.c.flash_reads_prefetch += u64::from(flash);
+        if let Some(mq) = self.mq.as_mut() {
+            // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
+            mq.due.push(Reverse(ready));
+        }
         self.pf.issued += 1;
         self.mshr.alloc(Row {
             line,
@@ -660,6 +741,16 @@ impl CxlFlash {
         let mut t = arrive.max(self.accept_floor);
         loop {
             self.retire_until(t);
+            if let Some(mq) = self.mq.as_ref() {
+                // MQSim_CXL stops its host feed while 8 events wait for the device DRAM
+                // (DRAM_Model.cpp service_cxl_dram_access, Notify_DRAM_is_full): a request is
+                // accepted when it would be at most the 9th in line.
+                let room = mq.server.busy_until().saturating_sub(ps_from_ns(MQSIM_DRAM_EVENT_NS * MQSIM_DRAM_QUEUE));
+                if room > t {
+                    t = room;
+                    continue;
+                }
+            }
             let cached = self.cache.as_ref().and_then(|c| c.lookup(line));
             if let Some(slot) = cached {
                 let valid = self.cache.as_ref().map_or(0, |c| c.valid[slot as usize]);
@@ -668,7 +759,8 @@ impl CxlFlash {
                     return (self.hit(slot, line, lo, hi, op, t), Class::Hit);
                 }
             }
-            if self.mshr.merging() {
+            // MQSim_CXL without a cache has no MSHR: every request goes to flash.
+            if self.mshr.merging() && (self.cache.is_some() || self.mq.is_none()) {
                 if let Some(r) = self.mshr.find(line) {
                     let row = *self.mshr.row(r);
                     if row.merged < self.mshr.entries {
@@ -704,7 +796,10 @@ impl CxlFlash {
     fn hit(&mut self, slot: u32, line: u64, lo: u64, hi: u64, op: Op, t: Ps) -> Ps {
         self.c.line_hits += 1;
         let line_bytes = 1u64 << self.line_shift;
-        let done = self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op);
+        let done = match self.mq.as_mut() {
+            Some(mq) => mq.server.serve(t, 64).1,
+            None => self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op),
+        };
         let mask = self.mask(lo, hi);
         let cache = self.cache.as_mut().expect("hits need a cache");
         cache.hit(slot);
@@ -736,11 +831,14 @@ impl CxlFlash {
         }
         let first_use = row.prefetch && !row.demanded;
         row.demanded = true;
-        let (ready, line) = (row.ready, row.line);
+        let (ready, line, merged) = (row.ready, row.line, row.merged);
         if first_use {
             self.pf.useful += 1;
             self.pf.late += 1;
             self.trigger(line, false, t);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            return mq.arrival_event(ready.max(t), merged);
         }
         if write && !self.ack_fill {
             self.posted(bytes, t)
@@ -769,6 +867,29 @@ impl CxlFlash {
                 return done;
             }
         }
+        if write && self.cache.is_none() && self.mq.is_some() {
+            // Without a cache MQSim_CXL sends each write to flash as its own program, with no
+            // read, acknowledged when the program is done (process_requests returns before the
+            // cache; request_serviced's no-cache branch completes it). Its location is static,
+            // where a read of the line goes.
+            // Its scheduler (TSU_OutofOrder) joins writes waiting for the same die into one
+            // multi-plane program of up to planes x units-per-page units.
+            self.c.evictions_dirty += 1;
+            let Location::Flash { die, page } = self.ftl.locate(&self.flash, line) else {
+                unreachable!("no-cache compat writes bypass the FTL's buffer")
+            };
+            let per_program = self.flash.geo.planes * self.flash.geo.units_per_page;
+            let mq = self.mq.as_mut().expect("compat mode");
+            let batch = &mut mq.programs[die as usize];
+            if batch.start > t && batch.units < per_program {
+                batch.units += 1;
+                return batch.done;
+            }
+            let done = self.flash.program(die, page, 1u64 << self.line_shift, t);
+            let start = done.saturating_sub(self.flash.timing.program_command + self.flash.timing.program[0]);
+            *batch = ProgramBatch { start, done, units: 1 };
+            return done;
+        }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
         if self.mshr.find(line).is_some() {
             self.c.flash_reads_duplicate += 1;
@@ -794,6 +915,10 @@ impl CxlFlash {
         });
         if kind == Kind::Fill {
             self.trigger(line, true, t);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            // Without a cache a read completes with its flash read, no DRAM event.
+            return if self.cache.is_some() { mq.arrival_event(ready, 1) } else { ready };
         }
         if write && !self.ack_fill {
             self.posted(bytes, t)
@@ -965,7 +1090,9 @@ impl Device for CxlFlash {
         let write = req.op.is_write();
         let data = size.div_ceil(64) * 64;
         let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
-        let (_, arrive) = self.h2d.serve(at, up);
+        // MQSim_CXL delivers requests to the device with no link (CXL_PCIe.cpp calls
+        // PCIe_Switch::Deliver_to_device directly).
+        let arrive = if self.mq.is_some() { at } else { self.h2d.serve(at, up).1 };
         self.flash.prune(self.accept_floor);
         let behind = self.accept_floor.saturating_sub(arrive);
         if behind > 0 {
@@ -992,13 +1119,19 @@ impl Device for CxlFlash {
             done = done.max(d);
             class = class.max(c);
         }
-        let returned = if class == Class::Hit {
-            self.d2h.serve(done, down).1
+        let (end, start) = if self.mq.is_some() {
+            // MQSim_CXL times a request from when the device accepted it: the time it waited in
+            // the host feed while the device was stalled is not in its latency (B12).
+            (completion(req.now, done), ns_from_ps(self.accept_floor).max(req.now))
         } else {
-            self.deferred.push(Reverse((done, down)));
-            done + self.d2h.service(down)
+            let returned = if class == Class::Hit {
+                self.d2h.serve(done, down).1
+            } else {
+                self.deferred.push(Reverse((done, down)));
+                done + self.d2h.service(down)
+            };
+            (completion(req.now, returned.saturating_add(self.link_latency)), req.now)
         };
-        let end = completion(req.now, returned.saturating_add(self.link_latency));
         self.c.requests += 1;
         if write {
             self.c.writes += 1;
@@ -1007,7 +1140,7 @@ impl Device for CxlFlash {
             self.c.reads += 1;
             self.c.bytes_read += size;
         }
-        self.lat.record(end - req.now, class);
+        self.lat.record(end.saturating_sub(start), class);
         self.first_issue.get_or_insert(req.now);
         self.last_issue = self.last_issue.max(req.now);
         self.last_completion = self.last_completion.max(end);
