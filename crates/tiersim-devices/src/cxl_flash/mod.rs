@@ -83,7 +83,6 @@ pub mod metrics;
 pub mod mshr;
 pub mod prefetch;
 pub mod replacement;
-pub mod replay;
 
 
 use cache::{Cache, Evicted, PinOutcome, PREFETCHED};
@@ -543,6 +542,11 @@ impl CxlFlash {
             last_completion: 0,
             mq: compat.then(|| MqsimDram::new(geo.dies())),
         })
+    }
+
+    /// log2 of the cache line (the flash mapping unit).
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
     }
 
     /// Bytes the host can address.

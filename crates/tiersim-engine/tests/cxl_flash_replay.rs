@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use tiersim_devices::cxl_flash::replay::{replay_input, resolve_params, HotHints, Input, ReplayOptions};
+use tiersim_engine::flash_replay::{replay_input, resolve_params, HotHints, Input, ReplayOptions};
 use tiersim_trace::convert::{self, Format, TextOptions};
 
 /// A small device so that a few thousand accesses exercise evictions and write-backs.
