@@ -407,7 +407,7 @@ def study_plan() -> list[PlanRow]:
     return plan
 
 
-def _replay(run: StudyRun, accesses: int) -> dict[str, Any]:
+def _replay(run: StudyRun, accesses: int, compat: str = "none") -> dict[str, Any]:
     gen = dict(STUDY_WORKLOADS[run.workload])
     gen["accesses"] = accesses
     gen["gap_instructions"] = STUDY_HOST["gap_instructions"]
@@ -416,7 +416,7 @@ def _replay(run: StudyRun, accesses: int) -> dict[str, Any]:
         generator=run.workload,
         generator_params=gen,
         preset=run.preset,
-        params=dict(run.params),
+        params=dict(run.params) | ({} if compat == "none" else {"compat": compat}),
         ns_per_instruction=STUDY_HOST["ns_per_instruction"],
         llc=STUDY_HOST["llc"],
         scatter=run.scatter,
@@ -444,13 +444,15 @@ def flash_study(
     workers: int | None = None,
     accesses: int | None = None,
     comparisons: Sequence[str] | None = None,
+    compat: str = "none",
 ) -> pl.DataFrame:
     """Seed 004's design-space comparisons at small scale, one row per (comparison, workload,
     setting, metric): `ours` is this simulator's value (null where undefined), `paper` what seed
     004 reports. Each distinct run of `study_plan()` is replayed once, `workers` at a time
     (threads: the replay releases the GIL; default: one per CPU); the result does not depend on
     their number. `accesses` per run defaults to STUDY_ACCESSES[quick]; `comparisons` keeps only
-    those (names of PAPER)."""
+    those (names of PAPER); `compat` = "mqsim_cxl" runs every replay in the device's MQSim_CXL
+    compatibility mode."""
     n = accesses if accesses is not None else STUDY_ACCESSES[quick]
     plan = study_plan()
     if comparisons is not None:
@@ -460,7 +462,7 @@ def flash_study(
         plan = [r for r in plan if r.comparison in comparisons]
     runs = list(dict.fromkeys(r.run for r in plan))
     with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 1)) as pool:
-        summaries = dict(zip(runs, pool.map(lambda run: _replay(run, n), runs), strict=True))
+        summaries = dict(zip(runs, pool.map(lambda run: _replay(run, n, compat), runs), strict=True))
     rows = []
     for r in plan:
         s = summaries[r.run]

@@ -8,6 +8,7 @@ use serde_json::json;
 use tiersim_core::{Error, Result};
 use tiersim_trace::AccessSource;
 
+pub mod flash_replay;
 pub mod node;
 mod os;
 pub mod pagetable;

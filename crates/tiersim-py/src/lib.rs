@@ -426,7 +426,7 @@ fn flash_replay(
     generator_params: String,
     scatter: Option<u64>,
 ) -> PyResult<String> {
-    use tiersim_devices::cxl_flash::replay::{self, HotHints, Input, ReplayOptions};
+    use tiersim_engine::flash_replay::{self as replay, HotHints, Input, ReplayOptions};
     guarded(py, || {
         let overrides = table("params", &params)?;
         let gp = table("generator_params", &generator_params)?;

@@ -27,8 +27,8 @@ use serde_json::json;
 use tiersim_core::{Access, Error, Ns, Op, Params, Result};
 use tiersim_trace::{AccessSource, TimeUnit};
 
-use super::CxlFlash;
-use crate::{Device, DeviceRequest};
+use tiersim_devices::cxl_flash::{self, CxlFlash};
+use tiersim_devices::{presets, Device, DeviceRequest};
 
 const HOST_LINE: u64 = 64;
 
@@ -289,7 +289,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         return Err(Error::arg("hints", "generated hints need the hot-line set of a first pass"));
     }
     let mut dev = CxlFlash::from_params(params)?;
-    let line_shift = dev.line_shift;
+    let line_shift = dev.line_shift();
     let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };
     let mut hints = match &opts.hint_file {
@@ -432,8 +432,8 @@ impl Input<'_> {
 pub fn resolve_params(preset: Option<&str>, overrides: Option<&toml::Table>) -> Result<Params> {
     let mut table = toml::Table::new();
     if let Some(name) = preset {
-        let p = crate::presets::get(name)?;
-        if p.device != super::INFO.name {
+        let p = presets::get(name)?;
+        if p.device != cxl_flash::INFO.name {
             return Err(Error::arg("preset", format!("{name} is a {} preset, not a cxl_flash one", p.device)));
         }
         table.extend(p.params);
@@ -441,7 +441,7 @@ pub fn resolve_params(preset: Option<&str>, overrides: Option<&toml::Table>) -> 
     if let Some(o) = overrides {
         table.extend(o.clone());
     }
-    Params::resolve(super::SPECS, Some(&table))
+    Params::resolve(cxl_flash::SPECS, Some(&table))
 }
 
 /// Replay `input` (opened twice when hints are generated from it) against a device with `params`.
