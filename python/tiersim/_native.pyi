@@ -1,5 +1,6 @@
 """Typed stub of the PyO3 extension built from crates/tiersim-py."""
 
+from collections.abc import Callable
 from typing import Any
 
 class TiersimError(Exception):
@@ -15,9 +16,11 @@ def run(
     seed: int = 0,
     generator: str | None = None,
     generator_params: str = "",
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> dict[str, Any]:
     """Returns {"summary": JSON text, "timeseries": dict of equal-length columns,
-    "config": resolved TOML text}."""
+    "config": resolved TOML text}. `progress(done, total)` is called with the GIL held at the
+    start, every 2^18 accesses and at the end; an exception from it stops the run and is raised."""
 
 def inspect(path: str) -> str:
     """JSON text: header and statistics of a trace file."""

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 use tiersim_core::{Error, Result};
+use tiersim_trace::progress::{Observed, ProgressFn, PROGRESS_EVERY};
 use tiersim_trace::AccessSource;
 
 pub mod node;
@@ -46,11 +47,18 @@ pub struct RunOutput {
 
 pub fn run(req: &RunRequest) -> Result<RunOutput> {
     let platform = platform::load(req.platform, req.overrides)?;
-    run_on(&platform, req)
+    run_on(&platform, req, None)
+}
+
+/// `run`, reporting (accesses read, total when the trace header knows it) to `progress` every
+/// `PROGRESS_EVERY` accesses of the simulation pass; an error from `progress` stops the run.
+pub fn run_with_progress(req: &RunRequest, progress: &mut ProgressFn<'_>) -> Result<RunOutput> {
+    let platform = platform::load(req.platform, req.overrides)?;
+    run_on(&platform, req, Some(progress))
 }
 
 /// Run on an already loaded platform (sweeps load a platform once and run many policies on it).
-pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
+pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut ProgressFn<'_>>) -> Result<RunOutput> {
     let topo = sim::topology(platform);
     let (policy, policy_params) = tiersim_policies::build(req.policy, req.policy_params, &topo)?;
     let mut run_t = toml::Table::new();
@@ -65,7 +73,13 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
         policy.set_profile(&profile(again.as_mut(), platform.page_size)?);
     }
     let header = source.header().clone();
-    let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
+    let result = match progress {
+        Some(report) => {
+            let mut observed = Observed::new(source.as_mut(), PROGRESS_EVERY, report)?;
+            sim::simulate(platform, policy, &mut observed, req.options)?
+        }
+        None => sim::simulate(platform, policy, source.as_mut(), req.options)?,
+    };
     let mut summary = result.summary;
     let head = json!({
         "tiersim_version": VERSION,

@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
@@ -35,6 +35,31 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
     }
 }
 
+/// A progress hook that calls the Python `callback(done, total)` with the GIL re-acquired (the
+/// run itself holds it released). Pending signals are checked first, so Ctrl-C stops a long run.
+/// An exception from either is kept in `stopped` and ends the run; `reraise_stopped` hands it
+/// back to Python unchanged (KeyboardInterrupt stays KeyboardInterrupt).
+fn python_progress<'a>(
+    callback: &'a PyObject,
+    stopped: &'a Mutex<Option<PyErr>>,
+) -> impl FnMut(u64, Option<u64>) -> Result<()> + 'a {
+    move |done, total| {
+        Python::with_gil(|py| {
+            py.check_signals().and_then(|()| callback.call1(py, (done, total)).map(drop)).map_err(|e| {
+                *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                Error::Sim("stopped by the progress callback".into())
+            })
+        })
+    }
+}
+
+fn reraise_stopped(stopped: Mutex<Option<PyErr>>) -> PyResult<()> {
+    match stopped.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 fn table(what: &str, text: &str) -> Result<Option<toml::Table>> {
     if text.trim().is_empty() {
         return Ok(None);
@@ -43,7 +68,7 @@ fn table(what: &str, text: &str) -> Result<Option<toml::Table>> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params=String::new(), seed=0, generator=None, generator_params=String::new()))]
+#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params=String::new(), seed=0, generator=None, generator_params=String::new(), progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -55,7 +80,9 @@ fn run(
     seed: u64,
     generator: Option<String>,
     generator_params: String,
+    progress: Option<PyObject>,
 ) -> PyResult<PyObject> {
+    let stopped = Mutex::new(None);
     let out = guarded(py, || {
         let pp = table("policy_params", &policy_params)?;
         let gp = table("generator_params", &generator_params)?;
@@ -63,7 +90,7 @@ fn run(
             Some(name) => TraceInput::Generator { name, params: gp.as_ref() },
             None => TraceInput::File(Path::new(&trace)),
         };
-        tiersim_engine::run(&RunRequest {
+        let req = RunRequest {
             platform: &platform,
             overrides: &overrides,
             policy: &policy,
@@ -71,8 +98,14 @@ fn run(
             trace: input,
             seed,
             options: SimOptions::default(),
-        })
-    })?;
+        };
+        match &progress {
+            Some(callback) => tiersim_engine::run_with_progress(&req, &mut python_progress(callback, &stopped)),
+            None => tiersim_engine::run(&req),
+        }
+    });
+    reraise_stopped(stopped)?;
+    let out = out?;
     let d = PyDict::new_bound(py);
     d.set_item("summary", out.summary.to_string())?;
     d.set_item("config", out.config)?;
