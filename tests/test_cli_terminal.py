@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 from pathlib import Path
 
@@ -119,8 +120,9 @@ def test_node_table_keeps_its_wide_form_when_it_fits() -> None:
     assert row.rstrip().endswith("7,340,032 / 201,326,592")
 
 
-def _run_in_terminal(args: list[str], columns: int) -> str:
-    """Run the CLI with stdout and stderr on a pseudo-terminal of `columns` columns."""
+def _run_in_terminal(args: list[str], columns: int, interrupt_at: str | None = None, status: int = 0) -> str:
+    """Run the CLI with stdout and stderr on a pseudo-terminal of `columns` columns; with
+    `interrupt_at`, send SIGINT once that text has appeared."""
     master, slave = pty.openpty()
     env = dict(os.environ, COLUMNS=str(columns), LINES="40", TERM="xterm")
     env.pop("NO_COLOR", None)
@@ -139,8 +141,11 @@ def _run_in_terminal(args: list[str], columns: int) -> str:
         if not data:
             break
         chunks.append(data)
+        if interrupt_at is not None and interrupt_at in ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")):
+            proc.send_signal(signal.SIGINT)
+            interrupt_at = None
     os.close(master)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == status
     return b"".join(chunks).decode("utf-8", "replace")
 
 
@@ -156,3 +161,13 @@ def test_run_on_an_80_column_terminal(long_trace: Path, tmp_path: Path) -> None:
     # The tables after it: no figure cut (only the bar's description may give way).
     tables = "\n".join(f for f in frames if " accesses " not in f or " of " not in f)
     assert "600,000" in tables and "268,435,456" in tables and "…" not in tables
+
+
+def test_ctrl_c_stops_a_long_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["run", "--gen", "random", "--gen-param", "accesses=200000000", "-p", PLATFORM, "-o", str(out)]
+    raw = _run_in_terminal(args, 80, interrupt_at="262.1k of ? accesses", status=130)
+    text = ANSI.sub("", raw)
+    assert "interrupted: nothing was written" in text
+    assert "Traceback" not in text
+    assert not out.exists()

@@ -220,11 +220,22 @@ def _accesses_progress(
     """A progress bar on stderr for a long replay: accesses done of the total (from the trace
     header; a pulsing bar when unknown), the rate and the time left. Yields the callback to hand
     to the native call as `progress`, or None when stderr is not a terminal (nothing to draw on).
-    The bar is transient: it leaves nothing in the output."""
+    The bar is transient: it leaves nothing in the output. Ctrl-C (seen at the next update) ends
+    the command with status 130 and one line saying so."""
     console = console or err
-    if not console.is_terminal:
-        yield None
-        return
+    try:
+        if not console.is_terminal:
+            yield None
+            return
+        with _progress_bar(description, console) as update:
+            yield update
+    except KeyboardInterrupt:
+        err.print(Text("interrupted: nothing was written"), soft_wrap=True)
+        raise typer.Exit(130) from None
+
+
+@contextmanager
+def _progress_bar(description: str, console: Console) -> Iterator[Callable[[int, int | None], None]]:
     progress = Progress(
         SpinnerColumn(),
         _DescriptionColumn(),
