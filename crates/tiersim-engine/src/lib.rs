@@ -10,6 +10,7 @@ use tiersim_trace::progress::{Observed, ProgressFn, PROGRESS_EVERY};
 use tiersim_trace::AccessSource;
 
 pub mod node;
+mod os;
 pub mod pagetable;
 pub mod platform;
 pub mod sim;
