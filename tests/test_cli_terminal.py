@@ -171,3 +171,20 @@ def test_ctrl_c_stops_a_long_run(tmp_path: Path) -> None:
     assert "interrupted: nothing was written" in text
     assert "Traceback" not in text
     assert not out.exists()
+
+
+def test_flash_replay_progress_counts_the_replay_pass(long_trace: Path) -> None:
+    seen: list[tuple[int, int | None]] = []
+    r = tiersim.flash_replay(long_trace, preset="cxl_flash_slc", progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 600_000), (EVERY, 600_000), (2 * EVERY, 600_000), (600_000, 600_000)]
+    assert r.summary["replay"]["trace_accesses"] == 600_000
+    assert r.summary == tiersim.flash_replay(long_trace, preset="cxl_flash_slc").summary
+
+
+def test_flash_replay_bar_on_a_terminal_stops_at_the_limit(long_trace: Path) -> None:
+    raw = _run_in_terminal(["flash", "replay", str(long_trace), "--preset", "cxl_flash_slc", "--limit", "300000"], 80)
+    frames = [ANSI.sub("", f) for f in re.split(r"[\r\n]", raw)]
+    bar = [f for f in frames if " of 300.0k accesses" in f]
+    assert bar, "no progress frame with the limit as the total"
+    assert max(len(f) for f in frames) <= 80
+    assert "300,000 trace accesses" in "\n".join(frames)

@@ -32,7 +32,7 @@ from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
-from tiersim._result import RunResult, timeseries_frame
+from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
 
 __all__ = [
     "CaptureResult",
@@ -119,6 +119,7 @@ def run(
         summary=json.loads(raw["summary"]),
         config=raw["config"],
         timeseries=timeseries_frame(raw["timeseries"]),
+        latency_hist=latency_hist_frame(raw["latency_hist"]),
     )
     if out_dir is not None:
         result.write(out_dir)

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 use tiersim_core::{Error, Result};
-use tiersim_trace::progress::{Observed, ProgressFn, PROGRESS_EVERY};
+use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::AccessSource;
 
 pub mod node;
@@ -16,7 +16,7 @@ pub mod platform;
 pub mod sim;
 
 pub use platform::Platform;
-pub use sim::{SimOptions, SimResult, Timeseries};
+pub use sim::{LatencyHist, SimOptions, SimResult, Timeseries};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -42,6 +42,8 @@ pub struct RunRequest<'a> {
 pub struct RunOutput {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    /// Latency histogram of the measured accesses, overall and per node.
+    pub latency_hist: LatencyHist,
     /// The run's fully resolved configuration (TOML): rerunning it gives the same result.
     pub config: String,
 }
@@ -52,7 +54,8 @@ pub fn run(req: &RunRequest) -> Result<RunOutput> {
 }
 
 /// `run`, reporting (accesses read, total when the trace header knows it) to `progress` every
-/// `PROGRESS_EVERY` accesses of the simulation pass; an error from `progress` stops the run.
+/// `tiersim_trace::progress::PROGRESS_EVERY` accesses of the simulation pass; an error from
+/// `progress` stops the run.
 pub fn run_with_progress(req: &RunRequest, progress: &mut ProgressFn<'_>) -> Result<RunOutput> {
     let platform = platform::load(req.platform, req.overrides)?;
     run_on(&platform, req, Some(progress))
@@ -74,13 +77,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
         policy.set_profile(&profile(again.as_mut(), platform.page_size)?);
     }
     let header = source.header().clone();
-    let result = match progress {
-        Some(report) => {
-            let mut observed = Observed::new(source.as_mut(), PROGRESS_EVERY, report)?;
-            sim::simulate(platform, policy, &mut observed, req.options)?
-        }
-        None => sim::simulate(platform, policy, source.as_mut(), req.options)?,
-    };
+    let result = with_progress(source.as_mut(), progress, |src| sim::simulate(platform, policy, src, req.options))?;
     let mut summary = result.summary;
     let head = json!({
         "tiersim_version": VERSION,
@@ -99,7 +96,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
     config.insert("run".into(), run_t.into());
     config.insert("platform".into(), platform.resolved.clone().into());
     let config = toml::to_string(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
-    Ok(RunOutput { summary, timeseries: result.timeseries, config })
+    Ok(RunOutput { summary, timeseries: result.timeseries, latency_hist: result.latency_hist, config })
 }
 
 /// Open the run's access source; also returns its label and its part of the resolved config.

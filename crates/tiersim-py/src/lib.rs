@@ -129,6 +129,13 @@ fn run(
         }
     }
     d.set_item("timeseries", ts)?;
+    let hist = PyDict::new_bound(py);
+    let h = out.latency_hist;
+    hist.set_item("node", PyList::new_bound(py, h.node))?;
+    hist.set_item("low_ns", PyList::new_bound(py, h.low_ns))?;
+    hist.set_item("high_ns", PyList::new_bound(py, h.high_ns))?;
+    hist.set_item("count", PyList::new_bound(py, h.count))?;
+    d.set_item("latency_hist", hist)?;
     Ok(d.into())
 }
 
@@ -361,7 +368,7 @@ fn capture_params() -> String {
 }
 
 #[pyfunction]
-#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None))]
+#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn flash_replay(
     py: Python<'_>,
@@ -382,9 +389,11 @@ fn flash_replay(
     generator: Option<String>,
     generator_params: String,
     scatter: Option<u64>,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
     use tiersim_devices::cxl_flash::replay::{self, HotHints, Input, ReplayOptions};
-    guarded(py, || {
+    let stopped = Mutex::new(None);
+    let out = guarded(py, || {
         let overrides = table("params", &params)?;
         let gp = table("generator_params", &generator_params)?;
         let p = replay::resolve_params(preset.as_deref(), overrides.as_ref())?;
@@ -404,7 +413,10 @@ fn flash_replay(
             hot_hints: hint_top.map(|top| HotHints { top, probability: hint_probability, lead: hint_lead, seed }),
             scatter,
         };
-        let r = replay::replay_input(&input, &p, &opts)?;
+        let r = match &progress {
+            Some(callback) => replay::replay_input_observed(&input, &p, &opts, Some(&mut python_progress(callback, &stopped))),
+            None => replay::replay_input(&input, &p, &opts),
+        }?;
         let resolved = toml::to_string(&p.to_toml()).map_err(|e| Error::Sim(format!("writing the parameters: {e}")))?;
         let bins = serde_json::json!({
             "class": r.bins.iter().map(|b| b.0).collect::<Vec<_>>(),
@@ -413,7 +425,9 @@ fn flash_replay(
             "count": r.bins.iter().map(|b| b.3).collect::<Vec<_>>(),
         });
         Ok(serde_json::json!({"summary": r.summary, "params": resolved, "bins": bins}).to_string())
-    })
+    });
+    reraise_stopped(stopped)?;
+    out
 }
 
 #[pyfunction]

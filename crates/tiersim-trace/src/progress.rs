@@ -33,6 +33,18 @@ impl<'a, 'f> Observed<'a, 'f> {
     }
 }
 
+/// Run `f` on `src`, observed by `progress` (every `PROGRESS_EVERY` accesses) when there is one.
+pub fn with_progress<T>(
+    src: &mut dyn AccessSource,
+    progress: Option<&mut ProgressFn<'_>>,
+    f: impl FnOnce(&mut dyn AccessSource) -> Result<T>,
+) -> Result<T> {
+    match progress {
+        Some(report) => f(&mut Observed::new(src, PROGRESS_EVERY, report)?),
+        None => f(src),
+    }
+}
+
 impl AccessSource for Observed<'_, '_> {
     fn header(&self) -> &TraceHeader {
         self.inner.header()

@@ -25,6 +25,8 @@ use crate::os::PageEvent;
 use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
+pub use stats::LatencyHist;
+pub(crate) use stats::latency_histogram;
 use stats::{finish, TieringStats};
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
@@ -55,6 +57,7 @@ pub struct SimOptions {
 pub struct SimResult {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    pub latency_hist: LatencyHist,
 }
 
 pub(crate) struct Engine {
@@ -87,7 +90,8 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) hist: Histogram<u64>,
+    /// Access latency per node (the run's histogram is their sum).
+    pub(crate) hists: Vec<Histogram<u64>>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -248,9 +252,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            // Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized
-            // histogram, which clamped every latency above 2 us.
-            hist: Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            hists: (0..n).map(|_| latency_histogram()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -384,7 +386,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hist.saturating_record(latency.max(1));
+            self.hists[node].saturating_record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 

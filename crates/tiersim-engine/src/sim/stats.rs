@@ -2,8 +2,9 @@
 //! faults, swap, tiering activity (migrations and NUMA-balancing work, after /proc/vmstat's
 //! numa_* and pgmigrate_* counters) and the devices' own statistics.
 
+use hdrhistogram::Histogram;
 use serde_json::json;
-use tiersim_core::Op;
+use tiersim_core::{Error, Op, Result};
 
 use super::{Engine, SimResult};
 
@@ -28,6 +29,36 @@ pub(crate) struct TieringStats {
     pub(crate) device_hints: u64,
 }
 
+/// Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized histogram,
+/// which clamped every latency above 2 us. 3 significant digits: bins 0.1% wide.
+pub(crate) fn latency_histogram() -> Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))
+}
+
+/// The measured accesses' latency histogram in long form: for the whole run (`node = "all"`)
+/// and then for each node, one row per non-empty bin, lowest bin first. A bin holds the
+/// accesses whose latency lies in [low_ns, high_ns]; per node the counts sum to the node's
+/// measured accesses.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LatencyHist {
+    pub node: Vec<String>,
+    pub low_ns: Vec<u64>,
+    pub high_ns: Vec<u64>,
+    pub count: Vec<u64>,
+}
+
+impl LatencyHist {
+    fn push(&mut self, node: &str, h: &Histogram<u64>) {
+        for v in h.iter_recorded() {
+            let high = v.value_iterated_to();
+            self.node.push(node.to_owned());
+            self.low_ns.push(h.lowest_equivalent(high));
+            self.high_ns.push(high);
+            self.count.push(v.count_at_value());
+        }
+    }
+}
+
 pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     let end_ns = if eng.open_loop {
         eng.max_completion_ns
@@ -43,7 +74,16 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     let total: u64 = eng.nodes.iter().map(|n| n.total.accesses).sum();
     let fast: u64 = eng.nodes.iter().filter(|n| n.spec.tier == 0).map(|n| n.total.accesses).sum();
     let reads: u64 = eng.nodes.iter().map(|n| n.total.reads).sum();
-    let h = &eng.hist;
+    let mut all = latency_histogram().expect("constant bounds are valid");
+    for node_hist in &eng.hists {
+        all.add(node_hist).expect("node histograms share the bounds");
+    }
+    let mut latency_hist = LatencyHist::default();
+    latency_hist.push("all", &all);
+    for (n, node_hist) in eng.nodes.iter().zip(&eng.hists) {
+        latency_hist.push(&n.spec.name, node_hist);
+    }
+    let h = &all;
     let pct = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let nodes: Vec<_> = eng
         .nodes
@@ -150,5 +190,5 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "swap": swap,
         "devices": devices,
     });
-    SimResult { summary, timeseries: eng.ts }
+    SimResult { summary, timeseries: eng.ts, latency_hist }
 }
