@@ -67,6 +67,17 @@ def test_an_exception_in_the_progress_callback_stops_the_run_unchanged(long_trac
     assert calls == [0, EVERY]
 
 
+def test_keyboard_interrupt_and_a_bad_callback_reach_python_as_themselves(long_trace: Path) -> None:
+    def interrupt(done: int, total: int | None) -> None:
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tiersim.run(long_trace, platform=PLATFORM, progress=interrupt)
+    with pytest.raises(TypeError, match="not callable"):
+        tiersim.run(long_trace, platform=PLATFORM, progress=5)  # type: ignore[arg-type]
+
+
 def _node_summary(accesses: int) -> dict:
     gib = 1 << 30
     return {
