@@ -13,10 +13,11 @@ pub mod node;
 mod os;
 pub mod pagetable;
 pub mod platform;
+mod readahead;
 pub mod sim;
 
 pub use platform::Platform;
-pub use sim::{LatencyHist, SimOptions, SimResult, Timeseries};
+pub use sim::{LatencyBins, SimOptions, SimResult, Timeseries};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -43,7 +44,7 @@ pub struct RunOutput {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
     /// Latency histogram of the measured accesses, overall and per node.
-    pub latency_hist: LatencyHist,
+    pub latency_hist: LatencyBins,
     /// The run's fully resolved configuration (TOML): rerunning it gives the same result.
     pub config: String,
 }
@@ -105,7 +106,8 @@ fn open_source(input: &TraceInput, seed: u64) -> Result<(Box<dyn AccessSource>, 
     Ok(match input {
         TraceInput::File(path) => {
             t.insert("trace".into(), path.display().to_string().into());
-            (Box::new(tiersim_trace::TraceReader::open(path)?), path.display().to_string(), t)
+            let reader = readahead::ReadAhead::new(tiersim_trace::TraceReader::open(path)?)?;
+            (Box::new(reader), path.display().to_string(), t)
         }
         TraceInput::Generator { name, params } => {
             let entry = tiersim_trace::gen::find(name)?;

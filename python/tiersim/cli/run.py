@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -106,11 +107,36 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
     if swap.get("file_drops"):
         rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
                                    f"{_int(swap.get('file_refaults'))} read back"))
+    series = s.get("timeseries") or {}
+    if series.get("coarsened"):
+        rows.append((
+            "time series",
+            f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
+            f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
+        ))
 
     nodes = _nodes_table(s, exec_ns, total, compact=False)
     if console.measure(nodes, options=console.options.update(max_width=10_000)).maximum > console.width:
         nodes = _nodes_table(s, exec_ns, total, compact=True)
     return [_kv_table("run", rows), nodes]
+
+
+def _saved_run(platform: str) -> tuple[str, dict[str, Any]]:
+    """A run directory (or its config.toml) given as the platform: the config file to load and
+    its [run] table, whose policy, parameters and seed apply unless given again."""
+    path = Path(platform)
+    if path.is_dir() and (path / "config.toml").is_file():
+        path = path / "config.toml"
+    if path.suffix != ".toml" or not path.is_file():
+        return platform, {}
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return str(path), {}  # the native loader reports it, with file:line:column
+    run = doc.get("run")
+    if "platform" not in doc or not isinstance(run, dict):
+        return str(path), {}
+    return str(path), run
 
 
 def _slug(text: str) -> str:
@@ -121,7 +147,14 @@ def _slug(text: str) -> str:
 def run(
     trace: Annotated[Path | None, typer.Argument(help="Trace file (omit with --gen).", show_default=False)] = None,
     platform: Annotated[str, typer.Option("--platform", "-p", help="Platform preset name or TOML file.")] = ...,  # type: ignore[assignment]
-    policy: Annotated[str, typer.Option(help="Placement policy (see `tiersim list policies`).")] = "linux_default",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Placement policy (see `tiersim list policies`; default linux_default, or the policy of "
+            "the run directory given as -p).",
+            show_default=False,
+        ),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", metavar="KEY=VALUE", help="Policy parameter, e.g. weights=[4,1]; repeatable."),
@@ -132,7 +165,10 @@ def run(
             "--set", metavar="KEY=VALUE", help='Platform override, e.g. nodes.cxl0.capacity="64GiB"; repeatable.'
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed for every random choice of the run.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
+    ] = None,
     gen: Annotated[
         str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")
     ] = None,
@@ -157,6 +193,14 @@ def run(
     if gen_param and gen is None:
         raise typer.BadParameter("--gen-param needs --gen", param_hint="--gen-param")
     params = _pairs(param, "--param")
+    # `-p runs/x` (or runs/x/config.toml) re-runs that run: its platform, policy, parameters, seed.
+    platform, saved = _saved_run(platform)
+    if policy is None:
+        policy = str(saved.get("policy", "linux_default"))
+    if saved.get("policy") == policy:
+        params = {**dict(saved.get("policy_params") or {}), **params}
+    if seed is None:
+        seed = int(saved.get("seed", 0))
     gen_params = _pairs(gen_param, "--gen-param")
     overrides = _overrides(set_)
     source = gen if gen is not None else trace.stem  # type: ignore[union-attr]

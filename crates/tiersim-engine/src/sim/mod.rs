@@ -6,12 +6,11 @@
 
 mod check;
 mod epoch;
+mod issue;
 mod stats;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
-use hdrhistogram::Histogram;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
@@ -25,9 +24,9 @@ use crate::os::PageEvent;
 use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
-pub use stats::LatencyHist;
-pub(crate) use stats::latency_histogram;
-use stats::{finish, TieringStats};
+pub use stats::LatencyBins;
+use issue::IssueOrder;
+use stats::{finish, LatencyHist, TieringStats};
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
 /// holds the others back (its next access may then be issued slightly out of time order).
@@ -57,7 +56,7 @@ pub struct SimOptions {
 pub struct SimResult {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
-    pub latency_hist: LatencyHist,
+    pub latency_hist: LatencyBins,
 }
 
 pub(crate) struct Engine {
@@ -91,7 +90,7 @@ pub(crate) struct Engine {
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
     /// Access latency per node (the run's histogram is their sum).
-    pub(crate) hists: Vec<Histogram<u64>>,
+    pub(crate) hists: Vec<LatencyHist>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -99,6 +98,9 @@ pub(crate) struct Engine {
     pub(crate) time_went_back: u64,
     pub(crate) epoch_ns: Ns,
     pub(crate) epoch_idx: u64,
+    /// `stats.epoch` as given; `epoch_ns` doubles each time the series reaches `max_epochs`.
+    pub(crate) requested_epoch_ns: Ns,
+    pub(crate) max_epochs: u64,
     // NUMA balancing
     pub(crate) scan: Option<ScanSpec>,
     pub(crate) scan_next_ns: Ns,
@@ -252,7 +254,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hists: (0..n).map(|_| latency_histogram()).collect::<Result<_>>()?,
+            hists: (0..n).map(|_| LatencyHist::new()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -260,6 +262,9 @@ impl Engine {
             time_went_back: 0,
             epoch_ns: platform.stats.duration("epoch"),
             epoch_idx: 0,
+            requested_epoch_ns: platform.stats.duration("epoch"),
+            // Even, so that coarsening merges whole pairs.
+            max_epochs: platform.stats.uint("max_epochs") & !1,
             scan,
             scan_next_ns: scan.map_or(0, |s| s.delay_ns),
             scan_period_ns: 0,
@@ -386,7 +391,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hists[node].saturating_record(latency.max(1));
+            self.hists[node].record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
@@ -412,7 +417,7 @@ pub fn simulate(
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     let warmup = platform.stats.uint("warmup_accesses");
     let ncpus = eng.cpus.len();
-    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(ncpus);
+    let mut order = IssueOrder::new(ncpus);
     let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
     let mut buffered = 0usize;
     let mut dry = 0usize;
@@ -424,7 +429,7 @@ pub fn simulate(
     }
 
     loop {
-        while !eof && (heap.is_empty() || (dry > 0 && buffered < MAX_BUFFERED)) {
+        while !eof && (order.first().is_none() || (dry > 0 && buffered < MAX_BUFFERED)) {
             buf.clear();
             if source.read_batch(&mut buf, BATCH)? == 0 {
                 eof = true;
@@ -449,13 +454,12 @@ pub fn simulate(
                     let t0 = *t0_trace.get_or_insert(a.time);
                     let issue = eng.first_issue_ps(c, &a, t0);
                     eng.cpus[c].next_issue_ps = issue;
-                    heap.push(Reverse((issue, c as u32)));
+                    order.set(c, issue);
                 }
             }
         }
-        let Some(&Reverse((_, c))) = heap.peek() else { break };
-        let c = c as usize;
-        let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
+        let Some((_, c)) = order.first() else { break };
+        let a = eng.cpus[c].queue.pop_front().expect("a CPU in the issue order has work");
         if !eng.measuring && eng.processed == warmup {
             let t = eng.cpus[c].next_issue_ps / 1000;
             eng.start_measuring(t);
@@ -463,7 +467,7 @@ pub fn simulate(
         if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpus[c].queue.push_front(a);
             eng.cpus[c].next_issue_ps = retry_ps;
-            *heap.peek_mut().expect("peeked above") = Reverse((retry_ps, c as u32));
+            order.set(c, retry_ps);
             continue;
         }
         buffered -= 1;
@@ -482,11 +486,10 @@ pub fn simulate(
                 }
                 let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
                 eng.cpus[c].next_issue_ps = issue;
-                // Re-key the top in place: one sift instead of a pop and a push.
-                *heap.peek_mut().expect("peeked above") = Reverse((issue, c as u32));
+                order.set(c, issue);
             }
             None => {
-                heap.pop();
+                order.idle(c);
                 dry += 1;
             }
         }
