@@ -26,8 +26,7 @@ def inspect(path: str) -> str:
     """JSON text: header and statistics of a trace file."""
 
 def verify(path: str) -> str:
-    """JSON text: as `inspect`, after decoding and checking every frame and recomputing the
-    statistics from the records."""
+    """JSON text: statistics recomputed by decoding every record, checksums and trailer checked."""
 
 def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
     """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
