@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
-from tiersim._result import RunResult, timeseries_frame
+from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
 
 __all__ = [
     "CaptureResult",
@@ -87,6 +87,7 @@ def run(
     generator: str | None = None,
     generator_params: Mapping[str, Any] | str | None = None,
     out_dir: PathLike | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> RunResult:
     """Simulate `trace` (a trace file) or `generator` (a built-in workload run in memory) on
     `platform` (preset name or TOML file) under `policy`.
@@ -95,6 +96,10 @@ def run(
     overrides: platform overrides as {"nodes.cxl0.capacity": "64GiB"} or ["scale=0.001"].
     generator_params: the generator's parameters, e.g. {"accesses": 100000}.
     out_dir: if given, the run directory is written there (see RunResult.write).
+    progress: called as progress(done, total) with the accesses read so far and the trace's
+        total (None when unknown, e.g. for a generator): once at the start, every 262,144
+        accesses and once at the end. An exception it raises (or Ctrl-C) stops the run and
+        propagates unchanged.
 
     Raises TiersimError for every invalid input, with a message naming what was wrong.
     """
@@ -111,11 +116,13 @@ def run(
         seed=_check_seed(seed),
         generator=generator,
         generator_params=params_to_toml(generator_params),
+        progress=progress,
     )
     result = RunResult(
         summary=json.loads(raw["summary"]),
         config=raw["config"],
         timeseries=timeseries_frame(raw["timeseries"]),
+        latency_hist=latency_hist_frame(raw["latency_hist"]),
     )
     if out_dir is not None:
         result.write(out_dir)

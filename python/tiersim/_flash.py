@@ -96,6 +96,7 @@ def flash_replay(
     generator_params: Mapping[str, Any] | str | None = None,
     scatter: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> FlashResult:
     """Replay a trace (native, or `src_format` "mqsim"/"csv"/"lackey") or a generator against one
     cxl_flash device: `preset` (cxl_flash_ull/slc/mlc/tlc; default: the device defaults) with
@@ -103,7 +104,9 @@ def flash_replay(
     `llc` bytes of host LLC filter the accesses first (0: none). Hints: a file of `time addr
     [bytes]` lines, or `hint_top` = fraction of the hottest lines hinted with `hint_probability`,
     `hint_lead` accesses ahead. `scatter` = a seed: give each 4 KiB page a pseudo-random frame at
-    its first touch (a virtual trace made physical). Writes `out_dir` if given."""
+    its first touch (a virtual trace made physical). Writes `out_dir` if given. `progress(done,
+    total)` as for `tiersim.run`: accesses read by the replay pass, total from a native trace's
+    header (None for text traces and generators)."""
     if (trace is None) == (generator is None):
         raise TiersimError("give exactly one of a trace file and a generator name")
     if out_dir is not None:
@@ -127,6 +130,7 @@ def flash_replay(
             generator=generator,
             generator_params=params_to_toml(generator_params),
             scatter=scatter,
+            progress=progress,
         )
     )
     bins = raw["bins"]

@@ -4,7 +4,8 @@ plots and tables of a run directory, several run directories, or a sweep's resul
 Figures: tier occupancy over time (AutoTiering, seed 002, fig. 3 style: one row per node, colour =
 share of the node in use), pages per hotness level per node over time (seed 002 fig. 11, drawn
 when the time series has `hot_0`..`hot_8` columns), migrations per epoch per node, latency CDFs
-from the summary percentiles, execution time normalised to a baseline, and a metrics table.
+from the run's latency histogram (latency_hist.parquet; the summary's percentiles for run
+directories written before it existed), execution time normalised to a baseline, and a metrics table.
 Plots are drawn with matplotlib's Agg backend, so no display is needed and output does not
 depend on one.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import json
 import math
 import os
@@ -28,7 +30,7 @@ import polars as pl
 
 import tiersim
 from tiersim._native import TiersimError
-from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
+from tiersim._result import CONFIG_FILE, LATENCY_HIST_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -52,6 +54,8 @@ class Run:
     summary: dict[str, Any]
     timeseries: pl.DataFrame
     config: str
+    # None for a run directory written before latency_hist.parquet existed.
+    latency_hist: pl.DataFrame | None = None
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -74,7 +78,21 @@ def load_run(path: str | os.PathLike[str], label: str | None = None) -> Run:
     except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a damaged file
         raise TiersimError(f"{ts_path}: cannot read: {exc}") from None
     config = (p / CONFIG_FILE).read_text(encoding="utf-8") if (p / CONFIG_FILE).is_file() else ""
-    return Run(p, label or p.name, summary, ts, config)
+    return Run(p, label or p.name, summary, ts, config, _read_latency_hist(p))
+
+
+def _read_latency_hist(run_dir: Path) -> pl.DataFrame | None:
+    path = run_dir / LATENCY_HIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        hist = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a damaged file
+        raise TiersimError(f"{path}: cannot read: {exc}") from None
+    missing = [c for c in ("node", "low_ns", "high_ns", "count") if c not in hist.columns]
+    if missing:
+        raise TiersimError(f"{path}: not a latency histogram (no column {', '.join(missing)})")
+    return hist
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,26 +267,68 @@ def migration_figure(run: Run, fmt: str) -> str | None:
     return _encode(fig, fmt)
 
 
-def latency_cdf_figure(curves: Sequence[tuple[str, dict[str, Any]]], fmt: str, title: str) -> str | None:
-    """Access latency CDF from each run's summary percentiles (p50, p90, p99, p99.9, max): the
-    summary keeps these points, not the whole histogram, so the curve is exact only there. The
-    y axis is -log10(1 - q) so the tail gets room: 0.5, 0.9, 0.99, 0.999 are evenly spaced."""
-    curves = [(label, lat) for label, lat in curves if lat and all(isinstance(lat.get(k), (int, float)) for k, _ in QUANTILES[:4])]
+Curve = tuple[str, list[float], list[float]]  # label, latency (ns), fraction of accesses at or below
+
+
+def latency_cdf(hist: pl.DataFrame, node: str = "all") -> tuple[list[float], list[float]]:
+    """The CDF of one histogram of latency_hist.parquet (node "all": the whole run): at each
+    non-empty bin's upper bound, the fraction of accesses with a latency at or below it. The last
+    point is (the highest bin's upper bound, 1.0); empty lists for a node without accesses."""
+    rows = hist.filter(pl.col("node") == node).sort("high_ns")
+    counts = rows["count"].to_list()
+    total = sum(counts)
+    if total == 0:
+        return [], []
+    cumulative = itertools.accumulate(counts)
+    return [float(x) for x in rows["high_ns"]], [c / total for c in cumulative]
+
+
+def percentile_cdf(lat: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """The CDF points a summary keeps (p50, p90, p99, p99.9, max), for runs without a histogram;
+    empty when the summary lacks them."""
+    if not lat or not all(isinstance(lat.get(k), (int, float)) for k, _ in QUANTILES[:4]):
+        return [], []
+    points = [(float(lat[k]), q) for k, q in QUANTILES if isinstance(lat.get(k), (int, float))]
+    return [x for x, _ in points], [q for _, q in points]
+
+
+def run_cdf(run: Run, node: str = "all") -> tuple[list[float], list[float], bool]:
+    """A run's latency CDF from its histogram when it has one (exact: True), else from the summary's
+    percentiles (overall only)."""
+    if run.latency_hist is not None:
+        return (*latency_cdf(run.latency_hist, node), True)
+    if node != "all":
+        return [], [], False
+    return (*percentile_cdf(run.summary.get("latency_ns") or {}), False)
+
+
+def latency_cdf_figure(curves: Sequence[Curve], fmt: str, title: str) -> str | None:
+    """Access latency CDFs as steps. The y axis is -log10(1 - fraction), so the tail gets room:
+    0.5, 0.9, 0.99, 0.999 ... are evenly spaced, up to the finest fraction a curve resolves (one
+    access in its total); the top line is each curve's maximum. Curves with only a few points
+    (summary percentiles) are drawn with markers."""
+    curves = [c for c in curves if c[1]]
     if not curves:
         return None
+    finite = [-math.log10(1 - f) for _, _, fs in curves for f in fs if f < 1]
+    decades = max(3, math.ceil(max(finite, default=0.0) - 1e-9))
+    ymax = decades + 0.6
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4), constrained_layout=True)
-    ymax = 3.6
-    for label, lat in curves[:MAX_CDF_LINES]:
-        xs = [float(lat[k]) for k, _ in QUANTILES if isinstance(lat.get(k), (int, float))]
-        ys = [(-math.log10(1 - q) if q < 1 else ymax) for k, q in QUANTILES if isinstance(lat.get(k), (int, float))]
-        ax.step([max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label, marker="o", markersize=3)
+    for label, xs, fs in curves[:MAX_CDF_LINES]:
+        ys = [(-math.log10(1 - f) if f < 1 else ymax) for f in fs]
+        few = len(xs) <= len(QUANTILES)
+        ax.step([max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label,
+                marker="o" if few else None, markersize=3)
     ax.set_xscale("log")
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(LogLocator(subs="all"))
-    ax.set_yticks([0, 0.30103, 1, 2, 3, ymax], ["0", "0.5", "0.9", "0.99", "0.999", "max"])
+    ticks = [0.0, math.log10(2)] + [float(d) for d in range(1, decades + 1)] + [ymax]
+    labels = ["0", "0.5"] + ["0." + "9" * d for d in range(1, decades + 1)] + ["max"]
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(0, ymax + 0.1)
     ax.set_xlabel("access latency (ns)")
     ax.set_ylabel("fraction of accesses at or below")
     ax.set_title(title)
@@ -585,10 +645,18 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
         ]
         report.figure(exec_bars_figure(bar_rows, runs[0].label, fmt), f"execution time normalised to {runs[0].label}")
     report.heading("Latency")
+    if len(runs) == 1 and runs[0].latency_hist is not None:
+        # One run: the whole run and each node that served accesses.
+        names = [str(node.get("name")) for node in runs[0].nodes]
+        cdfs = [("all nodes", *run_cdf(runs[0]))] + [(name, *run_cdf(runs[0], name)) for name in names]
+    else:
+        cdfs = [(r.label, *run_cdf(r)) for r in runs]
+    exact = all(c[3] for c in cdfs if c[1])
     report.figure(
-        latency_cdf_figure([(r.label, r.summary.get("latency_ns") or {}) for r in runs], fmt, "access latency CDF"),
-        "access latency CDF (from the summary's percentiles)",
-        missing="no latency percentiles in the summary.",
+        latency_cdf_figure([c[:3] for c in cdfs], fmt, "access latency CDF"),
+        "access latency CDF (from the latency histogram)" if exact else
+        "access latency CDF (from latency_hist.parquet where the run has one, else the summary's percentiles)",
+        missing="no latency histogram or percentiles in the run directories.",
     )
     for run in runs:
         report.heading(f"Over time: {run.label}")
@@ -687,10 +755,14 @@ def sweep_report(
         report.table(["trace", "platform", "policy", "seed", "error"],
                      [[r["trace"], r["platform"], r["policy"], r["seed"], r["error"]] for r in failed])
     report.heading("Latency")
-    by_group: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_group: dict[str, list[Curve]] = {}
     for r in ok:
-        lat = {k: r.get(f"latency_ns.{k}") for k, _ in QUANTILES}
-        by_group.setdefault(r["group"], []).append((r["bar"], lat))
+        hist = _read_latency_hist(sweep_dir / r["run_dir"]) if r.get("run_dir") else None
+        if hist is not None:
+            xs, fs = latency_cdf(hist)
+        else:
+            xs, fs = percentile_cdf({k: r.get(f"latency_ns.{k}") for k, _ in QUANTILES})
+        by_group.setdefault(r["group"], []).append((r["bar"], xs, fs))
     shown = list(by_group.items())[:6]
     for group, curves in shown:
         report.figure(latency_cdf_figure(curves, fmt, f"access latency CDF: {group}"), f"latency CDF, {group}")

@@ -25,6 +25,7 @@ use rand_chacha::ChaCha8Rng;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 use tiersim_core::{Access, Error, Ns, Op, Params, Result};
+use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use tiersim_devices::cxl_flash::{self, CxlFlash};
@@ -446,6 +447,17 @@ pub fn resolve_params(preset: Option<&str>, overrides: Option<&toml::Table>) -> 
 
 /// Replay `input` (opened twice when hints are generated from it) against a device with `params`.
 pub fn replay_input(input: &Input<'_>, params: &Params, opts: &ReplayOptions) -> Result<ReplayResult> {
+    replay_input_observed(input, params, opts, None)
+}
+
+/// `replay_input`, reporting the replay pass's progress (accesses read, header total) to
+/// `progress`; an error from it stops the replay.
+pub fn replay_input_observed(
+    input: &Input<'_>,
+    params: &Params,
+    opts: &ReplayOptions,
+    progress: Option<&mut ProgressFn<'_>>,
+) -> Result<ReplayResult> {
     let hot = match opts.hot_hints {
         Some(h) => {
             if !(0.0..=1.0).contains(&h.top) || !(0.0..=1.0).contains(&h.probability) {
@@ -465,7 +477,7 @@ pub fn replay_input(input: &Input<'_>, params: &Params, opts: &ReplayOptions) ->
         }
         None => None,
     };
-    replay(input.open()?.as_mut(), params, opts, hot.as_ref())
+    with_progress(input.open()?.as_mut(), progress, |src| replay(src, params, opts, hot.as_ref()))
 }
 
 /// A source whose addresses go through a `Scatter` (the first pass of generated hints).

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 use tiersim_core::{Error, Result};
+use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::AccessSource;
 
 pub mod flash_replay;
@@ -18,7 +19,7 @@ pub mod regime;
 pub mod sim;
 
 pub use platform::Platform;
-pub use sim::{SimOptions, SimResult, Timeseries};
+pub use sim::{LatencyBins, SimOptions, SimResult, Timeseries};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -44,17 +45,27 @@ pub struct RunRequest<'a> {
 pub struct RunOutput {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    /// Latency histogram of the measured accesses, overall and per node.
+    pub latency_hist: LatencyBins,
     /// The run's fully resolved configuration (TOML): rerunning it gives the same result.
     pub config: String,
 }
 
 pub fn run(req: &RunRequest) -> Result<RunOutput> {
     let platform = platform::load(req.platform, req.overrides)?;
-    run_on(&platform, req)
+    run_on(&platform, req, None)
+}
+
+/// `run`, reporting (accesses read, total when the trace header knows it) to `progress` every
+/// `tiersim_trace::progress::PROGRESS_EVERY` accesses of the simulation pass; an error from
+/// `progress` stops the run.
+pub fn run_with_progress(req: &RunRequest, progress: &mut ProgressFn<'_>) -> Result<RunOutput> {
+    let platform = platform::load(req.platform, req.overrides)?;
+    run_on(&platform, req, Some(progress))
 }
 
 /// Run on an already loaded platform (sweeps load a platform once and run many policies on it).
-pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
+pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut ProgressFn<'_>>) -> Result<RunOutput> {
     let topo = sim::topology(platform);
     let (policy, policy_params) = tiersim_policies::build(req.policy, req.policy_params, &topo)?;
     let mut run_t = toml::Table::new();
@@ -87,7 +98,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     }
     let header = source.header().clone();
     let scanner = policy.scanner();
-    let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
+    let result = with_progress(source.as_mut(), progress, |src| sim::simulate(platform, policy, src, req.options))?;
     let mut summary = result.summary;
     let (lens, lens_warning) = regime::lens(platform);
     let (regime, regime_warnings) = regime::diagnostics(&summary, scanner);
@@ -112,7 +123,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     config.insert("run".into(), run_t.into());
     config.insert("platform".into(), platform.resolved.clone().into());
     let config = toml::to_string(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
-    Ok(RunOutput { summary, timeseries: result.timeseries, config })
+    Ok(RunOutput { summary, timeseries: result.timeseries, latency_hist: result.latency_hist, config })
 }
 
 /// Open the run's access source; also returns its label and its part of the resolved config.

@@ -24,6 +24,7 @@ use crate::os::PageEvent;
 use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
+pub use stats::LatencyBins;
 use issue::IssueOrder;
 use stats::{finish, LatencyHist, TieringStats};
 
@@ -55,6 +56,7 @@ pub struct SimOptions {
 pub struct SimResult {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    pub latency_hist: LatencyBins,
 }
 
 pub(crate) struct Engine {
@@ -87,7 +89,8 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) hist: LatencyHist,
+    /// Access latency per node (the run's histogram is their sum).
+    pub(crate) hists: Vec<LatencyHist>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -257,7 +260,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hist: LatencyHist::new()?,
+            hists: (0..n).map(|_| LatencyHist::new()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -400,7 +403,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hist.record(latency.max(1));
+            self.hists[node].record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
