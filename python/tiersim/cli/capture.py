@@ -99,7 +99,7 @@ def capture_cmd(
         typer.Option(
             "--cpu-map",
             metavar="CPUS",
-            help=_capture_help("cpu_map", "CPU of each thread in start order, main thread first, e.g. 0-1,16-17"),
+            help=_capture_help("cpu_map", "CPU of each thread in creation order, main thread first, e.g. 0-1,16-17"),
         ),
     ] = None,
     llc_scope: Annotated[

@@ -12,7 +12,8 @@
 //! a program's threads one at a time and lackey does not say which thread made an access;
 //! Valgrind's own `--trace-sched=yes` lines (`SCHED[tid]:  acquired lock`, printed in the same
 //! stream each time a thread starts running) do, so each access goes to the thread that runs.
-//! Threads are numbered in creation order (the main thread is 0; see `Run::sched`), placed on CPUs by
+//! Threads are numbered in creation order (the main thread is 0), which the LD_PRELOAD shim
+//! runtime/tiersim_vg_preload.c announces in the stream (see `Run::sched`); placed on CPUs by
 //! `cpu_map`; each has its own instruction clock.
 //!
 //! Two traces come out: the physical one (v2p `pagemap` or `buddy`) and its virtual twin, record
@@ -75,7 +76,7 @@ pub static PARAMS: &[ParamSpec] = &[
         "cpu_map",
         ParamKind::Str,
         "",
-        "CPU of each thread in start order (main thread first), e.g. 0-1,16-17; threads past the list wrap around; empty: thread i on CPU i",
+        "CPU of each thread in creation order (main thread first), e.g. 0-1,16-17; threads past the list wrap around; empty: thread i on CPU i",
     ),
     ParamSpec::new(
         "llc_scope",
