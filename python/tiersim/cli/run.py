@@ -14,6 +14,8 @@ from rich.text import Text
 
 import tiersim
 from tiersim._result import check_out_dir
+from tiersim.report import regime_rows
+from tiersim.report import run_warnings as report_warnings
 from tiersim.cli._common import (
     _bytes,
     _echo_raw,
@@ -33,6 +35,25 @@ from tiersim.cli._common import (
 )
 
 
+def _lens(s: dict[str, object]) -> str:
+    lens = s.get("lens")
+    if not isinstance(lens, dict):
+        return "-"
+    same = "the lens" if lens.get("consistent") else "DIFFER"
+    return f"{lens.get('scale')} / {lens.get('daemon_time_scale')} ({same})"
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _print_warnings(s: dict[str, object]) -> None:
+    for w in report_warnings(s):
+        err.print(Text.assemble(("warning: ", "bold yellow"), w), soft_wrap=True)
+
+
 def _summary_tables(result: tiersim.RunResult) -> list[Table]:
     s = result.summary
     lat = s.get("latency_ns", {})
@@ -43,6 +64,7 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
         ("policy", str(s.get("policy", "-"))),
         ("trace", str(s.get("trace", "-"))),
         ("seed", str(s.get("seed", "-"))),
+        ("scale / daemon_time_scale", _lens(s)),
         ("execution time", _ms(exec_ns)),
         ("accesses", f"{_int(total)} ({_int(s.get('reads'))} reads, {_int(s.get('writes'))} writes)"),
         ("pages touched", _int(s.get("pages_touched"))),
@@ -72,6 +94,8 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
             f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
             f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
         ))
+
+    rows += [(label, _cell(v)) for label, v in regime_rows(s) if v is not None]
 
     page_size = s.get("page_size")
     nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")
@@ -202,3 +226,4 @@ def run(
     else:
         _print(*_summary_tables(result))
         out.print(Text(f"run directory: {run_dir}"), soft_wrap=True)
+    _print_warnings(result.summary)

@@ -125,6 +125,11 @@ pub(crate) struct Engine {
     pub(crate) new_anon_active: bool,
     pub(crate) ts: Timeseries,
     pub(crate) processed: u64,
+    /// A policy's epochs of known future (oracle_dynamic): accesses per epoch, the access count
+    /// at which the next begins (u64::MAX: none), its index.
+    pub(crate) policy_epoch_len: u64,
+    pub(crate) policy_epoch_at: u64,
+    pub(crate) policy_epoch: usize,
 }
 
 /// The machine as policies see it.
@@ -155,6 +160,7 @@ pub fn topology(p: &Platform) -> Topology {
 impl Engine {
     fn new(platform: &Platform, policy: Box<dyn Policy>, time_unit: TimeUnit) -> Result<Self> {
         let topo = topology(platform);
+        let epoch_len = policy.epoch_length();
         let nodes = platform
             .nodes
             .iter()
@@ -285,6 +291,9 @@ impl Engine {
             new_anon_active: os.str("new_anon_list") == "active",
             ts: Timeseries::default(),
             processed: 0,
+            policy_epoch_len: epoch_len.unwrap_or(u64::MAX),
+            policy_epoch_at: if epoch_len.is_some() { 0 } else { u64::MAX },
+            policy_epoch: 0,
         })
     }
 
@@ -306,7 +315,6 @@ impl Engine {
             }
         }
     }
-
 
     /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
     /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
@@ -336,6 +344,10 @@ impl Engine {
                 let cost = self.run_scan(spec, issue_ns);
                 return Ok(Some(issue_ps + cost));
             }
+        }
+        if self.processed >= self.policy_epoch_at {
+            let cost = self.policy_epoch(issue_ns);
+            return Ok(Some(issue_ps + cost));
         }
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {

@@ -174,6 +174,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "exchanged_bytes": eng.tiering.exchanged_bytes,
             "ping_pong": eng.tiering.ping_pong,
             "scans": eng.tiering.scans,
+            "scan_passes": eng.scan_seq,
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
