@@ -17,10 +17,11 @@ RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '
 
 env: $(BUILD_STAMP) valgrind
 
-# Valgrind runs the programs `tiersim capture` traces (and its tests). Installed from Debian
-# only when missing, with sudo only when not root.
+# Valgrind runs the programs `tiersim capture` traces (and its tests); its header
+# valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim. Installed
+# from Debian only when either is missing, with sudo only when not root.
 valgrind:
-	@command -v valgrind >/dev/null 2>&1 || { \
+	@{ command -v valgrind && echo '#include <valgrind/valgrind.h>' | $${CC:-cc} -E -x c - -o /dev/null; } >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
 

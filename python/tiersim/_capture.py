@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,10 @@ PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
 RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
+# The Valgrind path's LD_PRELOAD shim: each thread announces its creation-order number.
+# valgrind/valgrind.h comes with Valgrind (Debian's valgrind package).
+PRELOAD_SRC = RUNTIME_SRC.with_name("tiersim_vg_preload.c")
+PRELOAD_CFLAGS = ("-O2", "-fPIC", "-shared", "-Wall")
 # Link flags a program needs besides the runtime object: threads and dlsym.
 RUNTIME_LIBS = ("-pthread", "-ldl")
 
@@ -166,11 +171,19 @@ def capture(
     valgrind = _find_valgrind()
     _find_program(argv[0])
 
+    env = dict(os.environ)
+    try:
+        # Threads announce their creation-order numbers; a static program ignores LD_PRELOAD
+        # and its threads are numbered by when they start (docs/capture.md).
+        env["LD_PRELOAD"] = " ".join(filter(None, (str(preload_object()), env.get("LD_PRELOAD"))))
+    except TiersimError as exc:
+        warnings.warn(f"{exc}; threads are numbered by when they start, not created (docs/capture.md)", stacklevel=2)
+
     r, w = os.pipe()
     try:
         capacity = _big_pipe(r)
         start = time.monotonic()
-        proc = subprocess.Popen([valgrind, *VALGRIND_ARGS, f"--log-fd={w}", *argv], pass_fds=(w,))
+        proc = subprocess.Popen([valgrind, *VALGRIND_ARGS, f"--log-fd={w}", *argv], pass_fds=(w,), env=env)
     except OSError as exc:
         os.close(r)
         raise TiersimError(f"cannot start valgrind: {exc}") from None
@@ -263,22 +276,33 @@ def runtime_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     compiled with -fsanitize=thread, in place of libtsan (`cc prog.o OBJ -pthread -ldl`).
     Built on first use with $CC (default cc) into `cache_dir` (default
     $XDG_CACHE_HOME/tiersim, else ~/.cache/tiersim), named by a hash of the source and flags."""
+    return _built(RUNTIME_SRC, ("-c", *RUNTIME_CFLAGS), ".o", "the tracing runtime", cache_dir)
+
+
+def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The Valgrind path's LD_PRELOAD shim (runtime/tiersim_vg_preload.c) as a shared object,
+    built on first use as `runtime_object` is."""
+    return _built(PRELOAD_SRC, (*PRELOAD_CFLAGS, "-ldl"), ".so", "the Valgrind preload shim", cache_dir)
+
+
+def _built(src: Path, flags: tuple[str, ...], suffix: str, what: str, cache_dir: str | os.PathLike[str] | None) -> Path:
+    """`src` compiled with $CC and `flags` into the cache, once per source, compiler and flags."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
-        raise TiersimError(f"no C compiler '{cc}' to build the tracing runtime: install gcc or set CC")
-    source = RUNTIME_SRC.read_bytes()
-    key = hashlib.sha256(source + " ".join((cc, *RUNTIME_CFLAGS)).encode()).hexdigest()[:16]
+        raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
+    source = src.read_bytes()
+    key = hashlib.sha256(source + " ".join((cc, *flags)).encode()).hexdigest()[:16]
     base = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
-    obj = base / f"tiersim_trace_rt-{key}.o"
+    obj = base / f"{src.stem}-{key}{suffix}"
     if obj.exists():
         return obj
     base.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".o", dir=base)
+    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=base)
     os.close(fd)
-    r = subprocess.run([cc, *RUNTIME_CFLAGS, "-c", str(RUNTIME_SRC), "-o", tmp], capture_output=True, text=True)
+    r = subprocess.run([cc, str(src), "-o", tmp, *flags], capture_output=True, text=True)
     if r.returncode != 0:
         os.unlink(tmp)
-        raise TiersimError(f"building the tracing runtime with {cc} failed:\n{r.stderr.strip()}")
+        raise TiersimError(f"building {what} with {cc} failed:\n{r.stderr.strip()}")
     # Atomic, so that concurrent builds never see half an object.
     os.replace(tmp, obj)
     return obj

@@ -2,7 +2,8 @@
  * of one array: thread t first touches quarter t. Prints the array's address and size so that
  * tests/test_capture_threads.py can tell the quarters apart in a captured trace. The threads
  * start sweeping together (a barrier), as OpenMP's do: no thread ends before the last one is
- * created, which the Valgrind path needs to number threads in creation order (docs/capture.md).
+ * created, so even a static build (no preload shim) gets creation-order numbers from the
+ * Valgrind path's start-order fallback (docs/capture.md).
  * Usage: quarters [MiB] (default 4). */
 #include <pthread.h>
 #include <stdio.h>

@@ -478,6 +478,96 @@ fn threads_are_numbered_in_creation_order_when_a_later_one_starts_first() {
 }
 
 #[test]
+fn announced_numbers_survive_a_thread_ending_between_creation_and_start() {
+    // Main (id 1) creates thread 1 (id 2), which starts; then thread 2 (id 3); thread 1 ends,
+    // freeing id 2, and main creates thread 3, which takes id 2. Thread 2 (id 3) starts first.
+    // The start-order rule takes the free id 2 below it for a thread created earlier and swaps
+    // threads 2 and 3; the preload shim's announcements (client messages) say which is which,
+    // and accesses a thread makes before its announcement wait for it.
+    let body = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+ L 1000,8
+**1** tiersim-thread 0
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ S 2ff8,8
+**1** tiersim-thread 1
+ L 2000,8
+--1--   SCHED[1]:  acquired lock (VG_(vg_yield))
+ L 1008,8
+--1--   SCHED[2]:  acquired lock (VG_(vg_yield))
+--1--   SCHED[2]: release lock in VG_(exit_thread)
+--1--   SCHED[1]:  acquired lock (VG_(client_syscall)[async])
+ L 1010,8
+--1--   SCHED[3]:  acquired lock (thread_wrapper(starting new thread))
+I  0500,3
+ S 3ff8,8
+--1--   SCHED[1]:  acquired lock (VG_(vg_yield))
+ L 1018,8
+--1--   SCHED[3]:  acquired lock (VG_(vg_yield))
+**1** tiersim-thread 2
+ L 3000,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ S 4ff8,8
+**1** tiersim-thread 3
+ L 4000,8
+";
+    let o = outs();
+    let params = "llc = 0\nv2p = \"none\"\ncpu_map = \"10,11,12,13\"";
+    let r = run(body, params, None, &o).unwrap();
+    let got: Vec<(u64, u32)> = read(&o.out).iter().map(|a| (a.addr, a.cpu)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (0x1000, 10),
+            (0x2ff8, 11),
+            (0x2000, 11),
+            (0x1008, 10),
+            (0x1010, 10),
+            (0x1018, 10),
+            (0x3ff8, 12),
+            (0x3000, 12),
+            (0x4ff8, 13),
+            (0x4000, 13)
+        ]
+    );
+    assert_eq!(r.thread_numbering, "announced");
+    // Thread 2's instruction before its announcement is its own.
+    let instrs: Vec<u64> = r.threads.iter().map(|t| t.instructions).collect();
+    assert_eq!(instrs, vec![0, 0, 1, 0]);
+    // Without the announcements (a static program: no shim) the start-order rule swaps 2 and 3.
+    let bare: String = body.lines().filter(|l| !l.starts_with("**")).map(|l| format!("{l}\n")).collect();
+    let r = run(&bare, params, None, &o).unwrap();
+    assert_eq!(r.thread_numbering, "start_order");
+    let cpu_of = |addr: u64| read(&o.out).iter().find(|a| a.addr == addr).unwrap().cpu;
+    assert_eq!((cpu_of(0x3000), cpu_of(0x4000)), (13, 12));
+}
+
+#[test]
+fn a_thread_that_never_announces_itself_gets_the_next_number() {
+    // With the shim on, a thread not created through its pthread_create (a raw clone) holds its
+    // accesses until it ends, then takes the next free number.
+    let body = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+**1** tiersim-thread 0
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 2000,8
+--1--   SCHED[1]:  acquired lock (VG_(vg_yield))
+ L 1000,8
+--1--   SCHED[2]:  acquired lock (VG_(vg_yield))
+ L 2008,8
+--1--   SCHED[2]: release lock in VG_(exit_thread)
+--1--   SCHED[3]:  acquired lock (thread_wrapper(starting new thread))
+ L 3000,8
+";
+    let o = outs();
+    let r = run(body, "llc = 0\nv2p = \"none\"", None, &o).unwrap();
+    let got: Vec<(u64, u32)> = read(&o.out).iter().map(|a| (a.addr, a.cpu)).collect();
+    // Id 3 never announces and is still waiting at the end of input: numbered then.
+    assert_eq!(got, vec![(0x1000, 0), (0x2000, 1), (0x2008, 1), (0x3000, 2)]);
+    assert_eq!(r.threads.len(), 3);
+}
+
+#[test]
 fn llc_scope_shared_or_per_cpu() {
     // Thread 0 reads line 0x1000 twice around thread 1's read of it. Shared: one fill. Per CPU:
     // each CPU's cache fills it once. Two threads on one CPU share that CPU's cache.

@@ -99,7 +99,7 @@ def capture_cmd(
         typer.Option(
             "--cpu-map",
             metavar="CPUS",
-            help=_capture_help("cpu_map", "CPU of each thread in start order, main thread first, e.g. 0-1,16-17"),
+            help=_capture_help("cpu_map", "CPU of each thread in creation order, main thread first, e.g. 0-1,16-17"),
         ),
     ] = None,
     llc_scope: Annotated[
@@ -285,6 +285,9 @@ def _capture_tables(result: Any, source: str | None = None) -> list[Table]:
                 ", ".join(f"{t['thread']}: {t['cpu']}, {_pct(t['records'], total)}" for t in threads),
             )
         )
+        if r.get("thread_numbering") == "start_order":
+            # No preload shim announced the threads (a static program): the numbers are a guess.
+            rows.append(("thread numbers", "from start order, not announced (a static program?): see docs/capture.md"))
     rows += [
         ("records", f"{_int(r['records'])} ({_int(r['reads'])} reads, {_int(r['writes'])} writes)"),
         ("footprint", f"{_int(r['footprint_pages'])} pages of {_bytes(r['page_size'])}"),

@@ -296,6 +296,7 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
         modifies: 0,
         data_bytes: total(|t| t.bytes),
         input_bytes,
+        thread_numbering: "created",
     };
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);

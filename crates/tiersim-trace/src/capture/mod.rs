@@ -12,7 +12,8 @@
 //! a program's threads one at a time and lackey does not say which thread made an access;
 //! Valgrind's own `--trace-sched=yes` lines (`SCHED[tid]:  acquired lock`, printed in the same
 //! stream each time a thread starts running) do, so each access goes to the thread that runs.
-//! Threads are numbered in creation order (the main thread is 0; see `Run::sched`), placed on CPUs by
+//! Threads are numbered in creation order (the main thread is 0), which the LD_PRELOAD shim
+//! runtime/tiersim_vg_preload.c announces in the stream (see `Run::sched`); placed on CPUs by
 //! `cpu_map`; each has its own instruction clock.
 //!
 //! Two traces come out: the physical one (v2p `pagemap` or `buddy`) and its virtual twin, record
@@ -75,7 +76,7 @@ pub static PARAMS: &[ParamSpec] = &[
         "cpu_map",
         ParamKind::Str,
         "",
-        "CPU of each thread in start order (main thread first), e.g. 0-1,16-17; threads past the list wrap around; empty: thread i on CPU i",
+        "CPU of each thread in creation order (main thread first), e.g. 0-1,16-17; threads past the list wrap around; empty: thread i on CPU i",
     ),
     ParamSpec::new(
         "llc_scope",
@@ -189,8 +190,12 @@ pub struct CaptureReport {
     pub input_bytes: u64,
     /// Valgrind's own message lines (`==pid==` prefix removed), the first ones.
     pub valgrind_messages: Vec<String>,
-    /// The program's threads in start order (the main thread first).
+    /// The program's threads in creation order (the main thread first).
     pub threads: Vec<ThreadReport>,
+    /// How threads got their numbers: `announced` (the Valgrind path's preload shim named each
+    /// thread's creation-order number), `start_order` (Valgrind path without the shim: guessed
+    /// from when threads started, see `Run::sched`) or `created` (the instrumented runtime).
+    pub thread_numbering: &'static str,
     /// The resolved parameters, as TOML values.
     pub params: serde_json::Value,
 }
@@ -568,6 +573,13 @@ impl Pipeline {
         Ok(())
     }
 
+    /// An instruction of the current thread.
+    fn instr(&mut self) {
+        let t = &mut self.threads[self.cur];
+        t.gap += 1;
+        t.instructions += 1;
+    }
+
     /// A load, store or modify of the current thread, through its cache.
     fn data(&mut self, kind: DataKind, addr: u64, size: u16) -> Result<()> {
         let t = self.cur;
@@ -649,6 +661,14 @@ fn sched_line(line: &[u8]) -> Option<(u32, Option<Sched>)> {
     Some((tid, Some(if started { Sched::Started } else { Sched::Running })))
 }
 
+/// `**PID** tiersim-thread N`, the preload shim's announcement (a Valgrind client message):
+/// N. `None` for another client message.
+fn announcement(line: &[u8]) -> Option<usize> {
+    const TAG: &[u8] = b"** tiersim-thread ";
+    let at = line.windows(TAG.len()).position(|w| w == TAG)? + TAG.len();
+    std::str::from_utf8(&line[at..]).ok()?.trim().parse().ok()
+}
+
 /// Lackey counters.
 #[derive(Default)]
 struct Counts {
@@ -686,9 +706,19 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         Some(pid) => Pagemap::open(pid).map_err(|e| format!("/proc/{pid}/pagemap: {e}")),
     };
     let p = pipeline(req, &s, pm)?;
-    let mut run = Run { p, c: Counts::default(), vg_threads: FxHashMap::default(), reserved: Default::default(), main_started: false };
+    let mut run = Run {
+        p,
+        c: Counts::default(),
+        vg_threads: FxHashMap::default(),
+        reserved: Default::default(),
+        main_started: false,
+        announced: false,
+        running: 1,
+        waiting: Default::default(),
+        held: false,
+    };
     let input_bytes = run.read_all(input, input_name, req.pipe_capacity, progress)?;
-    let Run { p, c, .. } = run;
+    let Run { p, c, announced, .. } = run;
     let counts = Totals {
         instructions: c.instructions,
         guest_instrs_reported: c.guest_instrs,
@@ -697,6 +727,7 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         modifies: c.modifies,
         data_bytes: c.data_bytes,
         input_bytes,
+        thread_numbering: if announced { "announced" } else { "start_order" },
     };
     finish(p, None, req, &params, &s, "valgrind", counts, c.messages)
 }
@@ -710,6 +741,7 @@ struct Totals {
     modifies: u64,
     data_bytes: u64,
     input_bytes: u64,
+    thread_numbering: &'static str,
 }
 
 fn resolve(req: &CaptureRequest<'_>) -> Result<(Params, Settings)> {
@@ -804,6 +836,7 @@ fn finish(
         input_bytes: n.input_bytes,
         valgrind_messages: messages,
         threads,
+        thread_numbering: n.thread_numbering,
         params: serde_json::to_value(params.to_toml()).unwrap_or_default(),
     })
 }
@@ -845,7 +878,27 @@ struct Run {
     reserved: std::collections::BTreeMap<u32, usize>,
     /// Whether the main thread's start line was seen (it is thread 0 from the outset).
     main_started: bool,
+    /// Whether the preload shim announced the main thread (`tiersim-thread 0`): new threads then
+    /// wait for their own announcement instead of the start-order rule.
+    announced: bool,
+    /// The Valgrind id that runs now.
+    running: u32,
+    /// Valgrind ids that started but have not announced their number yet, with their lackey
+    /// events so far, replayed once the number is known.
+    waiting: std::collections::BTreeMap<u32, Vec<Held>>,
+    /// Whether `running` is waiting (its events are held).
+    held: bool,
 }
+
+/// A lackey event of a thread whose number is not known yet.
+enum Held {
+    Instr,
+    Data(DataKind, u64, u16),
+}
+
+/// Events a thread may hold before it announces itself; past this it is numbered as a thread
+/// the shim did not create (the shim announces within a few hundred instructions of the start).
+const MAX_HELD: usize = 1 << 20;
 
 impl Run {
     fn line(&mut self, line: &[u8]) -> std::result::Result<Result<()>, String> {
@@ -853,6 +906,12 @@ impl Run {
         // thread leaves the scheduler by a signal, with no prefix.
         if line.starts_with(b"SCHED") {
             return Ok(Ok(()));
+        }
+        if line.starts_with(b"**") {
+            return Ok(match announcement(line) {
+                Some(n) => self.announce(n),
+                None => Ok(()),
+            });
         }
         if line.starts_with(b"--") {
             return Ok(match sched_line(line) {
@@ -871,10 +930,11 @@ impl Run {
                 }
             }
             LackeyLine::Instr => {
-                let t = &mut self.p.threads[self.p.cur];
-                t.gap += 1;
-                t.instructions += 1;
                 self.c.instructions += 1;
+                if self.held {
+                    return Ok(self.hold(Held::Instr));
+                }
+                self.p.instr();
             }
             LackeyLine::Data { kind, addr, size } => {
                 let bytes = size as u64;
@@ -884,6 +944,9 @@ impl Run {
                     DataKind::Modify => self.c.modifies += 1,
                 }
                 self.c.data_bytes += if kind == DataKind::Modify { 2 * bytes } else { bytes };
+                if self.held {
+                    return Ok(self.hold(Held::Data(kind, addr, size)));
+                }
                 return Ok(self.p.data(kind, addr, size));
             }
         }
@@ -893,20 +956,35 @@ impl Run {
     /// A scheduler line of Valgrind thread `tid`: a thread start gives it its program thread,
     /// any lock acquisition makes it the running one, an exit frees its id.
     ///
-    /// Program threads are numbered in creation order, but Valgrind only says when a thread
-    /// starts, and a thread created later may start first. Valgrind gives a new thread the
-    /// lowest free id, so when thread `tid` starts, every lower id that no running thread holds
-    /// was taken by a thread created before it that has not started yet: those get the next
-    /// numbers first. (Wrong only when a thread ends between another's creation and its start,
-    /// freeing a lower id: then the two threads created around it swap numbers.)
+    /// Program threads are numbered in creation order. With the preload shim
+    /// (runtime/tiersim_vg_preload.c) each new thread says its number as it starts
+    /// (`announce`); until then its events are held. Without it (a static binary, a stored log)
+    /// the number is guessed from start order: Valgrind only says when a thread starts, and a
+    /// thread created later may start first; but Valgrind gives a new thread the lowest free id,
+    /// so when thread `tid` starts, every lower id that no running thread holds was taken by a
+    /// thread created before it that has not started yet: those get the next numbers first.
+    /// (Wrong when a thread ends between another's creation and its start, freeing a lower id:
+    /// then the two threads created around it swap numbers.)
     fn sched(&mut self, tid: u32, event: Sched) -> Result<()> {
         if event == Sched::Exited {
             self.vg_threads.remove(&tid);
+            if self.waiting.contains_key(&tid) {
+                self.unannounced(tid)?;
+            }
+            return Ok(());
+        }
+        self.running = tid;
+        self.held = self.waiting.contains_key(&tid);
+        if self.held {
             return Ok(());
         }
         if event == Sched::Started || !self.vg_threads.contains_key(&tid) {
             let t = if !self.main_started {
                 0
+            } else if self.announced {
+                self.waiting.insert(tid, Vec::new());
+                self.held = true;
+                return Ok(());
             } else {
                 for lower in 2..tid {
                     if !self.vg_threads.contains_key(&lower) && !self.reserved.contains_key(&lower) {
@@ -923,6 +1001,64 @@ impl Run {
             self.vg_threads.insert(tid, t);
         }
         self.p.cur = self.vg_threads[&tid];
+        Ok(())
+    }
+
+    /// `tiersim-thread n` from the running thread: it is program thread `n`. The main thread's
+    /// announcement (0) turns on waiting for announcements.
+    fn announce(&mut self, n: usize) -> Result<()> {
+        if n == 0 {
+            self.announced = true;
+            return Ok(());
+        }
+        while self.p.threads.len() <= n {
+            self.p.new_thread()?;
+        }
+        self.assign(self.running, n)
+    }
+
+    /// Valgrind thread `tid` is program thread `t`: replay what it held.
+    fn assign(&mut self, tid: u32, t: usize) -> Result<()> {
+        self.vg_threads.insert(tid, t);
+        let held = self.waiting.remove(&tid).unwrap_or_default();
+        let back = self.p.cur;
+        self.p.cur = t;
+        for e in held {
+            match e {
+                Held::Instr => self.p.instr(),
+                Held::Data(kind, addr, size) => self.p.data(kind, addr, size)?,
+            }
+        }
+        if tid == self.running {
+            self.held = false;
+        } else {
+            self.p.cur = back;
+        }
+        Ok(())
+    }
+
+    /// A waiting thread that ended, or held too much, without announcing itself (not created
+    /// through the shim's pthread_create: a raw clone, libc's own helper threads): the next
+    /// free number.
+    fn unannounced(&mut self, tid: u32) -> Result<()> {
+        let t = self.p.new_thread()?;
+        self.assign(tid, t)
+    }
+
+    fn hold(&mut self, e: Held) -> Result<()> {
+        let held = self.waiting.get_mut(&self.running).expect("held means waiting");
+        held.push(e);
+        if held.len() >= MAX_HELD {
+            self.unannounced(self.running)?;
+        }
+        Ok(())
+    }
+
+    /// At end of input: threads still waiting get numbers, in Valgrind id order.
+    fn flush_waiting(&mut self) -> Result<()> {
+        while let Some(&tid) = self.waiting.keys().next() {
+            self.unannounced(tid)?;
+        }
         Ok(())
     }
 
@@ -965,6 +1101,9 @@ impl Run {
             filled = end - complete;
             if filled > MAX_LINE {
                 return Err(Error::line(name, line_no + 1, format!("line longer than {MAX_LINE} bytes: not lackey output")));
+            }
+            if eof {
+                self.flush_waiting()?;
             }
             if let Some((w, t)) = &mut self.p.phys {
                 t.drain(w, if eof { Force::All } else { Force::None })?;
