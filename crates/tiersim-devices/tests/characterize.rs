@@ -9,7 +9,7 @@ fn target(name: &str, params: &str) -> Target {
 
 fn tables(name: &str, params: &str, tests: &[&str]) -> Vec<Table> {
     let tests: Vec<String> = tests.iter().map(|s| (*s).to_owned()).collect();
-    characterize(&target(name, params), &tests, true).unwrap()
+    characterize(&target(name, params), &tests, true, &[]).unwrap()
 }
 
 fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
@@ -21,7 +21,7 @@ fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
 fn smoke_every_preset() {
     for p in presets::all().unwrap() {
         let t = target(p.name, "");
-        let out = characterize(&t, &[], true).unwrap();
+        let out = characterize(&t, &[], true, &[]).unwrap();
         let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
         let expect: Vec<_> =
             TESTS.iter().copied().filter(|n| p.device == "pmem" || !PMEM_ONLY.contains(n)).collect();
@@ -147,6 +147,6 @@ fn bad_targets_and_tests_are_rejected() {
     assert_eq!(err("pmem", "xpline = \"100B\""), "config key `xpline`: 100B is not a power of two");
     assert!(err("dram", "chanels = 2").contains("valid parameters: channels,"));
     assert!(err("dram", "chanels = 2").ends_with("hash, count, granule"));
-    let e = characterize(&target("dram", ""), &["bandwidth".to_owned()], true).unwrap_err().to_string();
+    let e = characterize(&target("dram", ""), &["bandwidth".to_owned()], true, &[]).unwrap_err().to_string();
     assert!(e.starts_with("invalid argument `tests`: unknown test `bandwidth`; valid tests: idle_latency,"), "{e}");
 }
