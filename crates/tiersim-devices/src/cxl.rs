@@ -3,6 +3,8 @@
 //! modelled by `dram::ChannelGroup`. Defaults are a Micron CZ120-class module (PCIe 5.0 x8, two
 //! DDR4 channels; Micron/AMD white paper, reference seed 003) with the link and latency split
 //! chosen to match published totals: ~250-270 ns idle load latency and ~36 GB/s at 2:1 R/W.
+//! The media write cost and the load term (loaded.rs) default to the fit to Micron's modelled
+//! expander curves (preset cxl_expander, docs/calibrate.md).
 
 use serde_json::json;
 use tiersim_core::{Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
@@ -42,8 +44,8 @@ pub const SPECS: &[ParamSpec] = channel_specs! {
     write_latency: "80ns",
     interleave: "256B",
     burst: "64B",
-    write_cost: "1.18",
-    load: ["14", "0", "1", "0"],
+    write_cost: "1.177",
+    load: ["11.152", "85.091", "1.132", "1.591"],
 };
 
 pub const INFO: PluginInfo = PluginInfo {

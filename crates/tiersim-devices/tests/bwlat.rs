@@ -72,3 +72,32 @@ fn curve_device_matches_its_curves() {
     }
 }
 
+
+#[test]
+fn bad_curve_files_name_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("tiersim_bad_curves_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bwlat_80.txt"), "1000 70\n2000 71\n3000 seventy\n").unwrap();
+    let e = read_dir(&dir, &[]).unwrap_err().to_string();
+    assert!(e.contains("bwlat_80.txt:3") && e.contains("expected two non-negative numbers"), "{e}");
+    std::fs::write(dir.join("bwlat_80.txt"), "1000 70\n").unwrap();
+    let e = read_dir(&dir, &[]).unwrap_err().to_string();
+    assert!(e.contains("1 rows; a curve needs at least 3"), "{e}");
+    let e = read_dir(&dir, &[50]).unwrap_err().to_string();
+    assert!(e.contains("no bwlat_R.txt files with read ratios [50]"), "{e}");
+    let e = Target::resolve("curve", Some(&toml::toml! { curves_dir = "" })).err().unwrap().to_string();
+    assert!(e.contains("curves_dir") && e.contains("required"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn maxima_fit_is_exact_for_two_mixes() {
+    // 1 / max = r x + (1 - r) y: 100 GB/s at all reads and 80 GB/s at half reads give
+    // x = 1/100, y = 2/80 - 1/100 = 0.015, so writes cost 1.5 reads.
+    let curve = |r: f64, max_mbs: f64| Curve::parse("t", r, &format!("{} 90\n{} 80\n1 70\n", max_mbs, max_mbs / 2.0)).unwrap();
+    let (rate, cost) = tiersim_devices::curves::fit_maxima(&[curve(1.0, 100_000.0), curve(0.5, 80_000.0)]);
+    assert!((rate / 1e9 - 100.0).abs() < 1e-6 && (cost - 1.5).abs() < 1e-9, "{rate} {cost}");
+    let c = curve(1.0, 100_000.0);
+    assert_eq!(c.rising(), vec![(1e6, 70.0), (50e9, 80.0), (100e9, 90.0)]);
+    assert_eq!(c.idle(), 70.0);
+}
