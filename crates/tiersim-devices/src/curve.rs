@@ -22,18 +22,9 @@ pub const SPECS: &[ParamSpec] = &[
     ParamSpec::new("line", ParamKind::Bytes, "64B", "bytes a request moves at least (a cache line)")
         .min(1.0)
         .max(65536.0),
-    ParamSpec::new("load_max_util", ParamKind::Float, "0.97",
-        "utilisation at which the lookup stops climbing the curve; past it the pipe queues and \
-         sets the saturated latency")
-        .min(0.0)
-        .max(0.999),
-    ParamSpec::new("load_window", ParamKind::Duration, "1000ns",
-        "window over which utilisation and read fraction are measured")
-        .min(1.0),
-    ParamSpec::new("load_gain", ParamKind::Float, "0.5",
-        "fraction of the gap between the current and the looked-up latency closed per window")
-        .min(0.01)
-        .max(1.0),
+    crate::loaded::MAX_UTIL_SPEC,
+    crate::loaded::WINDOW_SPEC,
+    crate::loaded::GAIN_SPEC,
 ];
 
 pub const INFO: PluginInfo = PluginInfo {

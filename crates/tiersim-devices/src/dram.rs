@@ -80,19 +80,9 @@ macro_rules! channel_specs {
             ParamSpec::new("load_queue_write_ns", ParamKind::Float, $lcw,
                 "ns times u/(1-u) added per unit write fraction")
                 .min(-1e6),
-            ParamSpec::new("load_max_util", ParamKind::Float, "0.97",
-                "utilisation at which the load term stops growing; past it the FCFS channels \
-                 queue and set the saturated latency")
-                .min(0.0)
-                .max(0.999),
-            ParamSpec::new("load_window", ParamKind::Duration, "1000ns",
-                "window over which utilisation and read fraction are measured")
-                .min(1.0),
-            ParamSpec::new("load_gain", ParamKind::Float, "0.5",
-                "fraction of the gap between the current and the looked-up latency closed per \
-                 window (a proportional controller: 1 jumps, smaller is steadier)")
-                .min(0.01)
-                .max(1.0),
+            crate::loaded::MAX_UTIL_SPEC,
+            crate::loaded::WINDOW_SPEC,
+            crate::loaded::GAIN_SPEC,
             )?
         ]
     };
