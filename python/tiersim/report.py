@@ -28,7 +28,7 @@ import polars as pl
 
 import tiersim
 from tiersim._native import TiersimError
-from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE
+from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -308,6 +308,57 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
     return _encode(fig, fmt)
 
 
+# Grid columns whose sweep gets a sensitivity plot: the time-scale knobs of docs/model.md.
+SENSITIVITY_KNOBS = ("set.os.daemon_time_scale", "set.scale", "param.scan_period_min", "param.scan_period_max",
+                     "param.scan_size")
+
+
+def sensitivity_knobs(results: pl.DataFrame) -> list[str]:
+    """Time-scale knobs the sweep varies over at least three values."""
+    return [c for c in SENSITIVITY_KNOBS if c in results.columns and results[c].drop_nulls().n_unique() >= 3]
+
+
+_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "b": 1.0, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
+
+
+def _knob_value(v: Any) -> float | None:
+    """A knob's value as a number: plain, or a duration/size string in ns/bytes ("100ms", "64MiB")."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", str(v))
+    if not m or m[2].lower() not in _UNITS | {"": 1.0}:
+        return None
+    try:
+        return float(m[1]) * (_UNITS | {"": 1.0})[m[2].lower()]
+    except ValueError:
+        return None
+
+
+def sensitivity_figure(rows: Sequence[dict[str, Any]], knob: str, fmt: str) -> str | None:
+    """Execution time against a time-scale knob (log axis), one line per trace and policy name:
+    a flat line is a result that does not hang on the knob."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        x = _knob_value(r.get(knob))
+        if r["status"] != "ok" or x is None or not r.get("execution_time_ns"):
+            continue
+        lines.setdefault(f"{r['trace']} / {r.get('policy_name') or r['policy']}", []).append((x, r["execution_time_ns"] / 1e6))
+    if not lines:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    for label, pts in lines.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(knob.split(".", 1)[1])
+    ax.set_ylabel("execution time (ms)")
+    ax.set_title(f"sensitivity to {knob.split('.', 1)[1]}")
+    ax.legend(fontsize=6, ncol=2)
+    return _encode(fig, fmt)
+
+
 # ---------------------------------------------------------------------------------------------
 # the page
 
@@ -378,7 +429,8 @@ class Report:
             raise TiersimError(f"cannot write '{out}': directory '{out.parent}' does not exist")
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(self.html(), encoding="utf-8")
+            with writing(out):
+                tmp.write_text(self.html(), encoding="utf-8")
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
@@ -421,6 +473,35 @@ def _fmt(v: Any) -> str:
 # metrics shared by report and compare
 
 
+def _lens(summary: dict[str, Any]) -> str | None:
+    lens = summary.get("lens")
+    if not lens:
+        return None
+    mark = "" if lens.get("consistent") else " (differ)"
+    return f"{_fmt(lens.get('scale'))} / {_fmt(lens.get('daemon_time_scale'))}{mark}"
+
+
+def run_warnings(summary: dict[str, Any]) -> list[str]:
+    """What the run says about how far its figures can be trusted (summary.json `warnings`)."""
+    return [str(w) for w in summary.get("warnings") or []]
+
+
+def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
+    r = summary.get("regime") or {}
+    scan = r.get("scanner") or {}
+    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
+    return [
+        ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
+        ("run length / scan_period_min", scan.get("scan_periods_min_covered")),
+        ("accesses per page per scan pass", scan.get("accesses_per_page_per_pass")),
+        ("CPU time in hint faults", share("hint_fault_share")),
+        ("CPU time in migration", share("migration_share")),
+        ("CPU time in scanning", share("scan_share")),
+        ("CPU time in daemons", share("daemon_share")),
+    ]
+
+
 def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, value) rows of the key metrics of one run, in display order."""
     lat = summary.get("latency_ns") or {}
@@ -432,6 +513,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("policy", summary.get("policy")),
         ("trace", summary.get("trace")),
         ("seed", summary.get("seed")),
+        ("scale / daemon_time_scale", _lens(summary)),
         ("execution time (ms)", summary.get("execution_time_ns", 0) / 1e6),
         ("accesses", summary.get("accesses")),
         ("fast-tier hit ratio", summary.get("fast_tier_hit_ratio")),
@@ -446,6 +528,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("hint faults", t.get("hint_faults")),
         ("ping-pong", t.get("ping_pong")),
         ("swap-ins / swap-outs", f"{swap.get('swap_ins', 0):,} / {swap.get('swap_outs', 0):,}" if swap else None),
+        *regime_rows(summary),
     ]
     for n in summary.get("nodes", []):
         rows.append((f"{n.get('name')} share of accesses", n.get("share")))
@@ -480,6 +563,9 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     if not runs:
         raise TiersimError("no runs to report")
     report = Report(title or (f"tiersim run {runs[0].label}" if len(runs) == 1 else f"tiersim: {len(runs)} runs"))
+    for run in runs:
+        for w in run_warnings(run.summary):
+            report.note(f"{run.label}: warning: {w}")
     report.heading("Metrics")
     header = ["metric"] + [r.label for r in runs]
     metric_rows = [run_metrics(r.summary) for r in runs]
@@ -580,6 +666,11 @@ def sweep_report(
                   missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.")
     if len({r["group"] for r in rows}) > MAX_BAR_GROUPS:
         report.note(f"only the first {MAX_BAR_GROUPS} groups are drawn; the table below has all runs.")
+    for knob in sensitivity_knobs(results):
+        report.heading(f"Sensitivity to {knob.split('.', 1)[1]}")
+        report.figure(sensitivity_figure(rows, knob, fmt),
+                      f"execution time against {knob.split('.', 1)[1]}: a result that moves with it depends on the time "
+                      "scale, not only on the policy (docs/model.md, \"When a result can be trusted\")")
     report.heading("Metrics")
     grid_cols = [c for c in results.columns if c.startswith(("set.", "param."))]
     header = ["trace", "platform", "policy", *grid_cols, "seed", "status", "exec time (ms)", f"time / {baseline}",

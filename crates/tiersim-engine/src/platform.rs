@@ -5,6 +5,7 @@
 //! the pressure of the paper's workload. Overrides (`key.path=value`) are applied to the raw
 //! TOML before validation, so they are checked exactly like the file itself.
 
+pub use tiersim_core::units::parse_cpu_list;
 use tiersim_core::units::parse_bytes;
 use tiersim_core::{Error, ParamKind, ParamSpec, Params, Result};
 
@@ -12,7 +13,9 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
     ParamSpec::required("cpus", ParamKind::Int, "number of CPUs (trace cpu ids must be below it)").min(1.0).max(65536.0),
     ParamSpec::new("sockets", ParamKind::Int, "1", "CPU sockets").min(1.0).max(64.0),
     ParamSpec::new("frequency", ParamKind::Frequency, "2.0GHz", "core clock, turns instruction gaps into time"),
-    ParamSpec::new("cpi", ParamKind::Float, "1.0", "cycles per instruction of the compute between accesses").min(0.0),
+    // A million cycles per instruction is far past any core; larger values only make simulated
+    // time (and the epochs it spans) overflow.
+    ParamSpec::new("cpi", ParamKind::Float, "1.0", "cycles per instruction of the compute between accesses").min(0.0).max(1e6),
     ParamSpec::new("mlp", ParamKind::Float, "1.0", "memory-level parallelism: a CPU stalls latency/mlp per access (1 = serial)")
         .min(1.0)
         .max(1024.0),
@@ -24,7 +27,7 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
 
 pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("page_size", ParamKind::Bytes, "4KiB", "page size: 4KiB base pages or 2MiB huge pages").min(4096.0),
-    ParamSpec::new("min_free", ParamKind::Bytes, "0B", "vm.min_free_kbytes; 0 = the kernel's formula sqrt(16 x memory KiB), clamped to 128KiB..256MiB"),
+    ParamSpec::new("min_free", ParamKind::Bytes, "0B", "vm.min_free_kbytes of the modelled machine (shrunk by `scale`); 0 = the kernel's formula sqrt(16 x unscaled memory KiB), clamped to 128KiB..256MiB"),
     ParamSpec::new("watermark_scale_factor", ParamKind::Int, "10", "vm.watermark_scale_factor (1/10000 of a node between watermarks)")
         .min(1.0)
         .max(3000.0),
@@ -54,7 +57,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         "daemon_time_scale",
         ParamKind::Float,
         "1.0",
-        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds",
+        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds; default: the platform's `scale` (at most 1), the consistent lens",
     )
     .min(1e-9)
     .max(1.0),
@@ -62,6 +65,11 @@ pub const OS_PARAMS: &[ParamSpec] = &[
 
 pub const STATS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
+    // Bounds the series' memory by the input rather than by simulated time (stats.epoch=1ns on
+    // a long run made gigabytes of rows).
+    ParamSpec::new("max_epochs", ParamKind::Int, "65536", "time-series epochs kept: past it, pairs of epochs merge and the epoch doubles (the summary says so)")
+        .min(2.0)
+        .max(16_777_216.0),
     ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
     ParamSpec::new("ping_pong_window", ParamKind::Duration, "1s", "a page migrated back to the node it left within this time counts as ping-pong"),
 ];
@@ -158,11 +166,32 @@ pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
             (platform.to_owned(), std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?)
         }
     };
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| Error::config("(file)", format!("{origin}: {}", e.message())))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(&origin, &text, &e))?;
+    // A run directory's config.toml holds the resolved platform under [platform] beside [run]:
+    // loading it re-runs on exactly that platform.
+    if table.contains_key("run") && !table.contains_key("nodes") {
+        if let Some(toml::Value::Table(p)) = table.remove("platform") {
+            table = p;
+        }
+    }
     for o in overrides {
         apply_override(&mut table, o)?;
     }
     from_table(&table)
+}
+
+/// A TOML syntax error as `FILE:LINE:COLUMN: message` (lines and columns from 1), so that an
+/// editor can jump to it.
+fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
+    let msg = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return Error::config("(file)", format!("{origin}: {msg}"));
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let source_line = text.lines().nth(line - 1).unwrap_or("").trim();
+    Error::config("(file)", format!("{origin}:{line}:{column}: {msg} (in `{source_line}`)"))
 }
 
 /// Parse `key.path=value`; the value is TOML (`4`, `"16GiB"`, `[1, 2]`, `true`), and a bare word
@@ -252,24 +281,6 @@ fn bytes_of(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>> {
     }
 }
 
-/// Parse a CPU list like "0-31,64-95".
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
-        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
-        if b < a {
-            return Err(format!("empty CPU range {part:?}"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
-
 /// Resolve a device's parameter table: preset params, then the node's own `params` on top.
 fn device_params(t: &toml::Table, at: &str, default_device: Option<&str>) -> Result<(String, Option<String>, Params)> {
     let preset_name = str_of(t, "preset", at)?.map(str::to_owned);
@@ -306,14 +317,18 @@ fn device_params(t: &toml::Table, at: &str, default_device: Option<&str>) -> Res
 /// Linux 5.x init_per_zone_wmark_min: min_free_kbytes = int_sqrt(lowmem_kbytes * 16), clamped
 /// to [128, 262144]; split over nodes by size. Per node (policies.md 1.1, __setup_per_zone_wmarks):
 /// tmp = max(min/4, managed * watermark_scale_factor / 10000); low = min + tmp; high = low + tmp.
-fn watermarks(nodes: &[NodeSpec], page_size: u64, min_free: u64, wsf: u64) -> Vec<(u64, u64, u64)> {
+/// min_free is the modelled machine's (from its unscaled memory, or as given) shrunk by `scale`
+/// like every byte-sized knob: the kernel's square root would otherwise give a scaled machine
+/// a reserve that grows as it shrinks (2 % of DRAM at scale 1/8192 against 0.05 % unscaled).
+fn watermarks(nodes: &[NodeSpec], page_size: u64, min_free: u64, wsf: u64, scale: f64) -> Vec<(u64, u64, u64)> {
     let total_bytes: u64 = nodes.iter().map(|n| n.capacity_bytes).sum();
-    let min_free_bytes = if min_free > 0 {
+    let unscaled_min_free = if min_free > 0 {
         min_free
     } else {
-        let kb = (((total_bytes / 1024) as f64 * 16.0).sqrt() as u64).clamp(128, 262_144);
+        let kb = ((((total_bytes as f64 / scale) as u64 / 1024) as f64 * 16.0).sqrt() as u64).clamp(128, 262_144);
         kb * 1024
     };
+    let min_free_bytes = (unscaled_min_free as f64 * scale) as u64;
     nodes
         .iter()
         .map(|n| {
@@ -355,7 +370,12 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         return Err(Error::config("scale", format!("{scale} must be in (0, 1024]")));
     }
     let host = Params::resolve(HOST_PARAMS, section(t, "host")?).map_err(|e| e.under("host"))?;
-    let os = Params::resolve(OS_PARAMS, section(t, "os")?).map_err(|e| e.under("os"))?;
+    // The lens by default: a machine shrunk by `scale` runs its daemons `scale` times faster
+    // unless told otherwise, so a page is rescanned after the same share of the run as on the
+    // real machine (docs/model.md, "Time scale").
+    let mut os_t = section(t, "os")?.cloned().unwrap_or_default();
+    os_t.entry("daemon_time_scale").or_insert(toml::Value::Float(scale.min(1.0)));
+    let os = Params::resolve(OS_PARAMS, Some(&os_t)).map_err(|e| e.under("os"))?;
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {
@@ -490,7 +510,7 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
             m
         }
     };
-    let watermarks = watermarks(&nodes, page_size, os.bytes("min_free"), os.uint("watermark_scale_factor"));
+    let watermarks = watermarks(&nodes, page_size, os.bytes("min_free"), os.uint("watermark_scale_factor"), scale);
 
     let mut resolved = toml::Table::new();
     resolved.insert("name".into(), name.clone().into());
