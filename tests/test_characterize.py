@@ -64,3 +64,55 @@ def test_bad_input_is_one_error_line():
     assert proc.returncode == 1 and "neither a preset" in proc.stderr
     with pytest.raises(tiersim.TiersimError, match="unknown test `bw`"):
         tiersim.characterize("ddr4_2666", tests=["bw"], quick=True)
+
+
+REPO = Path(__file__).resolve().parent.parent
+MY_CURVES = REPO / "examples" / "curves" / "my_ddr5"
+SKYLAKE = REPO / "crates" / "tiersim-devices" / "tests" / "data" / "curves" / "skylake-ddr4"
+
+
+def test_bwlat_writes_mess_files_and_compares(tmp_path: Path):
+    out = tmp_path / "bw"
+    proc = run_cli(
+        "characterize", "skylake_ddr4", "--test", "bwlat", "--quick", "--compare", str(SKYLAKE), "-o", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Model vs measured" in proc.stdout
+    # One Mess file per compared read ratio, MB/s then ns, saturated end first.
+    for r in (52, 98):
+        rows = [tuple(map(float, line.split())) for line in (out / "bwlat" / f"bwlat_{r}.txt").read_text().splitlines()]
+        assert len(rows) == 6 and rows[0][0] > rows[-1][0] and rows[0][1] > rows[-1][1] > 60
+    assert (out / "bwlat.png").read_bytes()[:4] == b"\x89PNG"
+    cmp = pl.read_csv(out / "bwlat_compare.csv")
+    # Even the quick sweep of the fitted preset lands within 5 % of the measured maxima.
+    maxima = cmp.filter(pl.col("fraction") == 1.0)
+    assert (maxima["error"].abs() < 0.05).all(), maxima
+
+
+def test_calibrate_own_curves_end_to_end(tmp_path: Path):
+    """A user's own Mess-format files -> calibrate -> run -p with the platform it writes."""
+    plat = tmp_path / "mine.toml"
+    proc = run_cli(
+        "calibrate", str(MY_CURVES), "--device", "dram", "--param", "channels=4", "--param", "channel_bandwidth=38.4GB/s",
+        "-o", str(plat), "--plot", str(tmp_path / "plot"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Model vs measured" in proc.stdout and "load_linear_ns" in proc.stdout
+    assert (tmp_path / "plot" / "bwlat.png").read_bytes()[:4] == b"\x89PNG"
+    cal = tiersim.calibrate(MY_CURVES, "dram", params={"channels": 4, "channel_bandwidth": "38.4GB/s"})
+    maxima = cal.comparison.filter(pl.col("fraction") == 1.0)
+    assert sorted(maxima["read_percent"].to_list()) == [60, 100]
+    assert (maxima["error"].abs() < 0.05).all(), maxima
+    points = cal.comparison.filter(pl.col("fraction") < 1.0)
+    assert (points["error"].abs() < 0.10).all(), points
+    res = tiersim.run(platform=plat, generator="stream", generator_params={"footprint": "8MiB", "accesses": 20000, "threads": 4})
+    assert res.summary["accesses"] == 20000
+
+
+def test_calibrate_bad_input_is_one_error_line(tmp_path: Path):
+    (tmp_path / "bwlat_70.txt").write_text("100 80\n200 eighty\n300 82\n")
+    proc = run_cli("calibrate", str(tmp_path), "--device", "dram", "-o", str(tmp_path / "p.toml"))
+    assert proc.returncode == 1
+    assert "bwlat_70.txt:2" in proc.stderr and "expected two non-negative numbers" in proc.stderr, proc.stderr
+    proc = run_cli("calibrate", str(MY_CURVES), "--device", "ssd", "-o", str(tmp_path / "p.toml"))
+    assert proc.returncode == 1 and "`ssd` cannot be calibrated; valid: dram, cxl" in proc.stderr, proc.stderr

@@ -16,8 +16,11 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 try:
     from tiersim import _native
@@ -28,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
     ) from exc
 
 from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
-from tiersim._characterize import Characterization
+from tiersim._characterize import Characterization, measured_frames
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
@@ -36,6 +39,7 @@ from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
 
 __all__ = [
     "CaptureResult",
+    "Calibration",
     "Characterization",
     "FlashResult",
     "Overrides",
@@ -49,6 +53,7 @@ __all__ = [
     "capture_instrumented",
     "runtime_object",
     "convert",
+    "calibrate",
     "characterize",
     "flash_replay",
     "flash_study",
@@ -290,9 +295,47 @@ def characterize(
     *,
     tests: Sequence[str] = (),
     quick: bool = False,
+    ratios: Sequence[int] = (),
+    compare: str | os.PathLike[str] | None = None,
 ) -> Characterization:
     """MLC-like tests against a device preset or kind (`tiersim list presets`): idle latency,
-    bandwidth vs threads and size, loaded latency, interleave scaling, and for pmem the EWR.
-    params: device parameters plus `count` (devices interleaved) and `granule` (bytes)."""
-    text = _native.characterize(device, params_to_toml(params), list(tests), quick)
+    bandwidth vs threads and size, loaded latency, interleave scaling, for pmem the EWR, and on
+    request (`tests=["bwlat"]`) Mess-style bandwidth-latency curves at the read percentages
+    `ratios`. params: device parameters plus `count` (devices interleaved) and `granule` (bytes).
+    compare: a directory of measured Mess-format curves to score the bwlat curves against."""
+    text = _native.characterize(
+        device, params_to_toml(params), list(tests), quick, list(ratios), "" if compare is None else os.fspath(compare)
+    )
     return Characterization.from_json(text)
+
+
+@dataclass
+class Calibration:
+    """What `calibrate` fitted: the device parameters, a platform file holding the device, the
+    fitted model's bwlat curves and their errors against the measured ones."""
+
+    device: str
+    fitted: str
+    platform_toml: str
+    curves: Characterization
+    comparison: pl.DataFrame
+
+
+def calibrate(
+    curves_dir: str | os.PathLike[str],
+    device: str,
+    *,
+    base: str | None = None,
+    params: Mapping[str, Any] | str | None = None,
+    ratios: Sequence[int] = (),
+) -> Calibration:
+    """Fit the `dram` or `cxl` model to a directory of Mess-format curves (bwlat_R.txt), on top
+    of preset `base` (default ddr4_2666 / cxl_cz120) with `params` overrides."""
+    base = base or {"dram": "ddr4_2666", "cxl": "cxl_cz120"}.get(device, device)
+    raw = json.loads(_native.calibrate(os.fspath(curves_dir), device, base, params_to_toml(params), list(ratios)))
+    measured, comparison = measured_frames(raw["measured"], raw["comparison"])
+    curves = Characterization(raw["target"], device, 1, 4096, {})
+    curves.tables["bwlat"] = pl.DataFrame({c["name"]: c["values"] for c in raw["table"]["columns"]})
+    curves.titles["bwlat"] = raw["table"]["title"]
+    curves.measured, curves.comparison = measured, comparison
+    return Calibration(raw["device"], raw["fitted"], raw["platform_toml"], curves, comparison)

@@ -39,6 +39,11 @@ class Characterization:
     params: dict[str, Any]
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    #: Measured curves of `--compare` (read_percent, bandwidth_mbs, latency_ns), if any.
+    measured: pl.DataFrame | None = None
+    #: Error per compared point (read_percent, fraction, bandwidth_gbs, measured_ns, model_ns,
+    #: error) and per read ratio's maximum (fraction = 1, the *_ns columns hold GB/s).
+    comparison: pl.DataFrame | None = None
 
     @classmethod
     def from_json(cls, text: str) -> Characterization:
@@ -47,6 +52,8 @@ class Characterization:
         for t in raw["tables"]:
             c.tables[t["name"]] = pl.DataFrame({col["name"]: col["values"] for col in t["columns"]})
             c.titles[t["name"]] = t["title"]
+        if "measured" in raw:
+            c.measured, c.comparison = measured_frames(raw["measured"], raw["comparison"])
         return c
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
@@ -61,6 +68,12 @@ class Characterization:
             written += [out / f"{name}.csv", out / f"{name}.parquet"]
             if name in _PLOTS:
                 written.append(self._plot(name, df, out / f"{name}.png"))
+        if "bwlat" in self.tables:
+            written += write_mess(self.tables["bwlat"], out / "bwlat")
+            written.append(plot_bwlat(self.tables["bwlat"], self.measured, out / "bwlat.png", self.target))
+        if self.comparison is not None:
+            self.comparison.write_csv(out / "bwlat_compare.csv")
+            written.append(out / "bwlat_compare.csv")
         return written
 
     def _plot(self, name: str, df: pl.DataFrame, path: Path) -> Path:
@@ -93,3 +106,67 @@ class Characterization:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         return path
+
+
+def measured_frames(measured: list[dict[str, Any]], comparison: list[dict[str, Any]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The native answer's measured curves and per-point errors as DataFrames."""
+    curves = pl.concat(
+        [
+            pl.DataFrame(
+                {"read_percent": [m["read_percent"]] * len(m["latency_ns"]), "bandwidth_mbs": m["bandwidth_mbs"], "latency_ns": m["latency_ns"]}
+            )
+            for m in measured
+        ]
+    )
+    rows = []
+    for c in comparison:
+        for p in c["points"]:
+            rows.append({"read_percent": c["read_percent"], **{k: p[k] for k in ("fraction", "bandwidth_gbs", "measured_ns", "model_ns", "error")}})
+        rows.append(
+            {"read_percent": c["read_percent"], "fraction": 1.0, "bandwidth_gbs": c["measured_max_gbs"],
+             "measured_ns": c["measured_max_gbs"], "model_ns": c["model_max_gbs"], "error": c["max_error"]}
+        )
+    return curves, pl.DataFrame(rows)
+
+
+def write_mess(bwlat: pl.DataFrame, out: Path) -> list[Path]:
+    """One Mess-format file per read ratio, `bwlat_R.txt`: MB/s and ns, tab separated, from the
+    saturated end down to idle as the Mess benchmark writes them."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (ratio,), g in bwlat.partition_by("read_ratio", maintain_order=True, as_dict=True).items():
+        path = out / f"bwlat_{int(ratio)}.txt"
+        rows = reversed(list(zip(g["bandwidth_mbs"].to_list(), g["latency_ns"].to_list())))
+        path.write_text("".join(f"{bw:.4f}\t{lat:.4f}\n" for bw, lat in rows))
+        written.append(path)
+    return written
+
+
+def plot_bwlat(bwlat: pl.DataFrame, measured: pl.DataFrame | None, path: Path, title: str) -> Path:
+    """Latency vs bandwidth per read ratio; measured curves, if given, dashed in the same colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ratios = sorted(set(bwlat["read_ratio"].to_list()) | set(measured["read_percent"].to_list() if measured is not None else []))
+    colours = plt.get_cmap("viridis")
+    for i, r in enumerate(ratios):
+        colour = colours(i / max(1, len(ratios) - 1))
+        g = bwlat.filter(pl.col("read_ratio") == r)
+        if len(g):
+            ax.plot((g["bandwidth_mbs"] / 1e3).to_list(), g["latency_ns"].to_list(), marker="o", ms=3, color=colour, label=f"model {int(r)} % reads")
+        if measured is not None:
+            m = measured.filter(pl.col("read_percent") == r)
+            if len(m):
+                ax.plot((m["bandwidth_mbs"] / 1e3).to_list(), m["latency_ns"].to_list(), ls="--", color=colour, label=f"measured {int(r)} % reads")
+    ax.set_xlabel("bandwidth (GB/s)")
+    ax.set_ylabel("pointer-chase latency (ns)")
+    ax.set_title(textwrap.fill(f"{title}: bandwidth-latency curves", _TITLE_WIDTH), fontsize="small")
+    ax.legend(fontsize="x-small")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -67,10 +67,22 @@ def list_plugins() -> str:
 def resolve_platform(platform: str, overrides: list[str] = ...) -> str:
     """Resolved platform TOML text."""
 
-def characterize(device_or_preset: str, params: str = "", tests: list[str] = ..., quick: bool = False) -> str:
+def characterize(
+    device_or_preset: str,
+    params: str = "",
+    tests: list[str] = ...,
+    quick: bool = False,
+    ratios: list[int] = ...,
+    compare: str = "",
+) -> str:
     """JSON text: {"target", "device", "count", "granule", "params", "tables": [{"name", "title",
-    "columns": [{"name", "values"}]}]}. `params` is TOML: device parameters plus `count` and
-    `granule` of the interleave set; `tests` empty runs all."""
+    "columns": [{"name", "values"}]}]}, plus "measured" and "comparison" with `compare` (a
+    directory of Mess curves). `params` is TOML: device parameters plus `count` and `granule`
+    of the interleave set; `tests` empty runs all but bwlat; `ratios` are bwlat's read percents."""
+
+def calibrate(curves_dir: str, device: str, base: str, params: str = "", ratios: list[int] = ...) -> str:
+    """JSON text: {"device", "fitted" (TOML), "platform_toml", "table", "measured", "comparison",
+    "base", "target"}: `device` (dram or cxl) fitted to the curves on top of preset `base`."""
 
 def flash_replay(
     trace: str | None = None,

@@ -12,7 +12,7 @@ fn main() {
         Ok(t) => t,
         Err(e) => return eprintln!("error: {e}"),
     };
-    match characterize(&target, &[], quick) {
+    match characterize(&target, &[], quick, &[]) {
         Ok(tables) => {
             for t in tables {
                 println!("## {} ({})", t.title, t.name);

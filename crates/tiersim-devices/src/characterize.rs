@@ -20,7 +20,14 @@ use crate::{presets, DeviceEntry, DeviceRequest, InterleaveSet};
 /// Every test, in the order they run.
 pub const TESTS: &[&str] =
     &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling",
-      "remote_latency", "remote_bandwidth"];
+      "remote_latency", "remote_bandwidth", "bwlat"];
+
+/// Tests that run only when named: `bwlat` sweeps several read ratios to saturation and costs
+/// more than all the others together.
+pub const ON_REQUEST: &[&str] = &["bwlat"];
+
+/// Read percentages of the `bwlat` test unless the caller names others.
+pub const BWLAT_RATIOS: &[u32] = &[0, 25, 50, 75, 100];
 
 /// Tests that apply to pmem only: the EWR (only pmem counts media writes) and the remote-socket
 /// tests (only pmem models remote penalties; for other devices the platform adds a fixed hop).
@@ -160,6 +167,11 @@ impl Target {
         Ok(t)
     }
 
+    /// The device parameters, defaults filled in.
+    pub fn resolved(&self) -> Result<Params> {
+        self.params(&[])
+    }
+
     fn params(&self, extra: &[(&str, &str)]) -> Result<Params> {
         let mut table = self.table.clone();
         for (k, v) in extra {
@@ -238,7 +250,7 @@ impl Bench {
 struct Thread {
     size: u64,
     random: bool,
-    /// Out of every `reads + writes` accesses, the first `reads` read.
+    /// Out of every `reads + writes` accesses, `reads` read; writes are spread evenly.
     reads: u32,
     writes: u32,
     /// Requests in flight; 0 = the default of the device kind (see `slots`).
@@ -247,6 +259,12 @@ struct Thread {
     think: Ns,
     /// The thread runs on another socket than the devices.
     remote: bool,
+    /// Slots start spread over this time instead of all at once, so injectors facing a constant
+    /// latency do not stay in lockstep and hit the device in bursts.
+    stagger: Ns,
+    /// Where a sequential thread starts in its region (bytes), so that streams sit on different
+    /// channels rather than all marching over the same one.
+    start: u64,
 }
 
 impl Thread {
@@ -256,7 +274,7 @@ impl Thread {
             "write" => (0, 1),
             _ => (2, 1),
         };
-        Thread { size, random, reads, writes, outstanding: 0, think: 0, remote: false }
+        Thread { size, random, reads, writes, outstanding: 0, think: 0, remote: false, stagger: 0, start: 0 }
     }
 
     /// Requests in flight: a memory thread keeps its line fill buffers busy whatever the access
@@ -307,9 +325,10 @@ fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
         // the set instead of marching over one device in lockstep.
         let n = u64::from(bench.count);
         let base_chunk = t as u64 * REGION / bench.granule;
-        cursor[t] = ((t as u64 % n + n - base_chunk % n) % n) * bench.granule;
-        for _ in 0..th.slots(bench.unit) {
-            heap.push(Reverse((0u64, t)));
+        cursor[t] = ((t as u64 % n + n - base_chunk % n) % n) * bench.granule + th.start;
+        let slots = th.slots(bench.unit);
+        for s in 0..slots {
+            heap.push(Reverse((th.stagger * u64::from(s) / u64::from(slots) + th.stagger * t as u64 / threads.len() as u64 / u64::from(slots), t)));
         }
     }
     let warmup = total / 5;
@@ -330,9 +349,12 @@ fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
                 o
             };
             let addr = t as u64 * REGION + offset;
-            let k = count[t] % u64::from(th.reads + th.writes);
+            // Writes spread evenly over each cycle of `reads + writes` accesses.
+            let n = u64::from(th.reads + th.writes);
+            let k = count[t] % n;
             count[t] += 1;
-            let write = k >= u64::from(th.reads);
+            let w = u64::from(th.writes);
+            let write = (k + 1) * w / n > k * w / n;
             *c = Current { addr, end: addr + th.size, write, start: now, done: now, measured: issued >= warmup };
         }
         let part = bench.unit.min(c.end - c.addr);
@@ -371,6 +393,9 @@ struct Effort {
     lines: &'static [u64],
     rounds: u64,
     thinks: &'static [Ns],
+    /// Offered load of the `bwlat` test as fractions of the set's read peak (closed loop, so
+    /// the achieved load is lower near and past saturation); infinity = no pause.
+    loads: &'static [f64],
 }
 
 const FULL: Effort = Effort {
@@ -380,6 +405,7 @@ const FULL: Effort = Effort {
     lines: &[8, 16, 32, 48, 56, 60, 64, 68, 72, 80, 96, 128, 256, 512, 1024],
     rounds: 16,
     thinks: &[51_200, 25_600, 12_800, 6_400, 3_200, 1_600, 800, 400, 200, 100, 0],
+    loads: &[0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.3, 1.6, 2.0, f64::INFINITY],
 };
 
 const QUICK: Effort = Effort {
@@ -389,6 +415,7 @@ const QUICK: Effort = Effort {
     lines: &[32, 64, 72, 128, 512],
     rounds: 4,
     thinks: &[6_400, 800, 0],
+    loads: &[0.01, 0.2, 0.5, 0.8, 1.0, f64::INFINITY],
 };
 
 fn gbs(b: f64) -> f64 {
@@ -579,6 +606,54 @@ fn loaded_latency(t: &Target, e: &Effort) -> Result<Table> {
         .num("latency_ns", lat))
 }
 
+/// Lines in flight across the injectors, in units of the set's idle latency at its read peak:
+/// enough to hold it past saturation even when the loaded latency is several times idle.
+const BWLAT_DEPTH: f64 = 6.0;
+/// Distance in lines between the starts of neighbouring injector streams.
+const BWLAT_SPREAD_LINES: u64 = 37;
+
+/// The Mess benchmark's sweep: for each read ratio, sequential 64 B load traffic from enough
+/// threads to pass saturation, paced by a pause per request, with a pointer-chase probe (one
+/// random dependent read at a time) measuring latency beside it. Bandwidth counts reads and
+/// writes, as Mess's uncore counters do.
+fn bwlat(t: &Target, e: &Effort, ratios: &[u32]) -> Result<Table> {
+    let probe_bench = t.bench(t.count, &[])?;
+    let peak = probe_bench.set.peak_bandwidth();
+    let idle = probe_bench.set.idle_latency(Op::Read, CACHE_LINE as u32) as f64;
+    let per_thread = (LINES_IN_FLIGHT * CACHE_LINE) as f64;
+    let n = ((peak * BWLAT_DEPTH * idle * 1e-9) / per_thread).ceil().max(2.0) as usize;
+    let (mut ratio_col, mut think_col, mut bw, mut lat) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for &r in ratios {
+        if r > 100 {
+            return Err(Error::arg("read_ratios", format!("{r} is not a percentage 0..100")));
+        }
+        for &q in e.loads {
+            // Closed loop: a thread with LINES_IN_FLIGHT lines moves per_thread bytes per
+            // (latency + pause), so this pause offers q x peak at idle latency.
+            let think = if q.is_finite() { (n as f64 * per_thread / (q * peak) * 1e9 - idle).max(0.0) as Ns } else { 0 };
+            let mut b = t.bench(t.count, &[])?;
+            let probe = Thread { outstanding: 1, ..Thread::new(CACHE_LINE, true, "read") };
+            let load = Thread { think, reads: r, writes: 100 - r, stagger: think + idle as Ns, ..Thread::new(CACHE_LINE, false, "read") };
+            let mut threads = vec![probe];
+            // Streams an odd number of lines apart land on every channel phase.
+            threads.extend((0..n as u64).map(|i| Thread { start: i * BWLAT_SPREAD_LINES * CACHE_LINE, ..load }));
+            let out = run(&mut b, &threads, e.requests);
+            ratio_col.push(f64::from(r));
+            think_col.push(think as f64);
+            bw.push(out.bandwidth / 1e6);
+            lat.push(out.latency[0]);
+        }
+    }
+    Ok(Table::new(
+        "bwlat",
+        format!("Bandwidth-latency curves (Mess-style): pointer-chase latency vs load bandwidth per read ratio, {n} injector threads"),
+    )
+    .num("read_ratio", ratio_col)
+    .num("delay_ns", think_col)
+    .num("bandwidth_mbs", bw)
+    .num("latency_ns", lat))
+}
+
 /// Devices the scaling test goes up to (a socket's 6 Optane DIMMs or DDR channels).
 const SCALING_MAX: u32 = 6;
 
@@ -606,9 +681,10 @@ fn scaling(t: &Target, e: &Effort) -> Result<Table> {
     .num("write_gbs", wr))
 }
 
-/// Run `tests` (all when empty) against `target`; `quick` uses fewer points and accesses.
+/// Run `tests` (all when empty) against `target`; `quick` uses fewer points and accesses;
+/// `ratios` are the read percentages of `bwlat` (empty: `BWLAT_RATIOS`).
 /// Tests in `PMEM_ONLY` are skipped for other devices.
-pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Vec<Table>> {
+pub fn characterize(target: &Target, tests: &[String], quick: bool, ratios: &[u32]) -> Result<Vec<Table>> {
     for name in tests {
         if !TESTS.contains(&name.as_str()) {
             return Err(Error::arg("tests", format!("unknown test `{name}`; valid tests: {}", TESTS.join(", "))));
@@ -617,7 +693,8 @@ pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Ve
     let e = if quick { &QUICK } else { &FULL };
     let mut out = Vec::new();
     for &name in TESTS {
-        if !tests.is_empty() && !tests.iter().any(|t| t == name) {
+        let named = tests.iter().any(|t| t == name);
+        if (!tests.is_empty() && !named) || (tests.is_empty() && ON_REQUEST.contains(&name)) {
             continue;
         }
         let table = match name {
@@ -632,6 +709,7 @@ pub fn characterize(target: &Target, tests: &[String], quick: bool) -> Result<Ve
             "scaling" => scaling(target, e)?,
             "remote_latency" => remote_latency(target, e)?,
             "remote_bandwidth" => remote_bandwidth(target, e)?,
+            "bwlat" => bwlat(target, e, if ratios.is_empty() { BWLAT_RATIOS } else { ratios })?,
             _ => continue,
         };
         out.push(table);

@@ -3,11 +3,14 @@
 //! modelled by `dram::ChannelGroup`. Defaults are a Micron CZ120-class module (PCIe 5.0 x8, two
 //! DDR4 channels; Micron/AMD white paper, reference seed 003) with the link and latency split
 //! chosen to match published totals: ~250-270 ns idle load latency and ~36 GB/s at 2:1 R/W.
+//! The media write cost and the load term (loaded.rs) default to the fit to Micron's modelled
+//! expander curves (preset cxl_expander, docs/calibrate.md).
 
 use serde_json::json;
 use tiersim_core::{Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::dram::{channel_specs, ChannelGroup};
+use crate::loaded::Loaded;
 use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
@@ -41,6 +44,8 @@ pub const SPECS: &[ParamSpec] = channel_specs! {
     write_latency: "80ns",
     interleave: "256B",
     burst: "64B",
+    write_cost: "1.177",
+    load: ["11.152", "85.091", "1.132", "1.591"],
 };
 
 pub const INFO: PluginInfo = PluginInfo {
@@ -68,6 +73,9 @@ pub struct Cxl {
     /// (request, response) link time of a one-line read and write, the usual request.
     one_line: [(Ps, Ps); 2],
     media: ChannelGroup,
+    load: Loaded,
+    /// Idle latency of a one-line read and write: the floor the load term raises.
+    idle: [Ps; 2],
 }
 
 impl Cxl {
@@ -77,16 +85,25 @@ impl Cxl {
         let h2d = Pipe::new(p.bandwidth("link_write_bandwidth"));
         let d2h = Pipe::new(p.bandwidth("link_read_bandwidth"));
         let one_line = [(h2d.service(header), d2h.service(line)), (h2d.service(line), d2h.service(header))];
+        crate::loaded::check(p)?;
+        let media = ChannelGroup::from_params(p, "media_")?;
+        let link_latency = ps_from_ns(p.duration("link_latency"));
+        let idle = [Op::Read, Op::Write].map(|op| {
+            let (up, down) = one_line[usize::from(op.is_write())];
+            up + media.idle_burst(op) + down + link_latency
+        });
         Ok(Cxl {
             h2d,
             d2h,
-            link_latency: ps_from_ns(p.duration("link_latency")),
+            link_latency,
             link_read_bandwidth: p.bandwidth("link_read_bandwidth"),
             line_shift: line.is_power_of_two().then_some(line.trailing_zeros()),
             line,
             header,
             one_line,
-            media: ChannelGroup::from_params(p, "media_")?,
+            media,
+            load: Loaded::from_params(p),
+            idle,
         })
     }
 
@@ -126,10 +143,17 @@ impl Device for Cxl {
         } else {
             (self.h2d.service(up), self.d2h.service(down))
         };
-        let (_, arrived) = self.h2d.serve_for(ps_from_ns(req.now), up, up_t);
+        let at = ps_from_ns(req.now);
+        let (h2d, d2h, media) = (&self.h2d, &self.d2h, &self.media);
+        // The bottleneck of the window is whichever of the link directions and the media is busiest.
+        let extra = self.load.extra(at, req.op, || {
+            (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel())
+        });
+        let (_, arrived) = self.h2d.serve_for(at, up, up_t);
         let media_done = self.media.serve(arrived, req.addr, req.size, req.op);
         let (_, returned) = self.d2h.serve_for(media_done, down, down_t);
-        completion(req.now, returned.saturating_add(self.link_latency))
+        let floor = at.saturating_add(extra + self.idle[usize::from(req.op.is_write())]);
+        completion(req.now, returned.saturating_add(self.link_latency).max(floor))
     }
 
     fn idle_latency(&self, op: Op, size: u32) -> Ns {
@@ -152,6 +176,7 @@ impl Device for Cxl {
                 "d2h_bytes": self.d2h.bytes(),
             },
             "media": self.media.stats(),
+            "load": self.load.stats(),
         })
     }
 }

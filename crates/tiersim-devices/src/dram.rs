@@ -2,12 +2,14 @@
 //! whole bursts at its sustained rate, with addresses interleaved across channels. Idle latency
 //! is the published load-to-use figure; loaded latency grows only once a channel queues.
 //! Defaults are DDR5-4800 (JEDEC JESD79-5: 4800 MT/s x 8 B = 38.4 GB/s per channel); latency and
-//! efficiency are typical published values (see the parameter help). `ChannelGroup` is also the
+//! efficiency are typical published values (see the parameter help); write_cost and the load term
+//! default to the fit to the Mess Skylake DDR4 curves (preset skylake_ddr4). `ChannelGroup` is also the
 //! media model behind the `cxl` device.
 
 use serde_json::json;
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
+use crate::loaded::Loaded;
 use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
@@ -23,7 +25,9 @@ macro_rules! channel_specs {
         read_latency: $rl:literal,
         write_latency: $wl:literal,
         interleave: $il:literal,
-        burst: $burst:literal $(,)?
+        burst: $burst:literal,
+        write_cost: $wc:literal,
+        $(load: [$la:literal, $law:literal, $lc:literal, $lcw:literal] $(,)?)?
     ) => {
         &[
             $($extra,)*
@@ -54,6 +58,32 @@ macro_rules! channel_specs {
             ParamSpec::new(concat!($p, "hash"), ParamKind::Bool, "false",
                 "XOR higher address bits into the channel index, as server controllers do, so \
                  power-of-two strides spread over the channels"),
+            ParamSpec::new(concat!($p, "write_cost"), ParamKind::Float, $wc,
+                "channel time of a write burst relative to a read burst: read/write turnarounds \
+                 and write drains make the sustained maximum fall with the write share (fitted to \
+                 the Mess Skylake DDR4 curves: 111 GB/s at 98 % reads, 83 GB/s at 52 %)")
+                .min(0.1)
+                .max(100.0),
+            $(
+            // The load term (loaded.rs) is the device's, so its keys carry no prefix. Defaults
+            // are the fit to the Mess Skylake-SP 6 x DDR4-2666 curves (docs/calibrate.md).
+            ParamSpec::new("load_linear_ns", ParamKind::Float, $la,
+                "loaded latency: extra ns per unit utilisation with reads only (bank and row \
+                 conflicts grow in proportion to load)")
+                .min(0.0),
+            ParamSpec::new("load_linear_write_ns", ParamKind::Float, $law,
+                "extra ns per unit utilisation added per unit write fraction")
+                .min(-1e6),
+            ParamSpec::new("load_queue_ns", ParamKind::Float, $lc,
+                "loaded latency: ns times u/(1-u), the queueing term that bends the curve at the knee")
+                .min(0.0),
+            ParamSpec::new("load_queue_write_ns", ParamKind::Float, $lcw,
+                "ns times u/(1-u) added per unit write fraction")
+                .min(-1e6),
+            crate::loaded::MAX_UTIL_SPEC,
+            crate::loaded::WINDOW_SPEC,
+            crate::loaded::GAIN_SPEC,
+            )?
         ]
     };
 }
@@ -69,6 +99,8 @@ pub const SPECS: &[ParamSpec] = channel_specs! {
     write_latency: "110ns",
     interleave: "256B",
     burst: "64B",
+    write_cost: "1.741",
+    load: ["31.011", "-11.134", "1.227", "0.974"],
 };
 
 pub const INFO: PluginInfo = PluginInfo {
@@ -97,8 +129,10 @@ pub struct ChannelGroup {
     interleave: u64,
     interleave_shift: u32,
     burst_shift: u32,
-    /// Channel time of one burst, the usual request.
-    burst_service: Ps,
+    /// Channel time of one read and one write burst, the usual requests.
+    burst_service: [Ps; 2],
+    /// Channel time of a write relative to a read of the same bytes.
+    write_cost: f64,
     hash: bool,
     read_latency: Ps,
     write_latency: Ps,
@@ -141,8 +175,11 @@ impl ChannelGroup {
         }
         let bandwidth = p.bandwidth(&key("channel_bandwidth")) * efficiency;
         let proto = Pipe::new(bandwidth);
+        let write_cost = p.float(&key("write_cost"));
+        let read_burst = proto.service(1 << burst_shift);
         Ok(ChannelGroup {
-            burst_service: proto.service(1 << burst_shift),
+            burst_service: [read_burst, scale(read_burst, write_cost)],
+            write_cost,
             channels: vec![proto; n as usize],
             mask: n.is_power_of_two().then_some(n - 1),
             fastmod: (u64::MAX / n).wrapping_add(1),
@@ -208,6 +245,25 @@ impl ChannelGroup {
         }
     }
 
+    /// Channel time of `bytes` moved in direction `op`.
+    #[inline]
+    fn service(&self, pipe: &Pipe, bytes: u64, op: Op) -> Ps {
+        match op {
+            Op::Read => pipe.service(bytes),
+            Op::Write => scale(pipe.service(bytes), self.write_cost),
+        }
+    }
+
+    /// Latency of a one-burst request of direction `op` on an idle channel.
+    pub fn idle_burst(&self, op: Op) -> Ps {
+        self.burst_service[usize::from(op.is_write())] + self.latency(op)
+    }
+
+    /// Busy time per channel so far (ps), the utilisation the load term reads.
+    pub fn busy_per_channel(&self) -> f64 {
+        self.channels.iter().map(Pipe::busy).sum::<Ps>() as f64 / self.channels.len() as f64
+    }
+
     /// Serve a request arriving at `at`; returns when its data is complete (latency included).
     /// A request spanning several interleave blocks is split; each part queues on its channel and
     /// the request completes with its last part.
@@ -218,12 +274,15 @@ impl ChannelGroup {
         let (done, queued, bytes) = if (addr ^ last) >> self.interleave_shift == 0 {
             let bytes = self.span_bytes(addr, last);
             let ch = self.channel_of(addr);
-            let service =
-                if bytes >> self.burst_shift == 1 { self.burst_service } else { self.channels[ch].service(bytes) };
+            let service = if bytes >> self.burst_shift == 1 {
+                self.burst_service[usize::from(op.is_write())]
+            } else {
+                self.service(&self.channels[ch], bytes, op)
+            };
             let (start, finish) = self.channels[ch].serve_for(at, bytes, service);
             (finish, start - at, bytes)
         } else {
-            self.serve_split(at, addr, last)
+            self.serve_split(at, addr, last, op)
         };
         self.queue_total = self.queue_total.saturating_add(queued);
         self.queue_max = self.queue_max.max(queued);
@@ -242,7 +301,7 @@ impl ChannelGroup {
 
     /// A request spanning interleave blocks: each block queues on its own channel.
     /// Returns (last part's end, longest wait, bus bytes).
-    fn serve_split(&mut self, at: Ps, addr: u64, last: u64) -> (Ps, Ps, u64) {
+    fn serve_split(&mut self, at: Ps, addr: u64, last: u64, op: Op) -> (Ps, Ps, u64) {
         let mut a = addr;
         let mut done = at;
         let mut queued = 0;
@@ -251,7 +310,8 @@ impl ChannelGroup {
             let chunk_last = last.min(a | (self.interleave - 1));
             let chunk_bytes = self.span_bytes(a, chunk_last);
             let ch = self.channel_of(a);
-            let (start, finish) = self.channels[ch].serve(at, chunk_bytes);
+            let service = self.service(&self.channels[ch], chunk_bytes, op);
+            let (start, finish) = self.channels[ch].serve_for(at, chunk_bytes, service);
             queued = queued.max(start - at);
             done = done.max(finish);
             bytes = bytes.saturating_add(chunk_bytes);
@@ -275,7 +335,7 @@ impl ChannelGroup {
                 .step_by(n as usize)
                 .map(|b| {
                     let len = (size - b * self.interleave).min(self.interleave);
-                    pipe.service(self.bus_bytes(b * self.interleave, len as u32))
+                    self.service(pipe, self.bus_bytes(b * self.interleave, len as u32), op)
                 })
                 .sum()
         };
@@ -310,14 +370,24 @@ impl ChannelGroup {
     }
 }
 
-/// The `dram` device: one channel group.
+/// `ps * factor`, rounded up, at least 1.
+fn scale(ps: Ps, factor: f64) -> Ps {
+    ((ps as f64 * factor).ceil() as Ps).max(1)
+}
+
+/// The `dram` device: one channel group and its load term.
 pub struct Dram {
     group: ChannelGroup,
+    load: Loaded,
+    /// Idle latency of a one-burst read and write: the floor the load term raises.
+    idle: [Ps; 2],
 }
 
 impl Dram {
     pub fn from_params(p: &Params) -> Result<Self> {
-        Ok(Dram { group: ChannelGroup::from_params(p, "")? })
+        crate::loaded::check(p)?;
+        let group = ChannelGroup::from_params(p, "")?;
+        Ok(Dram { idle: [group.idle_burst(Op::Read), group.idle_burst(Op::Write)], load: Loaded::from_params(p), group })
     }
 
     pub fn group(&self) -> &ChannelGroup {
@@ -328,7 +398,13 @@ impl Dram {
 impl Device for Dram {
     #[inline]
     fn access(&mut self, req: &DeviceRequest) -> Ns {
-        completion(req.now, self.group.serve(ps_from_ns(req.now), req.addr, req.size, req.op))
+        let at = ps_from_ns(req.now);
+        let group = &self.group;
+        let extra = self.load.extra(at, req.op, || group.busy_per_channel());
+        // The load term is a floor under the queueing delay, not added to it: the FCFS wait
+        // counts only when bursts exceed what the window's average predicts, or past saturation.
+        let floor = at.saturating_add(extra + self.idle[usize::from(req.op.is_write())]);
+        completion(req.now, self.group.serve(at, req.addr, req.size, req.op).max(floor))
     }
 
     fn idle_latency(&self, op: Op, size: u32) -> Ns {
@@ -342,6 +418,7 @@ impl Device for Dram {
     fn stats(&self) -> serde_json::Value {
         let mut s = self.group.stats();
         s["device"] = json!("dram");
+        s["load"] = self.load.stats();
         s
     }
 }

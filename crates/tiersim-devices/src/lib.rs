@@ -7,12 +7,16 @@
 
 use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 
+pub mod calibrate;
 pub mod characterize;
 pub mod cxl;
+pub mod curve;
+pub mod curves;
 pub mod cxl_flash;
 pub mod dram;
 pub mod pipe;
 pub mod interleave;
+pub mod loaded;
 pub mod pmem;
 pub mod presets;
 
@@ -74,6 +78,7 @@ pub static REGISTRY: &[DeviceEntry] = &[
     DeviceEntry { info: ssd::INFO, build: ssd::build },
     DeviceEntry { info: pmem::INFO, build: pmem::build },
     DeviceEntry { info: cxl_flash::INFO, build: cxl_flash::build },
+    DeviceEntry { info: curve::INFO, build: curve::build },
 ];
 
 /// Find a device kind by name; an unknown name lists the valid ones.

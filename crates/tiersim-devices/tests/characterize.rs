@@ -1,6 +1,6 @@
 //! `characterize` on every preset (quick mode), and the seed 000 shapes on the Optane preset.
 
-use tiersim_devices::characterize::{characterize, to_json, Target, Table, PMEM_ONLY, TESTS};
+use tiersim_devices::characterize::{characterize, to_json, Target, Table, ON_REQUEST, PMEM_ONLY, TESTS};
 use tiersim_devices::presets;
 
 fn target(name: &str, params: &str) -> Target {
@@ -9,7 +9,7 @@ fn target(name: &str, params: &str) -> Target {
 
 fn tables(name: &str, params: &str, tests: &[&str]) -> Vec<Table> {
     let tests: Vec<String> = tests.iter().map(|s| (*s).to_owned()).collect();
-    characterize(&target(name, params), &tests, true).unwrap()
+    characterize(&target(name, params), &tests, true, &[]).unwrap()
 }
 
 fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
@@ -21,10 +21,10 @@ fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
 fn smoke_every_preset() {
     for p in presets::all().unwrap() {
         let t = target(p.name, "");
-        let out = characterize(&t, &[], true).unwrap();
+        let out = characterize(&t, &[], true, &[]).unwrap();
         let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
         let expect: Vec<_> =
-            TESTS.iter().copied().filter(|n| p.device == "pmem" || !PMEM_ONLY.contains(n)).collect();
+            TESTS.iter().copied().filter(|n| (p.device == "pmem" || !PMEM_ONLY.contains(n)) && !ON_REQUEST.contains(n)).collect();
         assert_eq!(names, expect, "{}", p.name);
         for table in &out {
             for (name, _) in &table.columns {
@@ -146,7 +146,7 @@ fn bad_targets_and_tests_are_rejected() {
     assert_eq!(err("optane_100", "granule = \"3000B\""), "config key `granule`: 3000B is not a power of two of at least 64B");
     assert_eq!(err("pmem", "xpline = \"100B\""), "config key `xpline`: 100B is not a power of two");
     assert!(err("dram", "chanels = 2").contains("valid parameters: channels,"));
-    assert!(err("dram", "chanels = 2").ends_with("hash, count, granule"));
-    let e = characterize(&target("dram", ""), &["bandwidth".to_owned()], true).unwrap_err().to_string();
+    assert!(err("dram", "chanels = 2").ends_with("hash, write_cost, load_linear_ns, load_linear_write_ns, load_queue_ns, load_queue_write_ns, load_max_util, load_window, load_gain, count, granule"));
+    let e = characterize(&target("dram", ""), &["bandwidth".to_owned()], true, &[]).unwrap_err().to_string();
     assert!(e.starts_with("invalid argument `tests`: unknown test `bandwidth`; valid tests: idle_latency,"), "{e}");
 }

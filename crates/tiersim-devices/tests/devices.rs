@@ -18,7 +18,8 @@ fn dev(kind: &str, params: &str) -> Box<dyn Device> {
 }
 
 /// 4 channels at 32 GB/s, efficiency 1: 1e15 / 32e9 = 31250 fs per byte, so a 64 B burst takes
-/// 2000 ps = 2 ns and a 256 B interleave block 8 ns.
+/// 2000 ps = 2 ns and a 256 B interleave block 8 ns. Writes cost what reads do and there is no
+/// load term, so these cases check the FCFS channels alone.
 const DRAM: &str = r#"
 channels = 4
 channel_bandwidth = "32GB/s"
@@ -27,7 +28,38 @@ read_latency = "100ns"
 write_latency = "50ns"
 interleave = "256B"
 burst = "64B"
+write_cost = 1.0
+load_linear_ns = 0.0
+load_linear_write_ns = 0.0
+load_queue_ns = 0.0
+load_queue_write_ns = 0.0
 "#;
+
+#[test]
+fn dram_write_cost_and_load_term_exact() {
+    // A write occupies its channel write_cost = 2 times a read's 2 ns: 1000 + 4 + 50.
+    let mut d = dev("dram", &DRAM.replace("write_cost = 1.0", "write_cost = 2.0"));
+    assert_eq!(d.access(&req(1000, 0, 64, Op::Write)), 1054);
+    assert_eq!(d.idle_latency(Op::Write, 64), 54);
+    // 100 ns per unit utilisation, applied at once (gain 1) after a 1 us window. 1000 reads at
+    // t = 0 round-robin over 4 channels keep each busy 250 x 2 ns = 500 ns of the first 1000 ns:
+    // u = 0.5, so the next read's floor is 1000 + 50 + 102 although its channel is idle.
+    let mut d = dev("dram", &DRAM.replace("load_linear_ns = 0.0", "load_linear_ns = 100.0\nload_gain = 1.0\nload_window = \"1000ns\""));
+    for k in 0..1000u64 {
+        d.access(&req(0, k * 256, 64, Op::Read));
+    }
+    assert_eq!(d.access(&req(1000, 0, 64, Op::Read)), 1152);
+    assert_eq!(d.stats()["load"]["windows"], 1);
+    assert_eq!(d.stats()["load"]["utilisation_mean"], 0.5);
+    // Half the gap per window with the default gain: a quiet window (u = 0, after less than
+    // four windows) halves the extra 50 ns to 25.
+    let mut d = dev("dram", &DRAM.replace("load_linear_ns = 0.0", "load_linear_ns = 100.0\nload_window = \"1000ns\""));
+    for k in 0..1000u64 {
+        d.access(&req(0, k * 256, 64, Op::Read));
+    }
+    assert_eq!(d.access(&req(1000, 0, 64, Op::Read)), 1000 + 25 + 102);
+    assert_eq!(d.access(&req(2000, 0, 64, Op::Read)), 2000 + 13 + 102);
+}
 
 #[test]
 fn dram_single_read_and_write_on_idle_device() {
@@ -240,17 +272,17 @@ fn ssd_third_concurrent_read_waits_for_a_unit() {
 #[test]
 fn registry_and_presets() {
     let names: Vec<_> = REGISTRY.iter().map(|e| e.info.name).collect();
-    assert_eq!(names, ["dram", "cxl", "ssd", "pmem", "cxl_flash"]);
+    assert_eq!(names, ["dram", "cxl", "ssd", "pmem", "cxl_flash", "curve"]);
     let e = find("hbm").err().unwrap().to_string();
-    assert_eq!(e, "unknown device `hbm`; valid names: dram, cxl, ssd, pmem, cxl_flash");
-    // Every declared default resolves and builds.
-    for entry in REGISTRY {
+    assert_eq!(e, "unknown device `hbm`; valid names: dram, cxl, ssd, pmem, cxl_flash, curve");
+    // Every declared default resolves and builds (curve needs its curves_dir: tests/bwlat.rs).
+    for entry in REGISTRY.iter().filter(|e| e.info.name != "curve") {
         let (d, _) = build(entry.info.name, None).unwrap();
         assert!(d.idle_latency(Op::Read, 64) > 0);
     }
     let all = presets::all().unwrap();
     let names: Vec<_> = all.iter().map(|p| p.name).collect();
-    assert_eq!(names, ["ddr5_4800", "ddr4_3200", "ddr4_2666", "cxl_cz120", "nvme_ssd", "optane_ssd", "optane_100",
+    assert_eq!(names, ["ddr5_4800", "ddr4_3200", "ddr4_2666", "skylake_ddr4", "cxl_cz120", "cxl_expander", "nvme_ssd", "optane_ssd", "optane_100",
         "cxl_flash_ull", "cxl_flash_slc", "cxl_flash_mlc", "cxl_flash_tlc"]);
     for p in &all {
         assert!(!p.summary.is_empty() && !p.source.is_empty(), "{}", p.name);
@@ -263,7 +295,7 @@ fn registry_and_presets() {
     let e = presets::get("ddr3").unwrap_err().to_string();
     assert_eq!(
         e,
-        "unknown device preset `ddr3`; valid names: ddr5_4800, ddr4_3200, ddr4_2666, cxl_cz120, nvme_ssd, optane_ssd, optane_100, \
+        "unknown device preset `ddr3`; valid names: ddr5_4800, ddr4_3200, ddr4_2666, skylake_ddr4, cxl_cz120, cxl_expander, nvme_ssd, optane_ssd, optane_100, \
          cxl_flash_ull, cxl_flash_slc, cxl_flash_mlc, cxl_flash_tlc"
     );
     // Plugin info lists every parameter with its default.

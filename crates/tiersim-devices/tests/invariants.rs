@@ -27,10 +27,13 @@ const CHANNELS: [&str; 3] = [
     "channels = 12\ninterleave = \"4KiB\"\nread_latency = \"90ns\"\nwrite_latency = \"30ns\"",
 ];
 
+const NO_LOAD: &str = "load_linear_ns = 0.0\nload_linear_write_ns = 0.0\nload_queue_ns = 0.0\nload_queue_write_ns = 0.0";
+
 proptest! {
     #[test]
     fn dram_bounds_bandwidth_and_order(stream in steps(), cfg in 0usize..3) {
-        let table: toml::Table = toml::from_str(CHANNELS[cfg]).unwrap();
+        // The load term raises completions above the channel's release: check the channels alone.
+        let table: toml::Table = toml::from_str(&format!("{}\n{NO_LOAD}", CHANNELS[cfg])).unwrap();
         let p = Params::resolve(dram::SPECS, Some(&table)).unwrap();
         let mut d = dram::Dram::from_params(&p).unwrap();
         let rate = p.bandwidth("channel_bandwidth") * p.float("efficiency");

@@ -39,8 +39,9 @@ fn acc(cpu: u32, addr: u64, op: Op, gap: u64) -> Access {
 }
 
 /// One channel at 64 GB/s (64 B = exactly 1 ns), 100 ns read / 50 ns write latency.
+// Exact-cost cases: writes cost what reads do and the loaded-latency term is off.
 const DRAM: &str = r#"device = "dram"
-params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", interleave = "256B" }"#;
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", write_cost = 1.0, load_linear_ns = 0.0, load_linear_write_ns = 0.0, load_queue_ns = 0.0, load_queue_write_ns = 0.0, interleave = "256B" }"#;
 
 fn plat(text: &str, overrides: &[&str]) -> Platform {
     let mut t: toml::Table = toml::from_str(text).unwrap();
@@ -178,14 +179,14 @@ capacity = "64KiB"
 cpus = "0"
 socket = 0
 device = "dram"
-params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", write_cost = 1.0, load_linear_ns = 0.0, load_linear_write_ns = 0.0, load_queue_ns = 0.0, load_queue_write_ns = 0.0 }
 [[nodes]]
 name = "dram1"
 capacity = "64KiB"
 cpus = "1"
 socket = 1
 device = "dram"
-params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", write_cost = 1.0, load_linear_ns = 0.0, load_linear_write_ns = 0.0, load_queue_ns = 0.0, load_queue_write_ns = 0.0 }
 "#;
 
 #[test]
@@ -245,7 +246,7 @@ name = "dram0"
 capacity = "64KiB"
 cpus = "0"
 device = "dram"
-params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns" }
+params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_latency = "100ns", write_latency = "50ns", write_cost = 1.0, load_linear_ns = 0.0, load_linear_write_ns = 0.0, load_queue_ns = 0.0, load_queue_write_ns = 0.0 }
 [[nodes]]
 name = "slow0"
 capacity = "64KiB"

@@ -304,14 +304,66 @@ fn resolve_platform(py: Python<'_>, platform: String, overrides: Vec<String>) ->
 }
 
 #[pyfunction]
-#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false))]
-fn characterize(py: Python<'_>, device_or_preset: String, params: String, tests: Vec<String>, quick: bool) -> PyResult<String> {
-    use tiersim_devices::characterize as ch;
+#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false, ratios=Vec::new(), compare=String::new()))]
+fn characterize(
+    py: Python<'_>,
+    device_or_preset: String,
+    params: String,
+    tests: Vec<String>,
+    quick: bool,
+    ratios: Vec<u32>,
+    compare: String,
+) -> PyResult<String> {
+    use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
         let p = table("params", &params)?;
         let target = ch::Target::resolve(&device_or_preset, p.as_ref())?;
-        let tables = ch::characterize(&target, &tests, quick)?;
-        Ok(ch::to_json(&target, &tables).to_string())
+        let mut ratios = ratios;
+        let curves = if compare.is_empty() {
+            None
+        } else {
+            let curves = tiersim_devices::curves::read_dir(std::path::Path::new(&compare), &[])?;
+            // Compare at the measured mixes unless the caller named others.
+            if ratios.is_empty() {
+                ratios = curves.iter().map(|c| (c.read_ratio * 100.0).round() as u32).collect();
+            }
+            Some(curves)
+        };
+        let tables = ch::characterize(&target, &tests, quick, &ratios)?;
+        let mut out = ch::to_json(&target, &tables);
+        if let Some(curves) = curves {
+            let bwlat = tables
+                .iter()
+                .find(|t| t.name == "bwlat")
+                .ok_or_else(|| Error::arg("compare", "needs the bwlat test (--test bwlat)"))?;
+            let kept: Vec<_> = curves.into_iter().filter(|c| ratios.contains(&((c.read_ratio * 100.0).round() as u32))).collect();
+            out["measured"] = cal::curves_json(&kept);
+            out["comparison"] = cal::to_json(&cal::compare(bwlat, &kept)?);
+        }
+        Ok(out.to_string())
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (curves_dir, device, base, params=String::new(), ratios=Vec::new()))]
+fn calibrate(py: Python<'_>, curves_dir: String, device: String, base: String, params: String, ratios: Vec<u32>) -> PyResult<String> {
+    use tiersim_devices::{calibrate as cal, characterize as ch};
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let dir = std::path::Path::new(&curves_dir);
+        let c = cal::calibrate(dir, &device, &base, p.as_ref(), &ratios)?;
+        let curves = tiersim_devices::curves::read_dir(dir, &ratios)?;
+        Ok(serde_json::json!({
+            "device": c.fit.device,
+            "fitted": toml::to_string(&c.fit.params).unwrap_or_default(),
+            "platform_toml": c.platform_toml,
+            "table": c.table.to_json(),
+            "measured": cal::curves_json(&curves),
+            "comparison": cal::to_json(&c.comparisons),
+            "base": base,
+            "target": ch::Target::resolve(&base, p.as_ref())?.name,
+        })
+        .to_string())
     })
 }
 
@@ -527,6 +579,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_plugins, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_platform, m)?)?;
     m.add_function(wrap_pyfunction!(characterize, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_class::<CaptureProgress>()?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;

@@ -186,6 +186,7 @@ const BASE: &[ParamSpec] = channel_specs! {
     write_latency: "44ns",
     interleave: "4KiB",
     burst: "64B",
+    write_cost: "1",
 };
 
 const N_SPECS: usize = BASE.len() + replacement::PARAM_COUNT + prefetch::PARAM_COUNT;
