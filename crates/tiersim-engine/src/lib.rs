@@ -12,6 +12,7 @@ pub mod node;
 pub mod pagetable;
 pub mod platform;
 pub mod sim;
+pub mod storage;
 
 pub use platform::Platform;
 pub use sim::{SimOptions, SimResult, Timeseries};
