@@ -9,6 +9,7 @@ use tiersim_core::{Error, Result};
 use tiersim_trace::AccessSource;
 
 pub mod node;
+mod os;
 pub mod pagetable;
 pub mod platform;
 pub mod sim;

@@ -16,7 +16,7 @@
 use crate::node::List;
 use crate::pagetable::{Link, ACTIVE, FILE, LOCKED, NIL, PG_REFERENCED, REFERENCED};
 
-use super::Engine;
+use crate::sim::Engine;
 
 /// Pages moved per `shrink_active_list` round (SWAP_CLUSTER_MAX).
 const DEACTIVATE_BATCH: u64 = 32;
@@ -40,7 +40,7 @@ pub(crate) struct LruStats {
 }
 
 impl Engine {
-    pub(super) fn lru_push_head(&mut self, node: usize, p: u32) {
+    pub(crate) fn lru_push_head(&mut self, node: usize, p: u32) {
         let l = list_of(self.pt.entries[p as usize].flags);
         let list = &mut self.nodes[node].lists[l];
         self.pt.lru[p as usize] = Link { prev: NIL, next: list.head };
@@ -54,7 +54,7 @@ impl Engine {
     }
 
     /// Take `p` off its list; its flags must still name that list.
-    pub(super) fn lru_unlink(&mut self, node: usize, p: u32) {
+    pub(crate) fn lru_unlink(&mut self, node: usize, p: u32) {
         let l = list_of(self.pt.entries[p as usize].flags);
         let Link { prev, next } = self.pt.lru[p as usize];
         let list = &mut self.nodes[node].lists[l];
@@ -131,7 +131,7 @@ impl Engine {
     /// The next page reclaim takes from `node` (shrink_inactive_list + page_check_references),
     /// already off its list; None if no page can go. `anon_ok`, `file_ok`: that kind of page
     /// has somewhere to go.
-    pub(super) fn pick_victim(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
+    pub(crate) fn pick_victim(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
         let file = self.scan_kind(node, anon_ok, file_ok)?;
         // The kind get_scan_count picked may hold only pages in flight: then the other kind.
         self.victim_of_kind(node, file).or_else(|| match file {
@@ -187,7 +187,7 @@ impl Engine {
 
     /// The page at the tail of `node`'s inactive file list, else of its active file list,
     /// passing over pages in flight.
-    pub(super) fn oldest_file_page(&self, node: usize) -> Option<u32> {
+    pub(crate) fn oldest_file_page(&self, node: usize) -> Option<u32> {
         for l in [2, 3] {
             let mut p = self.nodes[node].lists[l].tail;
             while p != NIL {
@@ -202,7 +202,7 @@ impl Engine {
 
     /// mark_page_accessed on a present page: PG_referenced on the first call, activation (and
     /// PG_referenced cleared) on the next while inactive.
-    pub(super) fn mark_page_accessed(&mut self, p: u32, node: usize) {
+    pub(crate) fn mark_page_accessed(&mut self, p: u32, node: usize) {
         let flags = self.pt.entries[p as usize].flags;
         if flags & PG_REFERENCED == 0 {
             self.pt.entries[p as usize].flags |= PG_REFERENCED;
@@ -215,7 +215,7 @@ impl Engine {
     }
 
     /// The four list lengths of `node`, named as /proc/meminfo does.
-    pub(super) fn lru_sizes(&self, node: usize) -> serde_json::Value {
+    pub(crate) fn lru_sizes(&self, node: usize) -> serde_json::Value {
         let l: &[List; 4] = &self.nodes[node].lists;
         serde_json::json!({
             "inactive_anon": l[0].len,

@@ -1,0 +1,73 @@
+//! The OS model's invariants, verified every `SimOptions::check_every` accesses (for tests):
+//! each page in one place, frames unique per node, capacities respected, LRU lists well linked
+//! and counted.
+
+use rustc_hash::FxHashMap;
+use tiersim_core::{Error, Result};
+
+use super::Engine;
+use crate::os::lru;
+use crate::pagetable::{DROPPED, NIL, SWAPPED, UNTOUCHED};
+
+impl Engine {
+    /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
+    /// each page on the one LRU list of its node its flags name, lists well linked and counted.
+    pub(crate) fn check(&self) -> Result<()> {
+        let fail = |m: String| Err(Error::Sim(format!("invariant violated: {m}")));
+        let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.nodes.len()];
+        let mut swapped = 0u64;
+        for (p, e) in self.pt.entries.iter().enumerate() {
+            if e.node == UNTOUCHED {
+                continue;
+            }
+            if e.node == SWAPPED {
+                swapped += 1;
+                continue;
+            }
+            if e.node == DROPPED {
+                continue;
+            }
+            if let Some(q) = seen[e.node as usize].insert(e.frame, p as u32) {
+                return fail(format!("pages {q} and {p} share frame {} on node {}", e.frame, e.node));
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.used + n.reserved > n.capacity {
+                return fail(format!("node {} holds {} pages and {} reserved frames over its capacity {}", n.spec.name, n.used, n.reserved, n.capacity));
+            }
+            if seen[i].len() as u64 != n.used {
+                return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
+            }
+            let mut total = 0;
+            for (l, list) in n.lists.iter().enumerate() {
+                let (mut len, mut p, mut prev) = (0u64, list.head, NIL);
+                while p != NIL {
+                    let e = self.pt.entries[p as usize];
+                    if e.node as usize != i || lru::list_of(e.flags) != l {
+                        return fail(format!("page {p} on node {}'s list {l} lives on node {} in list {}", n.spec.name, e.node, lru::list_of(e.flags)));
+                    }
+                    if self.pt.lru[p as usize].prev != prev {
+                        return fail(format!("page {p} on node {}'s list {l} has a broken back link", n.spec.name));
+                    }
+                    len += 1;
+                    if len > n.used {
+                        break;
+                    }
+                    (prev, p) = (p, self.pt.lru[p as usize].next);
+                }
+                if len != list.len || (len > 0 && list.tail != prev) {
+                    return fail(format!("node {} list {l} holds {len} pages, counts {}", n.spec.name, list.len));
+                }
+                total += len;
+            }
+            if total != n.used {
+                return fail(format!("node {} lists hold {total} pages, node has {}", n.spec.name, n.used));
+            }
+        }
+        let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
+        if swapped != swap_used {
+            return fail(format!("{swapped} pages are swapped but swap holds {swap_used}"));
+        }
+        Ok(())
+    }
+}

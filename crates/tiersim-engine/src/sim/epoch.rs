@@ -1,0 +1,91 @@
+//! The measurement window and the time series: measuring starts after the warm-up; every
+//! `stats.epoch` of simulated time each node's counters (and swap's) are flushed as one row of
+//! the long-format time series.
+
+use tiersim_core::Ns;
+
+use super::Engine;
+use crate::node::Counters;
+
+/// Per-epoch time series in long format: one row per (epoch, node), plus a "swap" row.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Timeseries {
+    pub epoch: Vec<u64>,
+    pub t_start_ns: Vec<u64>,
+    pub t_end_ns: Vec<u64>,
+    pub node: Vec<String>,
+    pub pages: Vec<u64>,
+    pub accesses: Vec<u64>,
+    pub reads: Vec<u64>,
+    pub writes: Vec<u64>,
+    pub bytes: Vec<u64>,
+    pub bandwidth_gbs: Vec<f64>,
+    /// Pages migrated into / out of the node during the epoch.
+    pub migrated_in: Vec<u64>,
+    pub migrated_out: Vec<u64>,
+    /// Pages of the node at each hotness level 0..=8 at the epoch's end (AutoTiering's LAP
+    /// levels, seed 002 fig. 11), when the policy keeps an access history; zero for swap rows.
+    pub hotness: Option<Vec<[u64; 9]>>,
+}
+
+impl Engine {
+    pub(crate) fn start_measuring(&mut self, t: Ns) {
+        self.measuring = true;
+        self.measure_start_ns = t;
+        self.max_completion_ns = t;
+        for n in &mut self.nodes {
+            n.total = Counters::default();
+            n.epoch = Counters::default();
+        }
+    }
+
+    pub(crate) fn flush_epochs_until(&mut self, t: Ns) {
+        if !self.measuring {
+            return;
+        }
+        while t >= self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns {
+            self.flush_epoch(self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns);
+        }
+    }
+
+    pub(crate) fn flush_epoch(&mut self, end: Ns) {
+        let start = self.measure_start_ns + self.epoch_idx * self.epoch_ns;
+        let span = (end - start).max(1) as f64;
+        let hot = self.policy.hotness().map(|h| h.to_vec());
+        for i in 0..self.nodes.len() {
+            let c = std::mem::take(&mut self.nodes[i].epoch);
+            let used = self.nodes[i].used;
+            self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c, span);
+            if let Some(h) = &hot {
+                self.ts.hotness.get_or_insert_with(Vec::new).push(h.get(i).copied().unwrap_or_default());
+            }
+        }
+        if let Some(s) = self.swap.as_mut() {
+            let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
+            s.epoch_ins = 0;
+            s.epoch_outs = 0;
+            let c = Counters { accesses: ins, reads: ins, writes: outs, bytes: (ins + outs) * self.page_size, ..Counters::default() };
+            self.push_row(start, end, "swap".into(), used, c, span);
+            if let Some(h) = self.ts.hotness.as_mut() {
+                h.push([0; 9]);
+            }
+        }
+        self.epoch_idx += 1;
+    }
+
+    pub(crate) fn push_row(&mut self, start: Ns, end: Ns, node: String, pages: u64, c: Counters, span: f64) {
+        let ts = &mut self.ts;
+        ts.epoch.push(self.epoch_idx);
+        ts.t_start_ns.push(start);
+        ts.t_end_ns.push(end);
+        ts.node.push(node);
+        ts.pages.push(pages);
+        ts.accesses.push(c.accesses);
+        ts.reads.push(c.reads);
+        ts.writes.push(c.writes);
+        ts.bytes.push(c.bytes);
+        ts.bandwidth_gbs.push(c.bytes as f64 / span);
+        ts.migrated_in.push(c.migrated_in);
+        ts.migrated_out.push(c.migrated_out);
+    }
+}

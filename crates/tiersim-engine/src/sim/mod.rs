@@ -1,0 +1,504 @@
+//! The event loop: CPUs replay their accesses in global issue-time order; each access is
+//! translated through the OS model (`crate::os`) to a node, served by the node's devices, and the
+//! CPU's clock advances by its compute gap plus latency / mlp (closed loop) or follows the trace
+//! times (open loop). The engine's state and its construction live here; the epochs and time
+//! series in `epoch.rs`, the run's summary in `stats.rs`, the invariant checks in `check.rs`.
+
+mod check;
+mod epoch;
+mod stats;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use hdrhistogram::Histogram;
+use tiersim_core::{Access, Error, NodeId, Ns, Result};
+use tiersim_devices::DeviceRequest;
+use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
+use tiersim_trace::{AccessSource, TimeUnit};
+
+use crate::node::Node;
+use crate::os::lru::LruStats;
+use crate::os::scan::DeviceHints;
+use crate::os::swap::Swap;
+use crate::os::PageEvent;
+use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
+use crate::platform::Platform;
+pub use epoch::Timeseries;
+use stats::{finish, TieringStats};
+
+/// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
+/// holds the others back (its next access may then be issued slightly out of time order).
+const MAX_BUFFERED: usize = 1 << 20;
+const BATCH: usize = 1 << 14;
+
+pub(crate) struct Cpu {
+    /// Picoseconds, so sub-ns compute gaps and stalls accumulate exactly.
+    pub(crate) clock_ps: u64,
+    pub(crate) next_issue_ps: u64,
+    pub(crate) node: NodeId,
+    pub(crate) socket: u16,
+    pub(crate) started: bool,
+    pub(crate) prev_trace_time: u64,
+    pub(crate) last_vpn: u64,
+    pub(crate) last_page: u32,
+    pub(crate) queue: VecDeque<Access>,
+}
+
+/// Options that do not change results.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimOptions {
+    /// Verify the OS model's invariants every this many accesses (0 = never); for tests.
+    pub check_every: u64,
+}
+
+pub struct SimResult {
+    pub summary: serde_json::Value,
+    pub timeseries: Timeseries,
+}
+
+pub(crate) struct Engine {
+    pub(crate) topo: Topology,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) swap: Option<Swap>,
+    pub(crate) policy: Box<dyn Policy>,
+    /// The policy is out of `policy` while it runs a hook that calls back into the OS model;
+    /// page events for it queue up meanwhile and are delivered when it returns.
+    pub(crate) parked: bool,
+    pub(crate) page_events: Vec<PageEvent>,
+    pub(crate) scan_visits: bool,
+    /// `os.device_hints`, and per node whether its devices take the hints.
+    pub(crate) device_hints: DeviceHints,
+    pub(crate) hint_nodes: Vec<bool>,
+    pub(crate) pt: PageTable,
+    pub(crate) cpus: Vec<Cpu>,
+    pub(crate) page_shift: u32,
+    pub(crate) page_size: u64,
+    pub(crate) penalty: Vec<Ns>,
+    /// mlp x 1000, so the stall latency / mlp is integer arithmetic.
+    pub(crate) mlp_milli: u64,
+    pub(crate) ps_per_instr: f64,
+    pub(crate) open_loop: bool,
+    pub(crate) time_unit: TimeUnit,
+    pub(crate) fault_ps: u64,
+    pub(crate) swap_fault_ps: u64,
+    pub(crate) reclaim_batch: u64,
+    pub(crate) free_scratch: Vec<u64>,
+    // measurement
+    pub(crate) measuring: bool,
+    pub(crate) measure_start_ns: Ns,
+    pub(crate) hist: Histogram<u64>,
+    pub(crate) first_touch_faults: u64,
+    pub(crate) fault_time_ps: u64,
+    pub(crate) max_completion_ns: Ns,
+    pub(crate) last_issue_ns: Ns,
+    pub(crate) time_went_back: u64,
+    pub(crate) epoch_ns: Ns,
+    pub(crate) epoch_idx: u64,
+    // NUMA balancing
+    pub(crate) scan: Option<ScanSpec>,
+    pub(crate) scan_next_ns: Ns,
+    pub(crate) scan_period_ns: Ns,
+    pub(crate) scan_cursor: u64,
+    pub(crate) scan_seq: u64,
+    pub(crate) pass_faults: u64,
+    pub(crate) pass_failed: bool,
+    pub(crate) top_tier: Vec<bool>,
+    pub(crate) demote_to: Vec<Option<usize>>,
+    /// Per node: free pages kswapd keeps proactively (TPP's demotion watermark).
+    pub(crate) reclaim_goal: Vec<Option<u64>>,
+    pub(crate) protect_demoted: bool,
+    pub(crate) wmarks: Vec<(u64, u64, u64)>,
+    pub(crate) hint_fault_ps: u64,
+    pub(crate) migrate_ps: u64,
+    pub(crate) tlb_shootdown_ps: u64,
+    pub(crate) pte_scan_ps: u64,
+    pub(crate) ping_pong_ns: u64,
+    pub(crate) tiering: TieringStats,
+    pub(crate) lru_stats: LruStats,
+    /// vm.swappiness: the anon share of reclaim scanning when both kinds can go.
+    pub(crate) swappiness: u64,
+    /// New anonymous pages start on the active list (Linux before 5.9) or the inactive one.
+    pub(crate) new_anon_active: bool,
+    pub(crate) ts: Timeseries,
+    pub(crate) processed: u64,
+}
+
+/// The machine as policies see it.
+pub fn topology(p: &Platform) -> Topology {
+    Topology {
+        nodes: p
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeInfo {
+                id: i as NodeId,
+                name: n.name.clone(),
+                tier: n.tier,
+                socket: n.socket,
+                has_cpus: !n.cpus.is_empty(),
+                capacity_pages: n.capacity_pages,
+                usable_pages: n.capacity_pages - p.watermarks[i].2,
+            })
+            .collect(),
+        zonelists: (0..p.nodes.len()).map(|i| p.zonelist(i)).collect(),
+        cpu_node: p.cpu_node.clone(),
+        page_size: p.page_size,
+        capacity_scale: p.scale,
+        time_scale: p.os.float("daemon_time_scale"),
+    }
+}
+
+impl Engine {
+    fn new(platform: &Platform, policy: Box<dyn Policy>, time_unit: TimeUnit) -> Result<Self> {
+        let topo = topology(platform);
+        let nodes = platform
+            .nodes
+            .iter()
+            .zip(&platform.watermarks)
+            .map(|(spec, w)| Node::new(spec.clone(), *w))
+            .collect::<Result<Vec<_>>>()?;
+        let swap = match &platform.swap {
+            None => None,
+            Some(s) => Some(Swap {
+                dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
+                capacity: s.capacity_pages,
+                used: 0,
+                free_slots: Vec::new(),
+                next_slot: 0,
+                swap_ins: 0,
+                swap_outs: 0,
+                epoch_ins: 0,
+                epoch_outs: 0,
+                file_drops: 0,
+                file_writebacks: 0,
+                file_refaults: 0,
+            }),
+        };
+        let n = nodes.len();
+        let host = &platform.host;
+        let mut penalty = vec![0; n * n];
+        for a in 0..n {
+            for b in 0..n {
+                let (na, nb) = (&platform.nodes[a], &platform.nodes[b]);
+                penalty[a * n + b] = if a == b {
+                    0
+                } else if na.socket != nb.socket {
+                    host.duration("remote_socket_latency")
+                } else if !nb.cpus.is_empty() {
+                    host.duration("remote_node_latency")
+                } else {
+                    0
+                };
+            }
+        }
+        let cpus = platform
+            .cpu_node
+            .iter()
+            .map(|&node| Cpu {
+                clock_ps: 0,
+                next_issue_ps: 0,
+                node,
+                socket: platform.nodes[node as usize].socket,
+                started: false,
+                prev_trace_time: 0,
+                last_vpn: u64::MAX,
+                last_page: 0,
+                queue: VecDeque::new(),
+            })
+            .collect();
+        let os = &platform.os;
+        let freq_ghz = host.float("frequency") / 1e9;
+        let scan = policy.scanner();
+        let scan_visits = policy.wants_scan_visits();
+        let top_tier = (0..n).map(|i| tiersim_policies::is_top_tier(i as NodeId, &topo)).collect();
+        let demote_to = (0..n).map(|i| policy.demotion_target(i as NodeId, &topo).map(usize::from)).collect();
+        let protect_demoted = policy.protect_demoted();
+        let device_hints = match os.str("device_hints") {
+            "scan" => DeviceHints::Scan,
+            "scan_hot" => DeviceHints::ScanHot,
+            _ => DeviceHints::None,
+        };
+        let hint_nodes = nodes.iter().map(|n| device_hints != DeviceHints::None && n.dev.accepts_hints()).collect();
+        let reclaim_goal = (0..n)
+            .map(|i| policy.reclaim_goal(i as NodeId, platform.watermarks[i], platform.nodes[i].capacity_pages, &topo))
+            .collect();
+        Ok(Engine {
+            topo,
+            nodes,
+            swap,
+            policy,
+            parked: false,
+            page_events: Vec::new(),
+            scan_visits,
+            device_hints,
+            hint_nodes,
+            pt: PageTable::new(scan.is_some()),
+            cpus,
+            page_shift: platform.page_size.trailing_zeros(),
+            page_size: platform.page_size,
+            penalty,
+            mlp_milli: (host.float("mlp") * 1000.0).round() as u64,
+            ps_per_instr: host.float("cpi") * 1000.0 / freq_ghz,
+            open_loop: host.str("mode") == "open",
+            time_unit,
+            fault_ps: os.duration("fault_latency") * 1000,
+            swap_fault_ps: os.duration("swap_fault_latency") * 1000,
+            reclaim_batch: os.uint("reclaim_batch"),
+            free_scratch: vec![0; n],
+            measuring: false,
+            measure_start_ns: 0,
+            // Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized
+            // histogram, which clamped every latency above 2 us.
+            hist: Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            first_touch_faults: 0,
+            fault_time_ps: 0,
+            max_completion_ns: 0,
+            last_issue_ns: 0,
+            time_went_back: 0,
+            epoch_ns: platform.stats.duration("epoch"),
+            epoch_idx: 0,
+            scan,
+            scan_next_ns: scan.map_or(0, |s| s.delay_ns),
+            scan_period_ns: 0,
+            scan_cursor: 0,
+            scan_seq: 0,
+            pass_faults: 0,
+            pass_failed: false,
+            top_tier,
+            demote_to,
+            reclaim_goal,
+            protect_demoted,
+            wmarks: platform.watermarks.clone(),
+            hint_fault_ps: os.duration("hint_fault_latency") * 1000,
+            migrate_ps: os.duration("migrate_overhead") * 1000,
+            tlb_shootdown_ps: os.duration("tlb_shootdown") * 1000,
+            pte_scan_ps: os.duration("pte_scan_cost") * 1000,
+            ping_pong_ns: platform.stats.duration("ping_pong_window"),
+            tiering: TieringStats::default(),
+            lru_stats: LruStats::default(),
+            swappiness: os.uint("swappiness"),
+            new_anon_active: os.str("new_anon_list") == "active",
+            ts: Timeseries::default(),
+            processed: 0,
+        })
+    }
+
+
+    /// Issue time (ps) of `a`, the next access of CPU `c`. Closed loop: the CPU's clock plus the
+    /// compute gap before `a` (instructions x CPI / frequency, or the trace's ns delta). Open loop
+    /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
+    /// that first appears late in the stream starts at the current simulated time.
+    fn first_issue_ps(&self, c: usize, a: &Access, t0: u64) -> u64 {
+        let cpu = &self.cpus[c];
+        let now_ps = self.last_issue_ns * 1000;
+        match (self.time_unit, cpu.started) {
+            (TimeUnit::Ns, _) if self.open_loop => a.time.saturating_sub(t0) * 1000,
+            (TimeUnit::Ns, false) => (a.time.saturating_sub(t0) * 1000).max(now_ps),
+            (TimeUnit::Ns, true) => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
+            (TimeUnit::Instructions, started) => {
+                let base = if started { cpu.clock_ps } else { now_ps };
+                base + (a.time as f64 * self.ps_per_instr) as u64
+            }
+        }
+    }
+
+
+    /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
+    /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
+    /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
+    /// always see requests in time order.
+    fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
+        let issue_ps = self.cpus[c].next_issue_ps;
+        let issue_ns = issue_ps / 1000;
+        if issue_ns < self.last_issue_ns {
+            self.time_went_back += 1;
+        } else {
+            self.last_issue_ns = issue_ns;
+        }
+        self.flush_epochs_until(issue_ns);
+
+        let vpn = a.addr >> self.page_shift;
+        let p = if self.cpus[c].last_vpn == vpn {
+            self.cpus[c].last_page
+        } else {
+            let p = self.pt.slot(vpn)?;
+            self.cpus[c].last_vpn = vpn;
+            self.cpus[c].last_page = p;
+            p
+        };
+        if let Some(spec) = self.scan {
+            if issue_ns >= self.scan_next_ns {
+                let cost = self.run_scan(spec, issue_ns);
+                return Ok(Some(issue_ps + cost));
+            }
+        }
+        let fault_ps = match self.pt.entries[p as usize].node {
+            UNTOUCHED => {
+                self.pt.touched += 1;
+                // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
+                let flags = if a.is_file() { FILE } else if self.new_anon_active { ACTIVE } else { 0 };
+                let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
+                if self.measuring {
+                    self.first_touch_faults += 1;
+                }
+                self.fault_ps + reclaim_ps
+            }
+            // Also on the cached path: another CPU's reclaim may have swapped the page out.
+            SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
+            DROPPED => self.file_refault(p, c, vpn, issue_ns)?,
+            _ => 0,
+        };
+        if fault_ps > 0 {
+            if self.measuring {
+                self.fault_time_ps += fault_ps;
+            }
+            return Ok(Some(issue_ps + fault_ps));
+        }
+        if self.pt.entries[p as usize].flags & PROT_NONE != 0 {
+            let cost = self.hint_fault(c, p, issue_ns, a.op.is_write());
+            return Ok(Some(issue_ps + cost));
+        }
+        let entry = &mut self.pt.entries[p as usize];
+        entry.flags = (entry.flags & !LOCKED) | REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
+        let node = entry.node as usize;
+        let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
+
+        let t_ps = issue_ps;
+        let t = t_ps / 1000;
+        let cpu_node = self.cpus[c].node as usize;
+        let socket = self.cpus[c].socket;
+        let remote = socket != self.nodes[node].spec.socket;
+        let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
+        let latency = done - t + self.penalty[cpu_node * self.nodes.len() + node];
+
+        if self.measuring {
+            let n = &mut self.nodes[node];
+            for ctr in [&mut n.total, &mut n.epoch] {
+                ctr.accesses += 1;
+                ctr.bytes += a.size as u64;
+                ctr.latency_sum += latency;
+                if a.op.is_write() {
+                    ctr.writes += 1;
+                } else {
+                    ctr.reads += 1;
+                }
+            }
+            self.hist.saturating_record(latency.max(1));
+            self.max_completion_ns = self.max_completion_ns.max(t + latency);
+        }
+
+        let cpu = &mut self.cpus[c];
+        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency * 1_000_000).div_ceil(self.mlp_milli) };
+        cpu.prev_trace_time = a.time;
+        cpu.started = true;
+        self.processed += 1;
+        Ok(None)
+    }
+}
+
+
+/// Replay `source` on `platform` under `policy`. Errors leave nothing behind: results only exist
+/// once the whole trace has run.
+pub fn simulate(
+    platform: &Platform,
+    policy: Box<dyn Policy>,
+    source: &mut dyn AccessSource,
+    opts: SimOptions,
+) -> Result<SimResult> {
+    let header = source.header().clone();
+    let mut eng = Engine::new(platform, policy, header.time_unit)?;
+    let warmup = platform.stats.uint("warmup_accesses");
+    let ncpus = eng.cpus.len();
+    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(ncpus);
+    let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
+    let mut buffered = 0usize;
+    let mut dry = 0usize;
+    let mut eof = false;
+    let mut read = 0u64;
+    let mut t0_trace: Option<u64> = None;
+    if warmup == 0 {
+        eng.start_measuring(0);
+    }
+
+    loop {
+        while !eof && (heap.is_empty() || (dry > 0 && buffered < MAX_BUFFERED)) {
+            buf.clear();
+            if source.read_batch(&mut buf, BATCH)? == 0 {
+                eof = true;
+                break;
+            }
+            for a in buf.drain(..) {
+                let c = a.cpu as usize;
+                if c >= ncpus {
+                    return Err(Error::Sim(format!(
+                        "access #{read} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
+                         use a platform with more CPUs or remap the trace"
+                    )));
+                }
+                read += 1;
+                let was_empty = eng.cpus[c].queue.is_empty();
+                eng.cpus[c].queue.push_back(a);
+                buffered += 1;
+                if was_empty {
+                    if eng.cpus[c].started {
+                        dry -= 1;
+                    }
+                    let t0 = *t0_trace.get_or_insert(a.time);
+                    let issue = eng.first_issue_ps(c, &a, t0);
+                    eng.cpus[c].next_issue_ps = issue;
+                    heap.push(Reverse((issue, c as u32)));
+                }
+            }
+        }
+        let Some(&Reverse((_, c))) = heap.peek() else { break };
+        let c = c as usize;
+        let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
+        if !eng.measuring && eng.processed == warmup {
+            let t = eng.cpus[c].next_issue_ps / 1000;
+            eng.start_measuring(t);
+        }
+        if let Some(retry_ps) = eng.access(c, a)? {
+            eng.cpus[c].queue.push_front(a);
+            eng.cpus[c].next_issue_ps = retry_ps;
+            *heap.peek_mut().expect("peeked above") = Reverse((retry_ps, c as u32));
+            continue;
+        }
+        buffered -= 1;
+        if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
+            eng.check()?;
+        }
+        match eng.cpus[c].queue.front().copied() {
+            Some(next) => {
+                // This CPU's next access comes up about `ncpus` accesses from now: time enough
+                // for its page entry to arrive from memory.
+                let vpn = next.addr >> eng.page_shift;
+                if let Some(p) = eng.pt.prefetch(vpn) {
+                    // Page ids never move, so this stands in for the lookup at issue time.
+                    eng.cpus[c].last_vpn = vpn;
+                    eng.cpus[c].last_page = p;
+                }
+                let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
+                eng.cpus[c].next_issue_ps = issue;
+                // Re-key the top in place: one sift instead of a pop and a push.
+                *heap.peek_mut().expect("peeked above") = Reverse((issue, c as u32));
+            }
+            None => {
+                heap.pop();
+                dry += 1;
+            }
+        }
+    }
+    if opts.check_every > 0 {
+        eng.check()?;
+    }
+    if read == 0 {
+        return Err(Error::Sim("the trace holds no accesses".into()));
+    }
+    if !eng.measuring {
+        return Err(Error::Sim(format!(
+            "stats.warmup_accesses = {warmup} is not smaller than the trace's {read} accesses; nothing was measured"
+        )));
+    }
+    Ok(finish(eng, read, warmup))
+}

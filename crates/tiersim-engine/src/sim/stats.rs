@@ -1,0 +1,154 @@
+//! The run's summary: execution time, latency percentiles, per-node traffic and LRU sizes,
+//! faults, swap, tiering activity (migrations and NUMA-balancing work, after /proc/vmstat's
+//! numa_* and pgmigrate_* counters) and the devices' own statistics.
+
+use serde_json::json;
+use tiersim_core::Op;
+
+use super::{Engine, SimResult};
+
+/// Tiering activity: migrations and the NUMA-balancing work behind them.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TieringStats {
+    pub(crate) promotions: u64,
+    pub(crate) demotions: u64,
+    pub(crate) migrations: u64,
+    pub(crate) migrated_bytes: u64,
+    pub(crate) hint_faults: u64,
+    pub(crate) failed_promotions: u64,
+    pub(crate) failed_migrations: u64,
+    pub(crate) exchanges: u64,
+    pub(crate) exchanged_bytes: u64,
+    pub(crate) ping_pong: u64,
+    pub(crate) scans: u64,
+    pub(crate) scan_time_ps: u64,
+    pub(crate) hint_fault_time_ps: u64,
+    pub(crate) migration_time_ps: u64,
+    /// Host hints sent to devices by the scanner (`os.device_hints`).
+    pub(crate) device_hints: u64,
+}
+
+pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
+    let end_ns = if eng.open_loop {
+        eng.max_completion_ns
+    } else {
+        eng.cpus.iter().filter(|c| c.started).map(|c| c.clock_ps / 1000).max().unwrap_or(0).max(eng.max_completion_ns)
+    };
+    // A final partial epoch, if any accesses landed in it.
+    let start = eng.measure_start_ns + eng.epoch_idx * eng.epoch_ns;
+    if end_ns > start || eng.ts.epoch.is_empty() {
+        eng.flush_epoch(end_ns.max(start + 1));
+    }
+    let exec = end_ns - eng.measure_start_ns;
+    let total: u64 = eng.nodes.iter().map(|n| n.total.accesses).sum();
+    let fast: u64 = eng.nodes.iter().filter(|n| n.spec.tier == 0).map(|n| n.total.accesses).sum();
+    let reads: u64 = eng.nodes.iter().map(|n| n.total.reads).sum();
+    let h = &eng.hist;
+    let pct = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+    let nodes: Vec<_> = eng
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let secs = exec.max(1) as f64 / 1e9;
+            json!({
+                "name": n.spec.name,
+                "device": n.spec.device,
+                "preset": n.spec.preset,
+                "tier": n.spec.tier,
+                "socket": n.spec.socket,
+                "has_cpus": !n.spec.cpus.is_empty(),
+                "capacity_bytes": n.capacity * eng.page_size,
+                "capacity_pages": n.capacity,
+                "watermarks_pages": {"min": n.wmark_min, "low": n.wmark_low, "high": n.wmark_high},
+                "accesses": n.total.accesses,
+                "reads": n.total.reads,
+                "writes": n.total.writes,
+                "bytes": n.total.bytes,
+                "bandwidth_gbs": n.total.bytes as f64 / secs / 1e9,
+                "share": if total > 0 { n.total.accesses as f64 / total as f64 } else { 0.0 },
+                "final_pages": n.used,
+                "lru_pages": eng.lru_sizes(i),
+                "migrated_in": n.total.migrated_in,
+                "migrated_out": n.total.migrated_out,
+                "peak_pages": n.peak_used,
+                "mean_latency_ns": if n.total.accesses > 0 { n.total.latency_sum as f64 / n.total.accesses as f64 } else { 0.0 },
+                "idle_read_latency_ns": n.dev.idle_latency(Op::Read, 64),
+                "peak_bandwidth_gbs": n.dev.peak_bandwidth() / 1e9,
+            })
+        })
+        .collect();
+    let devices: serde_json::Map<String, serde_json::Value> =
+        eng.nodes.iter().map(|n| (n.spec.name.clone(), n.dev.stats())).collect();
+    let swap = match &eng.swap {
+        Some(s) => json!({
+            "enabled": true,
+            "swap_ins": s.swap_ins,
+            "swap_outs": s.swap_outs,
+            "bytes_in": s.swap_ins * eng.page_size,
+            "bytes_out": s.swap_outs * eng.page_size,
+            "final_pages": s.used,
+            "capacity_pages": s.capacity,
+            "file_drops": s.file_drops,
+            "file_writebacks": s.file_writebacks,
+            "file_refaults": s.file_refaults,
+            "device": s.dev.stats(),
+        }),
+        None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0, "file_drops": 0, "file_writebacks": 0, "file_refaults": 0}),
+    };
+    let summary = json!({
+        "execution_time_ns": exec,
+        "accesses": total,
+        "reads": reads,
+        "writes": total - reads,
+        "trace_accesses": read,
+        "warmup_accesses": warmup,
+        "measured_from_ns": eng.measure_start_ns,
+        "cpus": eng.cpus.iter().filter(|c| c.started).count(),
+        "pages_touched": eng.pt.touched,
+        "page_size": eng.page_size,
+        "fast_tier_hit_ratio": if total > 0 { fast as f64 / total as f64 } else { 0.0 },
+        "latency_ns": {
+            "mean": if h.is_empty() { 0.0 } else { h.mean() },
+            "p50": pct(0.5),
+            "p90": pct(0.9),
+            "p99": pct(0.99),
+            "p999": pct(0.999),
+            "max": if h.is_empty() { 0 } else { h.max() },
+        },
+        "faults": {
+            "first_touch": eng.first_touch_faults,
+            "swap_in": eng.swap.as_ref().map_or(0, |s| s.swap_ins),
+            "fault_time_ns": eng.fault_time_ps / 1000,
+        },
+        "out_of_order_issues": eng.time_went_back,
+        "tiering": {
+            "promotions": eng.tiering.promotions,
+            "demotions": eng.tiering.demotions,
+            "migrations": eng.tiering.migrations,
+            "migrated_bytes": eng.tiering.migrated_bytes,
+            "hint_faults": eng.tiering.hint_faults,
+            "failed_promotions": eng.tiering.failed_promotions,
+            "failed_migrations": eng.tiering.failed_migrations,
+            "exchanges": eng.tiering.exchanges,
+            "exchanged_bytes": eng.tiering.exchanged_bytes,
+            "ping_pong": eng.tiering.ping_pong,
+            "scans": eng.tiering.scans,
+            "scan_time_ns": eng.tiering.scan_time_ps / 1000,
+            "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
+            "migration_time_ns": eng.tiering.migration_time_ps / 1000,
+            "device_hints": eng.tiering.device_hints,
+        },
+        "lru": {
+            "pgscan": eng.lru_stats.pgscan,
+            "pgsteal": eng.lru_stats.pgsteal,
+            "pgactivate": eng.lru_stats.pgactivate,
+            "pgdeactivate": eng.lru_stats.pgdeactivate,
+        },
+        "policy_stats": eng.policy.stats(),
+        "nodes": nodes,
+        "swap": swap,
+        "devices": devices,
+    });
+    SimResult { summary, timeseries: eng.ts }
+}

@@ -1,0 +1,318 @@
+//! Frame filter 1: records of a frame transposed into byte planes and back, with the
+//! reader's record checks done on the planes directly.
+
+use std::mem::MaybeUninit;
+
+use tiersim_core::Access;
+
+use super::*;
+
+/// Records per block of the writer's shuffle: a block's rows (96 KiB) and its slice of every
+/// plane stay in L2 while the 24 planes are walked.
+const SHUFFLE_BLOCK: usize = 4096;
+
+/// Rows of whole records into byte planes (frame filter 1).
+pub(crate) fn shuffle(rows: &[u8], planes: &mut Vec<u8>) {
+    let n = rows.len() / RECORD_SIZE;
+    planes.clear();
+    planes.resize(n * RECORD_SIZE, 0);
+    if n == 0 {
+        return;
+    }
+    for start in (0..n).step_by(SHUFFLE_BLOCK) {
+        let end = (start + SHUFFLE_BLOCK).min(n);
+        let block = &rows[start * RECORD_SIZE..end * RECORD_SIZE];
+        for (k, plane) in planes.chunks_exact_mut(n).enumerate() {
+            for (d, r) in plane[start..end].iter_mut().zip(block.chunks_exact(RECORD_SIZE)) {
+                *d = r[k];
+            }
+        }
+    }
+}
+
+/// The 24 bytes of record `j` of a shuffled frame of `n` records.
+#[inline(always)]
+pub(crate) fn gather1(planes: &[u8], n: usize, j: usize) -> [u8; RECORD_SIZE] {
+    let mut r = [0u8; RECORD_SIZE];
+    for (k, b) in r.iter_mut().enumerate() {
+        *b = planes[k * n + j];
+    }
+    r
+}
+
+/// Records `first..first + dst.len()` of the shuffled frame `planes` into `dst`, read straight
+/// from the planes, checked as `TraceReader::convert` checks rows. Returns whether every record
+/// was good; only then is all of `dst` written.
+pub(crate) fn unshuffle(
+    planes: &[u8],
+    first: usize,
+    dst: &mut [MaybeUninit<Access>],
+    cpu_limit: u32,
+    ns: bool,
+    prev: &mut u64,
+) -> bool {
+    // Two copies, so instruction traces pay nothing for the ns ordering check.
+    if ns {
+        unshuffle_as::<true>(planes, first, dst, cpu_limit, prev)
+    } else {
+        unshuffle_as::<false>(planes, first, dst, cpu_limit, prev)
+    }
+}
+
+#[inline(always)]
+fn unshuffle_as<const NS: bool>(
+    planes: &[u8],
+    first: usize,
+    dst: &mut [MaybeUninit<Access>],
+    cpu_limit: u32,
+    prev: &mut u64,
+) -> bool {
+    let n = planes.len() / RECORD_SIZE;
+    let mut done = 0;
+    // Only the non-SIMD build keeps this initial value.
+    #[cfg_attr(target_arch = "x86_64", allow(unused_assignments))]
+    let mut ok = true;
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY (all three calls): SSE2 is part of the x86_64 baseline; `rows` bounds-checks its
+        // loads and stores, and `Access` is laid out as a record row (asserted in `sse2`).
+        let mut checks = unsafe { sse2::Checks::new(cpu_limit) };
+        for chunk in dst.chunks_exact_mut(sse2::BLOCK) {
+            unsafe { sse2::rows(planes, n, first + done, chunk, &mut checks) };
+            done += sse2::BLOCK;
+        }
+        ok = unsafe { checks.passed() };
+        if NS && ok {
+            for slot in &dst[..done] {
+                // SAFETY: `rows` wrote every slot in `..done`, and `checks` passed, so each is a
+                // valid `Access` (an op byte of 0 or 1 is a valid `Op`: it is repr(u8) with those tags).
+                let time = unsafe { slot.assume_init_ref() }.time;
+                ok &= time >= *prev;
+                *prev = time;
+            }
+        }
+    }
+    let mut p = *prev;
+    for (j, slot) in dst.iter_mut().enumerate().skip(done) {
+        let r = gather1(planes, n, first + j);
+        let time = le_u64(&r, R_TIME);
+        let cpu = le_u32(&r, R_CPU);
+        let size = le_u16(&r, R_SIZE);
+        let op = r[R_OP];
+        let flags = r[R_FLAGS];
+        ok &= (op <= 1) & (flags & !Access::KNOWN_FLAGS == 0) & (size != 0) & (cpu < cpu_limit) & (!NS | (time >= p));
+        p = time;
+        slot.write(Access { time, addr: le_u64(&r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read }, flags });
+    }
+    *prev = p;
+    ok
+}
+
+/// Transposes records out of byte planes with SSE2 byte interleaves: three rounds (8-, 16-,
+/// then 32-bit) turn 8 planes of 16 bytes into 16 little-endian u64 fields, which are then
+/// stored as `Access` rows.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::*;
+    use std::mem::{size_of, MaybeUninit};
+
+    use tiersim_core::{Access, Op};
+
+    /// Records per call of `rows`: one cache line of each plane. The planes of a frame whose
+    /// record count is a multiple of 4096 all map to the same L1 sets, so each line must be
+    /// used whole before the other planes evict it.
+    pub(super) const BLOCK: usize = 64;
+
+    // `Access` is repr(C) and `Op` repr(u8), so an `Access` is a record row: the SIMD path
+    // stores record bytes straight into `Access` slots. Checked at compile time.
+    const _: () = {
+        assert!(size_of::<Access>() == super::RECORD_SIZE);
+        assert!(std::mem::offset_of!(Access, time) == super::R_TIME);
+        assert!(std::mem::offset_of!(Access, addr) == super::R_ADDR);
+        assert!(std::mem::offset_of!(Access, cpu) == super::R_CPU);
+        assert!(std::mem::offset_of!(Access, size) == super::R_SIZE);
+        assert!(std::mem::offset_of!(Access, op) == super::R_OP);
+        assert!(std::mem::offset_of!(Access, flags) == super::R_FLAGS);
+        assert!(size_of::<Op>() == 1 && Op::Read as u8 == 0 && Op::Write as u8 == 1);
+    };
+
+    /// Field checks accumulated over many records, tested once at the end.
+    pub(super) struct Checks {
+        /// Largest op byte seen.
+        op_max: __m128i,
+        /// Flag bits seen, ORed.
+        flags_or: __m128i,
+        /// Nonzero bytes where a record had size 0.
+        size_zero: __m128i,
+        /// All ones while every cpu was below the limit.
+        cpu_ok: __m128i,
+        /// The CPU limit, biased by 2^31 so a signed compare orders u32s.
+        limit: __m128i,
+    }
+
+    const BIAS: i32 = i32::MIN;
+
+    impl Checks {
+        #[inline(always)]
+        pub(super) unsafe fn new(cpu_limit: u32) -> Checks {
+            Checks {
+                op_max: _mm_setzero_si128(),
+                flags_or: _mm_setzero_si128(),
+                size_zero: _mm_setzero_si128(),
+                cpu_ok: _mm_set1_epi32(-1),
+                limit: _mm_set1_epi32((cpu_limit as i32) ^ BIAS),
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn passed(&self) -> bool {
+            let op_ok = _mm_cmpeq_epi8(_mm_min_epu8(self.op_max, _mm_set1_epi8(1)), self.op_max);
+            let unknown = _mm_andnot_si128(_mm_set1_epi8(Access::KNOWN_FLAGS as i8), self.flags_or);
+            _mm_movemask_epi8(op_ok) == 0xFFFF
+                && _mm_movemask_epi8(_mm_cmpeq_epi8(unknown, _mm_setzero_si128())) == 0xFFFF
+                && _mm_movemask_epi8(self.size_zero) == 0
+                && _mm_movemask_epi8(self.cpu_ok) == 0xFFFF
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load(planes: &[u8], at: usize) -> __m128i {
+        let s = &planes[at..at + 16];
+        _mm_loadu_si128(s.as_ptr().cast())
+    }
+
+    #[inline(always)]
+    unsafe fn planes8(planes: &[u8], n: usize, i: usize, k0: usize) -> [__m128i; 8] {
+        std::array::from_fn(|k| load(planes, (k0 + k) * n + i))
+    }
+
+    /// The 8- and 16-bit rounds: of 8 planes of 16 records, `c[0..4]` hold bytes 0..4 of
+    /// records 0..4, 4..8, 8..12, 12..16 as u32 lanes, and `c[4..8]` bytes 4..8 likewise.
+    #[inline(always)]
+    unsafe fn rounds8_16(a: &[__m128i; 8]) -> [__m128i; 8] {
+        let b0 = _mm_unpacklo_epi8(a[0], a[1]);
+        let b1 = _mm_unpackhi_epi8(a[0], a[1]);
+        let b2 = _mm_unpacklo_epi8(a[2], a[3]);
+        let b3 = _mm_unpackhi_epi8(a[2], a[3]);
+        let b4 = _mm_unpacklo_epi8(a[4], a[5]);
+        let b5 = _mm_unpackhi_epi8(a[4], a[5]);
+        let b6 = _mm_unpacklo_epi8(a[6], a[7]);
+        let b7 = _mm_unpackhi_epi8(a[6], a[7]);
+        [
+            _mm_unpacklo_epi16(b0, b2),
+            _mm_unpackhi_epi16(b0, b2),
+            _mm_unpacklo_epi16(b1, b3),
+            _mm_unpackhi_epi16(b1, b3),
+            _mm_unpacklo_epi16(b4, b6),
+            _mm_unpackhi_epi16(b4, b6),
+            _mm_unpacklo_epi16(b5, b7),
+            _mm_unpackhi_epi16(b5, b7),
+        ]
+    }
+
+    /// The 32-bit round: `d[x]` holds the u64 fields of records 2x and 2x + 1.
+    #[inline(always)]
+    unsafe fn round32(c: [__m128i; 8]) -> [__m128i; 8] {
+        [
+            _mm_unpacklo_epi32(c[0], c[4]),
+            _mm_unpackhi_epi32(c[0], c[4]),
+            _mm_unpacklo_epi32(c[1], c[5]),
+            _mm_unpackhi_epi32(c[1], c[5]),
+            _mm_unpacklo_epi32(c[2], c[6]),
+            _mm_unpackhi_epi32(c[2], c[6]),
+            _mm_unpacklo_epi32(c[3], c[7]),
+            _mm_unpackhi_epi32(c[3], c[7]),
+        ]
+    }
+
+    /// Store records `i..i + BLOCK` of a shuffled frame of `n` records as rows into `dst`
+    /// (`BLOCK` long), adding their cpu, size and op to `checks`. The layout assertions make
+    /// the rows `Access` values, and only `checks` passing makes their op bytes valid.
+    #[inline(always)]
+    pub(super) unsafe fn rows(planes: &[u8], n: usize, i: usize, dst: &mut [MaybeUninit<Access>], checks: &mut Checks) {
+        let dst = &mut dst[..BLOCK];
+        let out: *mut __m128i = dst.as_mut_ptr().cast();
+        // Times and addresses of the whole block first, plane group by plane group (see BLOCK).
+        let mut t = [[_mm_setzero_si128(); 8]; BLOCK / 16];
+        let mut a = t;
+        for (s, d) in t.iter_mut().enumerate() {
+            *d = round32(rounds8_16(&planes8(planes, n, i + 16 * s, 0)));
+        }
+        for (s, d) in a.iter_mut().enumerate() {
+            *d = round32(rounds8_16(&planes8(planes, n, i + 16 * s, 8)));
+        }
+        let bias = _mm_set1_epi32(BIAS);
+        for s in 0..BLOCK / 16 {
+            let p = planes8(planes, n, i + 16 * s, 16);
+            checks.op_max = _mm_max_epu8(checks.op_max, p[6]);
+            checks.flags_or = _mm_or_si128(checks.flags_or, p[7]);
+            let size_zero = _mm_cmpeq_epi8(_mm_or_si128(p[4], p[5]), _mm_setzero_si128());
+            checks.size_zero = _mm_or_si128(checks.size_zero, size_zero);
+            let c = rounds8_16(&p);
+            for cpu in &c[..4] {
+                let below = _mm_cmpgt_epi32(checks.limit, _mm_xor_si128(*cpu, bias));
+                checks.cpu_ok = _mm_and_si128(checks.cpu_ok, below);
+            }
+            let w = round32(c);
+            for x in 0..8 {
+                // Records 16s + 2x and 16s + 2x + 1 are 48 bytes: t0 a0 | w0 t1 | a1 w1.
+                let (tv, av, wv) = (t[s][x], a[s][x], w[x]);
+                let o = out.add((16 * s + 2 * x) / 2 * 3);
+                _mm_storeu_si128(o, _mm_unpacklo_epi64(tv, av));
+                _mm_storeu_si128(o.add(1), _mm_castpd_si128(_mm_shuffle_pd(_mm_castsi128_pd(wv), _mm_castsi128_pd(tv), 0b10)));
+                _mm_storeu_si128(o.add(2), _mm_unpackhi_epi64(av, wv));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_then_unshuffle_round_trips() {
+        for n in [0usize, 1, 15, 64, 65, 200, SHUFFLE_BLOCK + 3] {
+            let rows: Vec<u8> = (0..n)
+                .flat_map(|i| {
+                    let mut r = [0u8; RECORD_SIZE];
+                    r[R_TIME..R_TIME + 8].copy_from_slice(&(i as u64 * 0x0101_0101_0101).to_le_bytes());
+                    r[R_ADDR..R_ADDR + 8].copy_from_slice(&(u64::MAX - i as u64).to_le_bytes());
+                    r[R_CPU..R_CPU + 4].copy_from_slice(&(i as u32 % 65536).to_le_bytes());
+                    r[R_SIZE..R_SIZE + 2].copy_from_slice(&(1 + i as u16).to_le_bytes());
+                    r[R_OP] = (i % 2) as u8;
+                    r[R_FLAGS] = (i % 3 == 0) as u8;
+                    r
+                })
+                .collect();
+            let mut planes = Vec::new();
+            shuffle(&rows, &mut planes);
+            assert_eq!(planes.len(), rows.len());
+            for first in [0, n.min(1), n / 2] {
+                let mut dst: Vec<Access> = Vec::with_capacity(n - first);
+                let mut prev = 0;
+                assert!(unshuffle(&planes, first, &mut dst.spare_capacity_mut()[..n - first], MAX_CPUS, true, &mut prev));
+                // SAFETY: `unshuffle` returned true, so it wrote all `n - first` slots.
+                unsafe { dst.set_len(n - first) };
+                for (j, a) in dst.iter().enumerate() {
+                    let r = &rows[(first + j) * RECORD_SIZE..][..RECORD_SIZE];
+                    assert_eq!((a.time, a.addr, a.cpu, a.size), (le_u64(r, 0), le_u64(r, 8), le_u32(r, 16), le_u16(r, 20)));
+                    assert_eq!(a.op.is_write(), r[R_OP] == 1);
+                    assert_eq!(a.flags, r[R_FLAGS]);
+                }
+            }
+            // A flag bit this build does not know fails the SIMD checks and the scalar tail alike.
+            if n > 0 {
+                for bad in [n - 1, 0] {
+                    let mut rows = rows.clone();
+                    rows[bad * RECORD_SIZE + R_FLAGS] = 0x80;
+                    shuffle(&rows, &mut planes);
+                    let mut dst: Vec<Access> = Vec::with_capacity(n);
+                    let mut prev = 0;
+                    assert!(!unshuffle(&planes, 0, &mut dst.spare_capacity_mut()[..n], MAX_CPUS, true, &mut prev), "n {n}, record {bad}");
+                }
+            }
+        }
+    }
+}
+

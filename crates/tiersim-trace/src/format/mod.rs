@@ -1,0 +1,244 @@
+//! The native tiersim trace format, version 1.
+//!
+//! A file is a fixed 128-byte header, then the records region (a sequence of zstd frames whose
+//! decompressed bytes are fixed-size records, as rows or byte planes: see frame_filter), then an
+//! optional trailer of per-CPU access counts, then end of file. Every integer is little-endian.
+//!
+//! Header (offsets in bytes, see the `H_*` constants):
+//!
+//! | offset | size | field                                                                 |
+//! |-------:|-----:|-----------------------------------------------------------------------|
+//! |      0 |    8 | magic `b"TIERSIM\0"`                                                  |
+//! |      8 |    2 | version (1)                                                           |
+//! |     10 |    2 | record_layout (1: the 24-byte record below)                           |
+//! |     12 |    2 | record_size (24)                                                      |
+//! |     14 |    1 | time_unit: 0 ns absolute, 1 instructions since the same CPU's last access |
+//! |     15 |    1 | addr_kind: 0 virtual, 1 physical                                      |
+//! |     16 |    4 | page_size in bytes (power of two, at least 64)                        |
+//! |     20 |    4 | flags: bit 0 set when the stats below and the trailer are complete    |
+//! |     24 |    8 | records_end: offset where the records region ends (0 if unknown)      |
+//! |     32 |    4 | n_cpus: entries in the trailer                                        |
+//! |     36 |    1 | frame_filter: 0 none, 1 byte shuffle (see below)                      |
+//! |     37 |    1 | v2p: how physical addresses were made: 0 not recorded, 1 pagemap, 2 buddy model |
+//! |     38 |    2 | reserved, zero                                                        |
+//! |     40 |    8 | accesses                                                              |
+//! |     48 |    8 | reads                                                                 |
+//! |     56 |    8 | writes                                                                |
+//! |     64 |    8 | bytes (sum of access sizes)                                           |
+//! |     72 |    8 | footprint_pages (distinct pages of page_size touched)                 |
+//! |     80 |    8 | time_first                                                            |
+//! |     88 |    8 | time_last                                                             |
+//! |     96 |   32 | reserved, zero                                                        |
+//!
+//! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
+//! op u8 (0 read, 1 write), flags u8 (bit 0: file-backed page; other bits must be 0; traces written
+//! before the bit existed hold 0 there, so they read as anonymous memory).
+//!
+//! Frame filter 1 (byte shuffle, the writer's default) stores each frame's records transposed:
+//! for a frame of n records, the decompressed bytes are byte 0 of every record, then byte 1 of
+//! every record, ..., then byte 23 of every record (24 planes of n bytes). Neighbouring records
+//! share their high bytes, so the planes compress far better and decompress faster than rows.
+//! A frame is unshuffled on its own, so with this filter every frame holds whole records. With
+//! filter 0 the decompressed bytes of all frames are the records back to back, and a record may
+//! straddle frames. Readers reject other filter values.
+//!
+//! The v2p byte was reserved (zero) before `tiersim capture` existed, so the version stayed 1:
+//! older files read as "not recorded", and older readers ignore it. `tiersim capture` writes 1
+//! (the frames of /proc/PID/pagemap) or 2 (its buddy-allocator model) into physical traces;
+//! every other writer, and every virtual trace, writes 0.
+//!
+//! For ns traces `time_first`/`time_last` are the first and last timestamps. For instruction
+//! traces the record times are per-CPU deltas, so `time_first` is 0 and `time_last` is the
+//! largest per-CPU sum of deltas: the trace's length in instructions on its busiest CPU.
+//!
+//! The writer streams: records are compressed in frames of a bounded number of records, each
+//! frame carrying its content size and a checksum, into a temporary file that is renamed over the
+//! target only after the trailer and the completed header are written. A file whose header lacks
+//! the complete flag (a writer that was interrupted, or another tool) is still readable: its
+//! records region runs to end of file and its statistics come from a scan.
+
+use rustc_hash::FxHashSet;
+use serde::Serialize;
+use tiersim_core::{Access, Op};
+
+mod frames;
+mod header;
+mod reader;
+mod writer;
+
+pub use header::*;
+pub use reader::{inspect, TraceReader};
+pub use writer::{TraceWriter, WriterOptions};
+
+pub const MAGIC: [u8; 8] = *b"TIERSIM\0";
+pub const VERSION: u16 = 1;
+/// Versions this build reads.
+pub const SUPPORTED_VERSIONS: &[u16] = &[1];
+pub const RECORD_LAYOUT_V1: u16 = 1;
+pub const RECORD_SIZE: usize = 24;
+pub const HEADER_SIZE: usize = 128;
+pub const FLAG_STATS_COMPLETE: u32 = 1;
+/// CPUs are numbered below this; it bounds the trailer and the per-CPU tables of consumers.
+pub const MAX_CPUS: u32 = 65536;
+pub const MIN_PAGE_SIZE: u32 = 64;
+/// Magic number opening every zstd frame, as it appears in the file.
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+pub const DEFAULT_LEVEL: i32 = 3;
+pub const DEFAULT_FRAME_RECORDS: usize = 1 << 16;
+/// Bounds a frame's decompressed size (24 MiB), which also bounds the decoder's window memory.
+pub const MAX_FRAME_RECORDS: usize = 1 << 20;
+
+pub const H_MAGIC: usize = 0;
+pub const H_VERSION: usize = 8;
+pub const H_RECORD_LAYOUT: usize = 10;
+pub const H_RECORD_SIZE: usize = 12;
+pub const H_TIME_UNIT: usize = 14;
+pub const H_ADDR_KIND: usize = 15;
+pub const H_PAGE_SIZE: usize = 16;
+pub const H_FLAGS: usize = 20;
+pub const H_RECORDS_END: usize = 24;
+pub const H_N_CPUS: usize = 32;
+pub const H_FRAME_FILTER: usize = 36;
+pub const H_V2P: usize = 37;
+pub const H_ACCESSES: usize = 40;
+pub const H_READS: usize = 48;
+pub const H_WRITES: usize = 56;
+pub const H_BYTES: usize = 64;
+pub const H_FOOTPRINT_PAGES: usize = 72;
+pub const H_TIME_FIRST: usize = 80;
+pub const H_TIME_LAST: usize = 88;
+
+pub const R_TIME: usize = 0;
+pub const R_ADDR: usize = 8;
+pub const R_CPU: usize = 16;
+pub const R_SIZE: usize = 20;
+pub const R_OP: usize = 22;
+pub const R_FLAGS: usize = 23;
+
+pub const FRAME_FILTER_NONE: u8 = 0;
+pub const FRAME_FILTER_SHUFFLE: u8 = 1;
+/// Bounds a frame's decompressed size; a byte-shuffled frame is held whole in memory.
+pub const MAX_FRAME_BYTES: usize = MAX_FRAME_RECORDS * RECORD_SIZE;
+
+/// 2^25 bytes: enough for the largest frame a `TraceWriter` makes.
+const WINDOW_LOG_MAX: u32 = 25;
+const IN_BUF: usize = 4 << 20;
+const OUT_BUF: usize = 4 << 20;
+/// zstd skippable frames carry 0x184D2A50..=0x184D2A5F; the decoder skips them.
+const SKIPPABLE_MAGIC_MASK: u32 = 0xFFFF_FFF0;
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
+
+/// Summary statistics of a trace (see the module doc for what the times mean).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TraceStats {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Sum of access sizes.
+    pub bytes: u64,
+    /// Distinct pages of the header's page size touched by any byte of any access.
+    pub footprint_pages: u64,
+    pub time_first: u64,
+    pub time_last: u64,
+    /// Accesses per CPU, indexed by CPU number; its length is the highest CPU + 1.
+    pub per_cpu: Vec<u64>,
+}
+
+pub(crate) fn le_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(a)
+}
+
+#[inline(always)]
+pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+#[inline(always)]
+pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String> {
+    if !page_size.is_power_of_two() {
+        return Err(format!("page_size {page_size} is not a power of two"));
+    }
+    if page_size < MIN_PAGE_SIZE {
+        return Err(format!("page_size {page_size} is below the minimum {MIN_PAGE_SIZE}"));
+    }
+    Ok(())
+}
+
+/// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
+pub(crate) struct StatsBuilder {
+    time_unit: TimeUnit,
+    page_shift: u32,
+    stats: TraceStats,
+    pages: FxHashSet<u64>,
+    /// Per-CPU running instruction counts (instruction traces only).
+    instr: Vec<u64>,
+}
+
+impl StatsBuilder {
+    pub fn new(time_unit: TimeUnit, page_size: u32) -> StatsBuilder {
+        StatsBuilder {
+            time_unit,
+            page_shift: page_size.max(1).trailing_zeros(),
+            stats: TraceStats::default(),
+            pages: FxHashSet::default(),
+            instr: Vec::new(),
+        }
+    }
+
+    /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it).
+    #[inline]
+    pub fn add(&mut self, a: &Access) {
+        let s = &mut self.stats;
+        let cpu = a.cpu as usize;
+        if cpu >= s.per_cpu.len() {
+            s.per_cpu.resize(cpu + 1, 0);
+        }
+        s.per_cpu[cpu] += 1;
+        s.accesses += 1;
+        match a.op {
+            Op::Read => s.reads += 1,
+            Op::Write => s.writes += 1,
+        }
+        s.bytes = s.bytes.saturating_add(a.size as u64);
+        match self.time_unit {
+            TimeUnit::Ns => {
+                if s.accesses == 1 {
+                    s.time_first = a.time;
+                }
+                s.time_last = a.time;
+            }
+            TimeUnit::Instructions => {
+                if cpu >= self.instr.len() {
+                    self.instr.resize(cpu + 1, 0);
+                }
+                let t = self.instr[cpu].saturating_add(a.time);
+                self.instr[cpu] = t;
+                s.time_last = s.time_last.max(t);
+            }
+        }
+        let first = a.addr >> self.page_shift;
+        let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
+        for p in first..=last {
+            self.pages.insert(p);
+        }
+    }
+
+    pub fn finish(mut self) -> TraceStats {
+        self.stats.footprint_pages = self.pages.len() as u64;
+        self.stats
+    }
+}

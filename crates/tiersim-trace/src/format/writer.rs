@@ -1,0 +1,210 @@
+//! The streaming writer: records into zstd frames in a temporary file, renamed over the target
+//! once the trailer and the completed header are written.
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use tiersim_core::{Access, Error, Result};
+use zstd::zstd_safe::{self, CCtx, CParameter};
+
+use super::frames::shuffle;
+use super::*;
+
+/// Compression settings of a `TraceWriter`; they do not change what a reader sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// zstd level (1..=22; 3 by default).
+    pub level: i32,
+    /// Records per zstd frame (1..=MAX_FRAME_RECORDS). Bounds the writer's memory and the
+    /// reader's window.
+    pub frame_records: usize,
+    /// Byte-shuffle each frame (frame filter 1; true by default): smaller files, faster reads.
+    pub shuffle: bool,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS, shuffle: true }
+    }
+}
+
+
+/// Streams accesses into a trace file. Nothing appears at the target path until `finish`
+/// succeeds; dropping an unfinished writer removes its temporary file.
+pub struct TraceWriter {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    file: Option<File>,
+    meta: TraceMeta,
+    v2p: V2p,
+    filter: FrameFilter,
+    frame_records: usize,
+    cctx: CCtx<'static>,
+    frame: Vec<u8>,
+    /// The frame's byte planes, when shuffling.
+    planes: Vec<u8>,
+    compressed: Vec<u8>,
+    pos: u64,
+    stats: StatsBuilder,
+    prev_time: u64,
+}
+
+impl TraceWriter {
+    /// Start a trace at `path` with default compression settings.
+    pub fn create(path: &Path, meta: TraceMeta) -> Result<TraceWriter> {
+        TraceWriter::create_with(path, meta, WriterOptions::default())
+    }
+
+    /// Start a trace at `path` with explicit compression settings.
+    pub fn create_with(path: &Path, meta: TraceMeta, opts: WriterOptions) -> Result<TraceWriter> {
+        check_page_size(meta.page_size).map_err(|m| Error::arg("page_size", m))?;
+        let (lo, hi) = (1, zstd_safe::max_c_level());
+        if !(lo..=hi).contains(&opts.level) {
+            return Err(Error::arg("level", format!("zstd level {} is outside {lo}..={hi}", opts.level)));
+        }
+        if !(1..=MAX_FRAME_RECORDS).contains(&opts.frame_records) {
+            return Err(Error::arg(
+                "frame_records",
+                format!("{} records per frame is outside 1..={MAX_FRAME_RECORDS}", opts.frame_records),
+            ));
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| Error::arg("path", format!("{} does not name a file", path.display())))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp{}", std::process::id()));
+        let tmp_path = path.with_file_name(tmp_name);
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
+        // A valid but incomplete header from the start: an interrupted file is still readable.
+        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
+        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        let mut cctx = CCtx::create();
+        let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
+        cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
+        // Checksums let the reader tell corruption from valid data; they cost little to verify.
+        cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
+        let frame_bytes = opts.frame_records * RECORD_SIZE;
+        Ok(TraceWriter {
+            path: path.to_owned(),
+            tmp_path,
+            file: Some(file),
+            meta,
+            v2p: V2p::Unrecorded,
+            filter,
+            frame_records: opts.frame_records,
+            cctx,
+            frame: Vec::with_capacity(frame_bytes),
+            planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
+            compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
+            pos: HEADER_SIZE as u64,
+            stats: StatsBuilder::new(meta.time_unit, meta.page_size),
+            prev_time: 0,
+        })
+    }
+
+    /// Record in the header how the physical addresses were made (written by `finish`).
+    pub fn set_v2p(&mut self, v2p: V2p) {
+        self.v2p = v2p;
+    }
+
+    fn reject(&self, msg: String) -> Error {
+        Error::arg("access", format!("record {} for {}: {msg}", self.stats.stats.accesses, self.path.display()))
+    }
+
+    /// Append one access. Rejects size 0, CPUs at or above `MAX_CPUS`, and (for ns traces)
+    /// timestamps that go backwards.
+    pub fn write(&mut self, a: &Access) -> Result<()> {
+        if a.size == 0 {
+            return Err(self.reject("size 0; every access moves at least one byte".into()));
+        }
+        if a.cpu >= MAX_CPUS {
+            return Err(self.reject(format!("cpu {} is above the maximum {}", a.cpu, MAX_CPUS - 1)));
+        }
+        if self.meta.time_unit == TimeUnit::Ns {
+            if a.time < self.prev_time {
+                return Err(self.reject(format!(
+                    "time {} ns is before the previous record's {} ns; ns traces must be sorted by time",
+                    a.time, self.prev_time
+                )));
+            }
+            self.prev_time = a.time;
+        }
+        self.stats.add(a);
+        let mut r = [0u8; RECORD_SIZE];
+        r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
+        r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
+        r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
+        r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
+        r[R_OP] = a.op.is_write() as u8;
+        r[R_FLAGS] = a.flags;
+        self.frame.extend_from_slice(&r);
+        if self.frame.len() >= self.frame_records * RECORD_SIZE {
+            self.flush_frame()?;
+        }
+        Ok(())
+    }
+
+    /// Append a slice of accesses.
+    pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
+        accesses.iter().try_for_each(|a| self.write(a))
+    }
+
+    fn flush_frame(&mut self) -> Result<()> {
+        if self.frame.is_empty() {
+            return Ok(());
+        }
+        self.compressed.clear();
+        let src = match self.filter {
+            FrameFilter::None => &self.frame,
+            FrameFilter::Shuffle => {
+                shuffle(&self.frame, &mut self.planes);
+                &self.planes
+            }
+        };
+        self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
+            Error::io(&self.tmp_path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
+        })?;
+        let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        file.write_all(&self.compressed).map_err(|e| Error::io(&self.tmp_path, e))?;
+        self.pos += self.compressed.len() as u64;
+        self.frame.clear();
+        Ok(())
+    }
+
+    /// Write the last frame, the trailer and the complete header, then move the file into place.
+    pub fn finish(mut self) -> Result<TraceStats> {
+        let r = self.finish_inner();
+        if r.is_err() {
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<TraceStats> {
+        self.flush_frame()?;
+        let stats = std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
+        let records_end = self.pos;
+        let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
+        let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        let io = |e| Error::io(&self.tmp_path, e);
+        let trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
+        file.write_all(&trailer).map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        drop(file);
+        std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        Ok(stats)
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+    }
+}

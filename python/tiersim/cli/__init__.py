@@ -1,0 +1,52 @@
+"""The `tiersim` command line.
+
+Every command maps onto one or a few calls of the Python API (and so of `tiersim._native`).
+User errors (TiersimError, unwritable outputs) print one "error: ..." line on stderr and exit 1;
+malformed arguments are usage errors (exit 2). Neither prints a traceback.
+
+One module per command group; `_common` holds the root app, the consoles, error handling,
+option parsing and formatting they share. Importing a module registers its commands, so the
+order below is the order of `tiersim --help`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import tiersim
+
+# isort: off
+from tiersim.cli import run  # noqa: F401  (importing a command module registers its commands)
+from tiersim.cli import characterize  # noqa: F401
+from tiersim.cli import gen  # noqa: F401
+from tiersim.cli.trace import trace_app
+from tiersim.cli import capture  # noqa: F401
+from tiersim.cli.plugins import platform_app
+from tiersim.cli import sweep  # noqa: F401
+from tiersim.cli import report  # noqa: F401
+from tiersim.cli import reproduce  # noqa: F401
+from tiersim.cli import demo  # noqa: F401
+from tiersim.cli.flash import flash_app
+from tiersim.cli._common import _echo_raw, app
+# isort: on
+
+__all__ = ["app", "main"]
+
+app.add_typer(trace_app, name="trace")
+app.add_typer(platform_app, name="platform")
+app.add_typer(flash_app, name="flash")
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)] = False,
+) -> None:
+    if version:
+        _echo_raw(f"tiersim {tiersim.__version__}")
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    app(prog_name="tiersim")

@@ -1,0 +1,204 @@
+"""Shared by every command: the root Typer app, the consoles, user-error handling, option parsing
+and the formatting of figures and tables."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import Any, NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+import tiersim
+from tiersim._convert import parse_cli_pairs
+
+app = typer.Typer(
+    name="tiersim",
+    help="Trace-driven simulator and policy lab for tiered memory (DRAM, CXL memory, PMEM, swap).",
+    no_args_is_help=True,
+    add_completion=False,
+    # A user error never reaches typer (it is caught below); anything that does is a bug, and a
+    # plain traceback is the most useful thing to report for it.
+    pretty_exceptions_enable=False,
+)
+
+
+# Piped or captured output gets a wide console so that tables land in logs unwrapped; a
+# terminal gets its own width.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    try:
+        yield
+    except tiersim.TiersimError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        # Output paths the user chose: permission denied, disk full, read-only file system.
+        where = f" '{exc.filename}'" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}")
+
+
+def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:
+    try:
+        return parse_cli_pairs(items or [], option)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
+def _overrides(items: Sequence[str] | None) -> list[str]:
+    """--set values go to the native side as typed ("key=value", bare words allowed), after a
+    syntax check here so a typo is a usage error rather than a simulation error."""
+    result = []
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE (e.g. --set host.mlp=4), got '{item}'", param_hint="--set")
+        result.append(f"{key.strip()}={value.strip()}")
+    return result
+
+
+def _merge_shortcuts(params: dict[str, Any], shortcuts: dict[str, tuple[str, Any]]) -> None:
+    """Put the values of shortcut options (`--size` for `footprint`, ...) into `params`; a key set
+    both ways is a usage error."""
+    for key, (option, value) in shortcuts.items():
+        if value is None:
+            continue
+        if key in params:
+            raise typer.BadParameter(f"{option} and --param {key}=... both set {key}; give one", param_hint=option)
+        params[key] = value
+
+
+def _int(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else "-"
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def _ms(ns: Any) -> str:
+    return f"{ns / 1e6:,.3f} ms" if isinstance(ns, (int, float)) else "-"
+
+
+def _num(x: Any, digits: int = 1) -> str:
+    return f"{x:,.{digits}f}" if isinstance(x, (int, float)) else "-"
+
+
+def _gbs(nbytes: float, ns: float) -> str:
+    # bytes per ns is GB/s (decimal), the unit device datasheets use.
+    return f"{nbytes / ns:.2f} GB/s" if ns else "-"
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False, title_justify="left")
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _inspect_tables(info: dict[str, Any]) -> list[Table]:
+    accesses = info.get("accesses", 0)
+    unit = "ns" if str(info.get("time_unit", "")).lower() in ("ns", "nanoseconds") else str(info.get("time_unit", ""))
+    rows = [
+        ("path", str(info.get("path", "-"))),
+        ("format version", str(info.get("version", "-"))),
+        ("record layout", str(info.get("record_layout", "-"))),
+        ("time unit", str(info.get("time_unit", "-"))),
+        ("addresses", str(info.get("addr_kind", "-"))
+         + (f" (v2p {info['v2p']})" if info.get("v2p") not in (None, "unrecorded") else "")),
+        ("page size", _bytes(info.get("page_size"))),
+        ("accesses", _int(accesses)),
+        (
+            "reads / writes",
+            f"{_int(info.get('reads'))} / {_int(info.get('writes'))} ({_pct(info.get('writes', 0), accesses)} writes)",
+        ),
+        ("bytes accessed", f"{_int(info.get('bytes'))} ({_bytes(info.get('bytes'))})"),
+        ("footprint", f"{_int(info.get('footprint_pages'))} pages, {_bytes(info.get('footprint_bytes'))}"),
+        ("time first / last", f"{_int(info.get('time_first'))} / {_int(info.get('time_last'))} {unit}"),
+        ("time span", f"{_int(info.get('time_span'))} {unit}"),
+        ("compressed size", _bytes(info.get("compressed_bytes"))),
+        ("bytes per access", _num(info.get("bytes_per_access"), 2)),
+        ("statistics from", str(info.get("stats_source", "-"))),
+    ]
+    tables = [_kv_table("trace", rows)]
+    per_cpu = info.get("per_cpu") or []
+    if per_cpu:
+        cpus = Table(title="per CPU", box=box.SIMPLE_HEAD, title_justify="left")
+        cpus.add_column("cpu", justify="right")
+        if all(isinstance(c, dict) for c in per_cpu):
+            keys = [k for k in per_cpu[0] if k != "cpu"]
+            for k in keys:
+                cpus.add_column(k, justify="right")
+            cpus.add_column("share", justify="right")
+            for i, c in enumerate(per_cpu):
+                cpus.add_row(
+                    str(c.get("cpu", i)),
+                    *(_int(c.get(k)) if isinstance(c.get(k), int) else str(c.get(k)) for k in keys),
+                    _pct(c.get("accesses", 0), accesses),
+                )
+        else:
+            cpus.add_column("accesses", justify="right")
+            cpus.add_column("share", justify="right")
+            for i, c in enumerate(per_cpu):
+                cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
+        tables.append(cpus)
+    return tables
+
+
+def _print(*renderables: Any) -> None:
+    for r in renderables:
+        out.print(r)
+
+
+def _echo_raw(text: str) -> None:
+    # TOML and JSON go out untouched: rich would read "[nodes.dram0]" as markup.
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if v is not None and v == v and float(v).is_integer() and abs(v) < 1e15:
+        return f"{int(v)}"
+    return f"{v:.4g}"
+
+
+class TraceFormat(StrEnum):
+    native = "native"
+    mqsim = "mqsim"
+    lackey = "lackey"
+    csv = "csv"
+
+
+_FROM_HELP = "Input format (default: native, recognised by its magic; text formats are never guessed)."
+
+
+def _fmt(f: TraceFormat | None) -> str | None:
+    return None if f is None or f is TraceFormat.native else f.value

@@ -1,0 +1,235 @@
+"""`tiersim capture`: trace a program under Valgrind (or filter a stored lackey log)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from tiersim._convert import parse_cli_value
+from tiersim.cli._common import _bytes, _fail, _int, _kv_table, _merge_shortcuts, _pairs, _pct, _user_errors, app, err
+
+
+def _capture_help(name: str, text: str) -> str:
+    """Help of a capture option, with the default from the native parameter table."""
+    from tiersim._capture import capture_params
+
+    default = next((p["default"] for p in capture_params()["params"] if p["name"] == name), None)
+    return f"{text} (parameter {name}; default {default})."
+
+
+@app.command(
+    "capture",
+    context_settings={"allow_interspersed_args": False},
+    help="Run a program under Valgrind and write its memory trace: loads and stores through an LLC model "
+    "(misses and dirty writebacks only), physical addresses from /proc/PID/pagemap or a buddy-allocator "
+    "model, and the same records with virtual addresses beside them.\n\n"
+    "The program keeps its stdin, stdout and stderr; tiersim's own output goes to stderr. "
+    "If the program exits with a non-zero status (or is killed by a signal: 128 + its number), the trace "
+    "is still written and tiersim capture exits with that status.",
+    short_help="Run a program under Valgrind and write its memory trace.",
+)
+def capture_cmd(
+    output: Annotated[
+        Path, typer.Option("--out", "-o", metavar="FILE", help="Trace to write (physical addresses unless --v2p none).")
+    ],
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- PROG [ARGS]...", help="The program and its arguments.", show_default=False),
+    ] = None,
+    virt_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--virt-out",
+            metavar="FILE",
+            help="The same records with virtual addresses (default: OUT with .virt before its suffix).",
+            show_default=False,
+        ),
+    ] = None,
+    llc: Annotated[
+        str | None, typer.Option("--llc", metavar="SIZE", help=_capture_help("llc", "LLC capacity, 0 for no filter"))
+    ] = None,
+    llc_ways: Annotated[
+        int | None, typer.Option("--llc-ways", min=1, help=_capture_help("llc_ways", "LLC associativity"))
+    ] = None,
+    v2p: Annotated[
+        str | None,
+        typer.Option(
+            "--v2p",
+            metavar="auto|pagemap|buddy|none",
+            help=_capture_help("v2p", "Where physical frames come from; auto reads pagemap when it can"),
+        ),
+    ] = None,
+    phys_mem: Annotated[
+        str | None,
+        typer.Option("--phys-mem", metavar="SIZE", help=_capture_help("phys_mem", "Buddy model: physical memory")),
+    ] = None,
+    fragmentation: Annotated[
+        float | None,
+        typer.Option(
+            "--fragmentation",
+            min=0.0,
+            max=0.99,
+            help=_capture_help("fragmentation", "Buddy model: share of frames other tenants hold"),
+        ),
+    ] = None,
+    page_size: Annotated[
+        str | None, typer.Option("--page-size", metavar="SIZE", help=_capture_help("page_size", "Page size"))
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", metavar="KEY=VALUE", help="Any capture parameter (line_size, max_order, ...)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the buddy model's fragmentation.")] = 0,
+    report: Annotated[
+        Path | None, typer.Option("--report", metavar="FILE", help="Also write the capture report as JSON.")
+    ] = None,
+    lackey: Annotated[
+        Path | None,
+        typer.Option(
+            "--lackey",
+            metavar="FILE",
+            help="Filter a stored lackey log (valgrind --tool=lackey --trace-mem=yes, or `tiersim trace convert "
+            "--to lackey`) instead of running a program; v2p auto then uses the buddy model.",
+        ),
+    ] = None,
+) -> None:
+    from tiersim._capture import CaptureProgress, CaptureResult, capture, capture_lackey, signal_name
+
+    params = _pairs(param, "--param")
+    shortcuts = {
+        "llc": ("--llc", None if llc is None else parse_cli_value(llc)),
+        "llc_ways": ("--llc-ways", llc_ways),
+        "v2p": ("--v2p", v2p),
+        "phys_mem": ("--phys-mem", None if phys_mem is None else parse_cli_value(phys_mem)),
+        "fragmentation": ("--fragmentation", fragmentation),
+        "page_size": ("--page-size", None if page_size is None else parse_cli_value(page_size)),
+    }
+    _merge_shortcuts(params, shortcuts)
+    if (lackey is None) == (not command):
+        raise typer.BadParameter("give either -- PROG [ARGS]... or --lackey FILE", param_hint="PROG / --lackey")
+    if lackey is not None:
+        with _user_errors():
+            start = time.monotonic()
+            with err.status(Text(f"filtering {lackey} ...")):
+                rep_ = capture_lackey(lackey, output, virt_out=virt_out, params=params, seed=seed)
+            result = CaptureResult(
+                argv=[],
+                exit_status=0,
+                signal=None,
+                out=output,
+                virt_out=Path(rep_["virt_out"]) if rep_["virt_out"] else None,
+                elapsed_s=time.monotonic() - start,
+                report=rep_,
+            )
+            if report is not None:
+                report.write_text(json.dumps(_capture_json(result), indent=2) + "\n")
+        for t in _capture_tables(result, source=f"lackey log {lackey}"):
+            err.print(t)
+        return
+    assert command is not None
+    prog = command[0]
+    with _user_errors():
+        with err.status(Text(f"starting {prog} under valgrind ...")) as status:
+
+            def show(p: CaptureProgress) -> None:
+                rate = p.instructions / p.elapsed_s if p.elapsed_s > 0 else 0.0
+                status.update(
+                    Text(
+                        f"capturing {prog}: {p.instructions / 1e6:,.1f} M instructions, "
+                        f"{p.data_accesses / 1e6:,.1f} M loads/stores, {p.records / 1e6:,.2f} M records "
+                        f"({rate / 1e6:,.1f} M instructions/s)"
+                    )
+                )
+
+            try:
+                result = capture(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
+            except KeyboardInterrupt:
+                _fail("interrupted: the program was killed and no trace was written")
+        if report is not None:
+            report.write_text(json.dumps(_capture_json(result), indent=2) + "\n")
+    for t in _capture_tables(result):
+        err.print(t)
+    if result.exit_status != 0:
+        how = (
+            f"was killed by {signal_name(result.signal)}"
+            if result.signal is not None
+            else f"exited with status {result.exit_status}"
+        )
+        err.print(
+            Text.assemble(
+                ("warning: ", "bold yellow"),
+                f"{prog} {how}; the trace covers its run until then, and tiersim capture exits with "
+                f"status {result.exit_status}",
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(result.exit_status)
+
+
+def _capture_json(result: Any) -> dict[str, Any]:
+    return {
+        "argv": result.argv,
+        "exit_status": result.exit_status,
+        "signal": result.signal,
+        "elapsed_s": result.elapsed_s,
+        **result.report,
+    }
+
+
+def _capture_tables(result: Any, source: str | None = None) -> list[Table]:
+    r = result.report
+    secs = result.elapsed_s
+    data = r["loads"] + r["stores"] + r["modifies"]
+    rows = (
+        [("input", source)]
+        if source is not None
+        else [("program", " ".join(result.argv)), ("exit status", str(result.exit_status))]
+    )
+    rows += [
+        ("instructions", _int(r["instructions"])),
+        ("loads / stores / modifies", f"{_int(r['loads'])} / {_int(r['stores'])} / {_int(r['modifies'])}"),
+    ]
+    llc = r.get("llc")
+    if llc:
+        accesses = llc["hits"] + llc["misses"]
+        rows.append(
+            (
+                "LLC",
+                f"{_bytes(llc['size'])}, {llc['ways']} ways, {llc['line_size']} B lines: "
+                f"{_int(llc['misses'])} misses ({_pct(llc['misses'], accesses)} of {_int(accesses)} line accesses), "
+                f"{_int(llc['writebacks'])} writebacks",
+            )
+        )
+    else:
+        rows.append(("LLC", "none: every load and store is recorded"))
+    rows += [
+        ("records", f"{_int(r['records'])} ({_int(r['reads'])} reads, {_int(r['writes'])} writes)"),
+        ("footprint", f"{_int(r['footprint_pages'])} pages of {_bytes(r['page_size'])}"),
+        ("addresses", f"{r['v2p']} ({r['v2p_note']})"),
+    ]
+    if r.get("remaps"):
+        rows.append(("frames changed by copy-on-write", _int(r["remaps"])))
+    if r.get("pages_unresolved"):
+        rows.append(("pages pagemap never showed", f"{_int(r['pages_unresolved'])} (synthetic frames from 2^52)"))
+    for label, path in (("trace", result.out), ("virtual trace", result.virt_out)):
+        if path is None:
+            continue
+        size = path.stat().st_size
+        per = f", {size / r['records']:.2f} bytes per record" if r["records"] else ""
+        rows.append((label, f"{path} ({_bytes(size)}{per})"))
+    rows.append(
+        (
+            "time",
+            f"{secs:,.2f} s: {r['instructions'] / secs / 1e6:,.2f} M instructions/s, "
+            f"{data / secs / 1e6:,.2f} M loads+stores/s"
+            if secs > 0
+            else "-",
+        )
+    )
+    return [_kv_table("capture", rows)]

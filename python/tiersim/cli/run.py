@@ -1,0 +1,160 @@
+"""`tiersim run`: simulate a trace or a generator and write a run directory."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+import tiersim
+from tiersim._result import check_out_dir
+from tiersim.cli._common import (
+    _bytes,
+    _echo_raw,
+    _gbs,
+    _int,
+    _kv_table,
+    _ms,
+    _num,
+    _overrides,
+    _pairs,
+    _pct,
+    _print,
+    _user_errors,
+    app,
+    err,
+    out,
+)
+
+
+def _summary_tables(result: tiersim.RunResult) -> list[Table]:
+    s = result.summary
+    lat = s.get("latency_ns", {})
+    exec_ns = s.get("execution_time_ns", 0)
+    total = s.get("accesses", 0)
+    rows = [
+        ("platform", str(s.get("platform", "-"))),
+        ("policy", str(s.get("policy", "-"))),
+        ("trace", str(s.get("trace", "-"))),
+        ("seed", str(s.get("seed", "-"))),
+        ("execution time", _ms(exec_ns)),
+        ("accesses", f"{_int(total)} ({_int(s.get('reads'))} reads, {_int(s.get('writes'))} writes)"),
+        ("pages touched", _int(s.get("pages_touched"))),
+        (
+            "fast-tier hit ratio",
+            f"{100 * s['fast_tier_hit_ratio']:.2f}%" if isinstance(s.get("fast_tier_hit_ratio"), (int, float)) else "-",
+        ),
+        ("latency p50 / p99", f"{_num(lat.get('p50'))} / {_num(lat.get('p99'))} ns"),
+        ("latency mean / max", f"{_num(lat.get('mean'))} / {_num(lat.get('max'))} ns"),
+    ]
+    if s.get("warmup_accesses"):
+        rows.append(("warm-up (not measured)", f"{_int(s['warmup_accesses'])} accesses"))
+    faults = s.get("faults") or {}
+    if faults:
+        touch, swap_in = _int(faults.get("first_touch")), _int(faults.get("swap_in"))
+        rows.append(("page faults", f"{touch} first touch, {swap_in} swap-in"))
+    swap = s.get("swap") or {}
+    if swap.get("swap_ins") or swap.get("swap_outs"):
+        rows.append(("swap ins / outs", f"{_int(swap.get('swap_ins'))} / {_int(swap.get('swap_outs'))}"))
+    if swap.get("file_drops"):
+        rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
+                                   f"{_int(swap.get('file_refaults'))} read back"))
+
+    page_size = s.get("page_size")
+    nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")
+    for name in ("node", "device", "tier", "accesses", "share", "bytes", "bandwidth", "final pages / capacity"):
+        nodes.add_column(name, justify="left" if name in ("node", "device") else "right")
+    for n in s.get("nodes", []):
+        cap = n.get("capacity_bytes")
+        cap_pages = n.get("capacity_pages")
+        if cap_pages is None and isinstance(page_size, int) and isinstance(cap, int) and page_size > 0:
+            cap_pages = cap // page_size
+        # The engine's bandwidth covers the measured window (after warm-up); bytes / execution
+        # time is the fallback for summaries that lack it.
+        bandwidth = n.get("bandwidth_gbs")
+        nodes.add_row(
+            str(n.get("name")),
+            str(n.get("device")),
+            str(n.get("tier", "-")),
+            _int(n.get("accesses")),
+            _pct(n.get("accesses", 0), total),
+            _bytes(n.get("bytes")),
+            f"{bandwidth:.2f} GB/s" if isinstance(bandwidth, (int, float)) else _gbs(n.get("bytes", 0), exec_ns),
+            f"{_int(n.get('final_pages'))} / {_int(cap_pages) if cap_pages is not None else _bytes(cap)}",
+        )
+    return [_kv_table("run", rows), nodes]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
+
+
+@app.command()
+def run(
+    trace: Annotated[Path | None, typer.Argument(help="Trace file (omit with --gen).", show_default=False)] = None,
+    platform: Annotated[str, typer.Option("--platform", "-p", help="Platform preset name or TOML file.")] = ...,  # type: ignore[assignment]
+    policy: Annotated[str, typer.Option(help="Placement policy (see `tiersim list policies`).")] = "linux_default",
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", metavar="KEY=VALUE", help="Policy parameter, e.g. weights=[4,1]; repeatable."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="KEY=VALUE", help='Platform override, e.g. nodes.cxl0.capacity="64GiB"; repeatable.'
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed for every random choice of the run.")] = 0,
+    gen: Annotated[
+        str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")
+    ] = None,
+    gen_param: Annotated[
+        list[str] | None, typer.Option("--gen-param", metavar="KEY=VALUE", help="Generator parameter; repeatable.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Run directory to write (default: runs/PLATFORM-POLICY-TRACE-sSEED).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+) -> None:
+    """Simulate a trace (or a generator) on a platform under a placement policy."""
+    if (trace is None) == (gen is None):
+        raise typer.BadParameter("give either a TRACE file or --gen NAME (not both)", param_hint="TRACE / --gen")
+    if gen_param and gen is None:
+        raise typer.BadParameter("--gen-param needs --gen", param_hint="--gen-param")
+    params = _pairs(param, "--param")
+    gen_params = _pairs(gen_param, "--gen-param")
+    overrides = _overrides(set_)
+    source = gen if gen is not None else trace.stem  # type: ignore[union-attr]
+    run_dir = output or Path("runs") / _slug(f"{Path(platform).stem}-{policy}-{source}-s{seed}")
+    with _user_errors():
+        check_out_dir(run_dir)
+        with err.status(Text(f"simulating {source} on {platform} under {policy} ...")):
+            result = tiersim.run(
+                trace,
+                platform=platform,
+                policy=policy,
+                params=params,
+                overrides=overrides,
+                seed=seed,
+                generator=gen,
+                generator_params=gen_params if gen is not None else None,
+            )
+        result.write(run_dir)
+    if as_json:
+        _echo_raw(result.summary_json())
+        err.print(Text(f"wrote {run_dir}"), soft_wrap=True)
+    else:
+        _print(*_summary_tables(result))
+        out.print(Text(f"run directory: {run_dir}"), soft_wrap=True)
