@@ -66,6 +66,9 @@ def characterize(device_or_preset: str, params: str = "", tests: list[str] = ...
     "columns": [{"name", "values"}]}]}. `params` is TOML: device parameters plus `count` and
     `granule` of the interleave set; `tests` empty runs all."""
 
+def filebench(params: str = "") -> str:
+    """JSON text of storage::BenchOut. `params` is TOML: the bench keys plus [device_params] and [iopath]."""
+
 def flash_replay(
     trace: str | None = None,
     src_format: str | None = None,

@@ -168,6 +168,21 @@ pub struct BenchOut {
     pub stats: serde_json::Value,
 }
 
+impl BenchOut {
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "ops": self.ops,
+            "elapsed_ns": self.elapsed_ns,
+            "bytes": self.bytes,
+            "bandwidth_gbs": self.bandwidth_gbs,
+            "ops_per_s": self.ops_per_s,
+            "mean_latency_ns": self.mean_latency_ns,
+            "layers_ns": self.layers.iter().map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            "stats": self.stats,
+        })
+    }
+}
+
 pub struct Bench {
     path: IoPath,
     dev: InterleaveSet,
