@@ -30,10 +30,11 @@ impl Engine {
                     self.move_page(p, node, d, t);
                 }
                 None if self.pt.entries[p as usize].flags & FILE != 0 => self.drop_file_page(p, node, t),
-                None => self.swap_out(p, node, t),
+                None => self.swap_out(p, node),
             }
             done += 1;
         }
+        self.flush_swap_writes(t);
         Ok(done)
     }
 
