@@ -605,7 +605,7 @@ proptest! {
         // leave by a swap-in fault or readahead; readahead pages are mapped, dropped or still cached.
         let sw = |k: &str| s["swap"][k].as_u64().unwrap_or(0);
         prop_assert_eq!(sw("swap_outs") + sw("swap_cache_drops"), sw("swap_ins") + sw("readahead_pages") + swapped);
-        prop_assert_eq!(sw("readahead_pages"), sw("swap_cache_hits") + sw("swap_cache_drops") + sw("swap_cache_pages"));
+        prop_assert_eq!(sw("readahead_pages"), sw("swap_cache_hits") + sw("swap_cache_drops") + sw("swap_cache_freed") + sw("swap_cache_pages"));
         let ts = &r.timeseries;
         for (i, name) in ts.node.iter().enumerate() {
             if let Some(n) = nodes.iter().find(|n| n["name"] == name.as_str()) {

@@ -44,6 +44,8 @@ pub(crate) struct Swap {
     pub(crate) readahead_pages: u64,
     pub(crate) cache_hits: u64,
     pub(crate) cache_drops: u64,
+    /// Swap-cache pages whose slot went to a swap-out while swap was full.
+    pub(crate) cache_freed: u64,
     pub(crate) write_requests: u64,
     pub(crate) read_requests: u64,
     /// File pages dropped by reclaim, the dirty ones written back first, and read back later.
@@ -113,6 +115,17 @@ impl Engine {
             swap.cache_drops += measuring as u64;
             swap.cache_slot.remove(&p).expect("a swap-cache page has a slot")
         } else {
+            if swap.used >= swap.capacity {
+                // Swap is full: take the slot of a page waiting in the swap cache, which becomes
+                // an ordinary (dirty) anon page (try_to_free_swap under vm_swap_full).
+                let (&q, &s) = swap.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
+                swap.cache_slot.remove(&q);
+                swap.free_slot(s);
+                swap.cache_freed += measuring as u64;
+                let f = &mut self.pt.entries[q as usize].flags;
+                *f = (*f & !SWAPCACHE) | DIRTY;
+            }
+            let swap = self.swap.as_mut().expect("callers check for swap space");
             let slot = swap.take_slot(p);
             swap.pending.push(slot);
             if measuring {

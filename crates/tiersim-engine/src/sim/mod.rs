@@ -171,6 +171,7 @@ impl Engine {
                 readahead_pages: 0,
                 cache_hits: 0,
                 cache_drops: 0,
+                cache_freed: 0,
                 write_requests: 0,
                 read_requests: 0,
                 used: 0,

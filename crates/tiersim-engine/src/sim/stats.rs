@@ -93,6 +93,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "readahead_pages": s.readahead_pages,
             "swap_cache_hits": s.cache_hits,
             "swap_cache_drops": s.cache_drops,
+            "swap_cache_freed": s.cache_freed,
             "swap_cache_pages": s.cache_slot.len(),
             "write_requests": s.write_requests,
             "read_requests": s.read_requests,
