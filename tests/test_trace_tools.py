@@ -98,3 +98,25 @@ def test_cli_malformed_line_names_file_and_line(tmp_path: Path):
     # A text file is not taken for native.
     r = run_cli("trace", "stats", str(bad))
     assert r.returncode == 1 and "name its format" in r.stderr
+
+
+def test_cli_verify_rejects_swapped_frames_that_inspect_passes(tmp_path: Path, random_trace: Path):
+    # Issue 15 section 2: inspect shows the header's figures, marked unverified; verify decodes.
+    r = run_cli("trace", "inspect", str(random_trace))
+    assert r.returncode == 0, r.stderr
+    assert "header, unverified" in r.stdout
+    r = run_cli("trace", "verify", str(random_trace), "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["verified"] is True and info["frames_checked"] >= 1
+    assert info["accesses"] == tiersim.inspect(random_trace)["accesses"]
+    # Flip the header's time-unit byte (14) to the other valid value: the header checksum fails.
+    bad = tmp_path / "bad.trace"
+    b = bytearray(random_trace.read_bytes())
+    b[14] ^= 1
+    bad.write_bytes(bytes(b))
+    for cmd in ("inspect", "verify"):
+        r = run_cli("trace", cmd, str(bad))
+        assert r.returncode == 1
+        assert f"{bad}: at byte offset 96: header checksum mismatch" in r.stderr
+        assert "Traceback" not in r.stderr

@@ -27,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
-from tiersim._capture import CaptureResult, capture, capture_lackey
+from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
 from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
@@ -46,6 +46,8 @@ __all__ = [
     "__version__",
     "capture",
     "capture_lackey",
+    "capture_instrumented",
+    "runtime_object",
     "convert",
     "characterize",
     "filebench",
@@ -54,6 +56,7 @@ __all__ = [
     "generate",
     "generate_with",
     "inspect",
+    "verify",
     "list_plugins",
     "mix",
     "resolve_platform",
@@ -145,7 +148,11 @@ def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | No
     try:
         # Same file name inside the temp dir: the native writer may go by the extension.
         tmp = tmp_dir / out_path.name
-        info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+        try:
+            info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+        except TiersimError as exc:
+            # Name the user's file, not the temporary one ("no space left writing OUT").
+            raise TiersimError(str(exc).replace(os.fspath(tmp), os.fspath(out_path))) from None
         os.replace(tmp, out_path)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -154,8 +161,17 @@ def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | No
 
 
 def inspect(path: PathLike) -> dict[str, Any]:
-    """Header and statistics of a trace file (accesses, footprint, per-CPU counts, ...)."""
+    """Header and statistics of a trace file (accesses, footprint, per-CPU counts, ...).
+
+    When the header carries statistics they are its own, unverified (``"verified": False``).
+    """
     return json.loads(_native.inspect(os.fspath(path)))
+
+
+def verify(path: PathLike) -> dict[str, Any]:
+    """As `inspect`, after decoding and checking every frame and recomputing the statistics
+    from the records; raises ValueError naming the offset and what disagrees."""
+    return json.loads(_native.verify(os.fspath(path)))
 
 
 def list_plugins() -> dict[str, Any]:

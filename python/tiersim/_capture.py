@@ -1,5 +1,8 @@
 """`tiersim capture`: run a program under Valgrind's lackey tool and stream its loads and stores
-through the native filter (LLC model, virtual-to-physical mapping, trace writers).
+through the native filter (LLC model, virtual-to-physical mapping, trace writers); or run a
+program built with -fsanitize=thread and linked with tiersim's tracing runtime
+(runtime/tiersim_trace_rt.c), whose threads filter their own accesses into per-thread files that
+the native side merges (the instrumented path).
 
 The program keeps its own stdin, stdout and stderr; lackey's output goes to a pipe that only
 the native filter reads, so no text trace is ever stored. The guest runs inside the Valgrind
@@ -9,11 +12,13 @@ process, so that process's /proc/PID/pagemap maps the guest's virtual pages to f
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,11 +30,17 @@ from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
 
-VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes")
+# --trace-sched=yes: Valgrind says which thread runs (`SCHED[tid]:  acquired lock`), in the same
+# stream, so each access goes to its thread.
+VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes", "--trace-sched=yes")
 # Valgrind writes one lackey line per write(2); a large pipe lets the filter take them in big
 # reads (the native side waits briefly when a read comes back less than half full).
 PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
+RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
+RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
+# Link flags a program needs besides the runtime object: threads and dlsym.
+RUNTIME_LIBS = ("-pthread", "-ldl")
 
 
 @dataclass
@@ -222,16 +233,7 @@ def capture(
             f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); "
             "its message is above"
         )
-    sig = -returncode if returncode < 0 else None
-    return CaptureResult(
-        argv=list(argv),
-        exit_status=128 + sig if sig is not None else returncode,
-        signal=sig,
-        out=out_path,
-        virt_out=virt_path,
-        elapsed_s=elapsed,
-        report=report,
-    )
+    return _result(argv, returncode, out_path, virt_path, elapsed, report)
 
 
 def capture_lackey(
@@ -254,6 +256,113 @@ def capture_lackey(
         seed=seed,
     )
     return json.loads(report)
+
+
+def runtime_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The tracing runtime compiled for this machine: an object file to link into a program
+    compiled with -fsanitize=thread, in place of libtsan (`cc prog.o OBJ -pthread -ldl`).
+    Built on first use with $CC (default cc) into `cache_dir` (default
+    $XDG_CACHE_HOME/tiersim, else ~/.cache/tiersim), named by a hash of the source and flags."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        raise TiersimError(f"no C compiler '{cc}' to build the tracing runtime: install gcc or set CC")
+    source = RUNTIME_SRC.read_bytes()
+    key = hashlib.sha256(source + " ".join((cc, *RUNTIME_CFLAGS)).encode()).hexdigest()[:16]
+    base = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
+    obj = base / f"tiersim_trace_rt-{key}.o"
+    if obj.exists():
+        return obj
+    base.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".o", dir=base)
+    os.close(fd)
+    r = subprocess.run([cc, *RUNTIME_CFLAGS, "-c", str(RUNTIME_SRC), "-o", tmp], capture_output=True, text=True)
+    if r.returncode != 0:
+        os.unlink(tmp)
+        raise TiersimError(f"building the tracing runtime with {cc} failed:\n{r.stderr.strip()}")
+    # Atomic, so that concurrent builds never see half an object.
+    os.replace(tmp, obj)
+    return obj
+
+
+def _dir_bytes(d: Path) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(d))
+    except OSError:
+        return 0
+
+
+def capture_instrumented(
+    argv: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    virt_out: str | os.PathLike[str] | None = None,
+    params: Mapping[str, Any] | str | None = None,
+    seed: int = 0,
+    on_progress: Callable[[CaptureProgress], None] | None = None,
+) -> CaptureResult:
+    """Run `argv`, a program compiled with -fsanitize=thread and linked with `runtime_object()`,
+    and merge what its threads recorded into `out` (and `virt_out`), as `capture` does.
+
+    The runtime writes per-thread files into a temporary directory beside `out`, removed after
+    the merge. Raises TiersimError when the program did not load the runtime (no record file
+    appeared) or ended without its exit handler (killed by a signal, or _exit)."""
+    if not argv:
+        raise TiersimError("no program given: tiersim capture --instrumented -o OUT -- PROG [ARGS]...")
+    params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    _find_program(argv[0])
+    trace_dir = Path(tempfile.mkdtemp(prefix=".tiersim-capture-", dir=out_path.parent))
+    try:
+        start = time.monotonic()
+        env = json.loads(_native.capture_runtime_env(os.fspath(trace_dir), params_text))
+        try:
+            proc = subprocess.Popen(list(argv), env={**os.environ, **env})
+        except OSError as exc:
+            raise TiersimError(f"cannot start '{argv[0]}': {exc}") from None
+        try:
+            while True:
+                try:
+                    returncode = proc.wait(PROGRESS_PERIOD_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if on_progress is not None:
+                        on_progress(CaptureProgress(_dir_bytes(trace_dir), 0, 0, 0, time.monotonic() - start))
+        except BaseException:
+            _stop(proc)
+            raise
+        if not (trace_dir / "t0.bin").exists():
+            raise TiersimError(
+                f"'{argv[0]}' did not load the tiersim tracing runtime: compile it with -fsanitize=thread and "
+                f"link it with `tiersim capture --build-runtime`'s object instead of -fsanitize=thread "
+                "(docs/capture.md)"
+            )
+        progress = _native.CaptureProgress()
+        report = _native.capture_instrumented(
+            os.fspath(trace_dir),
+            os.fspath(out_path),
+            None if virt_path is None else os.fspath(virt_path),
+            params=params_text,
+            seed=seed,
+            progress=progress,
+        )
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+    return _result(argv, returncode, out_path, virt_path, time.monotonic() - start, json.loads(report))
+
+
+def _result(
+    argv: Sequence[str], returncode: int, out: Path, virt_out: Path | None, elapsed: float, report: dict[str, Any]
+) -> CaptureResult:
+    """The result of a run whose process ended with `returncode` (negative: killed by a signal)."""
+    sig = -returncode if returncode < 0 else None
+    return CaptureResult(
+        argv=list(argv),
+        exit_status=128 + sig if sig is not None else returncode,
+        signal=sig,
+        out=out,
+        virt_out=virt_out,
+        elapsed_s=elapsed,
+        report=report,
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -18,7 +18,7 @@ import polars as pl
 from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
-from tiersim._result import check_out_dir
+from tiersim._result import check_out_dir, writing
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAM_FILE = "histogram.parquet"
@@ -61,9 +61,12 @@ class FlashResult:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         try:
-            (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
-            (tmp / PARAMS_FILE).write_text(self.params, encoding="utf-8")
-            self.histogram.write_parquet(tmp / HISTOGRAM_FILE, compression="zstd", statistics=False)
+            with writing(out / SUMMARY_FILE):
+                (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
+            with writing(out / PARAMS_FILE):
+                (tmp / PARAMS_FILE).write_text(self.params, encoding="utf-8")
+            with writing(out / HISTOGRAM_FILE):
+                self.histogram.write_parquet(tmp / HISTOGRAM_FILE, compression="zstd", statistics=False)
             if out.is_dir():
                 shutil.rmtree(out)
             os.replace(tmp, out)

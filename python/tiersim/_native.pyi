@@ -118,6 +118,21 @@ def capture(
     bytes) to its end, writing `out` (physical, or virtual with v2p none) and `virt_out`;
     `pid` is the process whose pagemap maps the addresses. Returns the JSON report."""
 
+def capture_instrumented(
+    dir: str,
+    out: str,
+    virt_out: str | None = None,
+    params: str = "",
+    seed: int = 0,
+    progress: CaptureProgress | None = None,
+) -> str:
+    """Merges the tracing runtime's per-thread record files in `dir` (summary, t<N>.bin,
+    pagemap.bin) into `out` and `virt_out`, as `capture` does. Returns the JSON report."""
+
+def capture_runtime_env(dir: str, params: str = "") -> str:
+    """JSON object: the TIERSIM_* environment the tracing runtime reads for a capture with
+    `params` writing its files into `dir`."""
+
 def capture_params() -> str:
     """JSON: the capture's parameters (name, kind, default, bounds, help)."""
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,23 @@ def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_
     return out
 
 
+
+@contextmanager
+def writing(target: str | os.PathLike[str]) -> Iterator[None]:
+    """A failed write, reported as an OSError naming `target` (the file the user asked for, not
+    the temporary one written first). polars reports a full disk as its own error types with
+    the OS message inside; those become ENOSPC too, so every command can say "no space left
+    writing FILE"."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(target)) from exc
+    except Exception as exc:
+        text = str(exc)
+        if "No space left on device" in text or "os error 28" in text:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(target)) from exc
+        raise
+
 @dataclass(frozen=True)
 class RunResult:
     """What one run produced: the summary, the resolved config and the per-epoch time series.
@@ -127,11 +147,14 @@ class RunResult:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         try:
-            (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
+            with writing(out / SUMMARY_FILE):
+                (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
             # statistics off: min/max blocks add nothing for a table this small, and fewer
             # metadata fields means fewer ways for the bytes to differ between polars builds.
-            self.timeseries.write_parquet(tmp / TIMESERIES_FILE, compression="zstd", statistics=False)
-            (tmp / CONFIG_FILE).write_text(self.config, encoding="utf-8")
+            with writing(out / TIMESERIES_FILE):
+                self.timeseries.write_parquet(tmp / TIMESERIES_FILE, compression="zstd", statistics=False)
+            with writing(out / CONFIG_FILE):
+                (tmp / CONFIG_FILE).write_text(self.config, encoding="utf-8")
             if out.is_dir():
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
                 os.replace(out, old / "run")

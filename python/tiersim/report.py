@@ -28,7 +28,7 @@ import polars as pl
 
 import tiersim
 from tiersim._native import TiersimError
-from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE
+from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -378,7 +378,8 @@ class Report:
             raise TiersimError(f"cannot write '{out}': directory '{out.parent}' does not exist")
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(self.html(), encoding="utf-8")
+            with writing(out):
+                tmp.write_text(self.html(), encoding="utf-8")
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 /// (file and byte offset, config key, or argument) and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
+    #[error("{}", io_message(.path, .source))]
     Io {
         path: PathBuf,
         #[source]
@@ -26,6 +26,15 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A full disk reads the same from every command: "no space left writing FILE".
+fn io_message(path: &std::path::Path, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::StorageFull {
+        format!("no space left writing {}", path.display())
+    } else {
+        format!("{}: {e}", path.display())
+    }
+}
 
 impl Error {
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {

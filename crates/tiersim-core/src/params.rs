@@ -56,14 +56,17 @@ pub struct ParamSpec {
     pub max: Option<f64>,
     /// Allowed values for `Str`.
     pub choices: &'static [&'static str],
+    /// A parameter of the same table this one must not exceed (`scan_period_min` and
+    /// `scan_period_max`): contradictory pairs are rejected.
+    pub not_above: Option<&'static str>,
 }
 
 impl ParamSpec {
     pub const fn new(name: &'static str, kind: ParamKind, default: &'static str, help: &'static str) -> Self {
-        ParamSpec { name, kind, default: Some(default), help, min: None, max: None, choices: &[] }
+        ParamSpec { name, kind, default: Some(default), help, min: None, max: None, choices: &[], not_above: None }
     }
     pub const fn required(name: &'static str, kind: ParamKind, help: &'static str) -> Self {
-        ParamSpec { name, kind, default: None, help, min: None, max: None, choices: &[] }
+        ParamSpec { name, kind, default: None, help, min: None, max: None, choices: &[], not_above: None }
     }
     pub const fn min(self, min: f64) -> Self {
         ParamSpec { min: Some(min), ..self }
@@ -73,6 +76,9 @@ impl ParamSpec {
     }
     pub const fn choices(self, choices: &'static [&'static str]) -> Self {
         ParamSpec { choices, ..self }
+    }
+    pub const fn not_above(self, other: &'static str) -> Self {
+        ParamSpec { not_above: Some(other), ..self }
     }
 }
 
@@ -173,6 +179,46 @@ fn parse_value(spec: &ParamSpec, v: &toml::Value) -> std::result::Result<ParamVa
     })
 }
 
+/// The one place numbers are checked: every number finite first (TOML admits `nan` and `inf`,
+/// and NaN passes any `x < min || x > max`), then within the spec's range.
+fn check_range(spec: &ParamSpec, value: &ParamValue) -> std::result::Result<(), String> {
+    let range = match (spec.min, spec.max) {
+        (Some(lo), Some(hi)) => format!("a finite number in [{lo}, {hi}]"),
+        (Some(lo), None) => format!("a finite number at least {lo}"),
+        (None, Some(hi)) => format!("a finite number at most {hi}"),
+        (None, None) => "a finite number".to_owned(),
+    };
+    let xs: Vec<f64> = match value {
+        ParamValue::FloatList(v) => v.clone(),
+        v => v.numeric().into_iter().collect(),
+    };
+    for x in xs {
+        if !x.is_finite() {
+            return Err(format!("{x} is not a number that can be simulated; expected {range}"));
+        }
+        if let Some(min) = spec.min {
+            if x < min {
+                return Err(format!("{} is below the minimum {min}; expected {range}", shown(value, x)));
+            }
+        }
+        if let Some(max) = spec.max {
+            if x > max {
+                return Err(format!("{} is above the maximum {max}; expected {range}", shown(value, x)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A number for an error message: floats in their shortest exact form (`1e300`, not 301
+/// digits), sizes and durations as written.
+fn shown(value: &ParamValue, x: f64) -> String {
+    match value {
+        ParamValue::Float(_) | ParamValue::FloatList(_) => format!("{x:?}"),
+        v => v.to_string(),
+    }
+}
+
 /// Parse a default written in source (`"16GiB"`, `"8"`, `"[1, 1]"`) as if it came from TOML.
 fn parse_default(spec: &ParamSpec, text: &str) -> ParamValue {
     let v: toml::Value = match spec.kind {
@@ -215,21 +261,22 @@ impl Params {
                     None => return Err(Error::config(spec.name, format!("required parameter ({}) is missing", spec.kind.name()))),
                 },
             };
-            if let Some(x) = value.numeric() {
-                if let Some(min) = spec.min {
-                    if x < min {
-                        return Err(Error::config(spec.name, format!("{value} is below the minimum {min}")));
-                    }
-                }
-                if let Some(max) = spec.max {
-                    if x > max {
-                        return Err(Error::config(spec.name, format!("{value} is above the maximum {max}")));
-                    }
-                }
-            }
+            check_range(spec, &value).map_err(|e| Error::config(spec.name, e))?;
             values.push((spec.name, value));
         }
-        Ok(Params { values })
+        let p = Params { values };
+        for spec in specs {
+            if let Some(other) = spec.not_above {
+                let (a, b) = (p.get(spec.name), p.get(other));
+                if a.numeric() > b.numeric() {
+                    return Err(Error::config(
+                        spec.name,
+                        format!("{a} is above {other} ({b}); expected {} <= {other}", spec.name),
+                    ));
+                }
+            }
+        }
+        Ok(p)
     }
 
     /// Defaults only (every parameter must have one).
@@ -395,6 +442,41 @@ mod tests {
         assert!(e.contains("expected a int"), "{e}");
         let e = Error::config("channels", "x").under("nodes.dram0.params").to_string();
         assert!(e.starts_with("config key `nodes.dram0.params.channels`"), "{e}");
+    }
+
+    #[test]
+    fn rejects_nan_and_infinity_with_key_and_range() {
+        const S: &[ParamSpec] = &[
+            ParamSpec::new("mlp", ParamKind::Float, "1.0", "").min(1.0).max(1024.0),
+            ParamSpec::new("cpi", ParamKind::Float, "1.0", "").min(0.0),
+            ParamSpec::new("theta", ParamKind::Float, "0.5", ""),
+            ParamSpec::new("weights", ParamKind::FloatList, "[1, 1]", ""),
+        ];
+        for (toml, key, want) in [
+            ("mlp = nan", "mlp", "NaN is not a number that can be simulated; expected a finite number in [1, 1024]"),
+            ("mlp = -nan", "mlp", "NaN is not a number that can be simulated"),
+            ("cpi = inf", "cpi", "inf is not a number that can be simulated; expected a finite number at least 0"),
+            ("theta = -inf", "theta", "-inf is not a number that can be simulated; expected a finite number"),
+            ("weights = [1, nan]", "weights", "NaN is not a number"),
+            ("mlp = 1025.0", "mlp", "1025.0 is above the maximum 1024; expected a finite number in [1, 1024]"),
+        ] {
+            let e = Params::resolve(S, Some(&table(toml))).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{key}`")) && e.contains(want), "{toml}: {e}");
+        }
+    }
+
+    #[test]
+    fn contradictory_pairs_are_rejected() {
+        const S: &[ParamSpec] = &[
+            ParamSpec::new("period_min", ParamKind::Duration, "1s", "").not_above("period_max"),
+            ParamSpec::new("period_max", ParamKind::Duration, "60s", ""),
+        ];
+        let e = Params::resolve(S, Some(&table("period_min = \"120s\""))).unwrap_err().to_string();
+        assert!(e.contains("`period_min`") && e.contains("120000000000ns is above period_max (60000000000ns); expected period_min <= period_max"), "{e}");
+        let e = Params::resolve(S, Some(&table("period_max = \"10ms\""))).unwrap_err().to_string();
+        assert!(e.contains("1000000000ns is above period_max (10000000ns)"), "{e}");
+        let p = Params::resolve(S, Some(&table("period_min = \"60s\""))).unwrap();
+        assert_eq!(p.duration("period_min"), p.duration("period_max"));
     }
 
     #[test]

@@ -65,7 +65,11 @@ pub fn parse_duration_ns(s: &str) -> Result<Ns, String> {
         "s" => 1e9,
         _ => return Err(format!("unknown time unit {unit:?} in {s:?}; use ns, us, ms or s")),
     };
-    Ok((v * mult).round() as u64)
+    let ns = (v * mult).round();
+    if ns >= u64::MAX as f64 {
+        return Err(format!("duration {s:?} is too large: at most {} ns (584 years)", u64::MAX));
+    }
+    Ok(ns as u64)
 }
 
 /// Parse a bandwidth into bytes per second: `38.4GB/s`, `32GiB/s`, `800MB/s`.
@@ -94,7 +98,16 @@ fn parse_bytes_f64(s: &str) -> Result<f64, String> {
         "TB" => 1e12,
         _ => return Err(format!("unknown unit {unit:?}")),
     };
-    Ok(v * mult)
+    finite(v * mult, s)
+}
+
+/// `x` unless the unit's multiplier took it past the largest f64.
+fn finite(x: f64, s: &str) -> Result<f64, String> {
+    if x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{s:?} is too large to simulate"))
+    }
 }
 
 /// Parse a frequency into Hz: `2.25GHz`, `800MHz`.
@@ -110,7 +123,7 @@ pub fn parse_frequency(s: &str) -> Result<f64, String> {
     if v <= 0.0 {
         return Err(format!("frequency {s:?} must be positive"));
     }
-    Ok(v * mult)
+    finite(v * mult, s)
 }
 
 /// Format bytes with a binary prefix for reports (`1.50 GiB`).
@@ -172,6 +185,24 @@ pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> Ns {
     (t.ceil() as u64).max(1)
 }
 
+/// Parse a CPU list like "0-31,64-95".
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
+        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
+        if b < a {
+            return Err(format!("empty CPU range {part:?}"));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +227,10 @@ mod tests {
         assert_eq!(parse_duration_ns("1.5us").unwrap(), 1500);
         assert_eq!(parse_duration_ns("2ms").unwrap(), 2_000_000);
         assert_eq!(parse_duration_ns("7").unwrap(), 7);
+        assert!(parse_duration_ns("1e30s").unwrap_err().contains("too large"));
+        assert!(parse_duration_ns("nan").is_err() && parse_duration_ns("infns").is_err());
+        assert!(parse_bandwidth("1e306TB/s").unwrap_err().contains("too large to simulate"));
+        assert!(parse_frequency("1e305GHz").unwrap_err().contains("too large to simulate"));
         assert!(parse_duration_ns("3 fortnights").is_err());
         assert_eq!(parse_bandwidth("38.4GB/s").unwrap(), 38.4e9);
         assert_eq!(parse_bandwidth("1GiB/s").unwrap(), 1073741824.0);

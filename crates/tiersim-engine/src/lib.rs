@@ -12,6 +12,7 @@ pub mod node;
 mod os;
 pub mod pagetable;
 pub mod platform;
+mod readahead;
 pub mod sim;
 pub mod storage;
 
@@ -95,7 +96,8 @@ fn open_source(input: &TraceInput, seed: u64) -> Result<(Box<dyn AccessSource>, 
     Ok(match input {
         TraceInput::File(path) => {
             t.insert("trace".into(), path.display().to_string().into());
-            (Box::new(tiersim_trace::TraceReader::open(path)?), path.display().to_string(), t)
+            let reader = readahead::ReadAhead::new(tiersim_trace::TraceReader::open(path)?)?;
+            (Box::new(reader), path.display().to_string(), t)
         }
         TraceInput::Generator { name, params } => {
             let entry = tiersim_trace::gen::find(name)?;

@@ -5,6 +5,7 @@
 //! the pressure of the paper's workload. Overrides (`key.path=value`) are applied to the raw
 //! TOML before validation, so they are checked exactly like the file itself.
 
+pub use tiersim_core::units::parse_cpu_list;
 use tiersim_core::units::parse_bytes;
 use tiersim_core::{Error, ParamKind, ParamSpec, Params, Result};
 
@@ -12,7 +13,9 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
     ParamSpec::required("cpus", ParamKind::Int, "number of CPUs (trace cpu ids must be below it)").min(1.0).max(65536.0),
     ParamSpec::new("sockets", ParamKind::Int, "1", "CPU sockets").min(1.0).max(64.0),
     ParamSpec::new("frequency", ParamKind::Frequency, "2.0GHz", "core clock, turns instruction gaps into time"),
-    ParamSpec::new("cpi", ParamKind::Float, "1.0", "cycles per instruction of the compute between accesses").min(0.0),
+    // A million cycles per instruction is far past any core; larger values only make simulated
+    // time (and the epochs it spans) overflow.
+    ParamSpec::new("cpi", ParamKind::Float, "1.0", "cycles per instruction of the compute between accesses").min(0.0).max(1e6),
     ParamSpec::new("mlp", ParamKind::Float, "1.0", "memory-level parallelism: a CPU stalls latency/mlp per access (1 = serial)")
         .min(1.0)
         .max(1024.0),
@@ -65,6 +68,11 @@ pub const OS_PARAMS: &[ParamSpec] = &[
 
 pub const STATS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
+    // Bounds the series' memory by the input rather than by simulated time (stats.epoch=1ns on
+    // a long run made gigabytes of rows).
+    ParamSpec::new("max_epochs", ParamKind::Int, "65536", "time-series epochs kept: past it, pairs of epochs merge and the epoch doubles (the summary says so)")
+        .min(2.0)
+        .max(16_777_216.0),
     ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
     ParamSpec::new("ping_pong_window", ParamKind::Duration, "1s", "a page migrated back to the node it left within this time counts as ping-pong"),
 ];
@@ -161,11 +169,32 @@ pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
             (platform.to_owned(), std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?)
         }
     };
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| Error::config("(file)", format!("{origin}: {}", e.message())))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(&origin, &text, &e))?;
+    // A run directory's config.toml holds the resolved platform under [platform] beside [run]:
+    // loading it re-runs on exactly that platform.
+    if table.contains_key("run") && !table.contains_key("nodes") {
+        if let Some(toml::Value::Table(p)) = table.remove("platform") {
+            table = p;
+        }
+    }
     for o in overrides {
         apply_override(&mut table, o)?;
     }
     from_table(&table)
+}
+
+/// A TOML syntax error as `FILE:LINE:COLUMN: message` (lines and columns from 1), so that an
+/// editor can jump to it.
+fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
+    let msg = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return Error::config("(file)", format!("{origin}: {msg}"));
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let source_line = text.lines().nth(line - 1).unwrap_or("").trim();
+    Error::config("(file)", format!("{origin}:{line}:{column}: {msg} (in `{source_line}`)"))
 }
 
 /// Parse `key.path=value`; the value is TOML (`4`, `"16GiB"`, `[1, 2]`, `true`), and a bare word
@@ -253,24 +282,6 @@ fn bytes_of(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>> {
         Some(toml::Value::String(s)) => parse_bytes(s).map(Some).map_err(|e| Error::config(format!("{at}.{key}"), e)),
         Some(v) => Err(Error::config(format!("{at}.{key}"), format!("expected a size like \"16GiB\", got {v}"))),
     }
-}
-
-/// Parse a CPU list like "0-31,64-95".
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: u32 = a.parse().map_err(|_| format!("bad CPU number {a:?} in {s:?}"))?;
-        let b: u32 = b.parse().map_err(|_| format!("bad CPU number {b:?} in {s:?}"))?;
-        if b < a {
-            return Err(format!("empty CPU range {part:?}"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
 }
 
 /// Resolve a device's parameter table: preset params, then the node's own `params` on top.

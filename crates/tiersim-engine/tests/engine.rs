@@ -756,3 +756,26 @@ fn a_reclaim_pass_writes_contiguous_slots_in_one_request() {
     assert_eq!(reqs, outs.div_ceil(32), "{outs} pages in {reqs} requests");
     assert_eq!(u(s, &["swap", "device", "bytes_written"]), outs * 4096);
 }
+
+/// Issue 15: `stats.epoch=1ns` made a row per nanosecond of simulated time. Past
+/// `stats.max_epochs` pairs of epochs merge: the rows stay bounded, totals are kept, and the
+/// series equals the one a run with the final epoch length makes from the start.
+#[test]
+fn time_series_is_coarsened_past_max_epochs() {
+    let accesses: Vec<Access> = (0..3000).map(|i| acc(i % 4, (i as u64 * 4096 * 7) % (1 << 20), if i % 3 == 0 { Op::Write } else { Op::Read }, 1000)).collect();
+    let fine = run(&plat(&one_node(""), &["stats.epoch=\"1ns\"", "stats.max_epochs=64"]), "linux_default", accesses.clone()).unwrap();
+    let ts = &fine.timeseries;
+    let s = &fine.summary;
+    assert!(s["timeseries"]["coarsened"].as_bool().unwrap());
+    let epoch = u(s, &["timeseries", "epoch_ns"]);
+    assert!(epoch.is_power_of_two() && epoch >= 1 << 10, "{epoch}");
+    assert!(ts.epoch.len() <= 64 && ts.epoch.len() > 16, "{} rows", ts.epoch.len());
+    assert_eq!(ts.accesses.iter().sum::<u64>(), u(s, &["accesses"]));
+    assert_eq!(ts.bytes.iter().sum::<u64>(), 3000 * 64);
+    for i in 1..ts.epoch.len() {
+        assert_eq!((ts.epoch[i], ts.t_start_ns[i]), (i as u64, ts.t_end_ns[i - 1]));
+    }
+    let coarse = run(&plat(&one_node(""), &[&format!("stats.epoch=\"{epoch}ns\""), "stats.max_epochs=16777216"]), "linux_default", accesses).unwrap();
+    assert!(!coarse.summary["timeseries"]["coarsened"].as_bool().unwrap());
+    assert_eq!(coarse.timeseries, fine.timeseries);
+}

@@ -32,13 +32,17 @@ macro_rules! autotiering_params {
         &[
             // The authors' scan settings per variant ([ATU] run-bench.sh, policies.md 2.1).
             ParamSpec::new("scan_size", ParamKind::Bytes, $scan_size, "present memory made PROT_NONE per scan window (scan_size_mb)").min(4096.0),
-            ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)").min(1.0),
+            ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)")
+                .min(1.0)
+                .not_above("scan_period_max"),
             ParamSpec::new("scan_period_max", ParamKind::Duration, $period_max, "longest scan period (scan_period_max_ms)").min(1.0),
             ParamSpec::new("scan_delay", ParamKind::Duration, "1000ms", "time before the first scan (scan_delay_ms)"),
             ParamSpec::new("skip_lower_tier", ParamKind::Bool, "true", "bottom-tier pages are not put on LAP lists (page_balancing/skip_lower_tier)"),
             ParamSpec::new("batch_demotion", ParamKind::Bool, "true", "kdemoted refills the pool in batches ([ATU] sets 1 for 4 KiB pages)"),
             ParamSpec::new("pool_max", ParamKind::Int, "16", "per-CPU reserved frames kdemoted fills to (MAX_NR_FREE_PAGES; 4 for 2 MiB pages)").min(1.0),
-            ParamSpec::new("pool_min", ParamKind::Int, "4", "promote from the pool only while it holds more (MIN_NR_FREE_PAGES; 3 for 2 MiB)").min(0.0),
+            ParamSpec::new("pool_min", ParamKind::Int, "4", "promote from the pool only while it holds more (MIN_NR_FREE_PAGES; 3 for 2 MiB)")
+                .min(0.0)
+                .not_above("pool_max"),
             ParamSpec::new("exchange_scan", ParamKind::Int, "16", "deferred-list entries scanned for an exchange partner (nr_to_scan)").min(0.0),
         ]
     };

@@ -292,7 +292,9 @@ pub fn is_top_tier(node: NodeId, topo: &Topology) -> bool {
 /// defaults (policies.md 1.2: `kernel.numa_balancing_*`).
 pub const SCAN_PARAMS: [ParamSpec; 4] = [
     ParamSpec::new("scan_size", ParamKind::Bytes, "256MiB", "present memory made PROT_NONE per scan window (scan_size_mb)").min(4096.0),
-    ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)").min(1.0),
+    ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)")
+        .min(1.0)
+        .not_above("scan_period_max"),
     ParamSpec::new("scan_period_max", ParamKind::Duration, "60000ms", "longest scan period (scan_period_max_ms)").min(1.0),
     ParamSpec::new("scan_delay", ParamKind::Duration, "1000ms", "time before the first scan (scan_delay_ms)"),
 ];

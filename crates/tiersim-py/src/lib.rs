@@ -1,7 +1,10 @@
 //! `tiersim._native`: PyO3 glue only. Every call runs with the GIL released and inside
 //! catch_unwind, so a Rust panic reaches Python as `TiersimError("internal error: ...")`, never
-//! as a crash; user errors carry the engine's message (file and offset, or config key).
+//! as a crash; user errors carry the engine's message (file and offset, or config key). The
+//! panic hook prints nothing (whatever RUST_BACKTRACE says) unless TIERSIM_DEBUG=1, when it
+//! prints the message and a backtrace.
 
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -19,20 +22,47 @@ use tiersim_trace::{AddrKind, TimeUnit};
 
 create_exception!(_native, TiersimError, pyo3::exceptions::PyException);
 
+thread_local! {
+    /// Where the last panic on this thread happened, for the one-line internal error.
+    static PANIC_AT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+fn debug_enabled() -> bool {
+    std::env::var_os("TIERSIM_DEBUG").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Replaces Rust's default hook, which prints a backtrace before `guarded` can turn the panic
+/// into one line whenever RUST_BACKTRACE is set, as it is on many machines.
+fn panic_hook(info: &std::panic::PanicHookInfo<'_>) {
+    let at = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+    if debug_enabled() {
+        eprintln!("tiersim internal error: {info}\n{}", std::backtrace::Backtrace::force_capture());
+    }
+    PANIC_AT.with(|p| *p.borrow_mut() = at);
+}
+
 fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
-    let out = py.allow_threads(|| catch_unwind(AssertUnwindSafe(f)));
+    let out = py.allow_threads(|| catch_unwind(AssertUnwindSafe(f)).map_err(|p| (p, PANIC_AT.with(|a| a.borrow_mut().take()))));
     match out {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(TiersimError::new_err(e.to_string())),
-        Err(panic) => {
+        Err((panic, at)) => {
             let msg = panic
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(TiersimError::new_err(format!("internal error: {msg} (please report this as a tiersim bug)")))
+            let at = at.map(|a| format!(" at {a}")).unwrap_or_default();
+            let details = if debug_enabled() { "the backtrace is above" } else { "set TIERSIM_DEBUG=1 for a backtrace" };
+            Err(TiersimError::new_err(format!("internal error: {msg}{at} ({details}; please report this as a tiersim bug)")))
         }
     }
+}
+
+/// A deliberate panic, so tests can check that one reaches Python as one line.
+#[pyfunction]
+fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
+    guarded(py, || -> Result<()> { panic!("attempt to divide by zero") })
 }
 
 fn table(what: &str, text: &str) -> Result<Option<toml::Table>> {
@@ -102,6 +132,11 @@ fn run(
 #[pyfunction]
 fn inspect(py: Python<'_>, path: String) -> PyResult<String> {
     guarded(py, || tiersim_trace::inspect(Path::new(&path)).map(|v| v.to_string()))
+}
+
+#[pyfunction]
+fn verify(py: Python<'_>, path: String) -> PyResult<String> {
+    guarded(py, || tiersim_trace::verify(Path::new(&path)).map(|v| v.to_string()))
 }
 
 #[pyfunction]
@@ -314,6 +349,47 @@ fn capture(
     })
 }
 
+/// Merge the tracing runtime's per-thread files in `dir` (the instrumented path) into traces.
+#[pyfunction]
+#[pyo3(signature = (dir, out, virt_out=None, params=String::new(), seed=0, progress=None))]
+fn capture_instrumented(
+    py: Python<'_>,
+    dir: String,
+    out: String,
+    virt_out: Option<String>,
+    params: String,
+    seed: u64,
+    progress: Option<Bound<'_, CaptureProgress>>,
+) -> PyResult<String> {
+    use tiersim_trace::capture::{CaptureRequest, Progress};
+    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let req = CaptureRequest {
+            out: Path::new(&out),
+            virt_out: virt_out.as_deref().map(Path::new),
+            params: p.as_ref(),
+            seed,
+            pid: None,
+            pipe_capacity: None,
+        };
+        let report = tiersim_trace::capture::instrumented::capture_instrumented(Path::new(&dir), &req, &progress)?;
+        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    })
+}
+
+/// JSON object: the environment the tracing runtime reads for a capture with `params` into `dir`.
+#[pyfunction]
+#[pyo3(signature = (dir, params=String::new()))]
+fn capture_runtime_env(py: Python<'_>, dir: String, params: String) -> PyResult<String> {
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let env = tiersim_trace::capture::instrumented::runtime_env(p.as_ref(), Path::new(&dir))?;
+        let map: serde_json::Map<String, serde_json::Value> = env.into_iter().map(|(k, v)| (k, v.into())).collect();
+        Ok(serde_json::Value::Object(map).to_string())
+    })
+}
+
 /// The resolved capture parameters as JSON, or the error a capture with them would give.
 #[pyfunction]
 #[pyo3(signature = (params=String::new()))]
@@ -330,7 +406,7 @@ fn capture_resolve(py: Python<'_>, params: String) -> PyResult<String> {
 fn capture_params() -> String {
     let info = tiersim_core::params::PluginInfo {
         name: "capture",
-        summary: "Valgrind lackey stream -> LLC filter -> virtual-to-physical mapping -> native traces",
+        summary: "Valgrind lackey stream, or the -fsanitize=thread tracing runtime -> LLC filter -> virtual-to-physical mapping -> native traces",
         source: "Yang et al., \"Overcoming the Memory Wall with CXL-Enabled SSDs\", USENIX ATC 2023, sec. 3.1",
         params: tiersim_trace::capture::PARAMS,
     };
@@ -401,8 +477,11 @@ fn version() -> &'static str {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TiersimError", m.py().get_type_bound::<TiersimError>())?;
+    std::panic::set_hook(Box::new(panic_hook));
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(generate, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(sample, m)?)?;
@@ -415,6 +494,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CaptureProgress>()?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_instrumented, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_runtime_env, m)?)?;
     m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flash_replay, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

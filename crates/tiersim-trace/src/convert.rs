@@ -299,7 +299,12 @@ fn parse_uint(s: &str) -> Option<u64> {
     }
 }
 
+/// An access size as the record holds it; 0 is refused here, at the line, rather than later by
+/// a writer or never by a consumer that reads the text directly (`flash replay`).
 fn size_u16(bytes: u64, what: &str) -> std::result::Result<u16, String> {
+    if bytes == 0 {
+        return Err(format!("{what} is 0; every access moves at least one byte"));
+    }
     u16::try_from(bytes).map_err(|_| format!("{what} is {bytes} bytes; at most 65535 are supported"))
 }
 
@@ -330,7 +335,10 @@ impl LineParser for Mqsim {
             "0" => Op::Write,
             t => return Err(format!("type {t:?} is neither 1 (read) nor 0 (write)")),
         };
-        let size = size_u16(sectors * SECTOR, "size")?;
+        let bytes = sectors
+            .checked_mul(SECTOR)
+            .ok_or_else(|| format!("size {sectors} sectors overflows a 64-bit byte count (x {SECTOR} bytes)"))?;
+        let size = size_u16(bytes, "size")?;
         if time < self.last {
             return Err(format!("time {time} is before the previous line's {}; MQSim needs non-decreasing times", self.last));
         }
@@ -420,10 +428,10 @@ pub fn lackey_line(line: &[u8]) -> std::result::Result<LackeyLine, String> {
     let (a, s) = (&rest[..comma], &rest[comma + 1..]);
     let addr = parse_hex(a).ok_or_else(|| format!("address {:?} is not hexadecimal", String::from_utf8_lossy(a)))?;
     let size = parse_dec(s).ok_or_else(|| format!("size {:?} is not a whole number", String::from_utf8_lossy(s)))?;
-    let size = size_u16(size, "size")?;
     Ok(match kind {
+        // Only a data access's size is used (our lackey writer puts 0 on instruction lines).
         None => LackeyLine::Instr,
-        Some(kind) => LackeyLine::Data { kind, addr, size },
+        Some(kind) => LackeyLine::Data { kind, addr, size: size_u16(size, "size")? },
     })
 }
 
@@ -551,7 +559,8 @@ impl<F: LineFormatter> TextWriter<F> {
     fn create(path: &Path, fmt: F) -> Result<TextWriter<F>> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.tmp"));
-        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // Errors name the user's file, never the hidden temporary one.
+        let f = File::create(&tmp).map_err(|e| Error::io(path, e))?;
         Ok(TextWriter { path: path.to_owned(), tmp, out: Some(BufWriter::with_capacity(1 << 16, f)), fmt, count: 0 })
     }
 }
@@ -563,14 +572,14 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         match self.fmt.line(a, out) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(m)) => Err(Error::Sim(format!("{}: access {}: {m}", self.path.display(), self.count))),
-            Err(e) => Err(Error::io(&self.tmp, e)),
+            Err(e) => Err(Error::io(&self.path, e)),
         }
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
         let mut out = self.out.take().expect("finished twice");
-        self.fmt.end(&mut out).map_err(|e| Error::io(&self.tmp, e))?;
-        out.flush().map_err(|e| Error::io(&self.tmp, e))?;
+        self.fmt.end(&mut out).map_err(|e| Error::io(&self.path, e))?;
+        out.flush().map_err(|e| Error::io(&self.path, e))?;
         drop(out);
         std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))
     }

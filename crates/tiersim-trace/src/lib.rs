@@ -15,10 +15,16 @@ pub mod tools;
 pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, V2p, WriterOptions};
 pub use gen::{generate, open_generator, Generator, GeneratorSource};
 
-/// Header and statistics of a trace file (computed by a full scan if the file's header lacks
-/// them), as JSON for `tiersim trace inspect`.
+/// Header and statistics of a trace file (the header's own, unverified, or computed by a full
+/// scan if the header lacks them), as JSON for `tiersim trace inspect`.
 pub fn inspect(path: &Path) -> Result<serde_json::Value> {
     format::inspect(path)
+}
+
+/// `inspect` after decoding and checking every frame and recomputing the statistics, for
+/// `tiersim trace verify`; an error names what disagrees.
+pub fn verify(path: &Path) -> Result<serde_json::Value> {
+    format::verify(path)
 }
 
 /// Visit every remaining access of `src` in order, a batch at a time; stops at the first error

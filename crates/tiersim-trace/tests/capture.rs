@@ -391,3 +391,214 @@ fn pagemap_follows_copy_on_write_of_the_zero_page() {
     assert_eq!(r.remaps, 1);
     drop(buf);
 }
+
+/// A two-thread log as `valgrind --tool=lackey --trace-mem=yes --trace-sched=yes` writes it.
+const SCHED_LOG: &str = "\
+==9== Lackey, an example Valgrind tool
+I  0400,3
+ S 1000,8
+SCHEDSETJMP(line 1211) tid 1, jumped=1476724588
+--9--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+I  0400,3
+ L 1040,8
+--9--   SCHED[1]: releasing lock (VG_(client_syscall)[async]) -> VgTs_WaitSys
+--9--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+I  0500,3
+I  0503,3
+ L 2000,8
+ S 2008,8
+--9--   SCHED[2]: release lock in VG_(exit_thread)
+--9--   SCHED[1]:  acquired lock (VG_(client_syscall)[async])
+I  0403,3
+ L 1000,8
+--9--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+I  0600,3
+ M 3000,4
+--9--   SCHED[1]:  acquired lock (VG_(vg_yield))
+I  0406,3
+I  0409,3
+ L 1080,8
+";
+
+#[test]
+fn scheduler_lines_give_each_access_its_thread_and_cpu() {
+    // Unfiltered: every access is a record of the thread that ran it, at its own clock. Valgrind
+    // id 2 is reused by the third thread after the second ended.
+    let o = outs();
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"\ncpu_map = \"4,8-9\"", None, &o).unwrap();
+    let got: Vec<(u64, u64, u32, Op)> = read(&o.out).iter().map(|a| (a.time, a.addr, a.cpu, a.op)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 0x1000, 4, Op::Write),
+            (1, 0x1040, 4, Op::Read),
+            (2, 0x2000, 8, Op::Read),
+            (0, 0x2008, 8, Op::Write),
+            (1, 0x1000, 4, Op::Read),
+            (1, 0x3000, 9, Op::Read),
+            (0, 0x3000, 9, Op::Write),
+            (2, 0x1080, 4, Op::Read),
+        ]
+    );
+    let threads: Vec<(u32, u32, u64, u64, u64)> =
+        r.threads.iter().map(|t| (t.thread, t.cpu, t.instructions, t.accesses, t.records)).collect();
+    assert_eq!(threads, vec![(0, 4, 5, 4, 4), (1, 8, 2, 2, 2), (2, 9, 1, 1, 2)]);
+    assert!(r.valgrind_messages.iter().all(|m| !m.contains("SCHED")));
+    // Threads past the map wrap around; an empty map puts thread i on CPU i.
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"\ncpu_map = \"3\"", None, &o).unwrap();
+    assert!(r.threads.iter().all(|t| t.cpu == 3));
+    let r = run(SCHED_LOG, "llc = 0\nv2p = \"none\"", None, &o).unwrap();
+    assert_eq!(r.threads.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let e = run(SCHED_LOG, "cpu_map = \"2-1\"", None, &o).unwrap_err().to_string();
+    assert!(e.contains("`cpu_map`") && e.contains("empty CPU range"), "{e}");
+}
+
+#[test]
+fn threads_are_numbered_in_creation_order_when_a_later_one_starts_first() {
+    // Valgrind ids 2 and 3 were created in that order; 3 starts first, then 2. After 2 ends, a
+    // new thread reuses id 2: it is the fourth thread created.
+    let log = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+ L 1000,8
+--1--   SCHED[3]:  acquired lock (thread_wrapper(starting new thread))
+ L 3000,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 2000,8
+--1--   SCHED[2]: release lock in VG_(exit_thread)
+--1--   SCHED[1]:  acquired lock (VG_(client_syscall)[async])
+ L 1008,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 4000,8
+";
+    let o = outs();
+    let r = run(log, "llc = 0\nv2p = \"none\"\ncpu_map = \"10,11,12,13\"", None, &o).unwrap();
+    let got: Vec<(u64, u32)> = read(&o.out).iter().map(|a| (a.addr, a.cpu)).collect();
+    assert_eq!(got, vec![(0x1000, 10), (0x3000, 12), (0x2000, 11), (0x1008, 10), (0x4000, 13)]);
+    assert_eq!(r.threads.len(), 4);
+}
+
+#[test]
+fn llc_scope_shared_or_per_cpu() {
+    // Thread 0 reads line 0x1000 twice around thread 1's read of it. Shared: one fill. Per CPU:
+    // each CPU's cache fills it once. Two threads on one CPU share that CPU's cache.
+    let log = "\
+--1--   SCHED[1]:  acquired lock (thread_wrapper(starting new thread))
+ L 1000,8
+--1--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+ L 1008,8
+--1--   SCHED[1]:  acquired lock (VG_(vg_yield))
+ L 1010,8
+";
+    let o = outs();
+    let fills = |params: &str| {
+        let r = run(log, &format!("v2p = \"none\"\n{params}"), None, &o).unwrap();
+        let llc = r.llc.unwrap();
+        (llc.misses, llc.hits, llc.caches, read(&o.out).iter().map(|a| a.cpu).collect::<Vec<_>>())
+    };
+    assert_eq!(fills("llc_scope = \"shared\""), (1, 2, 1, vec![0]));
+    assert_eq!(fills("llc_scope = \"per_cpu\""), (2, 1, 2, vec![0, 1]));
+    assert_eq!(fills("llc_scope = \"per_cpu\"\ncpu_map = \"5\""), (1, 2, 1, vec![5]));
+}
+
+/// A runtime record file's bytes: (stamp, addr, gap, size, op) each.
+fn rt_records(recs: &[(u64, u64, u32, u16, u8)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for &(stamp, addr, gap, size, op) in recs {
+        b.extend(stamp.to_le_bytes());
+        b.extend(addr.to_le_bytes());
+        b.extend(gap.to_le_bytes());
+        b.extend(size.to_le_bytes());
+        b.extend([op, 0]);
+    }
+    b
+}
+
+fn run_instrumented(dir: &Path, params: &str, o: &Out) -> tiersim_core::Result<CaptureReport> {
+    let t = table(params);
+    let physical = !params.contains("\"none\"");
+    let req = CaptureRequest {
+        out: &o.out,
+        virt_out: physical.then_some(o.virt.as_path()),
+        params: Some(&t),
+        seed: 1,
+        pid: None,
+        pipe_capacity: None,
+    };
+    tiersim_trace::capture::instrumented::capture_instrumented(dir, &req, &Progress::default())
+}
+
+#[test]
+fn instrumented_threads_merge_by_stamp_with_their_cpus_and_gaps() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(
+        dir.join("summary"),
+        "version 1\ncaches 1\ndirty_at_exit 1\npagemap ok\n\
+         thread 1 cpu 16 loads 5 stores 0 bytes 40 hits 3 misses 2 writebacks 0 records 2\n\
+         thread 0 cpu 0 loads 3 stores 2 bytes 40 hits 3 misses 2 writebacks 1 records 3\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("t0.bin"), rt_records(&[(10, 0x10000, 1, 64, 0), (30, 0x20040, 3, 64, 0), (30, 0x10000, 0, 64, 1)])).unwrap();
+    std::fs::write(dir.join("t1.bin"), rt_records(&[(20, 0x30000, 3, 64, 0), (40, 0x30040, 2, 64, 0)])).unwrap();
+    // Pages 0x10 and 0x30 have frames (the last entry of 0x10 wins: the zero page first, then
+    // its own frame); page 0x20 never showed one.
+    let pm: Vec<u8> = [(0x10u64, (1u64 << 63) | 7), (0x30, (1 << 63) | (1 << 56) | 9), (0x10, (1 << 63) | (1 << 56) | 5)]
+        .iter()
+        .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
+        .collect();
+    std::fs::write(dir.join("pagemap.bin"), pm).unwrap();
+    let o = outs();
+    // 1.5 instructions per access: gaps 1, 3, 0 -> 1 (carry .5), 5 (4.5+.5), 0; 3, 2 -> 4 (carry .5), 3.
+    let r = run_instrumented(dir, "llc = \"1MiB\"\ninstructions_per_access = 1.5", &o).unwrap();
+    let got: Vec<(u64, u64, u32, Op)> = read(&o.virt).iter().map(|a| (a.time, a.addr, a.cpu, a.op)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 0x10000, 0, Op::Read),
+            (4, 0x30000, 16, Op::Read),
+            (5, 0x20040, 0, Op::Read),
+            (0, 0x10000, 0, Op::Write),
+            (3, 0x30040, 16, Op::Read),
+        ]
+    );
+    let phys: Vec<u64> = read(&o.out).iter().map(|a| a.addr).collect();
+    assert_eq!(phys, vec![0x5000, 0x9000, (1u64 << 40) << 12 | 0x40, 0x5000, 0x9040]);
+    assert_eq!((r.v2p, r.pages_unresolved, r.path), ("pagemap", 1, "instrumented"));
+    let llc = r.llc.unwrap();
+    assert_eq!((llc.hits, llc.misses, llc.writebacks, llc.dirty_at_exit, llc.caches), (6, 4, 1, 1, 1));
+    assert_eq!((r.loads, r.stores, r.instructions), (8, 2, 16));
+    let th: Vec<(u32, u32, u64, u64, u64)> = r.threads.iter().map(|t| (t.thread, t.cpu, t.instructions, t.accesses, t.records)).collect();
+    assert_eq!(th, vec![(0, 0, 8, 5, 3), (1, 16, 8, 5, 2)]);
+    // Without readable frames the buddy model gives them, and says why.
+    let s = std::fs::read_to_string(dir.join("summary")).unwrap().replace("pagemap ok", "pagemap hidden");
+    std::fs::write(dir.join("summary"), s).unwrap();
+    let r = run_instrumented(dir, "llc = \"1MiB\"", &o).unwrap();
+    assert_eq!(r.v2p, "buddy");
+    assert!(r.v2p_note.contains("CAP_SYS_ADMIN"), "{}", r.v2p_note);
+}
+
+#[test]
+fn instrumented_bad_files_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let o = outs();
+    let e = run_instrumented(dir, "v2p = \"none\"", &o).unwrap_err().to_string();
+    assert!(e.contains("summary is missing"), "{e}");
+    std::fs::write(dir.join("summary"), "version 1\nthread 0 cpu 0 loads x\n").unwrap();
+    let e = run_instrumented(dir, "v2p = \"none\"", &o).unwrap_err().to_string();
+    assert!(e.contains("summary:2") && e.contains("not a tiersim runtime summary"), "{e}");
+    std::fs::write(
+        dir.join("summary"),
+        "version 1\ncaches 0\ndirty_at_exit 0\npagemap off\nthread 0 cpu 0 loads 1 stores 0 bytes 8 hits 0 misses 0 writebacks 0 records 2\n",
+    )
+    .unwrap();
+    let mut b = rt_records(&[(1, 0x1000, 1, 8, 0), (2, 0x1000, 1, 8, 0)]);
+    b[24 + 22] = 7;
+    std::fs::write(dir.join("t0.bin"), &b).unwrap();
+    let e = run_instrumented(dir, "v2p = \"none\"\nllc = 0", &o).unwrap_err().to_string();
+    assert!(e.contains("t0.bin: offset 46: op 7"), "{e}");
+    std::fs::write(dir.join("t0.bin"), &b[..30]).unwrap();
+    let e = run_instrumented(dir, "v2p = \"none\"\nllc = 0", &o).unwrap_err().to_string();
+    assert!(e.contains("t0.bin: offset 24: a record cut short (6 of 24 bytes)"), "{e}");
+    assert!(!o.out.exists());
+}

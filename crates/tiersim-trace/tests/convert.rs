@@ -156,6 +156,11 @@ fn malformed_lines_name_file_and_line() {
         (Format::Mqsim, "10 0 4096 8 1\n5 0 4096 8 1\n", ":2: time 5 is before"),
         (Format::Mqsim, "10 0 zz 8 1\n", ":1: address \"zz\""),
         (Format::Mqsim, "10 0 4096 200 1\n", ":1: size is 102400 bytes"),
+        // Issue 15 section 5: 2^55 sectors x 512 wrapped to 0 bytes; size 0 was accepted.
+        (Format::Mqsim, "10 0 4096 8 1\n11 0 4096 36028797018963968 1\n", ":2: size 36028797018963968 sectors overflows a 64-bit byte count"),
+        (Format::Mqsim, "10 0 4096 0 1\n", ":1: size is 0; every access moves at least one byte"),
+        (Format::Lackey, " L 1000,0\n", ":1: size is 0"),
+        (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40,0\n", ":2: size is 0"),
         (Format::Lackey, "==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", ":4: unknown access kind 'X'"),
         (Format::Lackey, " L 10g0,8\n", ":1: address \"10g0\" is not hexadecimal"),
         (Format::Lackey, "garbage\n", ":1: expected `I  addr,size`"),

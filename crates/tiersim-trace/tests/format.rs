@@ -80,7 +80,7 @@ fn round_trip_edge_values_across_frames() {
     assert_eq!(it, a);
     let r = TraceReader::open(&p).unwrap();
     let h = r.header();
-    assert_eq!((h.version, h.record_layout, h.page_size), (1, 1, 4096));
+    assert_eq!((h.version, h.record_layout, h.page_size), (2, 1, 4096));
     assert_eq!((h.time_unit, h.addr_kind), (TimeUnit::Instructions, AddrKind::Physical));
     assert_eq!(h.stats.as_ref(), Some(&stats));
 }
@@ -108,7 +108,8 @@ fn empty_trace() {
     let p = d.path().join("empty.trace");
     let stats = write_trace(&p, meta(TimeUnit::Ns), WriterOptions::default(), &[]);
     assert_eq!(stats, TraceStats::default());
-    assert_eq!(std::fs::metadata(&p).unwrap().len(), HEADER_SIZE as u64);
+    // Header and end block: no frames, no per-CPU counts.
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), (HEADER_SIZE + END_SIZE) as u64);
     assert!(read_all(&p, 10).unwrap().is_empty());
     let j = inspect(&p).unwrap();
     assert_eq!(j["accesses"], 0);
@@ -214,9 +215,31 @@ fn put(path: &Path, bytes: &[u8]) -> PathBuf {
     path.to_owned()
 }
 
+/// A complete version-2 file as version 1 would hold it: no frame descriptors, no end block,
+/// no header checksum.
+fn as_v1(b: &[u8]) -> Vec<u8> {
+    let end = u64::from_le_bytes(b[H_RECORDS_END..H_RECORDS_END + 8].try_into().unwrap()) as usize;
+    let mut v = b[..HEADER_SIZE].to_vec();
+    let mut at = HEADER_SIZE;
+    while at < end {
+        let n = zstd_safe::find_frame_compressed_size(&b[at..end]).unwrap();
+        if b[at..at + 4] != DESC_MAGIC.to_le_bytes() {
+            v.extend_from_slice(&b[at..at + n]);
+        }
+        at += n;
+    }
+    let v1_end = v.len() as u64;
+    v.extend_from_slice(&b[end..b.len() - END_SIZE]);
+    v[H_VERSION..H_VERSION + 2].copy_from_slice(&1u16.to_le_bytes());
+    v[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&v1_end.to_le_bytes());
+    v[H_HEADER_CRC..H_HEADER_CRC + 4].fill(0);
+    v
+}
+
 /// Clear the complete flag, records_end, n_cpus and stats and drop the trailer, as an
-/// interrupted writer or a foreign tool would leave it.
+/// interrupted version-1 writer or a foreign tool would leave it.
 fn make_incomplete(b: &[u8]) -> Vec<u8> {
+    let b = as_v1(b);
     let records_end = u64::from_le_bytes(b[H_RECORDS_END..H_RECORDS_END + 8].try_into().unwrap()) as usize;
     let mut v = b[..records_end].to_vec();
     v[H_FLAGS..H_N_CPUS + 4].fill(0);
@@ -305,7 +328,7 @@ fn malformed_headers_name_offset_and_expectation() {
     let cases: Vec<(Vec<u8>, u64, &str)> = vec![
         (patch(0, b"PK\x03\x04"), 0, "not a tiersim trace: expected magic"),
         (good[..50].to_vec(), 50, "truncated header"),
-        (patch(H_VERSION, &2u16.to_le_bytes()), 8, "unsupported trace version 2; this build reads version 1"),
+        (patch(H_VERSION, &3u16.to_le_bytes()), 8, "unsupported trace version 3; this build reads version 1, 2"),
         (patch(H_RECORD_LAYOUT, &2u16.to_le_bytes()), 10, "unsupported record layout 2"),
         (patch(H_RECORD_SIZE, &16u16.to_le_bytes()), 12, "record_size 16"),
         (patch(H_TIME_UNIT, &[7]), 14, "invalid time_unit 7"),
@@ -313,14 +336,24 @@ fn malformed_headers_name_offset_and_expectation() {
         (patch(H_PAGE_SIZE, &3000u32.to_le_bytes()), 16, "page_size 3000 is not a power of two"),
         (patch(H_FLAGS, &6u32.to_le_bytes()), 20, "unknown flags"),
         (patch(H_RECORDS_END, &(good.len() as u64 + 1).to_le_bytes()), 24, "beyond end of file"),
-        (good[..good.len() - 524_288 - 10].to_vec(), 24, "beyond end of file"),
-        (good[..good.len() - 100].to_vec(), good.len() as u64 - 524_288, "expected a trailer of 65536 per-CPU counts"),
+        (good[..good.len() - 524_288 - END_SIZE - 10].to_vec(), 24, "beyond end of file"),
+        (
+            good[..good.len() - 100].to_vec(),
+            (good.len() - 524_288 - END_SIZE) as u64,
+            "expected a trailer of 65536 per-CPU counts and the end block (524320 bytes)",
+        ),
+        (patch(H_RESERVED + 1, &[1]), 39, "reserved header byte 39 is 0x01; bytes 38..40 are reserved"),
+        (patch(127, &[0x80]), 127, "reserved header byte 127 is 0x80; bytes 100..128 are reserved"),
+        // Valid values, but not the ones written: the header checksum catches them.
+        (patch(H_TIME_UNIT, &[0]), 96, "header checksum mismatch"),
+        (patch(H_ADDR_KIND, &[0]), 96, "header checksum mismatch"),
+        (patch(H_FOOTPRINT_PAGES, &99u64.to_le_bytes()), 96, "header checksum mismatch"),
         (patch(H_N_CPUS, &70000u32.to_le_bytes()), 32, "n_cpus 70000"),
         (patch(H_FRAME_FILTER, &[2]), 36, "unknown frame_filter 2; expected 0 (none) or 1 (byte shuffle)"),
         (patch(H_FRAME_FILTER, &[255]), 36, "unknown frame_filter 255"),
         (patch(H_V2P, &[3]), 37, "unknown v2p 3; expected 0 (not recorded), 1 (pagemap) or 2 (buddy model)"),
         (patch(H_READS, &0u64.to_le_bytes()), 40, "header stats disagree"),
-        (patch(HEADER_SIZE, b"\0\0\0\0"), 128, "expected the records region to start with a zstd frame"),
+        (patch(HEADER_SIZE, b"\0\0\0\0"), 128, "expected the records region to start with a frame descriptor (magic 5e 2a 4d 18)"),
     ];
     for (bytes, offset, msg) in cases {
         let r = TraceReader::open(&put(&p, &bytes)).map(|_| ());
@@ -350,9 +383,9 @@ fn truncated_record_stream() {
 #[test]
 fn truncated_stream_detected_by_count() {
     let d = tmp();
-    let good = valid_bytes(1000, 100);
+    let good = as_v1(&valid_bytes(1000, 100));
     let offs = frame_offsets(&good);
-    // Drop the last frame but keep the header's count and the trailer: the count check catches it.
+    // Version 1: drop the last frame but keep the header's count and the trailer: the count check catches it.
     let last = *offs.last().unwrap() as usize;
     let end = u64::from_le_bytes(good[H_RECORDS_END..H_RECORDS_END + 8].try_into().unwrap()) as usize;
     let mut b = good[..last].to_vec();
@@ -373,7 +406,7 @@ fn corrupt_frame_names_its_offset() {
 
 fn corrupt_frame_names_its_offset_with(shuffle: bool) {
     let d = tmp();
-    let good = valid_bytes_with(1000, 100, shuffle);
+    let good = as_v1(&valid_bytes_with(1000, 100, shuffle));
     let offs = frame_offsets(&good);
     assert!(offs.len() >= 3);
     let p = d.path().join("c.trace");
@@ -483,7 +516,7 @@ fn invalid_fields_found_in_long_shuffled_frames() {
     let a: Vec<Access> = (0..1000).map(|i| acc(i, 64 * i, (i % 8) as u32, 64, Op::Read)).collect();
     let full = d.path().join("full.trace");
     write_trace(&full, meta(TimeUnit::Ns), WriterOptions::default(), &a);
-    let mut b = std::fs::read(&full).unwrap();
+    let mut b = as_v1(&std::fs::read(&full).unwrap());
     let end = b.len() - 64;
     b.truncate(end + 32);
     b[end..end + 8].copy_from_slice(&1000u64.to_le_bytes());

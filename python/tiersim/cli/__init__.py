@@ -2,7 +2,8 @@
 
 Every command maps onto one or a few calls of the Python API (and so of `tiersim._native`).
 User errors (TiersimError, unwritable outputs) print one "error: ..." line on stderr and exit 1;
-malformed arguments are usage errors (exit 2). Neither prints a traceback.
+malformed arguments are usage errors (exit 2). Neither prints a traceback; nor does an internal
+error (a bug: one line and exit 2, the traceback only with TIERSIM_DEBUG=1).
 
 One module per command group; `_common` holds the root app, the consoles, error handling,
 option parsing and formatting they share. Importing a module registers its commands, so the
@@ -11,9 +12,12 @@ order below is the order of `tiersim --help`.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 import tiersim
 
@@ -29,7 +33,7 @@ from tiersim.cli import report  # noqa: F401
 from tiersim.cli import reproduce  # noqa: F401
 from tiersim.cli import demo  # noqa: F401
 from tiersim.cli.flash import flash_app
-from tiersim.cli._common import _echo_raw, app
+from tiersim.cli._common import _echo_raw, app, err
 # isort: on
 
 __all__ = ["app", "main"]
@@ -49,4 +53,21 @@ def _root(
 
 
 def main() -> None:
-    app(prog_name="tiersim")
+    try:
+        app(prog_name="tiersim")
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if _debug():
+            raise
+        err.print(
+            Text.assemble(
+                ("error: ", "bold red"),
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(set TIERSIM_DEBUG=1 for the traceback; please report this as a tiersim bug)",
+            ),
+            soft_wrap=True,
+        )
+        sys.exit(2)
+
+
+def _debug() -> bool:
+    return os.environ.get("TIERSIM_DEBUG", "") not in ("", "0")

@@ -3,6 +3,7 @@ and the formatting of figures and tables."""
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +49,8 @@ def _user_errors() -> Iterator[None]:
         _fail(str(exc))
     except OSError as exc:
         # Output paths the user chose: permission denied, disk full, read-only file system.
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            _fail(f"no space left writing {exc.filename or 'the output'}")
         where = f" '{exc.filename}'" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}")
 
@@ -123,6 +126,14 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+def _stats_source(info: dict[str, Any]) -> str:
+    source = str(info.get("stats_source", "-"))
+    if source == "header" and info.get("verified") is False:
+        return "header, unverified (`tiersim trace verify FILE` decodes and checks every record)"
+    frames = info.get("frames_checked")
+    return source + (f" ({frames} frames checked)" if frames is not None else "")
+
+
 def _inspect_tables(info: dict[str, Any]) -> list[Table]:
     accesses = info.get("accesses", 0)
     unit = "ns" if str(info.get("time_unit", "")).lower() in ("ns", "nanoseconds") else str(info.get("time_unit", ""))
@@ -145,7 +156,7 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
         ("time span", f"{_int(info.get('time_span'))} {unit}"),
         ("compressed size", _bytes(info.get("compressed_bytes"))),
         ("bytes per access", _num(info.get("bytes_per_access"), 2)),
-        ("statistics from", str(info.get("stats_source", "-"))),
+        ("statistics from", _stats_source(info)),
     ]
     tables = [_kv_table("trace", rows)]
     per_cpu = info.get("per_cpu") or []
@@ -166,8 +177,10 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
         else:
             cpus.add_column("accesses", justify="right")
             cpus.add_column("share", justify="right")
+            # A capture with a sparse --cpu-map (0-1,16-17) leaves most CPUs idle: list the busy ones.
             for i, c in enumerate(per_cpu):
-                cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
+                if c:
+                    cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
         tables.append(cpus)
     return tables
 

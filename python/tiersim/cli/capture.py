@@ -1,4 +1,5 @@
-"""`tiersim capture`: trace a program under Valgrind (or filter a stored lackey log)."""
+"""`tiersim capture`: trace a program under Valgrind, or one built with -fsanitize=thread and
+tiersim's tracing runtime (--instrumented), or filter a stored lackey log."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ def _capture_help(name: str, text: str) -> str:
     context_settings={"allow_interspersed_args": False},
     help="Run a program under Valgrind and write its memory trace: loads and stores through an LLC model "
     "(misses and dirty writebacks only), physical addresses from /proc/PID/pagemap or a buddy-allocator "
-    "model, and the same records with virtual addresses beside them.\n\n"
+    "model, and the same records with virtual addresses beside them. Each thread's records carry its CPU "
+    "(--cpu-map).\n\n"
+    "--instrumented runs a program compiled with -fsanitize=thread and linked with tiersim's tracing runtime "
+    "(the object --build-runtime prints) instead: much faster, threads run concurrently (docs/capture.md).\n\n"
     "The program keeps its stdin, stdout and stderr; tiersim's own output goes to stderr. "
     "If the program exits with a non-zero status (or is killed by a signal: 128 + its number), the trace "
     "is still written and tiersim capture exits with that status.",
@@ -36,8 +40,9 @@ def _capture_help(name: str, text: str) -> str:
 )
 def capture_cmd(
     output: Annotated[
-        Path, typer.Option("--out", "-o", metavar="FILE", help="Trace to write (physical addresses unless --v2p none).")
-    ],
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="Trace to write (physical addresses unless --v2p none)."),
+    ] = None,
     command: Annotated[
         list[str] | None,
         typer.Argument(metavar="-- PROG [ARGS]...", help="The program and its arguments.", show_default=False),
@@ -89,6 +94,36 @@ def capture_cmd(
     report: Annotated[
         Path | None, typer.Option("--report", metavar="FILE", help="Also write the capture report as JSON.")
     ] = None,
+    cpu_map: Annotated[
+        str | None,
+        typer.Option(
+            "--cpu-map",
+            metavar="CPUS",
+            help=_capture_help("cpu_map", "CPU of each thread in start order, main thread first, e.g. 0-1,16-17"),
+        ),
+    ] = None,
+    llc_scope: Annotated[
+        str | None,
+        typer.Option(
+            "--llc-scope", metavar="per_cpu|shared", help=_capture_help("llc_scope", "One LLC per CPU, or one for all")
+        ),
+    ] = None,
+    instrumented: Annotated[
+        bool,
+        typer.Option(
+            "--instrumented",
+            help="PROG was built with -fsanitize=thread and linked with tiersim's tracing runtime: run it as it is, "
+            "not under Valgrind.",
+        ),
+    ] = False,
+    build_runtime: Annotated[
+        bool,
+        typer.Option(
+            "--build-runtime",
+            help="Build the tracing runtime (if not built yet) and print the path of its object file, to link "
+            "into -fsanitize=thread programs: cc prog.o $(tiersim capture --build-runtime) -pthread -ldl.",
+        ),
+    ] = False,
     lackey: Annotated[
         Path | None,
         typer.Option(
@@ -99,8 +134,22 @@ def capture_cmd(
         ),
     ] = None,
 ) -> None:
-    from tiersim._capture import CaptureProgress, CaptureResult, capture, capture_lackey, signal_name
+    from tiersim._capture import (
+        CaptureProgress,
+        CaptureResult,
+        capture,
+        capture_instrumented,
+        capture_lackey,
+        runtime_object,
+        signal_name,
+    )
 
+    if build_runtime:
+        with _user_errors():
+            print(runtime_object())
+        return
+    if output is None:
+        raise typer.BadParameter("a trace to write is needed", param_hint="--out / -o")
     params = _pairs(param, "--param")
     shortcuts = {
         "llc": ("--llc", None if llc is None else parse_cli_value(llc)),
@@ -109,10 +158,14 @@ def capture_cmd(
         "phys_mem": ("--phys-mem", None if phys_mem is None else parse_cli_value(phys_mem)),
         "fragmentation": ("--fragmentation", fragmentation),
         "page_size": ("--page-size", None if page_size is None else parse_cli_value(page_size)),
+        "cpu_map": ("--cpu-map", cpu_map),
+        "llc_scope": ("--llc-scope", llc_scope),
     }
     _merge_shortcuts(params, shortcuts)
     if (lackey is None) == (not command):
         raise typer.BadParameter("give either -- PROG [ARGS]... or --lackey FILE", param_hint="PROG / --lackey")
+    if instrumented and lackey is not None:
+        raise typer.BadParameter("--instrumented runs a program; --lackey reads a log: give one", param_hint="--lackey")
     if lackey is not None:
         with _user_errors():
             start = time.monotonic()
@@ -135,9 +188,13 @@ def capture_cmd(
     assert command is not None
     prog = command[0]
     with _user_errors():
-        with err.status(Text(f"starting {prog} under valgrind ...")) as status:
+        how = "with the tracing runtime" if instrumented else "under valgrind"
+        with err.status(Text(f"starting {prog} {how} ...")) as status:
 
             def show(p: CaptureProgress) -> None:
+                if instrumented:
+                    status.update(Text(f"capturing {prog}: {_bytes(p.input_bytes)} of records, {p.elapsed_s:,.1f} s"))
+                    return
                 rate = p.instructions / p.elapsed_s if p.elapsed_s > 0 else 0.0
                 status.update(
                     Text(
@@ -148,7 +205,8 @@ def capture_cmd(
                 )
 
             try:
-                result = capture(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
+                run = capture_instrumented if instrumented else capture
+                result = run(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
             except KeyboardInterrupt:
                 _fail("interrupted: the program was killed and no trace was written")
         if report is not None:
@@ -189,10 +247,19 @@ def _capture_tables(result: Any, source: str | None = None) -> list[Table]:
     rows = (
         [("input", source)]
         if source is not None
-        else [("program", " ".join(result.argv)), ("exit status", str(result.exit_status))]
+        else [
+            ("program", " ".join(result.argv)),
+            ("path", r["path"]),
+            ("exit status", str(result.exit_status)),
+        ]
     )
+    estimate = r["path"] == "instrumented"
     rows += [
-        ("instructions", _int(r["instructions"])),
+        (
+            "instructions",
+            _int(r["instructions"])
+            + (f" (estimate: {r['params']['instructions_per_access']} per load or store)" if estimate else ""),
+        ),
         ("loads / stores / modifies", f"{_int(r['loads'])} / {_int(r['stores'])} / {_int(r['modifies'])}"),
     ]
     llc = r.get("llc")
@@ -201,13 +268,23 @@ def _capture_tables(result: Any, source: str | None = None) -> list[Table]:
         rows.append(
             (
                 "LLC",
-                f"{_bytes(llc['size'])}, {llc['ways']} ways, {llc['line_size']} B lines: "
+                f"{_bytes(llc['size'])}, {llc['ways']} ways, {llc['line_size']} B lines, "
+                f"{'one per CPU' if llc['scope'] == 'per_cpu' else 'shared'}: "
                 f"{_int(llc['misses'])} misses ({_pct(llc['misses'], accesses)} of {_int(accesses)} line accesses), "
                 f"{_int(llc['writebacks'])} writebacks",
             )
         )
     else:
         rows.append(("LLC", "none: every load and store is recorded"))
+    threads = r.get("threads") or []
+    if len(threads) > 1:
+        total = sum(t["records"] for t in threads)
+        rows.append(
+            (
+                "threads (thread: CPU, records)",
+                ", ".join(f"{t['thread']}: {t['cpu']}, {_pct(t['records'], total)}" for t in threads),
+            )
+        )
     rows += [
         ("records", f"{_int(r['records'])} ({_int(r['reads'])} reads, {_int(r['writes'])} writes)"),
         ("footprint", f"{_int(r['footprint_pages'])} pages of {_bytes(r['page_size'])}"),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -64,6 +65,13 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
     if swap.get("file_drops"):
         rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
                                    f"{_int(swap.get('file_refaults'))} read back"))
+    series = s.get("timeseries") or {}
+    if series.get("coarsened"):
+        rows.append((
+            "time series",
+            f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
+            f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
+        ))
 
     page_size = s.get("page_size")
     nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")
@@ -90,6 +98,24 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
     return [_kv_table("run", rows), nodes]
 
 
+def _saved_run(platform: str) -> tuple[str, dict[str, Any]]:
+    """A run directory (or its config.toml) given as the platform: the config file to load and
+    its [run] table, whose policy, parameters and seed apply unless given again."""
+    path = Path(platform)
+    if path.is_dir() and (path / "config.toml").is_file():
+        path = path / "config.toml"
+    if path.suffix != ".toml" or not path.is_file():
+        return platform, {}
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return str(path), {}  # the native loader reports it, with file:line:column
+    run = doc.get("run")
+    if "platform" not in doc or not isinstance(run, dict):
+        return str(path), {}
+    return str(path), run
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
 
@@ -98,7 +124,14 @@ def _slug(text: str) -> str:
 def run(
     trace: Annotated[Path | None, typer.Argument(help="Trace file (omit with --gen).", show_default=False)] = None,
     platform: Annotated[str, typer.Option("--platform", "-p", help="Platform preset name or TOML file.")] = ...,  # type: ignore[assignment]
-    policy: Annotated[str, typer.Option(help="Placement policy (see `tiersim list policies`).")] = "linux_default",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Placement policy (see `tiersim list policies`; default linux_default, or the policy of "
+            "the run directory given as -p).",
+            show_default=False,
+        ),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", metavar="KEY=VALUE", help="Policy parameter, e.g. weights=[4,1]; repeatable."),
@@ -109,7 +142,10 @@ def run(
             "--set", metavar="KEY=VALUE", help='Platform override, e.g. nodes.cxl0.capacity="64GiB"; repeatable.'
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed for every random choice of the run.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
+    ] = None,
     gen: Annotated[
         str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")
     ] = None,
@@ -134,6 +170,14 @@ def run(
     if gen_param and gen is None:
         raise typer.BadParameter("--gen-param needs --gen", param_hint="--gen-param")
     params = _pairs(param, "--param")
+    # `-p runs/x` (or runs/x/config.toml) re-runs that run: its platform, policy, parameters, seed.
+    platform, saved = _saved_run(platform)
+    if policy is None:
+        policy = str(saved.get("policy", "linux_default"))
+    if saved.get("policy") == policy:
+        params = {**dict(saved.get("policy_params") or {}), **params}
+    if seed is None:
+        seed = int(saved.get("seed", 0))
     gen_params = _pairs(gen_param, "--gen-param")
     overrides = _overrides(set_)
     source = gen if gen is not None else trace.stem  # type: ignore[union-attr]

@@ -27,7 +27,7 @@ from tiersim.cli._common import (
     out,
 )
 
-trace_app = typer.Typer(help="Trace files: inspect, convert, sample, statistics.", no_args_is_help=True)
+trace_app = typer.Typer(help="Trace files: inspect, verify, convert, sample, statistics.", no_args_is_help=True)
 
 
 @trace_app.command("inspect")
@@ -38,6 +38,21 @@ def trace_inspect(
     """Print a trace's header and statistics."""
     with _user_errors():
         info = tiersim.inspect(file)
+    if as_json:
+        _echo_raw(json.dumps(info, sort_keys=True, indent=2))
+    else:
+        _print(*_inspect_tables(info))
+
+
+@trace_app.command("verify")
+def trace_verify(
+    file: Annotated[Path, typer.Argument(help="Trace file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+) -> None:
+    """Decode every frame, check every record and checksum, and recompute the statistics; exit 1
+    naming the offset of the first thing that is wrong."""
+    with _user_errors():
+        info = tiersim.verify(file)
     if as_json:
         _echo_raw(json.dumps(info, sort_keys=True, indent=2))
     else:

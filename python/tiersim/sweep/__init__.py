@@ -22,7 +22,9 @@ from tiersim.sweep.results import (
     CACHE_DIR,
     CONFIG_COLUMNS,
     DIGEST_CACHE,
+    LOCK_FILE,
     PARTS_DIR,
+    QUARANTINE_DIR,
     RESULTS_FILE,
     RUNS_DIR,
     SPEC_COPY,
@@ -33,6 +35,7 @@ from tiersim.sweep.results import (
     load_results,
     read_parts,
     result_row,
+    sweep_lock,
 )
 from tiersim.sweep.spec import TRACE_FORMATS, RunSpec, RunTask, Sweep, TraceRef, file_digest, load_sweep, run_hash
 from tiersim.sweep.workers import (
@@ -51,8 +54,10 @@ __all__ = [
     "CACHE_DIR",
     "CONFIG_COLUMNS",
     "DIGEST_CACHE",
+    "LOCK_FILE",
     "Outcome",
     "PARTS_DIR",
+    "QUARANTINE_DIR",
     "RESULTS_FILE",
     "RUNS_DIR",
     "RunSpec",
@@ -81,4 +86,5 @@ __all__ = [
     "run_local",
     "run_sweep",
     "run_task",
+    "sweep_lock",
 ]

@@ -24,7 +24,9 @@ from tiersim.sweep.results import (
     _write_text_atomic,
     completed,
     consolidate,
+    environmental,
     result_row,
+    sweep_lock,
 )
 from tiersim.sweep.spec import RunSpec, RunTask, load_sweep
 from tiersim.sweep.workers import Outcome, Runner, connect_dask, run_dask, run_local, run_task
@@ -69,6 +71,20 @@ def run_sweep(
             digests = {}
     sweep = load_sweep(spec_path, digests)
     (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
+    with sweep_lock(out):
+        return _run_locked(sweep, out, digests, workers, scheduler, retry_failed, runner, progress)
+
+
+def _run_locked(
+    sweep: Any,
+    out: Path,
+    digests: dict[str, Any],
+    workers: int | None,
+    scheduler: str | None,
+    retry_failed: bool,
+    runner: Runner,
+    progress: Callable[[SweepReport, RunSpec | None], None] | None,
+) -> SweepReport:
     (out / RUNS_DIR).mkdir(exist_ok=True)
     _write_text_atomic(out / DIGEST_CACHE, json.dumps(digests, indent=1, sort_keys=True) + "\n")
     _write_text_atomic(out / SPEC_COPY, sweep.text)
@@ -81,8 +97,8 @@ def run_sweep(
         if run.hash in seen:
             continue
         seen.add(run.hash)
-        status = done.get(run.hash)
-        if status == "ok" or (status is not None and not retry_failed):
+        status, error = done.get(run.hash, (None, None))
+        if status == "ok" or (status is not None and not retry_failed and not environmental(error)):
             continue
         todo.append(run)
     report = SweepReport(out_dir=out, total=len(seen), skipped=len(seen) - len(todo))

@@ -3,9 +3,14 @@ results.parquet consolidated from them, and the flat metric columns taken from s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Mapping
+import socket
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +18,7 @@ import polars as pl
 
 from tiersim._convert import toml_value
 from tiersim._native import TiersimError
+from tiersim._result import writing
 from tiersim.sweep.spec import RunSpec
 from tiersim.sweep.workers import Outcome
 
@@ -23,6 +29,23 @@ CACHE_DIR = "trace-cache"
 RESULTS_FILE = "results.parquet"
 SPEC_COPY = "sweep.toml"
 DIGEST_CACHE = "trace-digests.json"
+QUARANTINE_DIR = "quarantine"
+LOCK_FILE = ".lock"
+
+# A failed run whose error says the machine, not the model, failed it: redone by the next run of
+# the sweep without --retry-failed (disk full, out of memory, a worker killed by the OOM killer).
+ENVIRONMENTAL_ERRORS = (
+    "No space left on device",
+    "no space left",
+    "Disk quota exceeded",
+    "Cannot allocate memory",
+    "MemoryError",
+    "killed by SIGKILL",
+)
+
+
+def environmental(error: str | None) -> bool:
+    return bool(error) and any(e in error for e in ENVIRONMENTAL_ERRORS)  # type: ignore[operator]
 
 # Config columns of the results table, in this order, before the grid columns and the metrics.
 CONFIG_COLUMNS = (
@@ -132,20 +155,41 @@ def _row_frame(row: dict[str, Any]) -> pl.DataFrame:
 def _write_atomic_parquet(df: pl.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        df.write_parquet(tmp, compression="zstd", statistics=False)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        with writing(path):
+            df.write_parquet(tmp, compression="zstd", statistics=False)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
+def _read_part(p: Path) -> pl.DataFrame | None:
+    """A part file, or None after moving it to quarantine/ (saying so on stderr) when it cannot
+    be read: a truncated part made every later report and sweep of the directory fail."""
+    try:
+        df = pl.read_parquet(p)
+        if df.height != 1 or "status" not in df.columns:
+            raise ValueError(f"{df.height} rows, columns {df.columns[:3]}")
+        return df
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a damaged file
+        qdir = p.parent.parent / QUARANTINE_DIR
+        qdir.mkdir(exist_ok=True)
+        dest = qdir / f"{p.name}.{int(time.time())}"
+        os.replace(p, dest)
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"warning: corrupt sweep part {p} ({detail}) moved to {dest}; its run will be redone", file=sys.stderr)
+        return None
+
+
 def read_parts(out_dir: Path) -> pl.DataFrame:
     """Every completed run of a sweep directory, one row each, in spec order."""
     parts = sorted((out_dir / PARTS_DIR).glob("*.parquet"))
-    if not parts:
+    frames = [df for df in map(_read_part, parts) if df is not None]
+    if not frames:
         return pl.DataFrame()
-    frames = [pl.read_parquet(p) for p in parts]
     df = pl.concat(frames, how="diagonal_relaxed")
     first = [c for c in CONFIG_COLUMNS if c in df.columns]
     grid = sorted(c for c in df.columns if c.startswith(("set.", "param.")))
@@ -161,22 +205,43 @@ def consolidate(out_dir: Path) -> pl.DataFrame:
     return df
 
 
-def completed(out_dir: Path) -> dict[str, str]:
-    """hash -> status of every run with a part file."""
+def completed(out_dir: Path) -> dict[str, tuple[str, str | None]]:
+    """hash -> (status, error) of every run with a readable part file (others are quarantined)."""
     done = {}
     for p in (out_dir / PARTS_DIR).glob("*.parquet"):
-        try:
-            status = pl.read_parquet(p, columns=["status"])["status"][0]
-        except Exception:  # noqa: BLE001 - an unreadable part is a run to redo
-            continue
-        done[p.stem] = status
+        df = _read_part(p)
+        if df is not None:
+            done[p.stem] = (df["status"][0], df["error"][0] if "error" in df.columns else None)
     return done
+
+
+@contextmanager
+def sweep_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the sweep directory for this process: a second sweep of it is refused, naming the
+    holder. flock is released by the kernel when the holder dies, so a lock never goes stale."""
+    path = out_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
+            raise TiersimError(f"sweep directory '{out_dir}' is in use by {holder}; wait for it or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with writing(path):
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_results(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Path]:

@@ -3,10 +3,12 @@ spawned processes with dead-worker isolation, or on a Dask cluster."""
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import multiprocessing
 import os
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -101,14 +103,31 @@ def execute(runner: Runner, task: RunTask) -> Outcome:
     return Outcome("ok", result=result, wall_time_s=time.perf_counter() - start)
 
 
-def _worker_init() -> None:
+def _worker_init(driver: int) -> None:
     # Ctrl-C goes to the whole process group; the driver decides what to do, workers just stop
     # when it shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(driver)
 
 
-def _isolated_entry(runner: Runner, task: RunTask, conn: Any) -> None:
-    _worker_init()
+def _die_with_parent(driver: int) -> None:
+    """Linux: the kernel sends this worker SIGKILL when the driver dies, however it dies (a
+    SIGKILLed driver cannot shut its pool down, and orphaned workers ran on)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    # The driver may have died between the start of this process and the prctl.
+    if os.getppid() != driver:
+        os._exit(1)
+
+
+def _isolated_entry(runner: Runner, task: RunTask, conn: Any, driver: int) -> None:
+    _worker_init(driver)
     conn.send(execute(runner, task))
     conn.close()
 
@@ -129,7 +148,7 @@ def run_isolated(runner: Runner, task: RunTask, ctx: Any) -> Outcome:
     """Run one task alone in a fresh process: the only way to know that it, and not a neighbour,
     killed its worker."""
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_isolated_entry, args=(runner, task, send), daemon=True)
+    proc = ctx.Process(target=_isolated_entry, args=(runner, task, send, os.getpid()), daemon=True)
     start = time.perf_counter()
     proc.start()
     send.close()
@@ -158,7 +177,7 @@ def run_local(
     pending = deque(tasks)
     while pending:
         suspects: list[RunTask] = []
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
         in_flight: dict[Any, RunTask] = {}
         try:
             while pending or in_flight:

@@ -1,6 +1,7 @@
 //! The measurement window and the time series: measuring starts after the warm-up; every
 //! `stats.epoch` of simulated time each node's counters (and swap's) are flushed as one row of
-//! the long-format time series.
+//! the long-format time series. At `stats.max_epochs` epochs the series is coarsened: pairs of
+//! epochs merge and the epoch doubles, so its memory is bounded whatever the simulated time.
 
 use tiersim_core::Ns;
 
@@ -43,8 +44,12 @@ impl Engine {
         if !self.measuring {
             return;
         }
-        while t >= self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns {
-            self.flush_epoch(self.measure_start_ns + (self.epoch_idx + 1) * self.epoch_ns);
+        loop {
+            let end = self.measure_start_ns.saturating_add((self.epoch_idx + 1).saturating_mul(self.epoch_ns));
+            if t < end || end == Ns::MAX {
+                break;
+            }
+            self.flush_epoch(end);
         }
     }
 
@@ -71,6 +76,55 @@ impl Engine {
             }
         }
         self.epoch_idx += 1;
+        if self.epoch_idx >= self.max_epochs {
+            self.coarsen();
+        }
+    }
+
+    /// Merge epochs 2k and 2k+1 into epoch k, row by row (node by node), and double the epoch:
+    /// sums of counts, the later epoch's occupancy and hotness, bandwidth over the joint span.
+    fn coarsen(&mut self) {
+        let epochs = self.epoch_idx as usize;
+        let rows = self.ts.epoch.len();
+        if epochs < 2 || rows % epochs != 0 {
+            return;
+        }
+        let per = rows / epochs;
+        let ts = &mut self.ts;
+        let pairs = epochs / 2;
+        for k in 0..pairs {
+            for r in 0..per {
+                let (a, b, to) = ((2 * k) * per + r, (2 * k + 1) * per + r, k * per + r);
+                ts.epoch[to] = k as u64;
+                ts.t_start_ns[to] = ts.t_start_ns[a];
+                ts.t_end_ns[to] = ts.t_end_ns[b];
+                ts.node.swap(to, b);
+                ts.pages[to] = ts.pages[b];
+                for v in [&mut ts.accesses, &mut ts.reads, &mut ts.writes, &mut ts.bytes, &mut ts.migrated_in, &mut ts.migrated_out] {
+                    v[to] = v[a] + v[b];
+                }
+                let span = (ts.t_end_ns[to] - ts.t_start_ns[to]).max(1) as f64;
+                ts.bandwidth_gbs[to] = ts.bytes[to] as f64 / span;
+                if let Some(h) = ts.hotness.as_mut().filter(|h| h.len() == rows) {
+                    h[to] = h[b];
+                }
+            }
+        }
+        let keep = pairs * per;
+        ts.epoch.truncate(keep);
+        ts.t_start_ns.truncate(keep);
+        ts.t_end_ns.truncate(keep);
+        ts.node.truncate(keep);
+        ts.pages.truncate(keep);
+        for v in [&mut ts.accesses, &mut ts.reads, &mut ts.writes, &mut ts.bytes, &mut ts.migrated_in, &mut ts.migrated_out] {
+            v.truncate(keep);
+        }
+        ts.bandwidth_gbs.truncate(keep);
+        if let Some(h) = ts.hotness.as_mut() {
+            h.truncate(keep);
+        }
+        self.epoch_idx = pairs as u64;
+        self.epoch_ns = self.epoch_ns.saturating_mul(2);
     }
 
     pub(crate) fn push_row(&mut self, start: Ns, end: Ns, node: String, pages: u64, c: Counters, span: f64) {

@@ -6,12 +6,11 @@
 
 mod check;
 mod epoch;
+mod issue;
 mod stats;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
-use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
@@ -26,7 +25,8 @@ use crate::os::PageEvent;
 use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
-use stats::{finish, TieringStats};
+use issue::IssueOrder;
+use stats::{finish, LatencyHist, TieringStats};
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
 /// holds the others back (its next access may then be issued slightly out of time order).
@@ -88,7 +88,7 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) hist: Histogram<u64>,
+    pub(crate) hist: LatencyHist,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -96,6 +96,9 @@ pub(crate) struct Engine {
     pub(crate) time_went_back: u64,
     pub(crate) epoch_ns: Ns,
     pub(crate) epoch_idx: u64,
+    /// `stats.epoch` as given; `epoch_ns` doubles each time the series reaches `max_epochs`.
+    pub(crate) requested_epoch_ns: Ns,
+    pub(crate) max_epochs: u64,
     // NUMA balancing
     pub(crate) scan: Option<ScanSpec>,
     pub(crate) scan_next_ns: Ns,
@@ -259,9 +262,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            // Fixed bounds (1 ns .. 18 min): saturating_record never resizes an auto-sized
-            // histogram, which clamped every latency above 2 us.
-            hist: Histogram::new_with_bounds(1, 1 << 40, 3).map_err(|e| Error::Sim(format!("histogram: {e}")))?,
+            hist: LatencyHist::new()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -269,6 +270,9 @@ impl Engine {
             time_went_back: 0,
             epoch_ns: platform.stats.duration("epoch"),
             epoch_idx: 0,
+            requested_epoch_ns: platform.stats.duration("epoch"),
+            // Even, so that coarsening merges whole pairs.
+            max_epochs: platform.stats.uint("max_epochs") & !1,
             scan,
             scan_next_ns: scan.map_or(0, |s| s.delay_ns),
             scan_period_ns: 0,
@@ -396,7 +400,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hist.saturating_record(latency.max(1));
+            self.hist.record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
@@ -422,7 +426,7 @@ pub fn simulate(
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     let warmup = platform.stats.uint("warmup_accesses");
     let ncpus = eng.cpus.len();
-    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(ncpus);
+    let mut order = IssueOrder::new(ncpus);
     let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
     let mut buffered = 0usize;
     let mut dry = 0usize;
@@ -434,7 +438,7 @@ pub fn simulate(
     }
 
     loop {
-        while !eof && (heap.is_empty() || (dry > 0 && buffered < MAX_BUFFERED)) {
+        while !eof && (order.first().is_none() || (dry > 0 && buffered < MAX_BUFFERED)) {
             buf.clear();
             if source.read_batch(&mut buf, BATCH)? == 0 {
                 eof = true;
@@ -459,13 +463,12 @@ pub fn simulate(
                     let t0 = *t0_trace.get_or_insert(a.time);
                     let issue = eng.first_issue_ps(c, &a, t0);
                     eng.cpus[c].next_issue_ps = issue;
-                    heap.push(Reverse((issue, c as u32)));
+                    order.set(c, issue);
                 }
             }
         }
-        let Some(&Reverse((_, c))) = heap.peek() else { break };
-        let c = c as usize;
-        let a = eng.cpus[c].queue.pop_front().expect("CPUs in the heap have work");
+        let Some((_, c)) = order.first() else { break };
+        let a = eng.cpus[c].queue.pop_front().expect("a CPU in the issue order has work");
         if !eng.measuring && eng.processed == warmup {
             let t = eng.cpus[c].next_issue_ps / 1000;
             eng.start_measuring(t);
@@ -473,7 +476,7 @@ pub fn simulate(
         if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpus[c].queue.push_front(a);
             eng.cpus[c].next_issue_ps = retry_ps;
-            *heap.peek_mut().expect("peeked above") = Reverse((retry_ps, c as u32));
+            order.set(c, retry_ps);
             continue;
         }
         buffered -= 1;
@@ -492,11 +495,10 @@ pub fn simulate(
                 }
                 let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
                 eng.cpus[c].next_issue_ps = issue;
-                // Re-key the top in place: one sift instead of a pop and a push.
-                *heap.peek_mut().expect("peeked above") = Reverse((issue, c as u32));
+                order.set(c, issue);
             }
             None => {
-                heap.pop();
+                order.idle(c);
                 dry += 1;
             }
         }

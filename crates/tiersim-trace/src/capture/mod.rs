@@ -1,5 +1,7 @@
 //! `tiersim capture`: a real program's memory trace, from Valgrind lackey's output streamed
-//! through a last-level cache model and a virtual-to-physical mapping into native traces.
+//! through a last-level cache model and a virtual-to-physical mapping into native traces, or
+//! from the per-thread record files of the tracing runtime linked into a program built with
+//! `-fsanitize=thread` (`instrumented`; runtime/tiersim_trace_rt.c).
 //!
 //! The workflow is the CXL-flash study's (Yang et al., ATC'23, sec. 3.1, fig. 2): Valgrind
 //! instruments every load and store, a cache model keeps only LLC misses and dirty evictions,
@@ -7,8 +9,11 @@
 //! `--trace-mem=yes` text, read from a pipe as the program runs (never stored); time is the
 //! number of guest instructions between recorded accesses (lackey prints one `I` line per
 //! instruction), so the platform's `host.frequency` and `host.cpi` turn it into ns. Valgrind runs
-//! a program's threads one at a time and lackey does not say which thread made an access, so a
-//! capture is one CPU.
+//! a program's threads one at a time and lackey does not say which thread made an access;
+//! Valgrind's own `--trace-sched=yes` lines (`SCHED[tid]:  acquired lock`, printed in the same
+//! stream each time a thread starts running) do, so each access goes to the thread that runs.
+//! Threads are numbered in creation order (the main thread is 0; see `Run::sched`), placed on CPUs by
+//! `cpu_map`; each has its own instruction clock.
 //!
 //! Two traces come out: the physical one (v2p `pagemap` or `buddy`) and its virtual twin, record
 //! for record the same accesses (same times, sizes and directions; only addresses differ), so the
@@ -16,6 +21,7 @@
 //! `none` only the virtual trace is written.
 
 pub mod cache;
+pub mod instrumented;
 pub mod v2p;
 
 use std::collections::VecDeque;
@@ -65,8 +71,31 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::new("max_order", ParamKind::Int, "10", "buddy model: largest free block is 2^max_order pages (Linux: 10)")
         .min(0.0)
         .max(30.0),
+    ParamSpec::new(
+        "cpu_map",
+        ParamKind::Str,
+        "",
+        "CPU of each thread in start order (main thread first), e.g. 0-1,16-17; threads past the list wrap around; empty: thread i on CPU i",
+    ),
+    ParamSpec::new(
+        "llc_scope",
+        ParamKind::Str,
+        "per_cpu",
+        "per_cpu: each CPU its own cache of size llc (private, no coherence); shared: one cache for all threads, a dirty line's writeback charged to the thread whose fill evicts it",
+    )
+    .choices(&["per_cpu", "shared"]),
+    ParamSpec::new(
+        "instructions_per_access",
+        ParamKind::Float,
+        "2",
+        "instrumented path: instructions counted per traced load or store (its time base; the Valgrind path counts real instructions)",
+    )
+    .min(0.0)
+    .max(1000.0),
 ];
 
+/// Threads a capture follows, at most: each has a cache when `llc_scope` is per_cpu.
+const MAX_THREADS: usize = 1 << 16;
 /// Read buffer; a lackey line is about 16 bytes.
 const CHUNK: usize = 1 << 20;
 /// A line longer than this is not lackey output.
@@ -124,7 +153,10 @@ pub struct CaptureRequest<'a> {
 /// What a capture did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CaptureReport {
-    /// Guest instructions (lackey `I` lines).
+    /// `valgrind` or `instrumented`.
+    pub path: &'static str,
+    /// Guest instructions (lackey `I` lines); on the instrumented path, the estimate
+    /// (`instructions_per_access` per traced load or store).
     pub instructions: u64,
     /// Lackey's own count of guest instructions from its closing summary, when present.
     pub guest_instrs_reported: Option<u64>,
@@ -157,12 +189,30 @@ pub struct CaptureReport {
     pub input_bytes: u64,
     /// Valgrind's own message lines (`==pid==` prefix removed), the first ones.
     pub valgrind_messages: Vec<String>,
+    /// The program's threads in start order (the main thread first).
+    pub threads: Vec<ThreadReport>,
     /// The resolved parameters, as TOML values.
     pub params: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct ThreadReport {
+    pub thread: u32,
+    pub cpu: u32,
+    /// Instructions it ran (an estimate on the instrumented path).
+    pub instructions: u64,
+    /// Loads and stores it made (lackey's modifies count once).
+    pub accesses: u64,
+    /// Records of it in each trace.
+    pub records: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct LlcReport {
+    /// `shared` or `per_cpu`.
+    pub scope: String,
+    /// Caches modelled: 1 when shared, one per CPU that ran a thread when per_cpu.
+    pub caches: u32,
     pub size: u64,
     pub ways: u32,
     pub line_size: u32,
@@ -186,6 +236,9 @@ pub fn resolve_params(params: Option<&toml::Table>) -> Result<toml::Table> {
 /// Resolved capture settings.
 struct Settings {
     cache: Option<CacheConfig>,
+    per_cpu: bool,
+    cpu_map: Vec<u32>,
+    instructions_per_access: f64,
     page_size: u32,
     v2p: String,
     buddy: BuddyConfig,
@@ -220,7 +273,16 @@ fn settings(p: &Params, seed: u64) -> Result<Settings> {
     }
     let buddy =
         BuddyConfig { frames, max_order: p.int("max_order") as u32, fragmentation: p.float("fragmentation"), seed };
-    Ok(Settings { cache, page_size, v2p, buddy })
+    let cpu_map = tiersim_core::units::parse_cpu_list(p.str("cpu_map")).map_err(|m| Error::config("cpu_map", m))?;
+    Ok(Settings {
+        cache,
+        per_cpu: p.str("llc_scope") == "per_cpu",
+        cpu_map,
+        instructions_per_access: p.float("instructions_per_access"),
+        page_size,
+        v2p,
+        buddy,
+    })
 }
 
 /// Where physical frames come from.
@@ -324,6 +386,13 @@ impl Translator {
                     self.use_buddy(format!("{msg}, so the buddy model gave the frames"))?;
                     return self.frame(vpn, write);
                 }
+                // The snapshot will not change: the page gets a synthetic frame now.
+                Lookup::Absent if pm.is_snapshot() => {
+                    let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
+                    self.next_synthetic += 1;
+                    self.unresolved += 1;
+                    Mapping { frame, recheck_at: FINAL }
+                }
                 Lookup::Hidden | Lookup::Absent => return Ok(None),
             },
         };
@@ -394,50 +463,122 @@ enum Force {
     All,
 }
 
-/// Accesses in, records out: the instruction clock, the cache and the two writers.
-struct Pipeline {
-    cache: Option<Cache>,
-    page_shift: u32,
-    /// Instructions since the last record.
+/// One thread of the program: where it runs and its instruction clock.
+#[derive(Debug, Clone, Copy, Default)]
+struct Thread {
+    cpu: u32,
+    /// Instructions since its last record.
     gap: u64,
+    instructions: u64,
+    accesses: u64,
+    records: u64,
+}
+
+/// The LLC model: one cache for all threads, or one per CPU.
+struct Caches {
+    config: Option<CacheConfig>,
+    per_cpu: bool,
+    /// Keyed by CPU when per_cpu, else the one cache at key 0.
+    caches: FxHashMap<u32, Cache>,
+}
+
+impl Caches {
+    fn get(&mut self, cpu: u32) -> Result<Option<&mut Cache>> {
+        let Some(cfg) = self.config else { return Ok(None) };
+        let key = if self.per_cpu { cpu } else { 0 };
+        if !self.caches.contains_key(&key) {
+            self.caches.insert(key, Cache::new(cfg)?);
+        }
+        Ok(self.caches.get_mut(&key))
+    }
+
+    fn report(&self) -> Option<LlcReport> {
+        let cfg = self.config?;
+        let mut r = LlcReport {
+            scope: if self.per_cpu { "per_cpu" } else { "shared" }.into(),
+            caches: self.caches.len() as u32,
+            size: cfg.size,
+            ways: cfg.ways,
+            line_size: cfg.line_size,
+            hits: 0,
+            misses: 0,
+            writebacks: 0,
+            dirty_at_exit: 0,
+        };
+        for c in self.caches.values() {
+            let st = c.stats();
+            r.hits += st.hits;
+            r.misses += st.misses;
+            r.writebacks += st.writebacks;
+            r.dirty_at_exit += c.dirty_lines();
+        }
+        Some(r)
+    }
+}
+
+/// Accesses in, records out: the threads' instruction clocks, the cache and the two writers.
+struct Pipeline {
+    caches: Caches,
+    page_shift: u32,
+    threads: Vec<Thread>,
+    cpu_map: Vec<u32>,
+    /// The thread whose accesses come in now.
+    cur: usize,
     virt: TraceWriter,
     phys: Option<(TraceWriter, Translator)>,
     records: u64,
 }
 
 impl Pipeline {
-    fn emit(&mut self, op: Op, addr: u64, size: u16) -> Result<()> {
-        let a = Access { time: self.gap, addr, cpu: 0, size, op, flags: 0 };
-        self.gap = 0;
+    /// Start following a new thread; its index.
+    fn new_thread(&mut self) -> Result<usize> {
+        let i = self.threads.len();
+        if i >= MAX_THREADS {
+            return Err(Error::Sim(format!("the program started more than {MAX_THREADS} threads")));
+        }
+        let cpu = if self.cpu_map.is_empty() { i as u32 } else { self.cpu_map[i % self.cpu_map.len()] };
+        self.threads.push(Thread { cpu, ..Thread::default() });
+        Ok(i)
+    }
+
+    /// A record of thread `t`, at its instruction gap.
+    fn emit(&mut self, t: usize, op: Op, addr: u64, size: u16) -> Result<()> {
+        let th = &mut self.threads[t];
+        let a = Access { time: th.gap, addr, cpu: th.cpu, size, op, flags: 0 };
+        th.gap = 0;
+        th.records += 1;
         self.records += 1;
         self.virt.write(&a)?;
-        if let Some((w, t)) = &mut self.phys {
-            t.submit(a, w)?;
+        if let Some((w, tr)) = &mut self.phys {
+            tr.submit(a, w)?;
         }
         Ok(())
     }
 
     /// An unfiltered access, cut at page boundaries so that each piece has one frame.
-    fn emit_split(&mut self, op: Op, addr: u64, size: u16) -> Result<()> {
+    fn emit_split(&mut self, t: usize, op: Op, addr: u64, size: u16) -> Result<()> {
         let mut at = addr;
         let end = addr.saturating_add(size as u64);
         while at < end {
             let page_end = ((at >> self.page_shift) + 1) << self.page_shift;
             let n = end.min(page_end) - at;
-            self.emit(op, at, n as u16)?;
+            self.emit(t, op, at, n as u16)?;
             at += n;
         }
         Ok(())
     }
 
+    /// A load, store or modify of the current thread, through its cache.
     fn data(&mut self, kind: DataKind, addr: u64, size: u16) -> Result<()> {
-        let Some(c) = &mut self.cache else {
+        let t = self.cur;
+        self.threads[t].accesses += 1;
+        let Some(c) = self.caches.get(self.threads[t].cpu)? else {
             return match kind {
-                DataKind::Load => self.emit_split(Op::Read, addr, size),
-                DataKind::Store => self.emit_split(Op::Write, addr, size),
+                DataKind::Load => self.emit_split(t, Op::Read, addr, size),
+                DataKind::Store => self.emit_split(t, Op::Write, addr, size),
                 DataKind::Modify => {
-                    self.emit_split(Op::Read, addr, size)?;
-                    self.emit_split(Op::Write, addr, size)
+                    self.emit_split(t, Op::Read, addr, size)?;
+                    self.emit_split(t, Op::Write, addr, size)
                 }
             };
         };
@@ -446,7 +587,7 @@ impl Pipeline {
         let first = addr >> shift;
         let last = addr.saturating_add((size as u64).max(1) - 1) >> shift;
         for line in first..=last {
-            let c = self.cache.as_mut().expect("checked above");
+            let c = self.caches.get(self.threads[t].cpu)?.expect("checked above");
             let outcome = match kind {
                 DataKind::Load => c.access(line, false),
                 DataKind::Store => c.access(line, true),
@@ -458,14 +599,54 @@ impl Pipeline {
                 }
             };
             if let Outcome::Miss { writeback } = outcome {
-                self.emit(Op::Read, line << shift, line_size)?;
+                self.emit(t, Op::Read, line << shift, line_size)?;
                 if let Some(wb) = writeback {
-                    self.emit(Op::Write, wb << shift, line_size)?;
+                    self.emit(t, Op::Write, wb << shift, line_size)?;
                 }
             }
         }
         Ok(())
     }
+
+    fn thread_reports(&self) -> Vec<ThreadReport> {
+        let r = |(i, t): (usize, &Thread)| ThreadReport {
+            thread: i as u32,
+            cpu: t.cpu,
+            instructions: t.instructions,
+            accesses: t.accesses,
+            records: t.records,
+        };
+        self.threads.iter().enumerate().map(r).collect()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sched {
+    /// `acquired lock (thread_wrapper(starting new thread))`
+    Started,
+    /// Any other `acquired lock` line: the thread runs from here on.
+    Running,
+    /// `release lock in VG_(exit_thread)`: the thread ended and its id is free.
+    Exited,
+}
+
+/// `--PID--   SCHED[tid]:  acquired lock (who)` and `release lock in VG_(exit_thread)` lines;
+/// other scheduler events (releases: `None`) change nothing, since the next thread to run
+/// acquires the lock and says so. `None` for a line that is no scheduler line.
+fn sched_line(line: &[u8]) -> Option<(u32, Option<Sched>)> {
+    let at = line.windows(6).position(|w| w == b"SCHED[")? + 6;
+    let rest = &line[at..];
+    let close = rest.iter().position(|&b| b == b']')?;
+    let tid = std::str::from_utf8(&rest[..close]).ok()?.parse().ok()?;
+    let event = &rest[close + 1..];
+    if event.windows(16).any(|w| w == b"VG_(exit_thread)") {
+        return Some((tid, Some(Sched::Exited)));
+    }
+    if !event.windows(14).any(|w| w == b"acquired lock ") {
+        return Some((tid, None));
+    }
+    let started = event.windows(19).any(|w| w == b"starting new thread");
+    Some((tid, Some(if started { Sched::Started } else { Sched::Running })))
 }
 
 /// Lackey counters.
@@ -483,8 +664,8 @@ struct Counts {
 impl Counts {
     fn message(&mut self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
-        // "==1234== text": drop the pid.
-        let text = text.trim_start_matches('=').trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches('=');
+        // "==1234== text" (or "--1234--" for debug messages): drop the pid.
+        let text = text.trim_start_matches(['=', '-']).trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['=', '-']);
         let text = text.strip_prefix(' ').unwrap_or(text);
         if let Some(n) = text.trim_start().strip_prefix("guest instrs:") {
             self.guest_instrs = n.trim().replace(',', "").parse().ok();
@@ -495,9 +676,43 @@ impl Counts {
     }
 }
 
-/// Read `input` (lackey `--trace-mem=yes` output, named `input_name` in errors) to its end,
-/// writing the traces of `req`. On error nothing appears at the output paths.
+/// Read `input` (lackey `--trace-mem=yes` output, with or without Valgrind's `--trace-sched=yes`
+/// lines, named `input_name` in errors) to its end, writing the traces of `req`. On error nothing
+/// appears at the output paths.
 pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>, progress: &Progress) -> Result<CaptureReport> {
+    let (params, s) = resolve(req)?;
+    let pm = match req.pid {
+        None => Err("no process id was given".to_owned()),
+        Some(pid) => Pagemap::open(pid).map_err(|e| format!("/proc/{pid}/pagemap: {e}")),
+    };
+    let p = pipeline(req, &s, pm)?;
+    let mut run = Run { p, c: Counts::default(), vg_threads: FxHashMap::default(), reserved: Default::default(), main_started: false };
+    let input_bytes = run.read_all(input, input_name, req.pipe_capacity, progress)?;
+    let Run { p, c, .. } = run;
+    let counts = Totals {
+        instructions: c.instructions,
+        guest_instrs_reported: c.guest_instrs,
+        loads: c.loads,
+        stores: c.stores,
+        modifies: c.modifies,
+        data_bytes: c.data_bytes,
+        input_bytes,
+    };
+    finish(p, None, req, &params, &s, "valgrind", counts, c.messages)
+}
+
+/// What the front end counted, for the report.
+struct Totals {
+    instructions: u64,
+    guest_instrs_reported: Option<u64>,
+    loads: u64,
+    stores: u64,
+    modifies: u64,
+    data_bytes: u64,
+    input_bytes: u64,
+}
+
+fn resolve(req: &CaptureRequest<'_>) -> Result<(Params, Settings)> {
     let params = Params::resolve(PARAMS, req.params)?;
     let s = settings(&params, req.seed)?;
     let physical = s.v2p != "none";
@@ -509,38 +724,49 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
     if req.virt_out == Some(req.out) {
         return Err(Error::arg("virt_out", "the virtual and the physical trace need different paths"));
     }
+    Ok((params, s))
+}
+
+/// The writers and the translator of `req`, with thread 0 (the main thread) started.
+fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Pagemap, String>) -> Result<Pipeline> {
+    let physical = s.v2p != "none";
     let page_shift = s.page_size.trailing_zeros();
-    let translator = if physical { Some(translator(&s, req.pid, page_shift)?) } else { None };
+    let translator = if physical { Some(translator(s, pm, page_shift)?) } else { None };
     let meta = |addr_kind| TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: s.page_size };
     let (virt_path, phys) = match (req.virt_out, translator) {
         (Some(vp), Some(t)) => (vp, Some((TraceWriter::create(req.out, meta(AddrKind::Physical))?, t))),
         _ => (req.out, None),
     };
-    let mut run = Run {
-        p: Pipeline {
-            cache: s.cache.map(Cache::new).transpose()?,
-            page_shift,
-            gap: 0,
-            virt: TraceWriter::create(virt_path, meta(AddrKind::Virtual))?,
-            phys,
-            records: 0,
-        },
-        c: Counts::default(),
+    let mut p = Pipeline {
+        caches: Caches { config: s.cache, per_cpu: s.per_cpu, caches: FxHashMap::default() },
+        page_shift,
+        threads: Vec::new(),
+        cpu_map: s.cpu_map.clone(),
+        cur: 0,
+        virt: TraceWriter::create(virt_path, meta(AddrKind::Virtual))?,
+        phys,
+        records: 0,
     };
-    let input_bytes = run.read_all(input, input_name, req.pipe_capacity, progress)?;
-    let Run { p, c } = run;
-    let llc = p.cache.as_ref().map(|cache| {
-        let (cfg, st) = (cache.config(), cache.stats());
-        LlcReport {
-            size: cfg.size,
-            ways: cfg.ways,
-            line_size: cfg.line_size,
-            hits: st.hits,
-            misses: st.misses,
-            writebacks: st.writebacks,
-            dirty_at_exit: cache.dirty_lines(),
-        }
-    });
+    p.new_thread()?;
+    Ok(p)
+}
+
+/// Close the traces and make the report; `llc` overrides the pipeline's own cache counters
+/// (the instrumented path filters in the runtime).
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    p: Pipeline,
+    llc: Option<LlcReport>,
+    req: &CaptureRequest<'_>,
+    params: &Params,
+    s: &Settings,
+    path: &'static str,
+    n: Totals,
+    messages: Vec<String>,
+) -> Result<CaptureReport> {
+    let llc = llc.or_else(|| p.caches.report());
+    let threads = p.thread_reports();
+    let virt_path = req.virt_out.unwrap_or(req.out);
     let Pipeline { virt, phys, records, .. } = p;
     let (mode, note, pages_mapped, pages_unresolved, remaps) = match &phys {
         Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved, t.remaps),
@@ -555,12 +781,13 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         }
     }
     Ok(CaptureReport {
-        instructions: c.instructions,
-        guest_instrs_reported: c.guest_instrs,
-        loads: c.loads,
-        stores: c.stores,
-        modifies: c.modifies,
-        data_bytes: c.data_bytes,
+        path,
+        instructions: n.instructions,
+        guest_instrs_reported: n.guest_instrs_reported,
+        loads: n.loads,
+        stores: n.stores,
+        modifies: n.modifies,
+        data_bytes: n.data_bytes,
         llc,
         records,
         reads: vstats.reads,
@@ -574,19 +801,16 @@ pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>
         remaps,
         out: req.out.to_owned(),
         virt_out: req.virt_out.map(Path::to_owned),
-        input_bytes,
-        valgrind_messages: c.messages,
+        input_bytes: n.input_bytes,
+        valgrind_messages: messages,
+        threads,
         params: serde_json::to_value(params.to_toml()).unwrap_or_default(),
     })
 }
 
 /// The translator v2p asks for; `auto` takes pagemap when it can be opened.
-fn translator(s: &Settings, pid: Option<u32>, page_shift: u32) -> Result<Translator> {
+fn translator(s: &Settings, pm: std::result::Result<Pagemap, String>, page_shift: u32) -> Result<Translator> {
     let explicit = s.v2p == "pagemap";
-    let pm = match pid {
-        None => Err("no process id was given".to_owned()),
-        Some(pid) => Pagemap::open(pid).map_err(|e| format!("/proc/{pid}/pagemap: {e}")),
-    };
     let buddy = |note: String| -> Result<(Source, String)> { Ok((Source::Buddy(Buddy::new(&s.buddy)?), note)) };
     let (source, note) = match (s.v2p.as_str(), pm) {
         ("buddy", _) => buddy("asked for".into())?,
@@ -611,14 +835,35 @@ fn translator(s: &Settings, pid: Option<u32>, page_shift: u32) -> Result<Transla
     })
 }
 
-/// A capture in progress: the pipeline and the lackey counters.
+/// A capture in progress: the pipeline, the lackey counters and which program thread each
+/// Valgrind thread id is now.
 struct Run {
     p: Pipeline,
     c: Counts,
+    vg_threads: FxHashMap<u32, usize>,
+    /// Program threads given to Valgrind ids that were created but have not started yet.
+    reserved: std::collections::BTreeMap<u32, usize>,
+    /// Whether the main thread's start line was seen (it is thread 0 from the outset).
+    main_started: bool,
 }
 
 impl Run {
     fn line(&mut self, line: &[u8]) -> std::result::Result<Result<()>, String> {
+        // `--trace-sched=yes` also prints `SCHEDSETJMP(line 1211) tid 1, jumped=..` when a
+        // thread leaves the scheduler by a signal, with no prefix.
+        if line.starts_with(b"SCHED") {
+            return Ok(Ok(()));
+        }
+        if line.starts_with(b"--") {
+            return Ok(match sched_line(line) {
+                Some((tid, Some(event))) => self.sched(tid, event),
+                Some((_, None)) => Ok(()),
+                None => {
+                    self.c.message(line);
+                    Ok(())
+                }
+            });
+        }
         match lackey_line(line)? {
             LackeyLine::Other => {
                 if line.starts_with(b"==") {
@@ -626,7 +871,9 @@ impl Run {
                 }
             }
             LackeyLine::Instr => {
-                self.p.gap += 1;
+                let t = &mut self.p.threads[self.p.cur];
+                t.gap += 1;
+                t.instructions += 1;
                 self.c.instructions += 1;
             }
             LackeyLine::Data { kind, addr, size } => {
@@ -641,6 +888,42 @@ impl Run {
             }
         }
         Ok(Ok(()))
+    }
+
+    /// A scheduler line of Valgrind thread `tid`: a thread start gives it its program thread,
+    /// any lock acquisition makes it the running one, an exit frees its id.
+    ///
+    /// Program threads are numbered in creation order, but Valgrind only says when a thread
+    /// starts, and a thread created later may start first. Valgrind gives a new thread the
+    /// lowest free id, so when thread `tid` starts, every lower id that no running thread holds
+    /// was taken by a thread created before it that has not started yet: those get the next
+    /// numbers first. (Wrong only when a thread ends between another's creation and its start,
+    /// freeing a lower id: then the two threads created around it swap numbers.)
+    fn sched(&mut self, tid: u32, event: Sched) -> Result<()> {
+        if event == Sched::Exited {
+            self.vg_threads.remove(&tid);
+            return Ok(());
+        }
+        if event == Sched::Started || !self.vg_threads.contains_key(&tid) {
+            let t = if !self.main_started {
+                0
+            } else {
+                for lower in 2..tid {
+                    if !self.vg_threads.contains_key(&lower) && !self.reserved.contains_key(&lower) {
+                        let t = self.p.new_thread()?;
+                        self.reserved.insert(lower, t);
+                    }
+                }
+                match self.reserved.remove(&tid) {
+                    Some(t) => t,
+                    None => self.p.new_thread()?,
+                }
+            };
+            self.main_started = true;
+            self.vg_threads.insert(tid, t);
+        }
+        self.p.cur = self.vg_threads[&tid];
+        Ok(())
     }
 
     fn publish(&self, progress: &Progress, input_bytes: u64) {

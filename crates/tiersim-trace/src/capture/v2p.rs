@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
 use tiersim_core::{Error, Result};
 
 /// Bytes per pagemap entry, and the page size its entries describe.
@@ -53,6 +54,9 @@ pub struct Pagemap {
     /// Opened at the first look-up: the file follows the address space that exists when it is
     /// opened, and Valgrind's launcher execs the tool (the guest's address space) after it starts.
     file: Option<File>,
+    /// Entries the program read from its own pagemap while it ran (the instrumented path's
+    /// runtime), by virtual page; the program is gone, so a page missing here stays missing.
+    snapshot: Option<FxHashMap<u64, u64>>,
 }
 
 impl Pagemap {
@@ -60,7 +64,16 @@ impl Pagemap {
     pub fn open(pid: u32) -> std::io::Result<Pagemap> {
         let path = PathBuf::from(format!("/proc/{pid}/pagemap"));
         File::open(&path)?;
-        Ok(Pagemap { pid, path, file: None })
+        Ok(Pagemap { pid, path, file: None, snapshot: None })
+    }
+
+    /// Entries read earlier (`path` names where they came from).
+    pub fn snapshot(path: PathBuf, entries: FxHashMap<u64, u64>) -> Pagemap {
+        Pagemap { pid: 0, path, file: None, snapshot: Some(entries) }
+    }
+
+    pub fn is_snapshot(&self) -> bool {
+        self.snapshot.is_some()
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -73,6 +86,9 @@ impl Pagemap {
 
     /// The entry of virtual page `vpn` (4 KiB pages).
     pub fn lookup(&mut self, vpn: u64) -> Lookup {
+        if let Some(t) = &self.snapshot {
+            return t.get(&vpn).map_or(Lookup::Absent, |&e| decode(e));
+        }
         if self.file.is_none() {
             self.file = File::open(&self.path).ok();
         }

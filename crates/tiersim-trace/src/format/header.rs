@@ -214,7 +214,18 @@ pub(crate) fn encode_header(
             h[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
     }
+    let crc = header_crc(&h);
+    h[H_HEADER_CRC..H_HEADER_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+/// CRC-32 of a version-2 header with its own checksum field taken as zero.
+fn header_crc(h: &[u8]) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(&h[..H_HEADER_CRC]);
+    c.update(&[0; 4]);
+    c.update(&h[H_HEADER_CRC + 4..HEADER_SIZE]);
+    c.finalize()
 }
 
 pub(crate) struct RawHeader {
@@ -308,14 +319,25 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
             return Err(err(H_RECORDS_END, format!("records_end {records_end} is beyond end of file ({file_len} bytes)")));
         }
         let trailer = file_len - records_end;
-        if trailer != n_cpus as u64 * 8 {
+        let end_block = if version >= 2 { END_SIZE as u64 } else { 0 };
+        if trailer != n_cpus as u64 * 8 + end_block {
             return Err(Error::trace(
                 path,
                 records_end,
                 format!(
-                    "expected a trailer of {n_cpus} per-CPU counts ({} bytes) from records_end to end of file, found {trailer} bytes",
-                    n_cpus as u64 * 8
+                    "expected a trailer of {n_cpus} per-CPU counts{} ({} bytes) from records_end to end of file, found {trailer} bytes",
+                    if version >= 2 { " and the end block" } else { "" },
+                    n_cpus as u64 * 8 + end_block
                 ),
+            ));
+        }
+    }
+    let reserved_from = if version >= 2 { H_HEADER_CRC + 4 } else { H_HEADER_CRC };
+    for range in [H_RESERVED..H_RESERVED + 2, reserved_from..HEADER_SIZE] {
+        if let Some(i) = range.clone().find(|&i| h[i] != 0) {
+            return Err(err(
+                i,
+                format!("reserved header byte {i} is {:#04x}; bytes {}..{} are reserved and must be zero", h[i], range.start, range.end),
             ));
         }
     }
@@ -334,6 +356,16 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
             return Err(err(
                 H_ACCESSES,
                 format!("header stats disagree: {} reads + {} writes != {} accesses", s.reads, s.writes, s.accesses),
+            ));
+        }
+    }
+    // Last, so that a field that is invalid in itself is named as such.
+    if version >= 2 {
+        let (stored, computed) = (le_u32(h, H_HEADER_CRC), header_crc(h));
+        if stored != computed {
+            return Err(err(
+                H_HEADER_CRC,
+                format!("header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}; the header is corrupt"),
             ));
         }
     }

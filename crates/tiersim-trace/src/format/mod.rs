@@ -1,15 +1,17 @@
-//! The native tiersim trace format, version 1.
+//! The native tiersim trace format, version 2 (version 1 still reads); docs/trace-format.md
+//! describes it with the integrity checks of version 2.
 //!
 //! A file is a fixed 128-byte header, then the records region (a sequence of zstd frames whose
 //! decompressed bytes are fixed-size records, as rows or byte planes: see frame_filter), then an
-//! optional trailer of per-CPU access counts, then end of file. Every integer is little-endian.
+//! optional trailer of per-CPU access counts (version 2: then the end block, `END_MAGIC`), then
+//! end of file; in version 2 every zstd frame follows its descriptor (`DESC_MAGIC`). Every integer is little-endian.
 //!
 //! Header (offsets in bytes, see the `H_*` constants):
 //!
 //! | offset | size | field                                                                 |
 //! |-------:|-----:|-----------------------------------------------------------------------|
 //! |      0 |    8 | magic `b"TIERSIM\0"`                                                  |
-//! |      8 |    2 | version (1)                                                           |
+//! |      8 |    2 | version (2; 1 is still read)                                          |
 //! |     10 |    2 | record_layout (1: the 24-byte record below)                           |
 //! |     12 |    2 | record_size (24)                                                      |
 //! |     14 |    1 | time_unit: 0 ns absolute, 1 instructions since the same CPU's last access |
@@ -28,7 +30,8 @@
 //! |     72 |    8 | footprint_pages (distinct pages of page_size touched)                 |
 //! |     80 |    8 | time_first                                                            |
 //! |     88 |    8 | time_last                                                             |
-//! |     96 |   32 | reserved, zero                                                        |
+//! |     96 |    4 | v2: CRC-32 of the header with this field zero; v1: reserved, zero     |
+//! |    100 |   28 | reserved, zero                                                        |
 //!
 //! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
 //! op u8 (0 read, 1 write), flags u8 (bit 0: file-backed page; other bits must be 0; traces written
@@ -67,13 +70,14 @@ mod reader;
 mod writer;
 
 pub use header::*;
-pub use reader::{inspect, TraceReader};
+pub use reader::{inspect, verify, TraceReader};
 pub use writer::{TraceWriter, WriterOptions};
 
 pub const MAGIC: [u8; 8] = *b"TIERSIM\0";
-pub const VERSION: u16 = 1;
+/// Version this build writes: 2 adds the header checksum, frame descriptors and the end block.
+pub const VERSION: u16 = 2;
 /// Versions this build reads.
-pub const SUPPORTED_VERSIONS: &[u16] = &[1];
+pub const SUPPORTED_VERSIONS: &[u16] = &[1, 2];
 pub const RECORD_LAYOUT_V1: u16 = 1;
 pub const RECORD_SIZE: usize = 24;
 pub const HEADER_SIZE: usize = 128;
@@ -107,6 +111,21 @@ pub const H_BYTES: usize = 64;
 pub const H_FOOTPRINT_PAGES: usize = 72;
 pub const H_TIME_FIRST: usize = 80;
 pub const H_TIME_LAST: usize = 88;
+/// Version 2: CRC-32 of the header with this field zero. Version 1: reserved, zero.
+pub const H_HEADER_CRC: usize = 96;
+/// Two reserved bytes after the v2p byte.
+pub const H_RESERVED: usize = 38;
+
+/// Version 2 precedes every zstd frame with a descriptor, itself a zstd skippable frame (so
+/// zstd tools still read the region): magic, payload size 16, frame sequence number u64 (from
+/// 0), records u32, CRC-32 u32 of the sequence number's 8 bytes then the frame's decompressed
+/// bytes.
+pub const DESC_MAGIC: u32 = 0x184D_2A5E;
+pub const DESC_SIZE: usize = 24;
+/// Version 2 ends a complete file with this block after the per-CPU counts: magic, frames u64,
+/// records u64, CRC-32 u32 of the per-CPU counts and the block's first 24 bytes, reserved u32.
+pub const END_MAGIC: [u8; 8] = *b"TSIMEND\0";
+pub const END_SIZE: usize = 32;
 
 pub const R_TIME: usize = 0;
 pub const R_ADDR: usize = 8;
@@ -241,4 +260,25 @@ impl StatsBuilder {
         self.stats.footprint_pages = self.pages.len() as u64;
         self.stats
     }
+}
+
+/// CRC-32 of a version-2 frame: its sequence number, then its decompressed bytes.
+pub(crate) fn frame_crc(seq: u64, content: &[u8]) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(&seq.to_le_bytes());
+    c.update(content);
+    c.finalize()
+}
+
+/// The version-2 end block (see `END_MAGIC`) after the per-CPU counts `per_cpu`.
+pub(crate) fn end_block(per_cpu: &[u8], frames: u64, records: u64) -> [u8; END_SIZE] {
+    let mut b = [0u8; END_SIZE];
+    b[0..8].copy_from_slice(&END_MAGIC);
+    b[8..16].copy_from_slice(&frames.to_le_bytes());
+    b[16..24].copy_from_slice(&records.to_le_bytes());
+    let mut c = crc32fast::Hasher::new();
+    c.update(per_cpu);
+    c.update(&b[..24]);
+    b[24..28].copy_from_slice(&c.finalize().to_le_bytes());
+    b
 }

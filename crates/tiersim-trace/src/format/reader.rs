@@ -50,6 +50,15 @@ pub struct TraceReader {
     done: bool,
     iter_buf: Vec<Access>,
     iter_pos: usize,
+    /// Version 2: frames whose descriptor and checksum were checked, what the current frame's
+    /// descriptor says (sequence number, records, CRC), the CRC and length of what it has
+    /// decompressed to so far, and the frame count of the end block (complete files).
+    v2: bool,
+    frames_checked: u64,
+    desc: Option<(u64, u32, u32)>,
+    crc: crc32fast::Hasher,
+    frame_bytes: u64,
+    end_frames: Option<u64>,
 }
 
 impl TraceReader {
@@ -63,10 +72,19 @@ impl TraceReader {
         let raw = parse_header(path, &h, file_len)?;
         let mut header = raw.header;
         let region_end = if raw.records_end == 0 { file_len } else { raw.records_end };
-        if raw.records_end != 0 && raw.n_cpus > 0 {
-            let mut t = vec![0u8; raw.n_cpus as usize * 8];
+        let v2 = header.version >= 2;
+        let mut end_frames = None;
+        let end_len = if v2 { END_SIZE } else { 0 };
+        if raw.records_end != 0 && raw.n_cpus as usize * 8 + end_len > 0 {
+            let mut t = vec![0u8; raw.n_cpus as usize * 8 + end_len];
             file.seek(SeekFrom::Start(raw.records_end)).map_err(io)?;
             file.read_exact(&mut t).map_err(io)?;
+            if v2 {
+                let cut = t.len() - END_SIZE;
+                let frames = check_end_block(path, raw.records_end + cut as u64, &t[..cut], &t[cut..], header.stats.as_ref())?;
+                end_frames = Some(frames);
+                t.truncate(cut);
+            }
             if let Some(s) = header.stats.as_mut() {
                 s.per_cpu = t.chunks_exact(8).map(|c| le_u64(c, 0)).collect();
                 let sum = s.per_cpu.iter().try_fold(0u64, |acc, &c| acc.checked_add(c));
@@ -110,19 +128,22 @@ impl TraceReader {
             done: false,
             iter_buf: Vec::new(),
             iter_pos: 0,
+            v2,
+            frames_checked: 0,
+            desc: None,
+            crc: crc32fast::Hasher::new(),
+            frame_bytes: 0,
+            end_frames,
         };
         r.file.seek(SeekFrom::Start(HEADER_SIZE as u64)).map_err(io)?;
         r.refill_input()?;
         let first = &r.inbuf[..r.in_end.min(4)];
-        if first != &ZSTD_MAGIC[..first.len()] {
+        let (magic, what) = if v2 { (DESC_MAGIC.to_le_bytes(), "a frame descriptor") } else { (ZSTD_MAGIC, "a zstd frame") };
+        if first != &magic[..first.len()] {
             return Err(Error::trace(
                 path,
                 HEADER_SIZE as u64,
-                format!(
-                    "expected the records region to start with a zstd frame (magic {}), found {}",
-                    hex(&ZSTD_MAGIC),
-                    hex(first)
-                ),
+                format!("expected the records region to start with {what} (magic {}), found {}", hex(&magic), hex(first)),
             ));
         }
         Ok(r)
@@ -171,17 +192,19 @@ impl TraceReader {
     /// (zstd decodes a whole frame straight into `out` in one pass, but must go through its own
     /// buffers otherwise). Returns the frame's file offset, or `None` at the end of the region.
     fn next_frame(&mut self) -> Result<Option<u64>> {
-        let avail = self.in_end - self.in_pos;
-        if self.file_pos < self.region_end
-            && (avail < 4 || zstd_safe::find_frame_compressed_size(&self.inbuf[self.in_pos..self.in_end]).is_err())
-        {
-            self.refill_input()?;
-        }
-        let rest = &self.inbuf[self.in_pos..self.in_end];
-        if rest.is_empty() {
+        self.refill_for_frame()?;
+        if self.in_pos == self.in_end {
             return Ok(None);
         }
+        if self.v2 {
+            self.read_descriptor()?;
+            self.refill_for_frame()?;
+        }
+        let rest = &self.inbuf[self.in_pos..self.in_end];
         let at = self.input_file_offset();
+        if rest.is_empty() {
+            return Err(self.err(at, "truncated record stream: a frame descriptor ends the records region".into()));
+        }
         if rest.len() < 4 {
             return Err(self.err(
                 self.region_end,
@@ -189,13 +212,97 @@ impl TraceReader {
             ));
         }
         let magic = le_u32(rest, 0);
-        if rest[..4] != ZSTD_MAGIC && magic & SKIPPABLE_MAGIC_MASK != SKIPPABLE_MAGIC {
+        // Version 2 admits no skippable frames but its own descriptors.
+        if rest[..4] != ZSTD_MAGIC && (self.v2 || magic & SKIPPABLE_MAGIC_MASK != SKIPPABLE_MAGIC) {
             return Err(self.err(
                 at,
                 format!("corrupt zstd frame: expected frame magic {}, found {}", hex(&ZSTD_MAGIC), hex(&rest[..4])),
             ));
         }
         Ok(Some(at))
+    }
+
+    /// Refill input unless a whole frame (or descriptor) is in it: zstd decodes a whole frame
+    /// straight into `out` in one pass, but must go through its own buffers otherwise.
+    fn refill_for_frame(&mut self) -> Result<()> {
+        let avail = self.in_end - self.in_pos;
+        if self.file_pos < self.region_end
+            && (avail < 4 || zstd_safe::find_frame_compressed_size(&self.inbuf[self.in_pos..self.in_end]).is_err())
+        {
+            self.refill_input()?;
+        }
+        Ok(())
+    }
+
+    /// Check and consume the version-2 descriptor of the next frame.
+    fn read_descriptor(&mut self) -> Result<()> {
+        let rest = &self.inbuf[self.in_pos..self.in_end];
+        let at = self.input_file_offset();
+        let n = self.frames_checked;
+        if rest.len() < DESC_SIZE {
+            return Err(self.err(
+                at,
+                format!("truncated record stream: {} bytes at the end are too short for the descriptor of frame {n}", rest.len()),
+            ));
+        }
+        if le_u32(rest, 0) != DESC_MAGIC || le_u32(rest, 4) != 16 {
+            return Err(self.err(
+                at,
+                format!(
+                    "expected the descriptor of frame {n} (skippable frame {} with 16 bytes), found {}",
+                    hex(&DESC_MAGIC.to_le_bytes()),
+                    hex(&rest[..8])
+                ),
+            ));
+        }
+        let seq = le_u64(rest, 8);
+        if seq != n {
+            return Err(self.err(
+                at,
+                format!("frame sequence number {seq} where frame {n} belongs: frames are out of order, duplicated or missing"),
+            ));
+        }
+        self.desc = Some((seq, le_u32(rest, 16), le_u32(rest, 20)));
+        self.crc = crc32fast::Hasher::new();
+        self.crc.update(&seq.to_le_bytes());
+        self.frame_bytes = 0;
+        self.in_pos += DESC_SIZE;
+        Ok(())
+    }
+
+    /// Version 2: add the bytes decoded into `out[from..]` to the frame's checksum, and check
+    /// it against the descriptor once the frame has ended.
+    fn check_frame(&mut self, from: usize, frame_at: u64) -> Result<()> {
+        if !self.v2 {
+            return Ok(());
+        }
+        self.crc.update(&self.out[from..]);
+        self.frame_bytes += (self.out.len() - from) as u64;
+        if self.in_frame {
+            return Ok(());
+        }
+        let Some((seq, records, want)) = self.desc.take() else {
+            return Err(self.err(frame_at, "a zstd frame without a descriptor".into()));
+        };
+        let got = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
+        if self.frame_bytes != records as u64 * RECORD_SIZE as u64 {
+            return Err(self.err(
+                frame_at,
+                format!(
+                    "frame {seq} decompresses to {} bytes, but its descriptor says {records} records ({} bytes)",
+                    self.frame_bytes,
+                    records as u64 * RECORD_SIZE as u64
+                ),
+            ));
+        }
+        if got != want {
+            return Err(self.err(
+                frame_at,
+                format!("frame {seq} checksum mismatch: the descriptor says {want:#010x}, its records give {got:#010x}"),
+            ));
+        }
+        self.frames_checked += 1;
+        Ok(())
     }
 
     /// Content size the next frame declares, if any.
@@ -215,9 +322,9 @@ impl TraceReader {
             return match res {
                 Ok(0) => {
                     self.in_frame = false;
-                    Ok(())
+                    self.check_frame(before, frame_at)
                 }
-                Ok(_) if self.out.len() > before => Ok(()),
+                Ok(_) if self.out.len() > before => self.check_frame(before, frame_at),
                 Ok(_) => Err(self.err(
                     self.region_end,
                     format!("truncated record stream: the zstd frame at offset {frame_at} ends early"),
@@ -235,7 +342,7 @@ impl TraceReader {
             Ok(_) => {}
             Err(c) => return Err(self.corrupt(frame_at, c)),
         }
-        Ok(())
+        self.check_frame(filled, frame_at)
     }
 
     /// Decompress more records into `out` after moving its unconverted tail to the front
@@ -538,6 +645,14 @@ impl TraceReader {
                 ));
             }
         }
+        if let Some(n) = self.end_frames {
+            if n != self.frames_checked {
+                return Err(self.err(
+                    self.region_end,
+                    format!("the end block says {n} frames, the records region holds {}", self.frames_checked),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -580,22 +695,42 @@ impl Iterator for TraceReader {
     }
 }
 
-/// Header and statistics of a trace as JSON (see `crate::inspect`).
+/// Header and statistics of a trace as JSON (see `crate::inspect`). The statistics are the
+/// header's own, unverified, when it has them (`"verified": false`); see `verify`.
 pub fn inspect(path: &Path) -> Result<serde_json::Value> {
+    inspect_with(path, false)
+}
+
+/// As `inspect`, but every frame is decoded and checked and the statistics are recomputed from
+/// the records; an error when the header's statistics or per-CPU counts disagree with them.
+pub fn verify(path: &Path) -> Result<serde_json::Value> {
+    inspect_with(path, true)
+}
+
+fn inspect_with(path: &Path, verify: bool) -> Result<serde_json::Value> {
     let mut r = TraceReader::open(path)?;
     let file_len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let h = r.header().clone();
-    let (stats, source) = match h.stats.clone() {
-        Some(s) => (s, "header"),
-        None => {
-            let mut b = StatsBuilder::new(h.time_unit, h.page_size);
-            crate::for_each_access(&mut r, |a| {
-                b.add(a);
-                Ok(())
-            })?;
-            (b.finish(), "scan")
-        }
+    let scan = |r: &mut TraceReader| -> Result<TraceStats> {
+        let mut b = StatsBuilder::new(h.time_unit, h.page_size);
+        crate::for_each_access(r, |a| {
+            b.add(a);
+            Ok(())
+        })?;
+        Ok(b.finish())
     };
+    let (stats, source) = match h.stats.clone() {
+        Some(s) if !verify => (s, "header"),
+        Some(s) => {
+            let got = scan(&mut r)?;
+            if let Some(m) = stats_mismatch(&s, &got) {
+                return Err(Error::trace(path, H_ACCESSES as u64, format!("header statistics disagree with the records: {m}")));
+            }
+            (got, "header, verified")
+        }
+        None => (scan(&mut r)?, "scan"),
+    };
+    let verified = source != "header";
     let bytes_per_access = (stats.accesses > 0).then(|| file_len as f64 / stats.accesses as f64);
     Ok(serde_json::json!({
         "path": path.display().to_string(),
@@ -607,6 +742,8 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         "v2p": h.v2p,
         "page_size": h.page_size,
         "stats_source": source,
+        "verified": verified,
+        "frames_checked": (verified && h.version >= 2).then_some(r.frames_checked),
         "accesses": stats.accesses,
         "reads": stats.reads,
         "writes": stats.writes,
@@ -620,4 +757,46 @@ pub fn inspect(path: &Path) -> Result<serde_json::Value> {
         "compressed_bytes": file_len,
         "bytes_per_access": bytes_per_access,
     }))
+}
+
+/// Check a version-2 end block at file offset `at`, after the per-CPU counts `per_cpu`; returns
+/// the frame count it records.
+fn check_end_block(path: &Path, at: u64, per_cpu: &[u8], block: &[u8], stats: Option<&TraceStats>) -> Result<u64> {
+    let err = |off: usize, msg: String| Error::trace(path, at + off as u64, msg);
+    if block[..8] != END_MAGIC {
+        return Err(err(0, format!("expected the end block (magic {}), found {}", hex(&END_MAGIC), hex(&block[..8]))));
+    }
+    let (frames, records) = (le_u64(block, 8), le_u64(block, 16));
+    let want = end_block(per_cpu, frames, records);
+    if block[24..28] != want[24..28] {
+        return Err(err(24, "end block checksum mismatch: the per-CPU counts or the totals are corrupt".into()));
+    }
+    if block[28..] != [0; 4] {
+        return Err(err(28, format!("reserved end block bytes are {}; they must be zero", hex(&block[28..]))));
+    }
+    if let Some(s) = stats {
+        if records != s.accesses {
+            return Err(err(16, format!("the end block says {records} records, the header {} accesses", s.accesses)));
+        }
+    }
+    Ok(frames)
+}
+
+/// The first field where a header's statistics differ from those of the records.
+fn stats_mismatch(header: &TraceStats, records: &TraceStats) -> Option<String> {
+    let fields = [
+        ("accesses", header.accesses, records.accesses),
+        ("reads", header.reads, records.reads),
+        ("writes", header.writes, records.writes),
+        ("bytes", header.bytes, records.bytes),
+        ("footprint_pages", header.footprint_pages, records.footprint_pages),
+        ("time_first", header.time_first, records.time_first),
+        ("time_last", header.time_last, records.time_last),
+    ];
+    if let Some((k, a, b)) = fields.iter().find(|(_, a, b)| a != b) {
+        return Some(format!("{k} is {a} in the header, {b} in the records"));
+    }
+    (header.per_cpu != records.per_cpu).then(|| {
+        format!("the trailer's per-CPU counts {:?} are not the records' {:?}", header.per_cpu, records.per_cpu)
+    })
 }

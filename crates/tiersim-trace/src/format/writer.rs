@@ -46,6 +46,8 @@ pub struct TraceWriter {
     planes: Vec<u8>,
     compressed: Vec<u8>,
     pos: u64,
+    /// Frames written so far: the next frame's sequence number.
+    frames: u64,
     stats: StatsBuilder,
     prev_time: u64,
 }
@@ -76,10 +78,11 @@ impl TraceWriter {
         tmp_name.push(name);
         tmp_name.push(format!(".tmp{}", std::process::id()));
         let tmp_path = path.with_file_name(tmp_name);
-        let mut file = File::create(&tmp_path).map_err(|e| Error::io(&tmp_path, e))?;
+        // Errors name the user's file, never the hidden temporary one.
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
         // A valid but incomplete header from the start: an interrupted file is still readable.
         let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
-        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(&tmp_path, e))?;
+        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
@@ -100,6 +103,7 @@ impl TraceWriter {
             planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
             compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
             pos: HEADER_SIZE as u64,
+            frames: 0,
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             prev_time: 0,
         })
@@ -165,11 +169,14 @@ impl TraceWriter {
             }
         };
         self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
-            Error::io(&self.tmp_path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
+            Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
         })?;
+        let desc = frame_descriptor(self.frames, self.frame.len() / RECORD_SIZE, src);
         let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
-        file.write_all(&self.compressed).map_err(|e| Error::io(&self.tmp_path, e))?;
-        self.pos += self.compressed.len() as u64;
+        file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
+        file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
+        self.pos += (DESC_SIZE + self.compressed.len()) as u64;
+        self.frames += 1;
         self.frame.clear();
         Ok(())
     }
@@ -189,8 +196,9 @@ impl TraceWriter {
         let records_end = self.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
-        let io = |e| Error::io(&self.tmp_path, e);
-        let trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let io = |e| Error::io(&self.path, e);
+        let mut trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
+        trailer.extend_from_slice(&end_block(&trailer, self.frames, stats.accesses));
         file.write_all(&trailer).map_err(io)?;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header).map_err(io)?;
@@ -207,4 +215,16 @@ impl Drop for TraceWriter {
             let _ = std::fs::remove_file(&self.tmp_path);
         }
     }
+}
+
+/// The version-2 descriptor that precedes frame `seq` (see `DESC_MAGIC`); `content` is the
+/// frame's decompressed bytes.
+fn frame_descriptor(seq: u64, records: usize, content: &[u8]) -> [u8; DESC_SIZE] {
+    let mut d = [0u8; DESC_SIZE];
+    d[0..4].copy_from_slice(&DESC_MAGIC.to_le_bytes());
+    d[4..8].copy_from_slice(&16u32.to_le_bytes());
+    d[8..16].copy_from_slice(&seq.to_le_bytes());
+    d[16..20].copy_from_slice(&(records as u32).to_le_bytes());
+    d[20..24].copy_from_slice(&frame_crc(seq, content).to_le_bytes());
+    d
 }

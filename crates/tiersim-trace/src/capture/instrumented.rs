@@ -1,0 +1,303 @@
+//! The instrumented path of `tiersim capture`: merge the per-thread record files that the tracing
+//! runtime (python/tiersim/runtime/tiersim_trace_rt.c, linked into a program compiled with
+//! `-fsanitize=thread`) wrote while the program ran, into the same native traces as the Valgrind
+//! path. The runtime has already filtered each thread's accesses through the LLC model; here the
+//! threads' records are put in the order they were made (their TSC stamps), each thread's gap of
+//! traced loads and stores becomes instructions (`instructions_per_access`), and virtual pages
+//! get frames from the pagemap entries the runtime read of itself, or from the buddy model.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use rustc_hash::FxHashMap;
+use tiersim_core::{Error, Op, Result};
+
+use tiersim_core::Params;
+
+use super::v2p::{Pagemap, PAGEMAP_PAGE};
+use super::{finish, pipeline, resolve, settings, CaptureReport, CaptureRequest, LlcReport, Progress, Totals, PARAMS};
+
+/// Bytes of one runtime record: stamp u64, addr u64, gap u32, size u16, op u8, pad u8.
+pub const RECORD: usize = 24;
+/// Bytes of one pagemap pair the runtime writes: virtual page u64, pagemap entry u64.
+const PAGEMAP_PAIR: usize = 16;
+const SUMMARY_VERSION: u64 = 1;
+
+/// The environment the runtime reads (`TIERSIM_*`), for a capture with `params` writing its
+/// files into `dir`: the cache geometry and scope, the CPU map, whether to read pagemap.
+pub fn runtime_env(params: Option<&toml::Table>, dir: &Path) -> Result<Vec<(String, String)>> {
+    let p = Params::resolve(PARAMS, params)?;
+    let s = settings(&p, 0)?;
+    let (llc, ways, line) = s.cache.map_or((0, 16, 64), |c| (c.size, c.ways, c.line_size));
+    let pagemap = matches!(s.v2p.as_str(), "auto" | "pagemap") && s.page_size as u64 == PAGEMAP_PAGE;
+    let cpu_map: Vec<String> = s.cpu_map.iter().map(u32::to_string).collect();
+    Ok([
+        ("TIERSIM_CAPTURE_DIR", dir.display().to_string()),
+        ("TIERSIM_LLC", llc.to_string()),
+        ("TIERSIM_LLC_WAYS", ways.to_string()),
+        ("TIERSIM_LINE_SIZE", line.to_string()),
+        ("TIERSIM_LLC_SCOPE", if s.per_cpu { "per_cpu" } else { "shared" }.to_owned()),
+        ("TIERSIM_CPU_MAP", cpu_map.join(",")),
+        ("TIERSIM_PAGEMAP", (pagemap as u8).to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect())
+}
+
+/// One thread's line of the runtime's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ThreadSummary {
+    index: u32,
+    cpu: u32,
+    loads: u64,
+    stores: u64,
+    bytes: u64,
+    hits: u64,
+    misses: u64,
+    writebacks: u64,
+    records: u64,
+}
+
+#[derive(Debug, Default)]
+struct Summary {
+    caches: u32,
+    dirty_at_exit: u64,
+    /// `ok` (pagemap.bin holds entries), `hidden` (frame numbers need CAP_SYS_ADMIN),
+    /// `unreadable`, or `off` (not asked).
+    pagemap: String,
+    threads: Vec<ThreadSummary>,
+}
+
+fn parse_summary(path: &Path) -> Result<Summary> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut s = Summary::default();
+    let mut version = None;
+    for (i, line) in text.lines().enumerate() {
+        let bad = |m: String| Error::line(path, i as u64 + 1, m);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let num = |w: &str| w.parse::<u64>().map_err(|_| bad(format!("{w:?} is not a whole number")));
+        match words.as_slice() {
+            ["version", v] => version = Some(num(v)?),
+            ["caches", n] => s.caches = num(n)? as u32,
+            ["dirty_at_exit", n] => s.dirty_at_exit = num(n)?,
+            ["pagemap", state] => s.pagemap = (*state).to_owned(),
+            ["thread", idx, rest @ ..] if rest.len() == 16 => {
+                let mut t = ThreadSummary { index: num(idx)? as u32, ..ThreadSummary::default() };
+                for kv in rest.chunks(2) {
+                    let v = num(kv[1])?;
+                    match kv[0] {
+                        "cpu" => t.cpu = v as u32,
+                        "loads" => t.loads = v,
+                        "stores" => t.stores = v,
+                        "bytes" => t.bytes = v,
+                        "hits" => t.hits = v,
+                        "misses" => t.misses = v,
+                        "writebacks" => t.writebacks = v,
+                        "records" => t.records = v,
+                        k => return Err(bad(format!("unknown thread counter {k:?}"))),
+                    }
+                }
+                s.threads.push(t);
+            }
+            _ => return Err(bad(format!("unexpected line {line:?}: not a tiersim runtime summary"))),
+        }
+    }
+    if version != Some(SUMMARY_VERSION) {
+        return Err(Error::Sim(format!(
+            "{}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime",
+            path.display()
+        )));
+    }
+    s.threads.sort_by_key(|t| t.index);
+    Ok(s)
+}
+
+/// The last entry the runtime read for each page (a page read as the shared zero page is read
+/// again until it is the program's own).
+fn read_pagemap(path: &Path) -> Result<FxHashMap<u64, u64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    if bytes.len() % PAGEMAP_PAIR != 0 {
+        return Err(Error::Sim(format!(
+            "{}: {} bytes is not a whole number of {PAGEMAP_PAIR}-byte entries",
+            path.display(),
+            bytes.len()
+        )));
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    Ok(bytes.chunks_exact(PAGEMAP_PAIR).map(|c| (word(&c[..8]), word(&c[8..]))).collect())
+}
+
+/// A thread's record file, read in order.
+struct ThreadFile {
+    path: PathBuf,
+    r: BufReader<File>,
+    offset: u64,
+}
+
+/// One decoded runtime record.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    stamp: u64,
+    addr: u64,
+    gap: u32,
+    size: u16,
+    write: bool,
+}
+
+impl ThreadFile {
+    fn next(&mut self) -> Result<Option<Rec>> {
+        let mut b = [0u8; RECORD];
+        let mut got = 0;
+        while got < RECORD {
+            match self.r.read(&mut b[got..]) {
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => {
+                    return Err(Error::Sim(format!(
+                        "{}: offset {}: a record cut short ({got} of {RECORD} bytes)",
+                        self.path.display(),
+                        self.offset
+                    )))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let rec = Rec {
+            stamp: u64_at(0),
+            addr: u64_at(8),
+            gap: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
+            size: u16::from_le_bytes([b[20], b[21]]),
+            write: match b[22] {
+                0 => false,
+                1 => true,
+                op => {
+                    return Err(Error::Sim(format!(
+                        "{}: offset {}: op {op}, expected 0 (read) or 1 (write)",
+                        self.path.display(),
+                        self.offset + 22
+                    )))
+                }
+            },
+        };
+        self.offset += RECORD as u64;
+        Ok(Some(rec))
+    }
+}
+
+/// Merge the runtime's files in `dir` into the traces of `req`. On error nothing appears at the
+/// output paths.
+pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Progress) -> Result<CaptureReport> {
+    let (params, s) = resolve(req)?;
+    let summary_path = dir.join("summary");
+    if !summary_path.exists() {
+        return Err(Error::Sim(format!(
+            "{} is missing: the program did not run the tiersim runtime's exit handler (it was not linked with the runtime, was killed by a signal, or left by _exit)",
+            summary_path.display()
+        )));
+    }
+    let sum = parse_summary(&summary_path)?;
+    let pm_path = dir.join("pagemap.bin");
+    let pm = match sum.pagemap.as_str() {
+        "ok" => Ok(Pagemap::snapshot(pm_path.clone(), read_pagemap(&pm_path)?)),
+        "hidden" => Err("/proc/self/pagemap showed every frame number as 0: reading them needs CAP_SYS_ADMIN (run as root)".to_owned()),
+        "unreadable" => Err("the program could not open /proc/self/pagemap".to_owned()),
+        _ => Err("the runtime did not read pagemap".to_owned()),
+    };
+    let mut p = pipeline(req, &s, pm)?;
+    // Pipeline threads are the runtime's thread numbers, on the CPUs the runtime placed them.
+    let top = sum.threads.iter().map(|t| t.index as usize + 1).max().unwrap_or(1);
+    while p.threads.len() < top {
+        p.new_thread()?;
+    }
+    let mut files = HashMap::new();
+    let mut input_bytes = 0;
+    for t in &sum.threads {
+        let th = &mut p.threads[t.index as usize];
+        th.cpu = t.cpu;
+        th.accesses = t.loads + t.stores;
+        th.instructions = (th.accesses as f64 * s.instructions_per_access).round() as u64;
+        let path = dir.join(format!("t{}.bin", t.index));
+        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        input_bytes += f.metadata().map_err(|e| Error::io(&path, e))?.len();
+        files.insert(t.index, ThreadFile { path, r: BufReader::with_capacity(1 << 16, f), offset: 0 });
+    }
+    // Earliest stamp first; ties by thread number, so the merge is a function of the files.
+    let mut heap = BinaryHeap::new();
+    for (&i, f) in files.iter_mut() {
+        if let Some(r) = f.next()? {
+            heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
+        }
+    }
+    let mut frac = vec![0f64; top];
+    let filtered = s.cache.is_some();
+    while let Some(std::cmp::Reverse((_, i, addr, gap, size, write))) = heap.pop() {
+        if progress.cancelled() {
+            return Err(Error::Sim("capture interrupted".into()));
+        }
+        let t = i as usize;
+        // Whole instructions, carrying the fraction, so a thread's total is its loads and
+        // stores x instructions_per_access.
+        let exact = gap as f64 * s.instructions_per_access + frac[t];
+        let whole = exact.floor();
+        frac[t] = exact - whole;
+        p.threads[t].gap = whole as u64;
+        let op = if write { Op::Write } else { Op::Read };
+        if filtered {
+            p.emit(t, op, addr, size)?;
+        } else {
+            p.emit_split(t, op, addr, size)?;
+        }
+        let f = files.get_mut(&i).expect("every heap entry has its file");
+        if let Some(r) = f.next()? {
+            heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
+        }
+        if p.records % (1 << 16) == 0 {
+            progress.records.store(p.records, Ordering::Relaxed);
+        }
+    }
+    if let Some((w, t)) = &mut p.phys {
+        t.drain(w, super::Force::All)?;
+    }
+    for t in &sum.threads {
+        let written = p.threads[t.index as usize].records;
+        // An unfiltered record cut at a page boundary is two records.
+        if written < t.records || (filtered && written != t.records) {
+            return Err(Error::Sim(format!(
+                "{}: thread {} has {written} records, the summary says {}",
+                dir.display(),
+                t.index,
+                t.records
+            )));
+        }
+    }
+    let total = |f: fn(&ThreadSummary) -> u64| sum.threads.iter().map(f).sum::<u64>();
+    let llc = s.cache.map(|c| LlcReport {
+        scope: if s.per_cpu { "per_cpu" } else { "shared" }.into(),
+        caches: sum.caches,
+        size: c.size,
+        ways: c.ways,
+        line_size: c.line_size,
+        hits: total(|t| t.hits),
+        misses: total(|t| t.misses),
+        writebacks: total(|t| t.writebacks),
+        dirty_at_exit: sum.dirty_at_exit,
+    });
+    let n = Totals {
+        instructions: p.threads.iter().map(|t| t.instructions).sum(),
+        guest_instrs_reported: None,
+        loads: total(|t| t.loads),
+        stores: total(|t| t.stores),
+        modifies: 0,
+        data_bytes: total(|t| t.bytes),
+        input_bytes,
+    };
+    progress.records.store(p.records, Ordering::Relaxed);
+    progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
+    finish(p, llc, req, &params, &s, "instrumented", n, Vec::new())
+}
