@@ -231,6 +231,6 @@ STUDY = Study(
     name="scm_vs_ssd",
     title="Storage-class memory vs an Optane SSD: raw bandwidth and latency",
     source="MongoDB engineering blog 'We Replaced an SSD with Storage Class Memory' (2020, seed 001)",
-    runtime="--quick 20 s, full about 80 s",
+    runtime="--quick 20 s, full 129 s",
     run=run,
 )
