@@ -88,7 +88,8 @@ def test_cxl_expansion_quick(tmp_path: Path):
     gain = t[("epyc_cxl_nps4", "linux_default")] / t[("epyc_cxl_nps4", "interleave")] - 1
     assert by["stream: interleave 80:20 (NPS4) is faster than DDR only"].ours == f"{100 * gain:+.1f}%"
     assert by["stream: interleave 80:20 (NPS4) is faster than DDR only"].agree == (gain > 0)
-    assert len(result.claims) == 19
+    # 19 findings plus, per capacity workload, what orders the 768 vs 1152 GB speedups.
+    assert len(result.claims) == 21
     assert "Capacity expansion" in path.read_text()
 
 
