@@ -13,7 +13,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py bench clean browser valgrind
+.PHONY: env demo test test-py fuzz bench clean browser valgrind
 
 env: $(BUILD_STAMP) valgrind
 
@@ -57,6 +57,14 @@ browser:
 # Only the Python suite, against the current build.
 test-py: env browser
 	$(VPY) -m pytest
+
+# The fuzz suite with 20x the CI case counts (same seeds, so CI's cases are a prefix), each
+# Rust test binary under a 4 GiB address-space limit. docs/reliability.md has the figures.
+FUZZ_CASES ?= 10000
+fuzz: env
+	TIERSIM_FUZZ_CASES=$(FUZZ_CASES) prlimit --as=4294967296 -- cargo test --release -p tiersim-trace --test integrity --test fuzz_text -- --nocapture
+	TIERSIM_FUZZ_CASES=$(FUZZ_CASES) prlimit --as=4294967296 -- cargo test --release -p tiersim-engine --test fuzz_config -- --nocapture
+	TIERSIM_FUZZ_CASES_PY=500 $(VPY) -m pytest -q tests/test_fuzz_cli.py
 
 bench:
 	cargo bench -p tiersim-trace -p tiersim-devices -p tiersim-engine

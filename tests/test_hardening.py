@@ -105,3 +105,25 @@ def test_a_one_ns_epoch_is_coarsened_and_said(tmp_path: Path, random_trace: Path
     ts = pl.read_parquet(out / "timeseries.parquet")
     assert ts["epoch"].n_unique() <= 256
     assert ts.filter(pl.col("node") != "swap")["accesses"].sum() == summary["accesses"]
+
+
+def test_small_edges(tmp_path: Path, random_trace: Path):
+    # Issue 15 section 6. A FIFO given as a trace hung `trace inspect`.
+    fifo = tmp_path / "f.trace"
+    os.mkfifo(fifo)
+    r = run_cli("trace", "inspect", str(fifo), timeout=60)
+    assert_user_error(r, "not a regular file (a FIFO, socket or device)")
+    # `gen -o` over a file that is not a trace is refused without --force.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    r = run_cli("gen", "random", "-o", str(notes), "--param", "accesses=1000")
+    assert_user_error(r, "exists and is not a tiersim trace; refusing to overwrite it")
+    assert notes.read_text() == "precious\n"
+    r = run_cli("gen", "random", "-o", str(notes), "--param", "accesses=1000", "--force")
+    assert r.returncode == 0, r.stderr
+    assert tiersim.inspect(notes)["accesses"] == 1000
+    # `trace sample -o` with the input's own path destroyed the input.
+    before = random_trace.read_bytes()
+    r = run_cli("trace", "sample", str(random_trace), "-o", str(random_trace), "--every", "2")
+    assert_user_error(r, "is the input")
+    assert random_trace.read_bytes() == before

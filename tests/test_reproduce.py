@@ -16,7 +16,7 @@ from tiersim.studies import cxl_flash
 
 
 def test_registry_lists_the_implemented_studies():
-    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "cxl_flash", "optane", "scm_vs_ssd"]
+    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "cxl_flash", "optane", "scm_vs_ssd", "scaling"]
     for s in studies.STUDIES:
         assert s.runtime and s.source and s.title
     proc = run_cli("reproduce")
@@ -25,7 +25,7 @@ def test_registry_lists_the_implemented_studies():
         assert s.name in proc.stdout
     bad = run_cli("reproduce", "nope")
     assert bad.returncode == 1
-    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd)" in bad.stderr
+    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd, scaling)" in bad.stderr
 
 
 def test_within():
@@ -93,11 +93,11 @@ def test_cxl_expansion_quick(tmp_path: Path):
     assert "Capacity expansion" in path.read_text()
 
 
-@pytest.mark.slow  # about 20 s on 2 cores: 36 simulations and a report
+@pytest.mark.slow  # about 40 s on 2 cores: 42 simulations and a report
 def test_autotiering_quick(tmp_path: Path):
     result, path, _ = studies.reproduce("autotiering", tmp_path / "a", quick=True, workers=2)
     df = pl.read_parquet(tmp_path / "a" / "autotiering" / "results.parquet")
-    assert df.height == 36 and (df["status"] == "ok").all()
+    assert df.height == 42 and (df["status"] == "ok").all()
     t = {(r["trace"], r["policy"]): r["execution_time_ns"] for r in df.iter_rows(named=True)}
     by = {c.finding: c for c in result.claims}
     opmx, cpmx = t[("phased", "autotiering_opmx")], t[("phased", "autotiering_cpmx")]

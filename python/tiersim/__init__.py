@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tiersim._characterize import Characterization
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
-from tiersim._result import RunResult, timeseries_frame
+from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
 
 __all__ = [
     "CaptureResult",
@@ -88,6 +88,7 @@ def run(
     generator: str | None = None,
     generator_params: Mapping[str, Any] | str | None = None,
     out_dir: PathLike | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> RunResult:
     """Simulate `trace` (a trace file) or `generator` (a built-in workload run in memory) on
     `platform` (preset name or TOML file) under `policy`.
@@ -96,6 +97,10 @@ def run(
     overrides: platform overrides as {"nodes.cxl0.capacity": "64GiB"} or ["scale=0.001"].
     generator_params: the generator's parameters, e.g. {"accesses": 100000}.
     out_dir: if given, the run directory is written there (see RunResult.write).
+    progress: called as progress(done, total) with the accesses read so far and the trace's
+        total (None when unknown, e.g. for a generator): once at the start, every 262,144
+        accesses and once at the end. An exception it raises (or Ctrl-C) stops the run and
+        propagates unchanged.
 
     Raises TiersimError for every invalid input, with a message naming what was wrong.
     """
@@ -112,11 +117,13 @@ def run(
         seed=_check_seed(seed),
         generator=generator,
         generator_params=params_to_toml(generator_params),
+        progress=progress,
     )
     result = RunResult(
         summary=json.loads(raw["summary"]),
         config=raw["config"],
         timeseries=timeseries_frame(raw["timeseries"]),
+        latency_hist=latency_hist_frame(raw["latency_hist"]),
     )
     if out_dir is not None:
         result.write(out_dir)
@@ -133,12 +140,19 @@ def generate(name: str, out: PathLike, /, *, seed: int = 0, **params: Any) -> di
     return generate_with(name, out, params, seed=seed)
 
 
-def generate_with(name: str, out: PathLike, params: Mapping[str, Any] | str | None, *, seed: int = 0) -> dict[str, Any]:
+def generate_with(
+    name: str, out: PathLike, params: Mapping[str, Any] | str | None, *, seed: int = 0, force: bool = False
+) -> dict[str, Any]:
     """`generate` with the parameters as one dict (or TOML text), so that a generator parameter
-    may be called `seed`, `name` or `out`."""
+    may be called `seed`, `name` or `out`. An existing `out` that is not a tiersim trace is
+    refused unless `force`: a mistyped -o must not destroy someone's file."""
     out_path = Path(out)
     if out_path.is_dir():
         raise TiersimError(f"output '{out_path}' is a directory; give a file name")
+    if out_path.is_file() and not force:
+        with open(out_path, "rb") as f:
+            if f.read(8) != b"TIERSIM\0":
+                raise TiersimError(f"'{out_path}' exists and is not a tiersim trace; refusing to overwrite it (--force does)")
     parent = out_path.parent
     if not parent.is_dir():
         raise TiersimError(f"cannot write '{out_path}': directory '{parent}' does not exist")
@@ -187,12 +201,17 @@ def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
 TRACE_FORMATS = ("native", "mqsim", "lackey", "csv")
 
 
-def _writable(out: PathLike) -> str:
+def _writable(out: PathLike, *inputs: PathLike) -> str:
     path = Path(out)
     if path.is_dir():
         raise TiersimError(f"output '{path}' is a directory; give a file name")
     if not path.parent.is_dir():
         raise TiersimError(f"cannot write '{path}': directory '{path.parent}' does not exist")
+    # The output replaces its target only when complete, so writing over an input would destroy
+    # it with its own sample.
+    for src in inputs:
+        if path.exists() and Path(src).exists() and os.path.samefile(path, src):
+            raise TiersimError(f"output '{path}' is the input '{src}'; give another file name")
     return os.fspath(path)
 
 
@@ -215,7 +234,7 @@ def convert(
         _native.convert(
             os.fspath(src),
             src_format,
-            _writable(dst),
+            _writable(dst, src),
             dst_format,
             addr_kind=addr_kind,
             page_size=page_size,
@@ -240,7 +259,7 @@ def sample(
     return json.loads(
         _native.sample(
             os.fspath(src),
-            _writable(dst),
+            _writable(dst, src),
             src_format=src_format,
             start=start,
             end=end,
@@ -256,7 +275,7 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
     accesses merge in time order. Returns the statistics of the result."""
     return json.loads(
         _native.mix(
-            [os.fspath(p) for p in inputs], _writable(dst), None if first_cpus is None else list(first_cpus)
+            [os.fspath(p) for p in inputs], _writable(dst, *inputs), None if first_cpus is None else list(first_cpus)
         )
     )
 

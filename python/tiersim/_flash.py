@@ -96,6 +96,7 @@ def flash_replay(
     generator_params: Mapping[str, Any] | str | None = None,
     scatter: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> FlashResult:
     """Replay a trace (native, or `src_format` "mqsim"/"csv"/"lackey") or a generator against one
     cxl_flash device: `preset` (cxl_flash_ull/slc/mlc/tlc; default: the device defaults) with
@@ -103,7 +104,9 @@ def flash_replay(
     `llc` bytes of host LLC filter the accesses first (0: none). Hints: a file of `time addr
     [bytes]` lines, or `hint_top` = fraction of the hottest lines hinted with `hint_probability`,
     `hint_lead` accesses ahead. `scatter` = a seed: give each 4 KiB page a pseudo-random frame at
-    its first touch (a virtual trace made physical). Writes `out_dir` if given."""
+    its first touch (a virtual trace made physical). Writes `out_dir` if given. `progress(done,
+    total)` as for `tiersim.run`: accesses read by the replay pass, total from a native trace's
+    header (None for text traces and generators)."""
     if (trace is None) == (generator is None):
         raise TiersimError("give exactly one of a trace file and a generator name")
     if out_dir is not None:
@@ -127,6 +130,7 @@ def flash_replay(
             generator=generator,
             generator_params=params_to_toml(generator_params),
             scatter=scatter,
+            progress=progress,
         )
     )
     bins = raw["bins"]
@@ -407,7 +411,7 @@ def study_plan() -> list[PlanRow]:
     return plan
 
 
-def _replay(run: StudyRun, accesses: int) -> dict[str, Any]:
+def _replay(run: StudyRun, accesses: int, compat: str = "none") -> dict[str, Any]:
     gen = dict(STUDY_WORKLOADS[run.workload])
     gen["accesses"] = accesses
     gen["gap_instructions"] = STUDY_HOST["gap_instructions"]
@@ -416,7 +420,7 @@ def _replay(run: StudyRun, accesses: int) -> dict[str, Any]:
         generator=run.workload,
         generator_params=gen,
         preset=run.preset,
-        params=dict(run.params),
+        params=dict(run.params) | ({} if compat == "none" else {"compat": compat}),
         ns_per_instruction=STUDY_HOST["ns_per_instruction"],
         llc=STUDY_HOST["llc"],
         scatter=run.scatter,
@@ -444,13 +448,15 @@ def flash_study(
     workers: int | None = None,
     accesses: int | None = None,
     comparisons: Sequence[str] | None = None,
+    compat: str = "none",
 ) -> pl.DataFrame:
     """Seed 004's design-space comparisons at small scale, one row per (comparison, workload,
     setting, metric): `ours` is this simulator's value (null where undefined), `paper` what seed
     004 reports. Each distinct run of `study_plan()` is replayed once, `workers` at a time
     (threads: the replay releases the GIL; default: one per CPU); the result does not depend on
     their number. `accesses` per run defaults to STUDY_ACCESSES[quick]; `comparisons` keeps only
-    those (names of PAPER)."""
+    those (names of PAPER); `compat` = "mqsim_cxl" runs every replay in the device's MQSim_CXL
+    compatibility mode."""
     n = accesses if accesses is not None else STUDY_ACCESSES[quick]
     plan = study_plan()
     if comparisons is not None:
@@ -460,7 +466,7 @@ def flash_study(
         plan = [r for r in plan if r.comparison in comparisons]
     runs = list(dict.fromkeys(r.run for r in plan))
     with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 1)) as pool:
-        summaries = dict(zip(runs, pool.map(lambda run: _replay(run, n), runs), strict=True))
+        summaries = dict(zip(runs, pool.map(lambda run: _replay(run, n, compat), runs), strict=True))
     rows = []
     for r in plan:
         s = summaries[r.run]

@@ -1,5 +1,6 @@
 """Typed stub of the PyO3 extension built from crates/tiersim-py."""
 
+from collections.abc import Callable
 from typing import Any
 
 class TiersimError(Exception):
@@ -15,12 +16,17 @@ def run(
     seed: int = 0,
     generator: str | None = None,
     generator_params: str = "",
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> dict[str, Any]:
     """Returns {"summary": JSON text, "timeseries": dict of equal-length columns,
-    "config": resolved TOML text}."""
+    "latency_hist": {"node", "low_ns", "high_ns", "count"} columns, "config": resolved TOML text}. `progress(done, total)` is called with the GIL held at the
+    start, every 2^18 accesses and at the end; an exception from it stops the run and is raised."""
 
 def inspect(path: str) -> str:
     """JSON text: header and statistics of a trace file."""
+
+def verify(path: str) -> str:
+    """JSON text: statistics recomputed by decoding every record, checksums and trailer checked."""
 
 def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
     """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
@@ -87,10 +93,12 @@ def flash_replay(
     generator: str | None = None,
     generator_params: str = "",
     scatter: int | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> str:
     """JSON text: {"summary": device summary + "replay", "params": resolved TOML text,
     "bins": {"class", "low_ns", "high_ns", "count"}}. One of `trace` (native by magic, or
-    `src_format`) and `generator` (with TOML `generator_params` and `seed`)."""
+    `src_format`) and `generator` (with TOML `generator_params` and `seed`). `progress` as for
+    `run`, over the replay pass."""
 
 def version() -> str: ...
 

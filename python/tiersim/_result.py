@@ -17,8 +17,9 @@ import polars as pl
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "timeseries.parquet"
+LATENCY_HIST_FILE = "latency_hist.parquet"
 CONFIG_FILE = "config.toml"
-RUN_FILES = (SUMMARY_FILE, TIMESERIES_FILE, CONFIG_FILE)
+RUN_FILES = (SUMMARY_FILE, TIMESERIES_FILE, LATENCY_HIST_FILE, CONFIG_FILE)
 # `tiersim report RUN_DIR` adds this; a rerun into the directory replaces it with the rest.
 REPORT_FILE = "report.html"
 
@@ -37,6 +38,15 @@ TIMESERIES_SCHEMA: dict[str, pl.DataType] = {
     "bandwidth_gbs": pl.Float64(),
     "migrated_in": pl.Int64(),
     "migrated_out": pl.Int64(),
+}
+
+# One row per non-empty bin of the measured accesses' latency histogram: node "all" (the whole
+# run) first, then each node; a bin holds the accesses with latency in [low_ns, high_ns].
+LATENCY_HIST_SCHEMA: dict[str, pl.DataType] = {
+    "node": pl.Utf8(),
+    "low_ns": pl.Int64(),
+    "high_ns": pl.Int64(),
+    "count": pl.Int64(),
 }
 
 NODE_SCHEMA: dict[str, pl.DataType] = {
@@ -60,6 +70,11 @@ def timeseries_frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
     # hot_0 .. hot_8 (pages per hotness level) come only from policies that keep a history.
     series += [pl.Series(name, values, dtype=pl.Int64()) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
     return pl.DataFrame(series)
+
+
+def latency_hist_frame(columns: dict[str, list[Any]] | None = None) -> pl.DataFrame:
+    columns = columns or {}
+    return pl.DataFrame([pl.Series(name, columns.get(name, []), dtype=dtype) for name, dtype in LATENCY_HIST_SCHEMA.items()])
 
 
 def nodes_frame(nodes: list[dict[str, Any]]) -> pl.DataFrame:
@@ -107,15 +122,17 @@ def writing(target: str | os.PathLike[str]) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one run produced: the summary, the resolved config and the per-epoch time series.
+    """What one run produced: the summary, the resolved config, the per-epoch time series and
+    the latency histogram.
 
-    `summary` is the parsed summary JSON; `nodes` and `timeseries` are DataFrames built from it
-    and from the native time-series columns.
+    `summary` is the parsed summary JSON; `nodes`, `timeseries` and `latency_hist` are DataFrames
+    built from it and from the native columns (`latency_hist`: see LATENCY_HIST_SCHEMA).
     """
 
     summary: dict[str, Any]
     config: str
     timeseries: pl.DataFrame
+    latency_hist: pl.DataFrame = field(default_factory=latency_hist_frame)
     nodes: pl.DataFrame = field(init=False)
 
     def __post_init__(self) -> None:
@@ -136,7 +153,7 @@ class RunResult:
         return json.dumps(self.summary, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def write(self, out_dir: str | os.PathLike[str]) -> Path:
-        """Write summary.json, timeseries.parquet and config.toml into `out_dir`.
+        """Write summary.json, timeseries.parquet, latency_hist.parquet and config.toml into `out_dir`.
 
         The files are written into a temporary directory beside `out_dir` that is renamed into
         place at the end, so a failure leaves no directory that looks like a finished run. An
@@ -153,6 +170,8 @@ class RunResult:
             # metadata fields means fewer ways for the bytes to differ between polars builds.
             with writing(out / TIMESERIES_FILE):
                 self.timeseries.write_parquet(tmp / TIMESERIES_FILE, compression="zstd", statistics=False)
+            with writing(out / LATENCY_HIST_FILE):
+                self.latency_hist.write_parquet(tmp / LATENCY_HIST_FILE, compression="zstd", statistics=False)
             with writing(out / CONFIG_FILE):
                 (tmp / CONFIG_FILE).write_text(self.config, encoding="utf-8")
             if out.is_dir():

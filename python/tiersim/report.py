@@ -4,7 +4,8 @@ plots and tables of a run directory, several run directories, or a sweep's resul
 Figures: tier occupancy over time (AutoTiering, seed 002, fig. 3 style: one row per node, colour =
 share of the node in use), pages per hotness level per node over time (seed 002 fig. 11, drawn
 when the time series has `hot_0`..`hot_8` columns), migrations per epoch per node, latency CDFs
-from the summary percentiles, execution time normalised to a baseline, and a metrics table.
+from the run's latency histogram (latency_hist.parquet; the summary's percentiles for run
+directories written before it existed), execution time normalised to a baseline, and a metrics table.
 Plots are drawn with matplotlib's Agg backend, so no display is needed and output does not
 depend on one.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import json
 import math
 import os
@@ -28,7 +30,7 @@ import polars as pl
 
 import tiersim
 from tiersim._native import TiersimError
-from tiersim._result import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
+from tiersim._result import CONFIG_FILE, LATENCY_HIST_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -52,6 +54,8 @@ class Run:
     summary: dict[str, Any]
     timeseries: pl.DataFrame
     config: str
+    # None for a run directory written before latency_hist.parquet existed.
+    latency_hist: pl.DataFrame | None = None
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -74,7 +78,21 @@ def load_run(path: str | os.PathLike[str], label: str | None = None) -> Run:
     except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a damaged file
         raise TiersimError(f"{ts_path}: cannot read: {exc}") from None
     config = (p / CONFIG_FILE).read_text(encoding="utf-8") if (p / CONFIG_FILE).is_file() else ""
-    return Run(p, label or p.name, summary, ts, config)
+    return Run(p, label or p.name, summary, ts, config, _read_latency_hist(p))
+
+
+def _read_latency_hist(run_dir: Path) -> pl.DataFrame | None:
+    path = run_dir / LATENCY_HIST_FILE
+    if not path.is_file():
+        return None
+    try:
+        hist = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a damaged file
+        raise TiersimError(f"{path}: cannot read: {exc}") from None
+    missing = [c for c in ("node", "low_ns", "high_ns", "count") if c not in hist.columns]
+    if missing:
+        raise TiersimError(f"{path}: not a latency histogram (no column {', '.join(missing)})")
+    return hist
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,26 +267,68 @@ def migration_figure(run: Run, fmt: str) -> str | None:
     return _encode(fig, fmt)
 
 
-def latency_cdf_figure(curves: Sequence[tuple[str, dict[str, Any]]], fmt: str, title: str) -> str | None:
-    """Access latency CDF from each run's summary percentiles (p50, p90, p99, p99.9, max): the
-    summary keeps these points, not the whole histogram, so the curve is exact only there. The
-    y axis is -log10(1 - q) so the tail gets room: 0.5, 0.9, 0.99, 0.999 are evenly spaced."""
-    curves = [(label, lat) for label, lat in curves if lat and all(isinstance(lat.get(k), (int, float)) for k, _ in QUANTILES[:4])]
+Curve = tuple[str, list[float], list[float]]  # label, latency (ns), fraction of accesses at or below
+
+
+def latency_cdf(hist: pl.DataFrame, node: str = "all") -> tuple[list[float], list[float]]:
+    """The CDF of one histogram of latency_hist.parquet (node "all": the whole run): at each
+    non-empty bin's upper bound, the fraction of accesses with a latency at or below it. The last
+    point is (the highest bin's upper bound, 1.0); empty lists for a node without accesses."""
+    rows = hist.filter(pl.col("node") == node).sort("high_ns")
+    counts = rows["count"].to_list()
+    total = sum(counts)
+    if total == 0:
+        return [], []
+    cumulative = itertools.accumulate(counts)
+    return [float(x) for x in rows["high_ns"]], [c / total for c in cumulative]
+
+
+def percentile_cdf(lat: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """The CDF points a summary keeps (p50, p90, p99, p99.9, max), for runs without a histogram;
+    empty when the summary lacks them."""
+    if not lat or not all(isinstance(lat.get(k), (int, float)) for k, _ in QUANTILES[:4]):
+        return [], []
+    points = [(float(lat[k]), q) for k, q in QUANTILES if isinstance(lat.get(k), (int, float))]
+    return [x for x, _ in points], [q for _, q in points]
+
+
+def run_cdf(run: Run, node: str = "all") -> tuple[list[float], list[float], bool]:
+    """A run's latency CDF from its histogram when it has one (exact: True), else from the summary's
+    percentiles (overall only)."""
+    if run.latency_hist is not None:
+        return (*latency_cdf(run.latency_hist, node), True)
+    if node != "all":
+        return [], [], False
+    return (*percentile_cdf(run.summary.get("latency_ns") or {}), False)
+
+
+def latency_cdf_figure(curves: Sequence[Curve], fmt: str, title: str) -> str | None:
+    """Access latency CDFs as steps. The y axis is -log10(1 - fraction), so the tail gets room:
+    0.5, 0.9, 0.99, 0.999 ... are evenly spaced, up to the finest fraction a curve resolves (one
+    access in its total); the top line is each curve's maximum. Curves with only a few points
+    (summary percentiles) are drawn with markers."""
+    curves = [c for c in curves if c[1]]
     if not curves:
         return None
+    finite = [-math.log10(1 - f) for _, _, fs in curves for f in fs if f < 1]
+    decades = max(3, math.ceil(max(finite, default=0.0) - 1e-9))
+    ymax = decades + 0.6
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4), constrained_layout=True)
-    ymax = 3.6
-    for label, lat in curves[:MAX_CDF_LINES]:
-        xs = [float(lat[k]) for k, _ in QUANTILES if isinstance(lat.get(k), (int, float))]
-        ys = [(-math.log10(1 - q) if q < 1 else ymax) for k, q in QUANTILES if isinstance(lat.get(k), (int, float))]
-        ax.step([max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label, marker="o", markersize=3)
+    for label, xs, fs in curves[:MAX_CDF_LINES]:
+        ys = [(-math.log10(1 - f) if f < 1 else ymax) for f in fs]
+        few = len(xs) <= len(QUANTILES)
+        ax.step([max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label,
+                marker="o" if few else None, markersize=3)
     ax.set_xscale("log")
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(LogLocator(subs="all"))
-    ax.set_yticks([0, 0.30103, 1, 2, 3, ymax], ["0", "0.5", "0.9", "0.99", "0.999", "max"])
+    ticks = [0.0, math.log10(2)] + [float(d) for d in range(1, decades + 1)] + [ymax]
+    labels = ["0", "0.5"] + ["0." + "9" * d for d in range(1, decades + 1)] + ["max"]
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(0, ymax + 0.1)
     ax.set_xlabel("access latency (ns)")
     ax.set_ylabel("fraction of accesses at or below")
     ax.set_title(title)
@@ -305,6 +365,57 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
     ax.set_ylabel(f"execution time / {baseline}")
     ax.set_title(f"execution time normalised to {baseline} (lower is faster)")
     ax.legend(fontsize=7)
+    return _encode(fig, fmt)
+
+
+# Grid columns whose sweep gets a sensitivity plot: the time-scale knobs of docs/model.md.
+SENSITIVITY_KNOBS = ("set.os.daemon_time_scale", "set.scale", "param.scan_period_min", "param.scan_period_max",
+                     "param.scan_size")
+
+
+def sensitivity_knobs(results: pl.DataFrame) -> list[str]:
+    """Time-scale knobs the sweep varies over at least three values."""
+    return [c for c in SENSITIVITY_KNOBS if c in results.columns and results[c].drop_nulls().n_unique() >= 3]
+
+
+_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "b": 1.0, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
+
+
+def _knob_value(v: Any) -> float | None:
+    """A knob's value as a number: plain, or a duration/size string in ns/bytes ("100ms", "64MiB")."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", str(v))
+    if not m or m[2].lower() not in _UNITS | {"": 1.0}:
+        return None
+    try:
+        return float(m[1]) * (_UNITS | {"": 1.0})[m[2].lower()]
+    except ValueError:
+        return None
+
+
+def sensitivity_figure(rows: Sequence[dict[str, Any]], knob: str, fmt: str) -> str | None:
+    """Execution time against a time-scale knob (log axis), one line per trace and policy name:
+    a flat line is a result that does not hang on the knob."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        x = _knob_value(r.get(knob))
+        if r["status"] != "ok" or x is None or not r.get("execution_time_ns"):
+            continue
+        lines.setdefault(f"{r['trace']} / {r.get('policy_name') or r['policy']}", []).append((x, r["execution_time_ns"] / 1e6))
+    if not lines:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    for label, pts in lines.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(knob.split(".", 1)[1])
+    ax.set_ylabel("execution time (ms)")
+    ax.set_title(f"sensitivity to {knob.split('.', 1)[1]}")
+    ax.legend(fontsize=6, ncol=2)
     return _encode(fig, fmt)
 
 
@@ -422,6 +533,35 @@ def _fmt(v: Any) -> str:
 # metrics shared by report and compare
 
 
+def _lens(summary: dict[str, Any]) -> str | None:
+    lens = summary.get("lens")
+    if not lens:
+        return None
+    mark = "" if lens.get("consistent") else " (differ)"
+    return f"{_fmt(lens.get('scale'))} / {_fmt(lens.get('daemon_time_scale'))}{mark}"
+
+
+def run_warnings(summary: dict[str, Any]) -> list[str]:
+    """What the run says about how far its figures can be trusted (summary.json `warnings`)."""
+    return [str(w) for w in summary.get("warnings") or []]
+
+
+def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
+    r = summary.get("regime") or {}
+    scan = r.get("scanner") or {}
+    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
+    return [
+        ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
+        ("run length / scan_period_min", scan.get("scan_periods_min_covered")),
+        ("accesses per page per scan pass", scan.get("accesses_per_page_per_pass")),
+        ("CPU time in hint faults", share("hint_fault_share")),
+        ("CPU time in migration", share("migration_share")),
+        ("CPU time in scanning", share("scan_share")),
+        ("CPU time in daemons", share("daemon_share")),
+    ]
+
+
 def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, value) rows of the key metrics of one run, in display order."""
     lat = summary.get("latency_ns") or {}
@@ -433,6 +573,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("policy", summary.get("policy")),
         ("trace", summary.get("trace")),
         ("seed", summary.get("seed")),
+        ("scale / daemon_time_scale", _lens(summary)),
         ("execution time (ms)", summary.get("execution_time_ns", 0) / 1e6),
         ("accesses", summary.get("accesses")),
         ("fast-tier hit ratio", summary.get("fast_tier_hit_ratio")),
@@ -447,6 +588,7 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("hint faults", t.get("hint_faults")),
         ("ping-pong", t.get("ping_pong")),
         ("swap-ins / swap-outs", f"{swap.get('swap_ins', 0):,} / {swap.get('swap_outs', 0):,}" if swap else None),
+        *regime_rows(summary),
     ]
     for n in summary.get("nodes", []):
         rows.append((f"{n.get('name')} share of accesses", n.get("share")))
@@ -481,6 +623,9 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     if not runs:
         raise TiersimError("no runs to report")
     report = Report(title or (f"tiersim run {runs[0].label}" if len(runs) == 1 else f"tiersim: {len(runs)} runs"))
+    for run in runs:
+        for w in run_warnings(run.summary):
+            report.note(f"{run.label}: warning: {w}")
     report.heading("Metrics")
     header = ["metric"] + [r.label for r in runs]
     metric_rows = [run_metrics(r.summary) for r in runs]
@@ -500,10 +645,18 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
         ]
         report.figure(exec_bars_figure(bar_rows, runs[0].label, fmt), f"execution time normalised to {runs[0].label}")
     report.heading("Latency")
+    if len(runs) == 1 and runs[0].latency_hist is not None:
+        # One run: the whole run and each node that served accesses.
+        names = [str(node.get("name")) for node in runs[0].nodes]
+        cdfs = [("all nodes", *run_cdf(runs[0]))] + [(name, *run_cdf(runs[0], name)) for name in names]
+    else:
+        cdfs = [(r.label, *run_cdf(r)) for r in runs]
+    exact = all(c[3] for c in cdfs if c[1])
     report.figure(
-        latency_cdf_figure([(r.label, r.summary.get("latency_ns") or {}) for r in runs], fmt, "access latency CDF"),
-        "access latency CDF (from the summary's percentiles)",
-        missing="no latency percentiles in the summary.",
+        latency_cdf_figure([c[:3] for c in cdfs], fmt, "access latency CDF"),
+        "access latency CDF (from the latency histogram)" if exact else
+        "access latency CDF (from latency_hist.parquet where the run has one, else the summary's percentiles)",
+        missing="no latency histogram or percentiles in the run directories.",
     )
     for run in runs:
         report.heading(f"Over time: {run.label}")
@@ -581,6 +734,11 @@ def sweep_report(
                   missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.")
     if len({r["group"] for r in rows}) > MAX_BAR_GROUPS:
         report.note(f"only the first {MAX_BAR_GROUPS} groups are drawn; the table below has all runs.")
+    for knob in sensitivity_knobs(results):
+        report.heading(f"Sensitivity to {knob.split('.', 1)[1]}")
+        report.figure(sensitivity_figure(rows, knob, fmt),
+                      f"execution time against {knob.split('.', 1)[1]}: a result that moves with it depends on the time "
+                      "scale, not only on the policy (docs/model.md, \"When a result can be trusted\")")
     report.heading("Metrics")
     grid_cols = [c for c in results.columns if c.startswith(("set.", "param."))]
     header = ["trace", "platform", "policy", *grid_cols, "seed", "status", "exec time (ms)", f"time / {baseline}",
@@ -597,10 +755,14 @@ def sweep_report(
         report.table(["trace", "platform", "policy", "seed", "error"],
                      [[r["trace"], r["platform"], r["policy"], r["seed"], r["error"]] for r in failed])
     report.heading("Latency")
-    by_group: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_group: dict[str, list[Curve]] = {}
     for r in ok:
-        lat = {k: r.get(f"latency_ns.{k}") for k, _ in QUANTILES}
-        by_group.setdefault(r["group"], []).append((r["bar"], lat))
+        hist = _read_latency_hist(sweep_dir / r["run_dir"]) if r.get("run_dir") else None
+        if hist is not None:
+            xs, fs = latency_cdf(hist)
+        else:
+            xs, fs = percentile_cdf({k: r.get(f"latency_ns.{k}") for k, _ in QUANTILES})
+        by_group.setdefault(r["group"], []).append((r["bar"], xs, fs))
     shown = list(by_group.items())[:6]
     for group, curves in shown:
         report.figure(latency_cdf_figure(curves, fmt, f"access latency CDF: {group}"), f"latency CDF, {group}")

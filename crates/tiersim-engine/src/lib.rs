@@ -6,18 +6,21 @@ use std::path::Path;
 
 use serde_json::json;
 use tiersim_core::{Error, Result};
+use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::AccessSource;
 
+pub mod flash_replay;
 pub mod node;
 mod os;
 pub mod pagetable;
 pub mod platform;
 mod readahead;
+pub mod regime;
 pub mod sim;
 pub mod storage;
 
 pub use platform::Platform;
-pub use sim::{SimOptions, SimResult, Timeseries};
+pub use sim::{LatencyBins, SimOptions, SimResult, Timeseries};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -43,17 +46,27 @@ pub struct RunRequest<'a> {
 pub struct RunOutput {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    /// Latency histogram of the measured accesses, overall and per node.
+    pub latency_hist: LatencyBins,
     /// The run's fully resolved configuration (TOML): rerunning it gives the same result.
     pub config: String,
 }
 
 pub fn run(req: &RunRequest) -> Result<RunOutput> {
     let platform = platform::load(req.platform, req.overrides)?;
-    run_on(&platform, req)
+    run_on(&platform, req, None)
+}
+
+/// `run`, reporting (accesses read, total when the trace header knows it) to `progress` every
+/// `tiersim_trace::progress::PROGRESS_EVERY` accesses of the simulation pass; an error from
+/// `progress` stops the run.
+pub fn run_with_progress(req: &RunRequest, progress: &mut ProgressFn<'_>) -> Result<RunOutput> {
+    let platform = platform::load(req.platform, req.overrides)?;
+    run_on(&platform, req, Some(progress))
 }
 
 /// Run on an already loaded platform (sweeps load a platform once and run many policies on it).
-pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
+pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut ProgressFn<'_>>) -> Result<RunOutput> {
     let topo = sim::topology(platform);
     let (policy, policy_params) = tiersim_policies::build(req.policy, req.policy_params, &topo)?;
     let mut run_t = toml::Table::new();
@@ -67,9 +80,30 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
         let (mut again, _, _) = open_source(&req.trace, req.seed)?;
         policy.set_profile(&profile(again.as_mut(), platform.page_size)?);
     }
+    if let Some(want) = policy.epoch_profile() {
+        let total = match source.header().stats.as_ref() {
+            Some(st) => st.accesses,
+            None => {
+                let (mut again, _, _) = open_source(&req.trace, req.seed)?;
+                let mut n = 0u64;
+                tiersim_trace::for_each_access(again.as_mut(), |_| {
+                    n += 1;
+                    Ok(())
+                })?;
+                n
+            }
+        };
+        let per_epoch = total.div_ceil(want.epochs).max(1);
+        let (mut again, _, _) = open_source(&req.trace, req.seed)?;
+        policy.set_epoch_profile(per_epoch, profile_epochs(again.as_mut(), platform.page_size, per_epoch, want.top)?);
+    }
     let header = source.header().clone();
-    let result = sim::simulate(platform, policy, source.as_mut(), req.options)?;
+    let scanner = policy.scanner();
+    let result = with_progress(source.as_mut(), progress, |src| sim::simulate(platform, policy, src, req.options))?;
     let mut summary = result.summary;
+    let (lens, lens_warning) = regime::lens(platform);
+    let (regime, regime_warnings) = regime::diagnostics(&summary, scanner);
+    let warnings: Vec<String> = lens_warning.into_iter().chain(regime_warnings).collect();
     let head = json!({
         "tiersim_version": VERSION,
         "platform": platform.name,
@@ -79,6 +113,9 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
         "time_unit": header.time_unit,
         "addr_kind": header.addr_kind,
         "mode": platform.host.str("mode"),
+        "lens": lens,
+        "regime": regime,
+        "warnings": warnings,
     });
     if let (Some(s), serde_json::Value::Object(h)) = (summary.as_object_mut(), head) {
         s.extend(h);
@@ -87,7 +124,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest) -> Result<RunOutput> {
     config.insert("run".into(), run_t.into());
     config.insert("platform".into(), platform.resolved.clone().into());
     let config = toml::to_string(&config).map_err(|e| Error::Sim(format!("writing the resolved config: {e}")))?;
-    Ok(RunOutput { summary, timeseries: result.timeseries, config })
+    Ok(RunOutput { summary, timeseries: result.timeseries, latency_hist: result.latency_hist, config })
 }
 
 /// Open the run's access source; also returns its label and its part of the resolved config.
@@ -119,8 +156,44 @@ pub fn profile(source: &mut dyn AccessSource, page_size: u64) -> Result<Vec<(u64
         Ok(())
     })?;
     let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
-    v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.sort_unstable_by(hottest_first);
     Ok(v)
+}
+
+/// (page, accesses) by decreasing accesses, ties by lower page.
+fn hottest_first(a: &(u64, u64), b: &(u64, u64)) -> std::cmp::Ordering {
+    b.1.cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+/// Per span of `per_epoch` accesses (trace order), its `top` most-accessed pages with their
+/// access counts, hottest first (ties: lower page first). Streamed: one span's counts are in
+/// memory at a time, and only the top pages of each span are kept.
+pub fn profile_epochs(source: &mut dyn AccessSource, page_size: u64, per_epoch: u64, top: usize) -> Result<Vec<Vec<(u64, u64)>>> {
+    let shift = page_size.trailing_zeros();
+    let mut counts: rustc_hash::FxHashMap<u64, u64> = Default::default();
+    let mut epochs = Vec::new();
+    let mut seen = 0u64;
+    let close = |counts: &mut rustc_hash::FxHashMap<u64, u64>, epochs: &mut Vec<Vec<(u64, u64)>>| {
+        let mut v: Vec<(u64, u64)> = counts.drain().collect();
+        if v.len() > top && top > 0 {
+            v.select_nth_unstable_by(top - 1, hottest_first);
+        }
+        v.truncate(top);
+        v.sort_unstable_by(hottest_first);
+        epochs.push(v);
+    };
+    tiersim_trace::for_each_access(source, |a| {
+        *counts.entry(a.addr >> shift).or_default() += 1;
+        seen += 1;
+        if seen % per_epoch == 0 {
+            close(&mut counts, &mut epochs);
+        }
+        Ok(())
+    })?;
+    if !counts.is_empty() {
+        close(&mut counts, &mut epochs);
+    }
+    Ok(epochs)
 }
 
 /// Every registered plugin and preset, with parameters and defaults, for `tiersim list`.

@@ -27,7 +27,7 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
 
 pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("page_size", ParamKind::Bytes, "4KiB", "page size: 4KiB base pages or 2MiB huge pages").min(4096.0),
-    ParamSpec::new("min_free", ParamKind::Bytes, "0B", "vm.min_free_kbytes; 0 = the kernel's formula sqrt(16 x memory KiB), clamped to 128KiB..256MiB"),
+    ParamSpec::new("min_free", ParamKind::Bytes, "0B", "vm.min_free_kbytes of the modelled machine (shrunk by `scale`); 0 = the kernel's formula sqrt(16 x unscaled memory KiB), clamped to 128KiB..256MiB"),
     ParamSpec::new("watermark_scale_factor", ParamKind::Int, "10", "vm.watermark_scale_factor (1/10000 of a node between watermarks)")
         .min(1.0)
         .max(3000.0),
@@ -60,7 +60,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         "daemon_time_scale",
         ParamKind::Float,
         "1.0",
-        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds",
+        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds; default: the platform's `scale` (at most 1), the consistent lens",
     )
     .min(1e-9)
     .max(1.0),
@@ -320,14 +320,18 @@ fn device_params(t: &toml::Table, at: &str, default_device: Option<&str>) -> Res
 /// Linux 5.x init_per_zone_wmark_min: min_free_kbytes = int_sqrt(lowmem_kbytes * 16), clamped
 /// to [128, 262144]; split over nodes by size. Per node (policies.md 1.1, __setup_per_zone_wmarks):
 /// tmp = max(min/4, managed * watermark_scale_factor / 10000); low = min + tmp; high = low + tmp.
-fn watermarks(nodes: &[NodeSpec], page_size: u64, min_free: u64, wsf: u64) -> Vec<(u64, u64, u64)> {
+/// min_free is the modelled machine's (from its unscaled memory, or as given) shrunk by `scale`
+/// like every byte-sized knob: the kernel's square root would otherwise give a scaled machine
+/// a reserve that grows as it shrinks (2 % of DRAM at scale 1/8192 against 0.05 % unscaled).
+fn watermarks(nodes: &[NodeSpec], page_size: u64, min_free: u64, wsf: u64, scale: f64) -> Vec<(u64, u64, u64)> {
     let total_bytes: u64 = nodes.iter().map(|n| n.capacity_bytes).sum();
-    let min_free_bytes = if min_free > 0 {
+    let unscaled_min_free = if min_free > 0 {
         min_free
     } else {
-        let kb = (((total_bytes / 1024) as f64 * 16.0).sqrt() as u64).clamp(128, 262_144);
+        let kb = ((((total_bytes as f64 / scale) as u64 / 1024) as f64 * 16.0).sqrt() as u64).clamp(128, 262_144);
         kb * 1024
     };
+    let min_free_bytes = (unscaled_min_free as f64 * scale) as u64;
     nodes
         .iter()
         .map(|n| {
@@ -369,7 +373,12 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         return Err(Error::config("scale", format!("{scale} must be in (0, 1024]")));
     }
     let host = Params::resolve(HOST_PARAMS, section(t, "host")?).map_err(|e| e.under("host"))?;
-    let os = Params::resolve(OS_PARAMS, section(t, "os")?).map_err(|e| e.under("os"))?;
+    // The lens by default: a machine shrunk by `scale` runs its daemons `scale` times faster
+    // unless told otherwise, so a page is rescanned after the same share of the run as on the
+    // real machine (docs/model.md, "Time scale").
+    let mut os_t = section(t, "os")?.cloned().unwrap_or_default();
+    os_t.entry("daemon_time_scale").or_insert(toml::Value::Float(scale.min(1.0)));
+    let os = Params::resolve(OS_PARAMS, Some(&os_t)).map_err(|e| e.under("os"))?;
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {
@@ -504,7 +513,7 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
             m
         }
     };
-    let watermarks = watermarks(&nodes, page_size, os.bytes("min_free"), os.uint("watermark_scale_factor"));
+    let watermarks = watermarks(&nodes, page_size, os.bytes("min_free"), os.uint("watermark_scale_factor"), scale);
 
     let mut resolved = toml::Table::new();
     resolved.insert("name".into(), name.clone().into());

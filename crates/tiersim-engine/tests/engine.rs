@@ -353,7 +353,7 @@ fn oracle_gives_the_fast_tier_to_the_hottest_pages() {
     assert_eq!(u(&linux.summary["nodes"][0], &["accesses"]), 15);
     // oracle: the 14 hottest are the 10 hot pages and cold 100..103 (ties go to lower pages):
     // 4 + 100 = 104 fast accesses.
-    let (mut pol, _) = tiersim_policies::build("oracle", None, &topo(&p)).unwrap();
+    let (mut pol, _) = tiersim_policies::build("oracle_static", None, &topo(&p)).unwrap();
     pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
     let r = simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a), SimOptions { check_every: 1 }).unwrap();
     assert_eq!(u(&r.summary["nodes"][0], &["accesses"]), 104, "{}", r.summary);
@@ -755,6 +755,92 @@ fn a_reclaim_pass_writes_contiguous_slots_in_one_request() {
     assert!(outs >= 130, "{s}");
     assert_eq!(reqs, outs.div_ceil(32), "{outs} pages in {reqs} requests");
     assert_eq!(u(s, &["swap", "device", "bytes_written"]), outs * 4096);
+}
+
+#[test]
+fn scale_sets_the_daemon_time_scale_unless_given() {
+    let load = |o: &[&str]| platform::load("cascadelake_dcpmm", &o.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let p = load(&["scale=0.001953125"]);
+    assert_eq!(p.os.float("daemon_time_scale"), 0.001953125);
+    let (lens, warning) = tiersim_engine::regime::lens(&p);
+    assert_eq!(lens["consistent"], true);
+    assert!(warning.is_none());
+    // The resolved config records it, so rerunning the config keeps the lens.
+    assert_eq!(p.resolved["os"]["daemon_time_scale"].as_float(), Some(0.001953125));
+    // Given explicitly, it stays, and the run says the two differ and by how much.
+    let p = load(&["scale=0.001953125", "os.daemon_time_scale=0.001"]);
+    assert_eq!(p.os.float("daemon_time_scale"), 0.001);
+    let (lens, warning) = tiersim_engine::regime::lens(&p);
+    assert_eq!(lens["consistent"], false);
+    assert!((lens["daemon_rate_vs_lens"].as_f64().unwrap() - 1.953125).abs() < 1e-9);
+    assert!(warning.unwrap().contains("daemons run 1.953x as often per unit of work"));
+    // A machine larger than the modelled one keeps real daemon times (the knob is at most 1).
+    assert_eq!(load(&["scale=2.0"]).os.float("daemon_time_scale"), 1.0);
+    assert_eq!(load(&[]).os.float("daemon_time_scale"), 1.0);
+}
+
+#[test]
+fn dynamic_oracle_follows_a_changing_hot_set() {
+    // As above: the fast tier holds 14 pages. Phase A reads pages 0..13 five times each, phase B
+    // pages 20..33; with two epochs each phase is one epoch.
+    let p = plat(TIERED, &["nodes.slow0.capacity=\"256KiB\""]);
+    let mut a = Vec::new();
+    for first in [0u64, 20] {
+        for _ in 0..5 {
+            a.extend((first..first + 14).map(|i| acc(0, i * 4096, Op::Read, 0)));
+        }
+    }
+    let profiled = |name: &str, params: &str| {
+        let t: toml::Table = toml::from_str(params).unwrap();
+        let (mut pol, _) = tiersim_policies::build(name, Some(&t), &topo(&p)).unwrap();
+        if let Some(want) = pol.epoch_profile() {
+            assert_eq!(want.top, 14);
+            let epochs = tiersim_engine::profile_epochs(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096, 70, want.top).unwrap();
+            assert_eq!(epochs, vec![(0..14).map(|p| (p, 5)).collect::<Vec<_>>(), (20..34).map(|p| (p, 5)).collect()]);
+            pol.set_epoch_profile(70, epochs);
+        } else {
+            pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
+        }
+        simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a.clone()), SimOptions { check_every: 1 }).unwrap().summary
+    };
+    // The static oracle keeps phase A's pages (ties go to lower pages): 70 of 140 fast.
+    let stat = profiled("oracle_static", "");
+    assert_eq!(u(&stat["nodes"][0], &["accesses"]), 70);
+    // The dynamic one demotes phase A's 14 pages at the epoch boundary, so phase B's first
+    // touches land in DRAM: every access is fast, 14 moves.
+    for migrations in ["free", "charged"] {
+        // Five accesses per page and epoch: charged moves need min_accesses <= 5 to pay.
+        let s = profiled("oracle_dynamic", &format!("epochs = 2\nmigrations = \"{migrations}\"\nmin_accesses = 5"));
+        assert_eq!(u(&s["nodes"][0], &["accesses"]), 140, "{migrations}: {s}");
+        assert_eq!(u(&s, &["tiering", "demotions"]), 14);
+        assert_eq!(u(&s["policy_stats"], &["epoch_moves"]), 14);
+        let copies = u(&s["devices"]["slow0"], &["writes"]);
+        let migration_ns = u(&s, &["tiering", "migration_time_ns"]);
+        // A migration thread of its own: no CPU time either way; charged copies load the devices.
+        assert_eq!(migration_ns, 0);
+        assert_eq!(copies, if migrations == "free" { 0 } else { 14 }, "{s}");
+    }
+    // With the default min_accesses (32) nothing is worth a charged move.
+    let lazy = profiled("oracle_dynamic", "epochs = 2");
+    assert_eq!(u(&lazy["policy_stats"], &["epoch_moves"]), 0);
+    let free = profiled("oracle_dynamic", "epochs = 2\nmigrations = \"free\"");
+    assert!(u(&free, &["execution_time_ns"]) < u(&stat, &["execution_time_ns"]));
+}
+
+#[test]
+fn the_min_free_reserve_shrinks_with_scale() {
+    // cascadelake_dcpmm: 2 x 16 GiB DRAM + 2 x 128 GiB PMEM = 288 GiB; the kernel's min_free_kbytes
+    // is int_sqrt(288 Mi KiB x 16) = 69,511 KiB; DRAM nodes hold 16/288 of it: 3,954,403 B.
+    let mins = |scale: &str| {
+        let p = platform::load("cascadelake_dcpmm", &[format!("scale={scale}")]).unwrap();
+        (p.watermarks[0].0, p.nodes[0].capacity_pages)
+    };
+    // Unscaled: 965 pages of 4 KiB.
+    assert_eq!(mins("1.0"), (965, 4_194_304));
+    // Through the lens the reserve is the same share of DRAM: 3,954,403 B / 512 = 7,723 B, one
+    // page (the square root of the scaled memory would give 42 pages, 0.5 % of DRAM).
+    assert_eq!(mins("0.001953125"), (1, 8192));
+    assert_eq!(mins("0.0001220703125"), (0, 512));
 }
 
 /// Issue 15: `stats.epoch=1ns` made a row per nanosecond of simulated time. Past

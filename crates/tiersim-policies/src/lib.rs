@@ -11,7 +11,8 @@ mod autotiering;
 mod interleave;
 mod linux_default;
 mod numab_tiering;
-mod oracle;
+mod oracle_dynamic;
+mod oracle_static;
 mod tiering06;
 mod tpp;
 
@@ -123,6 +124,9 @@ pub enum MoveMode {
     Sync,
     /// By a kernel thread on a core of its own (kdemoted): only the devices see it.
     Background,
+    /// Costs nothing at all, neither CPU time nor device traffic: the free-migration oracle's
+    /// idealised move, which makes it a bound no real policy can beat.
+    Free,
 }
 
 /// The OS operations a policy may perform during a hint fault, beyond returning a decision.
@@ -131,6 +135,8 @@ pub enum MoveMode {
 pub trait MemOps {
     /// Free pages above the high watermark plus one page: `free > high + 1` (room for a migration).
     fn room(&self, node: NodeId) -> bool;
+    /// Migrations `node` can take before `room` turns false: free pages above high + 1.
+    fn room_pages(&self, node: NodeId) -> u64;
     /// The node page `page` lives on, None if it is swapped out or was never touched.
     fn page_node(&self, page: u32) -> Option<NodeId>;
     /// The CPU of the page's last hint fault (last_cpupid).
@@ -139,6 +145,9 @@ pub trait MemOps {
     /// frame it leaves is kept out of the allocator as a reserved frame of its node (AutoTiering's
     /// per-CPU promotion pool, policies.md 2.7); returns whether it moved.
     fn demote(&mut self, page: u32, to: NodeId, mode: MoveMode, reserve: bool) -> bool;
+    /// Move a page to `to` if `to` has room above its high watermark (as `room`); returns
+    /// whether it moved.
+    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool;
     /// Move a page into one of `to`'s reserved frames; false if `to` has none.
     fn migrate_reserved(&mut self, page: u32, to: NodeId) -> bool;
     /// Swap the frames of two pages on different nodes in one operation (exchange_pages,
@@ -267,11 +276,41 @@ pub trait Policy: Send {
     /// first, ties by lower page number. Called once before the run if `wants_profile`.
     fn set_profile(&mut self, _hottest_first: &[(u64, u64)]) {}
 
+    /// Per-epoch knowledge of the future (oracle_dynamic): the trace is cut into `epochs` equal
+    /// spans of accesses and, for each, the `top` most-accessed pages are computed before the run.
+    fn epoch_profile(&self) -> Option<EpochProfile> {
+        None
+    }
+
+    /// Per epoch of `accesses_per_epoch` accesses, its most-accessed pages as (virtual page
+    /// number, accesses in the epoch), hottest first (ties: lower page first), at most `top` of
+    /// them; called once before the run if `epoch_profile` asks for it.
+    fn set_epoch_profile(&mut self, _accesses_per_epoch: u64, _hottest_per_epoch: Vec<Vec<(u64, u64)>>) {}
+
+    /// Accesses per epoch once `set_epoch_profile` has run: the engine calls `on_epoch` every
+    /// this many accesses.
+    fn epoch_length(&self) -> Option<u64> {
+        None
+    }
+
+    /// Epoch `epoch` of `epoch_profile` begins (before its first access, in simulated issue
+    /// order); `os` carries out the moves, charged as their mode says to the CPU about to issue.
+    fn on_epoch(&mut self, _epoch: usize, _topo: &Topology, _os: &mut dyn MemOps) {}
+
     /// A promotion into `node` failed for lack of free memory; return the free-page goal kswapd
     /// should reclaim (demote) the node to, if the policy wakes it (NUMAB-2's promo watermark).
     fn on_promotion_failed(&mut self, _node: NodeId, _watermarks: (u64, u64, u64), _capacity: u64) -> Option<u64> {
         None
     }
+}
+
+/// What a policy asks of the per-epoch profiling pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochProfile {
+    /// Equal spans of accesses (trace order) the trace is cut into.
+    pub epochs: u64,
+    /// Pages kept per epoch, hottest first.
+    pub top: usize,
 }
 
 /// The nearest node of the next lower tier (the kernel's next_demotion_node): smallest distance
@@ -353,7 +392,8 @@ pub static REGISTRY: &[PolicyEntry] = &[
     autotiering::OPM,
     autotiering::OPMX,
     autotiering::OPM_BD,
-    oracle::ENTRY,
+    oracle_static::ENTRY,
+    oracle_dynamic::ENTRY,
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry> {
@@ -426,7 +466,10 @@ pub(crate) mod testutil {
 
     impl MemOps for FakeOs {
         fn room(&self, node: NodeId) -> bool {
-            self.free[node as usize] > WMARKS[node as usize].2 + 1
+            self.room_pages(node) > 0
+        }
+        fn room_pages(&self, node: NodeId) -> u64 {
+            self.free[node as usize].saturating_sub(WMARKS[node as usize].2 + 1)
         }
         fn page_node(&self, page: u32) -> Option<NodeId> {
             self.node.get(&page).copied()
@@ -445,6 +488,14 @@ pub(crate) mod testutil {
                 self.reserved[from as usize] += 1;
             }
             self.log.push(format!("demote {page} -> {to} {mode:?}{}", if reserve { " reserve" } else { "" }));
+            true
+        }
+        fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
+            if !self.room(to) || self.node.get(&page).is_none_or(|&n| n == to) {
+                return false;
+            }
+            self.relocate(page, to);
+            self.log.push(format!("migrate {page} -> {to} {mode:?}"));
             true
         }
         fn migrate_reserved(&mut self, page: u32, to: NodeId) -> bool {

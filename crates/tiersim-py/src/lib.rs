@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
@@ -59,6 +59,31 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
     }
 }
 
+/// A progress hook that calls the Python `callback(done, total)` with the GIL re-acquired (the
+/// run itself holds it released). Pending signals are checked first, so Ctrl-C stops a long run.
+/// An exception from either is kept in `stopped` and ends the run; `reraise_stopped` hands it
+/// back to Python unchanged (KeyboardInterrupt stays KeyboardInterrupt).
+fn python_progress<'a>(
+    callback: &'a PyObject,
+    stopped: &'a Mutex<Option<PyErr>>,
+) -> impl FnMut(u64, Option<u64>) -> Result<()> + 'a {
+    move |done, total| {
+        Python::with_gil(|py| {
+            py.check_signals().and_then(|()| callback.call1(py, (done, total)).map(drop)).map_err(|e| {
+                *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                Error::Sim("stopped by the progress callback".into())
+            })
+        })
+    }
+}
+
+fn reraise_stopped(stopped: Mutex<Option<PyErr>>) -> PyResult<()> {
+    match stopped.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// A deliberate panic, so tests can check that one reaches Python as one line.
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
@@ -73,7 +98,7 @@ fn table(what: &str, text: &str) -> Result<Option<toml::Table>> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params=String::new(), seed=0, generator=None, generator_params=String::new()))]
+#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params=String::new(), seed=0, generator=None, generator_params=String::new(), progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -85,7 +110,9 @@ fn run(
     seed: u64,
     generator: Option<String>,
     generator_params: String,
+    progress: Option<PyObject>,
 ) -> PyResult<PyObject> {
+    let stopped = Mutex::new(None);
     let out = guarded(py, || {
         let pp = table("policy_params", &policy_params)?;
         let gp = table("generator_params", &generator_params)?;
@@ -93,7 +120,7 @@ fn run(
             Some(name) => TraceInput::Generator { name, params: gp.as_ref() },
             None => TraceInput::File(Path::new(&trace)),
         };
-        tiersim_engine::run(&RunRequest {
+        let req = RunRequest {
             platform: &platform,
             overrides: &overrides,
             policy: &policy,
@@ -101,8 +128,14 @@ fn run(
             trace: input,
             seed,
             options: SimOptions::default(),
-        })
-    })?;
+        };
+        match &progress {
+            Some(callback) => tiersim_engine::run_with_progress(&req, &mut python_progress(callback, &stopped)),
+            None => tiersim_engine::run(&req),
+        }
+    });
+    reraise_stopped(stopped)?;
+    let out = out?;
     let d = PyDict::new_bound(py);
     d.set_item("summary", out.summary.to_string())?;
     d.set_item("config", out.config)?;
@@ -126,6 +159,13 @@ fn run(
         }
     }
     d.set_item("timeseries", ts)?;
+    let hist = PyDict::new_bound(py);
+    let h = out.latency_hist;
+    hist.set_item("node", PyList::new_bound(py, h.node))?;
+    hist.set_item("low_ns", PyList::new_bound(py, h.low_ns))?;
+    hist.set_item("high_ns", PyList::new_bound(py, h.high_ns))?;
+    hist.set_item("count", PyList::new_bound(py, h.count))?;
+    d.set_item("latency_hist", hist)?;
     Ok(d.into())
 }
 
@@ -414,7 +454,7 @@ fn capture_params() -> String {
 }
 
 #[pyfunction]
-#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None))]
+#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn flash_replay(
     py: Python<'_>,
@@ -435,9 +475,11 @@ fn flash_replay(
     generator: Option<String>,
     generator_params: String,
     scatter: Option<u64>,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
-    use tiersim_devices::cxl_flash::replay::{self, HotHints, Input, ReplayOptions};
-    guarded(py, || {
+    use tiersim_engine::flash_replay::{self as replay, HotHints, Input, ReplayOptions};
+    let stopped = Mutex::new(None);
+    let out = guarded(py, || {
         let overrides = table("params", &params)?;
         let gp = table("generator_params", &generator_params)?;
         let p = replay::resolve_params(preset.as_deref(), overrides.as_ref())?;
@@ -457,7 +499,10 @@ fn flash_replay(
             hot_hints: hint_top.map(|top| HotHints { top, probability: hint_probability, lead: hint_lead, seed }),
             scatter,
         };
-        let r = replay::replay_input(&input, &p, &opts)?;
+        let r = match &progress {
+            Some(callback) => replay::replay_input_observed(&input, &p, &opts, Some(&mut python_progress(callback, &stopped))),
+            None => replay::replay_input(&input, &p, &opts),
+        }?;
         let resolved = toml::to_string(&p.to_toml()).map_err(|e| Error::Sim(format!("writing the parameters: {e}")))?;
         let bins = serde_json::json!({
             "class": r.bins.iter().map(|b| b.0).collect::<Vec<_>>(),
@@ -466,7 +511,9 @@ fn flash_replay(
             "count": r.bins.iter().map(|b| b.3).collect::<Vec<_>>(),
         });
         Ok(serde_json::json!({"summary": r.summary, "params": resolved, "bins": bins}).to_string())
-    })
+    });
+    reraise_stopped(stopped)?;
+    out
 }
 
 #[pyfunction]

@@ -5,7 +5,11 @@
 //!   of MQSim's `ASCII_Trace_Definition.h`): time in ns, non-decreasing; `dev` a device number
 //!   MQSim ignores (written 0, read and dropped); `addr` a byte address, parsed as MQSim's
 //!   `strtoull(.., 0)` does (decimal, `0x` hex, leading-zero octal); `size` in 512-byte
-//!   sectors; `type` 1 read, 0 write. No CPU.
+//!   sectors, checked to be a whole number and then ignored: MQSim_CXL forces every line to one
+//!   64 B access (`num_sec` = 8 only selects the 4 KiB page), and so does the importer, at the
+//!   64 B block holding the address; `type`
+//!   1 read, 0 write. No CPU. Written the other way, an access becomes one line per 64 B block
+//!   it touches (size field 8, as MQSim_CXL's trace translator writes).
 //! - `lackey`: Valgrind `--tool=lackey --trace-mem=yes` output: `I  addr,size` instruction
 //!   fetches, ` L addr,size` loads, ` S` stores, ` M` modifies (load then store), hex addresses
 //!   and decimal sizes; `==pid==` lines are Valgrind's messages. A data access's time is the
@@ -24,7 +28,8 @@ use tiersim_core::{Access, Error, Op, Result};
 use crate::format::{check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, MAGIC};
 use crate::AccessSource;
 
-pub const SECTOR: u64 = 512;
+/// What one MQSim_CXL trace line is, whatever its size field says.
+pub const MQSIM_ACCESS: u64 = 64;
 
 /// The formats `tiersim trace convert` reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +83,7 @@ impl Default for TextOptions {
 
 /// Whether `path` starts with the native magic.
 pub fn is_native(path: &Path) -> Result<bool> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = crate::format::open_trace_file(path)?;
     let mut m = [0u8; 8];
     let mut got = 0;
     while got < m.len() {
@@ -199,7 +204,7 @@ struct TextReader<P> {
 
 impl<P: LineParser> TextReader<P> {
     fn open(path: &Path, parser: P, opts: &TextOptions) -> Result<TextReader<P>> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let f = crate::format::open_trace_file(path)?;
         let meta = parser.meta(opts);
         let mut r = TextReader {
             path: path.to_owned(),
@@ -329,21 +334,20 @@ impl LineParser for Mqsim {
         let time: u64 = f[0].parse().map_err(|_| format!("time {:?} is not a whole number of ns", f[0]))?;
         f[1].parse::<u64>().map_err(|_| format!("device {:?} is not a whole number", f[1]))?;
         let addr = parse_c_uint(f[2]).ok_or_else(|| format!("address {:?} is not a number", f[2]))?;
-        let sectors: u64 = f[3].parse().map_err(|_| format!("size {:?} is not a whole number of sectors", f[3]))?;
+        f[3].parse::<u64>().map_err(|_| format!("size {:?} is not a whole number of sectors", f[3]))?;
         let op = match f[4] {
             "1" => Op::Read,
             "0" => Op::Write,
             t => return Err(format!("type {t:?} is neither 1 (read) nor 0 (write)")),
         };
-        let bytes = sectors
-            .checked_mul(SECTOR)
-            .ok_or_else(|| format!("size {sectors} sectors overflows a 64-bit byte count (x {SECTOR} bytes)"))?;
-        let size = size_u16(bytes, "size")?;
         if time < self.last {
             return Err(format!("time {time} is before the previous line's {}; MQSim needs non-decreasing times", self.last));
         }
         self.last = time;
-        out.push(Access { time, addr, cpu: 0, size, op, flags: 0 });
+        // MQSim_CXL only keeps the page (`addr / 4096`): the 64 B block holding the address
+        // stands for it, so an unaligned address never spills into the next page.
+        let addr = addr & !(MQSIM_ACCESS - 1);
+        out.push(Access { time, addr, cpu: 0, size: MQSIM_ACCESS as u16, op, flags: 0 });
         Ok(())
     }
 }
@@ -628,9 +632,14 @@ impl LineFormatter for MqsimOut {
             }
         };
         self.last = time;
-        let sectors = (a.size as u64).div_ceil(SECTOR).max(1);
         let rw = if a.op == Op::Read { 1 } else { 0 };
-        writeln!(w, "{time} 0 {} {sectors} {rw}", a.addr).map(Ok)
+        // MQSim reads each line as one 64 B access: an access is one line per block it touches.
+        let first = a.addr / MQSIM_ACCESS;
+        let last = (a.addr + (a.size as u64).max(1) - 1) / MQSIM_ACCESS;
+        for block in first..=last {
+            writeln!(w, "{time} 0 {} 8 {rw}", block * MQSIM_ACCESS)?;
+        }
+        Ok(Ok(()))
     }
 }
 

@@ -9,6 +9,7 @@ pub mod capture;
 pub mod convert;
 pub mod format;
 pub mod gen;
+pub mod progress;
 pub mod stats;
 pub mod tools;
 

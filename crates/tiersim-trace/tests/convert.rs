@@ -46,6 +46,40 @@ fn regenerate_data_when_asked() {
     }
 }
 
+/// MQSim_CXL's trace format as its simulator reads it: each line one 64 B access whatever the
+/// size field says (8 sectors, 1, 64), at the 64 B block of a decimal, hex or octal address.
+#[test]
+fn mqsim_lines_are_64_byte_accesses() {
+    let got = read(&data("mqsim_cxl.trace"), Some(Format::Mqsim));
+    let want = [
+        (84, 135520832, Op::Read),
+        (84, 135520832, Op::Write),
+        (90, 0x1fc0, Op::Read),
+        (100, 4032, Op::Read),
+        (100, 4096, Op::Write),
+        (250, (1u64 << 32) + 64, Op::Read),
+    ];
+    assert_eq!(got.len(), want.len());
+    // Sizes 0 and 2^55 sectors (issue 15: once wrapped to 0 bytes) are ignored too.
+    let d = tempfile::tempdir().unwrap();
+    let odd = d.path().join("odd.trace");
+    std::fs::write(&odd, "10 0 4096 0 1\n11 0 4096 36028797018963968 0\n").unwrap();
+    assert!(read(&odd, Some(Format::Mqsim)).iter().all(|a| a.size == 64));
+    for (a, &(time, addr, op)) in got.iter().zip(&want) {
+        assert_eq!((a.time, a.addr, a.op, a.size, a.cpu), (time, addr, op, 64, 0));
+    }
+    // Back to text: the same lines with decimal, aligned addresses and size 8.
+    let d = tempfile::tempdir().unwrap();
+    let (native, back) = (d.path().join("t.trace"), d.path().join("t.mqsim"));
+    let o = TextOptions::default();
+    convert::convert(&data("mqsim_cxl.trace"), Some(Format::Mqsim), &native, Format::Native, &o).unwrap();
+    convert::convert(&native, None, &back, Format::Mqsim, &o).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "84 0 135520832 8 1\n84 0 135520832 8 0\n90 0 8128 8 1\n100 0 4032 8 1\n100 0 4096 8 0\n250 0 4294967360 8 1\n"
+    );
+}
+
 #[test]
 fn every_reader_gives_the_same_stream() {
     let lackey = read(&data("small.lackey"), Some(Format::Lackey));
@@ -56,12 +90,16 @@ fn every_reader_gives_the_same_stream() {
     assert_eq!((lackey[0].time, lackey[0].addr, lackey[0].size, lackey[0].op), (1, 0x1ffefffd40, 16, Op::Write));
     assert_eq!(read(&data("small.trace"), None), lackey);
     assert_eq!(read(&data("small.csv"), Some(Format::Csv)), lackey);
-    // MQSim keeps addresses and directions; sizes become 512-byte sectors, times ns at 0.5 ns
-    // per instruction, and CPUs are gone.
+    // MQSim keeps directions; an access is one 64 B access per 64 B block it touches (3 of the
+    // 27 cross into a second block), times ns at 0.5 ns per instruction, and CPUs are gone.
     let mq = read(&data("small.mqsim"), Some(Format::Mqsim));
-    let key = |v: &[Access]| v.iter().map(|a| (a.addr, a.op)).collect::<Vec<_>>();
-    assert_eq!(key(&mq), key(&lackey));
-    assert!(mq.iter().all(|a| a.size == 512 && a.cpu == 0));
+    assert_eq!(mq.len(), 30);
+    let blocks: Vec<(u64, Op)> = lackey
+        .iter()
+        .flat_map(|a| (a.addr / 64..=(a.addr + a.size as u64 - 1) / 64).map(move |b| (b * 64, a.op)))
+        .collect();
+    assert_eq!(mq.iter().map(|a| (a.addr, a.op)).collect::<Vec<_>>(), blocks);
+    assert!(mq.iter().all(|a| a.size == 64 && a.addr % 64 == 0 && a.cpu == 0));
     // 35 instructions x 0.5 ns, rounded.
     assert_eq!(mq.last().unwrap().time, 18);
     let r = convert::open(&data("small.csv"), Some(Format::Csv), &TextOptions::default()).unwrap();
@@ -100,7 +138,8 @@ fn native_round_trips_through_csv_and_lackey() {
         convert::convert(&text, Some(f), &back, Format::Native, &o).unwrap();
         assert_eq!(read(&back, None), read(&src, None), "{f:?}, {threads} threads");
     }
-    // An ns trace of whole sectors on one CPU survives MQSim exactly.
+    // An ns trace of 4 KiB accesses goes to MQSim as one line per 64 B block and comes back as
+    // those 64 B accesses.
     let src = d.path().join("ns.trace");
     let meta = TraceMeta { time_unit: TimeUnit::Ns, addr_kind: AddrKind::Physical, page_size: 4096 };
     let mut w = TraceWriter::create(&src, meta).unwrap();
@@ -111,9 +150,13 @@ fn native_round_trips_through_csv_and_lackey() {
     w.finish().unwrap();
     let text = d.path().join("ns.mqsim");
     convert::convert(&src, None, &text, Format::Mqsim, &o).unwrap();
-    let first = std::fs::read_to_string(&text).unwrap().lines().nth(1).unwrap().to_owned();
-    assert_eq!(first, format!("37 0 {} 8 1", 7919u64 << 12));
-    assert_eq!(read(&text, Some(Format::Mqsim)), accesses);
+    let lines: Vec<String> = std::fs::read_to_string(&text).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 6400);
+    assert_eq!((lines[1].as_str(), lines[63].as_str()), ("0 0 64 8 0", "0 0 4032 8 0"));
+    assert_eq!(lines[64], format!("37 0 {} 8 1", 7919u64 << 12));
+    let blocks: Vec<Access> =
+        accesses.iter().flat_map(|a| (0..64).map(move |k| Access { addr: a.addr + k * 64, size: 64, ..*a })).collect();
+    assert_eq!(read(&text, Some(Format::Mqsim)), blocks);
     // Lackey cannot hold several CPUs or ns times: errors, and no output file.
     let multi = d.path().join("multi.trace");
     gen::generate("random", Some(&toml::from_str("threads = 2\naccesses = 10").unwrap()), &multi, 0).unwrap();
@@ -155,10 +198,7 @@ fn malformed_lines_name_file_and_line() {
         (Format::Mqsim, "0 0 4096 8 1\n\n5 0 0x10 8 2\n", ":3: type \"2\" is neither"),
         (Format::Mqsim, "10 0 4096 8 1\n5 0 4096 8 1\n", ":2: time 5 is before"),
         (Format::Mqsim, "10 0 zz 8 1\n", ":1: address \"zz\""),
-        (Format::Mqsim, "10 0 4096 200 1\n", ":1: size is 102400 bytes"),
-        // Issue 15 section 5: 2^55 sectors x 512 wrapped to 0 bytes; size 0 was accepted.
-        (Format::Mqsim, "10 0 4096 8 1\n11 0 4096 36028797018963968 1\n", ":2: size 36028797018963968 sectors overflows a 64-bit byte count"),
-        (Format::Mqsim, "10 0 4096 0 1\n", ":1: size is 0; every access moves at least one byte"),
+        (Format::Mqsim, "10 0 4096 -8 1\n", ":1: size \"-8\" is not a whole number of sectors"),
         (Format::Lackey, " L 1000,0\n", ":1: size is 0"),
         (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40,0\n", ":2: size is 0"),
         (Format::Lackey, "==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", ":4: unknown access kind 'X'"),

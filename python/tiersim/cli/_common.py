@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any, NoReturn
@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 import typer
 from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TimeRemainingColumn
+from rich.table import Column, Table
 from rich.text import Text
 
 import tiersim
@@ -183,6 +184,88 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
                     cpus.add_row(str(i), _int(c), _pct(c if isinstance(c, int) else 0, accesses))
         tables.append(cpus)
     return tables
+
+
+def _count(n: float) -> str:
+    """An access count short enough for a progress line: 950,000 -> 950.0k, 3.2e7 -> 32.0M."""
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f}G"
+    if n >= 1e6:
+        return f"{n / 1e6:,.1f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:,.1f}k"
+    return f"{int(n):,}"
+
+
+class _DescriptionColumn(ProgressColumn):
+    """The one column that gives way on a narrow terminal (cut with an ellipsis, never wrapped),
+    so that the figures always fit the line."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=False))
+
+    def render(self, task: Task) -> Text:
+        return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+
+class _AccessesColumn(ProgressColumn):
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+
+    def render(self, task: Task) -> Text:
+        total = f"{_count(task.total)}" if task.total is not None else "?"
+        return Text(f"{_count(task.completed)} of {total} accesses")
+
+
+class _RateColumn(ProgressColumn):
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{_count(speed)}/s" if speed else "-/s")
+
+
+@contextmanager
+def _accesses_progress(
+    description: str, console: Console | None = None
+) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A progress bar on stderr for a long replay: accesses done of the total (from the trace
+    header; a pulsing bar when unknown), the rate and the time left. Yields the callback to hand
+    to the native call as `progress`, or None when stderr is not a terminal (nothing to draw on).
+    The bar is transient: it leaves nothing in the output. Ctrl-C (seen at the next update) ends
+    the command with status 130 and one line saying so."""
+    console = console or err
+    try:
+        if not console.is_terminal:
+            yield None
+            return
+        with _progress_bar(description, console) as update:
+            yield update
+    except KeyboardInterrupt:
+        err.print(Text("interrupted: nothing was written"), soft_wrap=True)
+        raise typer.Exit(130) from None
+
+
+@contextmanager
+def _progress_bar(description: str, console: Console) -> Iterator[Callable[[int, int | None], None]]:
+    progress = Progress(
+        SpinnerColumn(),
+        _DescriptionColumn(),
+        BarColumn(bar_width=20),
+        _AccessesColumn(),
+        _RateColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task(description, total=None)
+
+    def update(done: int, total: int | None) -> None:
+        progress.update(task, completed=done, total=total)
+
+    with progress:
+        yield update
 
 
 def _print(*renderables: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from tiersim._flash import check_flash_dir
 from tiersim.cli._common import (
     _FROM_HELP,
     TraceFormat,
+    _accesses_progress,
     _cell,
     _echo_raw,
     _fmt,
@@ -98,7 +100,7 @@ def flash_replay_cmd(
     with _user_errors():
         if output is not None:
             check_flash_dir(output)
-        with err.status(Text(f"replaying {trace.name} ...")):
+        with _accesses_progress(f"{trace.name} on {preset or 'cxl_flash'}") as progress:
             result = tiersim.flash_replay(
                 trace,
                 preset=preset,
@@ -113,6 +115,7 @@ def flash_replay_cmd(
                 hint_lead=hint_lead,
                 limit=limit,
                 out_dir=output,
+                progress=_limited(progress, limit),
             )
     if as_json:
         _echo_raw(result.summary_json())
@@ -120,6 +123,13 @@ def flash_replay_cmd(
         _print(*_flash_tables(result.summary))
     if output is not None:
         err.print(Text(f"wrote {output}"), soft_wrap=True)
+
+
+def _limited(progress: Callable[[int, int | None], None] | None, limit: int) -> Callable[[int, int | None], None] | None:
+    """With --limit, the replay stops there: the bar's total is the smaller of the two."""
+    if progress is None or not limit:
+        return progress
+    return lambda done, total: progress(done, min(total, limit) if total is not None else limit)
 
 
 _SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1000, "MB": 10**6, "GB": 10**9}

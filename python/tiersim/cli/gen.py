@@ -30,6 +30,7 @@ def gen_cmd(
     param: Annotated[
         list[str] | None, typer.Option("--param", metavar="KEY=VALUE", help="Any generator parameter; repeatable.")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing -o file that is not a tiersim trace.")] = False,
 ) -> None:
     """Generate a synthetic trace file, then print its statistics."""
     params = _pairs(param, "--param")
@@ -42,7 +43,7 @@ def gen_cmd(
     _merge_shortcuts(params, shortcuts)
     with _user_errors():
         with err.status(Text(f"generating {name} ...")):
-            info = tiersim.generate_with(name, output, params, seed=seed)
+            info = tiersim.generate_with(name, output, params, seed=seed, force=force)
     _print(*_inspect_tables(info))
 
 

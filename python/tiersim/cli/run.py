@@ -9,12 +9,16 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 import tiersim
 from tiersim._result import check_out_dir
+from tiersim.report import regime_rows
+from tiersim.report import run_warnings as report_warnings
 from tiersim.cli._common import (
+    _accesses_progress,
     _bytes,
     _echo_raw,
     _gbs,
@@ -33,7 +37,66 @@ from tiersim.cli._common import (
 )
 
 
-def _summary_tables(result: tiersim.RunResult) -> list[Table]:
+def _lens(s: dict[str, object]) -> str:
+    lens = s.get("lens")
+    if not isinstance(lens, dict):
+        return "-"
+    same = "the lens" if lens.get("consistent") else "DIFFER"
+    return f"{lens.get('scale')} / {lens.get('daemon_time_scale')} ({same})"
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _print_warnings(s: dict[str, object]) -> None:
+    for w in report_warnings(s):
+        err.print(Text.assemble(("warning: ", "bold yellow"), w), soft_wrap=True)
+
+
+def _nodes_table(s: dict[str, Any], exec_ns: int, total: int, compact: bool) -> Table:
+    """compact (an 80-column terminal): bandwidth without its unit in the cells, and final pages
+    above capacity in one cell, so that 8 figures of up to 11 digits fit in 80 columns."""
+    page_size = s.get("page_size")
+    sep = "\n" if compact else " "
+    # Compact also drops the padding at the table's edges (2 columns).
+    nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=not compact,
+                  show_edge=not compact)
+    headers = ("node", "device", "tier", "accesses", "share", "bytes", "GB/s" if compact else "bandwidth",
+               "final pages / capacity")
+    for name in headers:
+        numeric = name not in ("node", "device")
+        # Figures never wrap; in the compact form the header of the last column may.
+        wrap = not numeric or name.startswith("final")
+        nodes.add_column(name, justify="right" if numeric else "left", no_wrap=not wrap)
+    for n in s.get("nodes", []):
+        cap = n.get("capacity_bytes")
+        cap_pages = n.get("capacity_pages")
+        if cap_pages is None and isinstance(page_size, int) and isinstance(cap, int) and page_size > 0:
+            cap_pages = cap // page_size
+        # The engine's bandwidth covers the measured window (after warm-up); bytes / execution
+        # time is the fallback for summaries that lack it.
+        bandwidth = n.get("bandwidth_gbs")
+        gbs = f"{bandwidth:.2f} GB/s" if isinstance(bandwidth, (int, float)) else _gbs(n.get("bytes", 0), exec_ns)
+        capacity = _int(cap_pages) if cap_pages is not None else _bytes(cap)
+        nodes.add_row(
+            str(n.get("name")),
+            str(n.get("device")),
+            str(n.get("tier", "-")),
+            _int(n.get("accesses")),
+            _pct(n.get("accesses", 0), total),
+            _bytes(n.get("bytes")),
+            gbs.removesuffix(" GB/s") if compact else gbs,
+            Text(f"{_int(n.get('final_pages'))} /{sep}{capacity}", no_wrap=True),
+        )
+    return nodes
+
+
+def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
+    """The run table and the memory-node table, the latter in its compact form when the wide
+    one does not fit `console`: figures are never cut."""
     s = result.summary
     lat = s.get("latency_ns", {})
     exec_ns = s.get("execution_time_ns", 0)
@@ -43,6 +106,7 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
         ("policy", str(s.get("policy", "-"))),
         ("trace", str(s.get("trace", "-"))),
         ("seed", str(s.get("seed", "-"))),
+        ("scale / daemon_time_scale", _lens(s)),
         ("execution time", _ms(exec_ns)),
         ("accesses", f"{_int(total)} ({_int(s.get('reads'))} reads, {_int(s.get('writes'))} writes)"),
         ("pages touched", _int(s.get("pages_touched"))),
@@ -73,28 +137,11 @@ def _summary_tables(result: tiersim.RunResult) -> list[Table]:
             f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
         ))
 
-    page_size = s.get("page_size")
-    nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left")
-    for name in ("node", "device", "tier", "accesses", "share", "bytes", "bandwidth", "final pages / capacity"):
-        nodes.add_column(name, justify="left" if name in ("node", "device") else "right")
-    for n in s.get("nodes", []):
-        cap = n.get("capacity_bytes")
-        cap_pages = n.get("capacity_pages")
-        if cap_pages is None and isinstance(page_size, int) and isinstance(cap, int) and page_size > 0:
-            cap_pages = cap // page_size
-        # The engine's bandwidth covers the measured window (after warm-up); bytes / execution
-        # time is the fallback for summaries that lack it.
-        bandwidth = n.get("bandwidth_gbs")
-        nodes.add_row(
-            str(n.get("name")),
-            str(n.get("device")),
-            str(n.get("tier", "-")),
-            _int(n.get("accesses")),
-            _pct(n.get("accesses", 0), total),
-            _bytes(n.get("bytes")),
-            f"{bandwidth:.2f} GB/s" if isinstance(bandwidth, (int, float)) else _gbs(n.get("bytes", 0), exec_ns),
-            f"{_int(n.get('final_pages'))} / {_int(cap_pages) if cap_pages is not None else _bytes(cap)}",
-        )
+    rows += [(label, _cell(v)) for label, v in regime_rows(s) if v is not None]
+
+    nodes = _nodes_table(s, exec_ns, total, compact=False)
+    if console.measure(nodes, options=console.options.update(max_width=10_000)).maximum > console.width:
+        nodes = _nodes_table(s, exec_ns, total, compact=True)
     return [_kv_table("run", rows), nodes]
 
 
@@ -184,7 +231,7 @@ def run(
     run_dir = output or Path("runs") / _slug(f"{Path(platform).stem}-{policy}-{source}-s{seed}")
     with _user_errors():
         check_out_dir(run_dir)
-        with err.status(Text(f"simulating {source} on {platform} under {policy} ...")):
+        with _accesses_progress(f"{source} on {Path(platform).stem}, {policy}") as progress:
             result = tiersim.run(
                 trace,
                 platform=platform,
@@ -194,11 +241,13 @@ def run(
                 seed=seed,
                 generator=gen,
                 generator_params=gen_params if gen is not None else None,
+                progress=progress,
             )
         result.write(run_dir)
     if as_json:
         _echo_raw(result.summary_json())
         err.print(Text(f"wrote {run_dir}"), soft_wrap=True)
     else:
-        _print(*_summary_tables(result))
+        _print(*_summary_tables(result, out))
         out.print(Text(f"run directory: {run_dir}"), soft_wrap=True)
+    _print_warnings(result.summary)

@@ -90,10 +90,10 @@ def study_sweep(out: Path, name: str, text: str, workers: int | None) -> pl.Data
     return results
 
 
-from tiersim.studies import autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd  # noqa: E402 - the registry needs Study
+from tiersim.studies import autotiering, cxl_expansion, cxl_flash, optane, scaling, scm_vs_ssd  # noqa: E402 - the registry needs Study
 
 # The registry: the only place a study is named.
-STUDIES: list[Study] = [autotiering.STUDY, cxl_expansion.STUDY, cxl_flash.STUDY, optane.STUDY, scm_vs_ssd.STUDY]
+STUDIES: list[Study] = [autotiering.STUDY, cxl_expansion.STUDY, cxl_flash.STUDY, optane.STUDY, scm_vs_ssd.STUDY, scaling.STUDY]
 
 
 def get(name: str) -> Study:

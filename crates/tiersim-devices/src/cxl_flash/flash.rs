@@ -8,8 +8,9 @@
 //! transfer takes the first free gap at or after the time it is ready, so a later-booked
 //! transfer can use an idle channel before an earlier-booked one that waits for its die. Transfer
 //! time is bytes / rate rounded up to a picosecond and never zero (MQSim's B2 truncated it to
-//! 0 ns above 1000 MT/s). Not modelled: command/address cycles, program/erase suspension,
-//! read retry and ECC decode.
+//! 0 ns above 1000 MT/s). Command/address cycles hold the channel only when `Timing` gives them
+//! (MQSim_CXL's, in its compatibility mode). Not modelled: program/erase suspension, read retry
+//! and ECC decode.
 
 use serde_json::json;
 
@@ -119,6 +120,10 @@ pub struct Timing {
     pub read: Vec<Ps>,
     pub program: Vec<Ps>,
     pub erase: Ps,
+    /// Channel time of a read's / a program's command and address cycles before the array
+    /// operation (0 unless MQSim_CXL's ONFI NVDDR2 cycles are reproduced).
+    pub read_command: Ps,
+    pub program_command: Ps,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -149,6 +154,7 @@ pub struct Flash {
     longest: usize,
     /// Channel rate, for transfer times.
     rate: Pipe,
+    instant: bool,
     channel_busy: Ps,
     pub ops: OpCounts,
 }
@@ -160,6 +166,7 @@ impl Flash {
             channels: vec![Timeline::new(Pipe::new(channel_bandwidth).service(geo.unit)); geo.channels as usize],
             longest: 0,
             rate: Pipe::new(channel_bandwidth),
+            instant: channel_bandwidth.is_infinite(),
             geo,
             timing,
             channel_busy: 0,
@@ -167,9 +174,14 @@ impl Flash {
         }
     }
 
+    /// Channel time of `bytes`; none at an infinite rate (MQSim_CXL's truncated t_RC).
     #[inline]
     pub fn transfer(&self, bytes: u64) -> Ps {
-        self.rate.service(bytes)
+        if self.instant {
+            0
+        } else {
+            self.rate.service(bytes)
+        }
     }
 
     /// The die is taken from `at` (or when it frees); returns the start.
@@ -193,6 +205,13 @@ impl Flash {
 
     fn channel(&mut self, die: u32, at: Ps, bytes: u64) -> Ps {
         let dur = self.transfer(bytes);
+        self.channel_for(die, at, dur)
+    }
+
+    fn channel_for(&mut self, die: u32, at: Ps, dur: Ps) -> Ps {
+        if dur == 0 {
+            return at;
+        }
         self.channel_busy = self.channel_busy.saturating_add(dur);
         let ch = self.geo.channel_of(die) as usize;
         let end = self.channels[ch].book(at, dur).1;
@@ -208,7 +227,8 @@ impl Flash {
     /// Read `bytes` of page `page` on `die` from `at`; returns when the data has crossed the channel.
     pub fn read(&mut self, die: u32, page: u32, bytes: u64, at: Ps) -> Ps {
         let start = self.acquire(die, at);
-        let sensed = start.saturating_add(Self::latency(&self.timing.read, page));
+        let commanded = self.channel_for(die, start, self.timing.read_command);
+        let sensed = commanded.saturating_add(Self::latency(&self.timing.read, page));
         let done = self.channel(die, sensed, bytes);
         self.release(die, start, done);
         self.ops.reads += 1;
@@ -219,7 +239,8 @@ impl Flash {
     /// Program `bytes` (one page per plane written) of page `page` on `die`; returns when done.
     pub fn program(&mut self, die: u32, page: u32, bytes: u64, at: Ps) -> Ps {
         let start = self.acquire(die, at);
-        let loaded = self.channel(die, start, bytes);
+        let commanded = self.channel_for(die, start, self.timing.program_command);
+        let loaded = self.channel(die, commanded, bytes);
         let done = loaded.saturating_add(Self::latency(&self.timing.program, page));
         self.release(die, start, done);
         self.ops.programs += 1;

@@ -438,7 +438,7 @@ mod tests {
             unit: 4096,
             units_per_page: 4,
         };
-        let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000 };
+        let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
         let flash = Flash::new(geo, timing, 4e9);
         let ftl = Ftl::new(&flash, 192, 0.0);
         (flash, ftl)
@@ -586,7 +586,7 @@ mod tests {
                 channels: 2, ways: 2, planes: 2, blocks_per_plane: 16, pages_per_block: 16,
                 page_size: 16384, unit: 4096, units_per_page: 4,
             };
-            let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000 };
+            let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
             let mut flash = Flash::new(geo, timing, 4e9);
             let mut ftl = Ftl::new(&flash, 6000, 0.05);
             let writes: Vec<u64> = writes.iter().map(|&(region, off)| region * 1500 + off).collect();

@@ -24,11 +24,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use serde_json::json;
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::dram::{channel_specs, ChannelGroup};
-use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
+use crate::pipe::{completion, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
 /// The constant lists a plugin registry of this device contributes: `NAMES` (for the
@@ -83,14 +82,17 @@ pub mod metrics;
 pub mod mshr;
 pub mod prefetch;
 pub mod replacement;
-pub mod replay;
 
+mod compat;
+mod request;
+mod summary;
 
-use cache::{Cache, Evicted, PinOutcome, PREFETCHED};
+use cache::{Cache, PinOutcome};
+use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS};
 use flash::{Flash, Geometry, Timing};
-use ftl::{Ftl, Location};
+use ftl::Ftl;
 use metrics::{Class, Latency};
-use mshr::{Kind, Mshr, Row};
+use mshr::Mshr;
 
 /// Filler for the constant arrays the parameter lists are assembled in.
 pub(crate) const PLACEHOLDER: ParamSpec = ParamSpec::new("", ParamKind::Bool, "false", "");
@@ -171,6 +173,11 @@ const BASE: &[ParamSpec] = channel_specs! {
              `replace_oldest`: unpin the set's least recently pinned line and pin this one")
             .choices(&["refuse", "replace_oldest"]),
         ParamSpec::new("seed", ParamKind::Int, "1", "seed of random replacement").min(0.0),
+        ParamSpec::new("compat", ParamKind::Str, "none",
+            "`mqsim_cxl`: reproduce MQSim_CXL's result-changing behaviours, its bugs included (no link, zero \
+             flash transfer time, one 46 ns DRAM server, fetch-on-write acknowledged at fill, latency from \
+             acceptance...; docs/cxl_flash.md lists each with its source line); `none`: the corrected model")
+            .choices(&["none", "mqsim_cxl"]),
     ],
     channels: "1",
     channel_bandwidth: "25.6GB/s",
@@ -220,10 +227,6 @@ pub const INFO: PluginInfo = PluginInfo {
 pub fn build(p: &Params) -> Result<Box<dyn Device>> {
     Ok(Box::new(CxlFlash::from_params(p)?))
 }
-
-const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
-/// MQSim_CXL's README turns its lifetime into years of 2080 working hours.
-const MQSIM_YEAR_S: f64 = 2080.0 * 3600.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HintMode {
@@ -314,6 +317,9 @@ pub struct CxlFlash {
     first_issue: Option<Ns>,
     last_issue: Ns,
     last_completion: Ns,
+    /// `compat = "mqsim_cxl"`: MQSim_CXL's single device-DRAM server and the events it still
+    /// has to serve when their flash data arrives.
+    mq: Option<MqsimDram>,
 }
 
 use prefetch::Prefetcher;
@@ -390,12 +396,20 @@ impl CxlFlash {
         if logical == 0 {
             return Err(Error::config("overprovisioning", "leaves no logical space"));
         }
+        let compat = p.str("compat") == "mqsim_cxl";
         let timing = Timing {
             read: latencies_us(p, "flash_read_latency_us")?,
             program: latencies_us(p, "flash_program_latency_us")?,
             erase: ps_from_ns(p.duration("flash_erase_latency")),
+            // ONFI_Channel_NVDDR2's default cycle times: a single-plane read command is
+            // t_CS + 6 t_WC + t_WB + t_RR = 290 ns, a program command t_CS + 6 t_WC + t_ADL +
+            // t_WPST + t_WPSTH + t_WB = 361 ns.
+            read_command: if compat { ps_from_ns(MQSIM_READ_COMMAND_NS) } else { 0 },
+            program_command: if compat { ps_from_ns(MQSIM_PROGRAM_COMMAND_NS) } else { 0 },
         };
-        let flash = Flash::new(geo, timing, p.bandwidth("flash_channel_bandwidth"));
+        // MQSim_CXL's ONFI t_RC truncates to 0 ns above 1000 MT/s (B2): channels move data in no time.
+        let channel_bandwidth = if compat { f64::INFINITY } else { p.bandwidth("flash_channel_bandwidth") };
+        let flash = Flash::new(geo, timing, channel_bandwidth);
         let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
 
         let cache_size = p.bytes("cache_size");
@@ -420,8 +434,9 @@ impl CxlFlash {
             let repl = (replacement::find(p.str("replacement"))?.build)(p, shape)?;
             Some(Cache::new(shape, p.bool("cache_index_hash"), repl))
         };
-        let write_allocate = p.bool("write_allocate");
-        let write_validate = p.bool("write_validate");
+        // MQSim_CXL's write path: a write miss allocates and fetches the line.
+        let write_allocate = compat || p.bool("write_allocate");
+        let write_validate = !compat && p.bool("write_validate");
         if write_validate && !write_allocate {
             return Err(Error::config("write_validate", "needs write_allocate = true"));
         }
@@ -453,7 +468,7 @@ impl CxlFlash {
             lines: logical,
             write_allocate,
             write_validate,
-            ack_fill: p.str("write_ack") == "fill",
+            ack_fill: compat || p.str("write_ack") == "fill",
             write_buffer_units: (p.bytes("write_buffer") / line).max(1),
             prefetch_max: u32_param(p, "prefetch_max_inflight")?,
             pollution: vec![0; p.uint("pollution_filter") as usize],
@@ -472,7 +487,13 @@ impl CxlFlash {
             first_issue: None,
             last_issue: 0,
             last_completion: 0,
+            mq: compat.then(|| MqsimDram::new(geo.dies())),
         })
+    }
+
+    /// log2 of the cache line (the flash mapping unit).
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
     }
 
     /// Bytes the host can address.
@@ -482,324 +503,6 @@ impl CxlFlash {
 
     pub fn latency(&self) -> &Latency {
         &self.lat
-    }
-
-    /// Mask of the sub-blocks covering bytes `lo..=hi` of a line.
-    #[inline]
-    fn mask(&self, lo: u64, hi: u64) -> u64 {
-        let (a, b) = (lo >> self.sub_shift, hi >> self.sub_shift);
-        let width = b - a + 1;
-        let ones = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
-        (ones << a) & self.full_mask
-    }
-
-    #[inline]
-    fn pollution_slot(&self, line: u64) -> usize {
-        (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize % self.pollution.len()
-    }
-
-    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then.
-    fn retire_until(&mut self, t: Ps) {
-        while let Some(row) = self.mshr.pop_ready(t) {
-            self.retire(row);
-        }
-        while let Some(&Reverse((when, bytes))) = self.deferred.peek() {
-            if when > t {
-                break;
-            }
-            self.deferred.pop();
-            self.d2h.serve(when, bytes);
-        }
-    }
-
-    fn retire(&mut self, row: Row) {
-        let t = row.ready;
-        match (row.kind, self.cache.is_some()) {
-            (Kind::Fill, true) => self.fill(row),
-            (Kind::Fill, false) => {}
-            (Kind::Rmw, _) => self.ftl.write(&mut self.flash, row.line, t),
-        }
-    }
-
-    /// Put the line of a completed read into the cache.
-    fn fill(&mut self, row: Row) {
-        let t = row.ready;
-        let line_bytes = 1u64 << self.line_shift;
-        let Some(cache) = self.cache.as_mut() else { return };
-        if let Some(slot) = cache.lookup(row.line) {
-            // Already there: a partly valid line (write_validate) completed by this read, or a
-            // duplicate read without MSHR.
-            let s = slot as usize;
-            cache.valid[s] = self.full_mask;
-            cache.dirty[s] |= row.dirty;
-            return;
-        }
-        let (slot, evicted) = cache.allocate(row.line);
-        let s = slot as usize;
-        cache.valid[s] = self.full_mask;
-        cache.dirty[s] = row.dirty;
-        let unused_prefetch = row.prefetch && !row.demanded;
-        if unused_prefetch {
-            cache.flags[s] |= PREFETCHED;
-        }
-        if row.pin {
-            count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
-        }
-        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
-        self.prefetcher.on_fill(row.line, row.prefetch);
-        if let Some(e) = evicted {
-            self.evict(e, slot, t, unused_prefetch);
-        }
-    }
-
-    fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
-        self.pf.evictions += 1;
-        if e.flags & PREFETCHED != 0 {
-            self.c.prefetch_unused_evicted += 1;
-        }
-        if by_prefetch {
-            let i = self.pollution_slot(e.line);
-            self.pollution[i] = e.line + 1;
-        }
-        if e.dirty == 0 {
-            self.c.evictions_clean += 1;
-            return;
-        }
-        self.c.evictions_dirty += 1;
-        self.c.dirty_subblocks_evicted += u64::from(e.dirty.count_ones());
-        let line_bytes = 1u64 << self.line_shift;
-        // The victim's data leaves the DRAM for the write buffer.
-        self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
-        let at = if e.valid != self.full_mask {
-            // Partly valid: the rest of the unit comes from flash first.
-            self.c.flash_reads_rmw += 1;
-            self.read_unit(e.line, t).0
-        } else {
-            t
-        };
-        self.ftl.write(&mut self.flash, e.line, at);
-    }
-
-    /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
-    /// controller, and whether flash was read.
-    fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, bool) {
-        match self.ftl.locate(&self.flash, line) {
-            Location::Buffer => {
-                self.ftl.buffer_read();
-                self.c.write_buffer_hits += 1;
-                let bytes = 1u64 << self.line_shift;
-                (self.dram.serve(t, 0, bytes as u32, Op::Read), false)
-            }
-            Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), true),
-        }
-    }
-
-    /// Ask the prefetcher and issue what it proposes.
-    fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
-        let mut proposals = std::mem::take(&mut self.proposals);
-        proposals.clear();
-        let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
-        self.prefetcher.on_trigger(&ctx, &mut proposals);
-        for &l in &proposals {
-            self.prefetch(l, t, false);
-        }
-        self.proposals = proposals;
-    }
-
-    /// Issue a prefetch read of `line` at `t` unless it is cached or in flight or no row is free.
-    fn prefetch(&mut self, line: u64, t: Ps, pin: bool) -> bool {
-        if line >= self.lines {
-            return false;
-        }
-        let Some(cache) = self.cache.as_mut() else {
-            self.c.prefetch_dropped += 1;
-            return false;
-        };
-        if let Some(slot) = cache.lookup(line) {
-            if cache.valid[slot as usize] == self.full_mask {
-                self.c.prefetch_redundant += 1;
-                if pin {
-                    count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
-                }
-                return false;
-            }
-        }
-        if let Some(r) = self.mshr.find(line) {
-            self.c.prefetch_redundant += 1;
-            if pin {
-                self.mshr.row_mut(r).pin = true;
-            }
-            return false;
-        }
-        if self.mshr.full() || self.mshr.prefetch_in_use() >= self.prefetch_max {
-            self.c.prefetch_dropped += 1;
-            return false;
-        }
-        let (ready, flash) = self.read_unit(line, t);
-        self.c.flash_reads_prefetch += u64::from(flash);
-        self.pf.issued += 1;
-        self.mshr.alloc(Row {
-            line,
-            ready,
-            kind: Kind::Fill,
-            merged: 0,
-            prefetch: true,
-            demanded: false,
-            dirty: 0,
-            resp_bytes: 0,
-            pin,
-        });
-        true
-    }
-
-    /// Serve one line of a request that arrived at the controller at `arrive`; returns when its
-    /// data (or write acknowledgement) is ready at the controller, and how it was served.
-    fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
-        let write = op.is_write();
-        let mask = self.mask(lo, hi);
-        let mut t = arrive.max(self.accept_floor);
-        loop {
-            self.retire_until(t);
-            let cached = self.cache.as_ref().and_then(|c| c.lookup(line));
-            if let Some(slot) = cached {
-                let valid = self.cache.as_ref().map_or(0, |c| c.valid[slot as usize]);
-                if write || valid & mask == mask {
-                    self.accept_floor = t;
-                    return (self.hit(slot, line, lo, hi, op, t), Class::Hit);
-                }
-            }
-            if self.mshr.merging() {
-                if let Some(r) = self.mshr.find(line) {
-                    let row = *self.mshr.row(r);
-                    if row.merged < self.mshr.entries {
-                        self.accept_floor = t;
-                        return (self.hit_under_miss(r, mask, write, hi - lo + 1, t), Class::HitUnderMiss);
-                    }
-                    self.c.stall_mshr_entries += 1;
-                    self.c.stall_mshr_entries_ps = self.c.stall_mshr_entries_ps.saturating_add(row.ready - t);
-                    t = row.ready;
-                    continue;
-                }
-            }
-            if self.mshr.full() {
-                let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
-                self.c.stall_mshr_rows += 1;
-                self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
-                t = next;
-                continue;
-            }
-            if self.cache.is_some() && self.ftl.pending(t) >= self.write_buffer_units {
-                if let Some(next) = self.ftl.next_program_done() {
-                    self.c.stall_write_buffer += 1;
-                    self.c.stall_write_buffer_ps = self.c.stall_write_buffer_ps.saturating_add(next - t);
-                    t = next;
-                    continue;
-                }
-            }
-            self.accept_floor = t;
-            return (self.miss(line, mask, op, hi - lo + 1, t, cached), Class::Miss);
-        }
-    }
-
-    fn hit(&mut self, slot: u32, line: u64, lo: u64, hi: u64, op: Op, t: Ps) -> Ps {
-        self.c.line_hits += 1;
-        let line_bytes = 1u64 << self.line_shift;
-        let done = self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op);
-        let mask = self.mask(lo, hi);
-        let cache = self.cache.as_mut().expect("hits need a cache");
-        cache.hit(slot);
-        let s = slot as usize;
-        if op.is_write() {
-            cache.dirty[s] |= mask;
-            cache.valid[s] |= mask;
-        }
-        if cache.flags[s] & PREFETCHED != 0 {
-            cache.flags[s] &= !PREFETCHED;
-            self.pf.useful += 1;
-            self.trigger(line, false, t);
-        }
-        done
-    }
-
-    /// The acknowledgement of a write whose `bytes` wait in an MSHR row: as a DRAM write would take.
-    #[inline]
-    fn posted(&self, bytes: u64, t: Ps) -> Ps {
-        t + self.dram.idle(Op::Write, bytes as u32)
-    }
-
-    fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
-        self.c.line_hits_under_miss += 1;
-        let row = self.mshr.row_mut(r);
-        row.merged += 1;
-        if write {
-            row.dirty |= mask;
-        }
-        let first_use = row.prefetch && !row.demanded;
-        row.demanded = true;
-        let (ready, line) = (row.ready, row.line);
-        if first_use {
-            self.pf.useful += 1;
-            self.pf.late += 1;
-            self.trigger(line, false, t);
-        }
-        if write && !self.ack_fill {
-            self.posted(bytes, t)
-        } else {
-            ready.max(t)
-        }
-    }
-
-    fn miss(&mut self, line: u64, mask: u64, op: Op, bytes: u64, t: Ps, cached: Option<u32>) -> Ps {
-        let write = op.is_write();
-        self.c.line_misses += 1;
-        if write && self.write_validate && cached.is_none() {
-            if let Some(cache) = self.cache.as_mut() {
-                // Allocate without reading flash: only the written part is valid.
-                self.c.write_validate_allocs += 1;
-                let (slot, evicted) = cache.allocate(line);
-                let s = slot as usize;
-                cache.valid[s] = mask;
-                cache.dirty[s] = mask;
-                let line_bytes = 1u64 << self.line_shift;
-                let done = self.dram.serve(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
-                self.prefetcher.on_fill(line, false);
-                if let Some(e) = evicted {
-                    self.evict(e, slot, t, false);
-                }
-                return done;
-            }
-        }
-        let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
-        if self.mshr.find(line).is_some() {
-            self.c.flash_reads_duplicate += 1;
-        }
-        let slot = self.pollution_slot(line);
-        if self.pollution[slot] == line + 1 {
-            self.pollution[slot] = 0;
-            self.pf.pollution_misses += 1;
-        }
-        self.pf.demand_misses += 1;
-        let (ready, flash) = self.read_unit(line, t);
-        self.c.flash_reads_demand += u64::from(flash);
-        self.mshr.alloc(Row {
-            line,
-            ready,
-            kind,
-            merged: 1,
-            prefetch: false,
-            demanded: true,
-            dirty: if write { mask } else { 0 },
-            resp_bytes: 0,
-            pin: false,
-        });
-        if kind == Kind::Fill {
-            self.trigger(line, true, t);
-        }
-        if write && !self.ack_fill {
-            self.posted(bytes, t)
-        } else {
-            ready
-        }
     }
 
     /// Host hint: the lines of `[addr, addr + size)` will be used soon.
@@ -823,139 +526,6 @@ impl CxlFlash {
         }
     }
 
-    fn ratio(a: u64, b: u64) -> Option<f64> {
-        (b > 0).then(|| a as f64 / b as f64)
-    }
-
-    /// Simulated span: first issue to last completion.
-    pub fn span_ns(&self) -> Ns {
-        self.last_completion.saturating_sub(self.first_issue.unwrap_or(0))
-    }
-
-    /// The device's figures as JSON (what `stats()` returns).
-    pub fn summary(&self) -> serde_json::Value {
-        let c = &self.c;
-        let pf = &self.pf;
-        let requests = self.lat.total();
-        let geo = self.flash.geo;
-        let ops = self.flash.ops;
-        let span_s = self.span_ns() as f64 / 1e9;
-        let host_unit_bytes = self.ftl.host_units_programmed() << self.line_shift;
-        let physical = geo.physical_bytes();
-        let (_, _, max_erases) = self.ftl.wear();
-        let years = |rate: f64| (rate > 0.0 && span_s > 0.0).then_some(rate);
-        let program_rate = ops.program_bytes as f64 / span_s;
-        let lifetime = years(program_rate).map(|r| self.endurance as f64 * physical as f64 / r / YEAR_S);
-        let worst = (max_erases > 0 && span_s > 0.0)
-            .then(|| self.endurance as f64 / (f64::from(max_erases) / span_s) / YEAR_S);
-        let flush_rate = ((c.evictions_dirty << self.line_shift) as f64) / span_s;
-        let mqsim = years(flush_rate).map(|r| self.endurance as f64 * self.logical_bytes() as f64 / r / MQSIM_YEAR_S);
-        let flash_reads = c.flash_reads_demand + c.flash_reads_prefetch + c.flash_reads_rmw;
-        let cache = self.cache.as_ref();
-        json!({
-            "device": "cxl_flash",
-            "requests": requests,
-            "reads": c.reads,
-            "writes": c.writes,
-            "bytes_read": c.bytes_read,
-            "bytes_written": c.bytes_written,
-            "hits": self.lat.count(Class::Hit),
-            "hits_under_miss": self.lat.count(Class::HitUnderMiss),
-            "misses": self.lat.count(Class::Miss),
-            "hit_ratio": Self::ratio(self.lat.count(Class::Hit), requests),
-            "under_1us_fraction": Self::ratio(self.lat.under_1us(), requests),
-            "latency_ns": self.lat.to_json(),
-            "simulated_ns": self.span_ns(),
-            "lines": {
-                "hits": c.line_hits,
-                "hits_under_miss": c.line_hits_under_miss,
-                "misses": c.line_misses,
-                "write_validate_allocs": c.write_validate_allocs,
-                "wrapped_addresses": c.wrapped,
-            },
-            "flash": {
-                "reads": flash_reads,
-                "reads_demand": c.flash_reads_demand,
-                "reads_prefetch": c.flash_reads_prefetch,
-                "reads_duplicate": c.flash_reads_duplicate,
-                "reads_rmw": c.flash_reads_rmw,
-                "reads_gc_pages": ops.reads.saturating_sub(flash_reads),
-                "programs": ops.programs,
-                "program_bytes": ops.program_bytes,
-                "erases": ops.erases,
-                "write_amplification": Self::ratio(ops.program_bytes, host_unit_bytes),
-                "write_amplification_host": Self::ratio(ops.program_bytes, c.bytes_written),
-                "geometry": {
-                    "channels": geo.channels, "ways": geo.ways, "planes": geo.planes,
-                    "blocks_per_plane": geo.blocks_per_plane, "pages_per_block": geo.pages_per_block,
-                    "page_size": geo.page_size, "physical_bytes": physical, "logical_bytes": self.logical_bytes(),
-                },
-                "backend": self.flash.stats(),
-            },
-            "ftl": self.ftl.stats(),
-            "cache": {
-                "lines": cache.map_or(0, |c| c.sets as u64 * u64::from(c.ways)),
-                "ways": cache.map_or(0, |c| c.ways),
-                "sets": cache.map_or(0, |c| c.sets),
-                "resident": cache.map_or(0, Cache::resident),
-                "evictions_clean": c.evictions_clean,
-                "evictions_dirty": c.evictions_dirty,
-                "flushes": c.evictions_dirty,
-                "dirty_fraction_of_evicted_lines": Self::ratio(c.dirty_subblocks_evicted,
-                    c.evictions_dirty * u64::from(self.full_mask.count_ones())),
-                "write_buffer_hits": c.write_buffer_hits,
-            },
-            "mshr": {
-                "rows": self.mshr.limit(),
-                "entries": self.mshr.entries,
-                "peak_rows": self.mshr.peak,
-                "stall_rows": c.stall_mshr_rows,
-                "stall_rows_ns": ns_f64(c.stall_mshr_rows_ps),
-                "stall_entries": c.stall_mshr_entries,
-                "stall_entries_ns": ns_f64(c.stall_mshr_entries_ps),
-                "stall_write_buffer": c.stall_write_buffer,
-                "stall_write_buffer_ns": ns_f64(c.stall_write_buffer_ps),
-                "stall_behind": c.stall_behind,
-                "stall_behind_ns": ns_f64(c.stall_behind_ps),
-            },
-            "prefetch": {
-                "prefetcher": self.prefetcher_name,
-                "issued": pf.issued,
-                "useful": pf.useful,
-                "late": pf.late,
-                "dropped": c.prefetch_dropped,
-                "redundant": c.prefetch_redundant,
-                "unused_evicted": c.prefetch_unused_evicted,
-                "pollution_misses": pf.pollution_misses,
-                "demand_misses": pf.demand_misses,
-                "accuracy": Self::ratio(pf.useful, pf.issued),
-                "coverage": Self::ratio(pf.useful, pf.useful + pf.demand_misses),
-                "lateness": Self::ratio(pf.late, pf.useful),
-                "pollution": Self::ratio(pf.pollution_misses, pf.demand_misses),
-                "state": self.prefetcher.stats(),
-            },
-            "lifetime": {
-                "endurance": self.endurance,
-                "years": lifetime,
-                "years_worst_block": worst,
-                "years_mqsim_formula": mqsim,
-            },
-            "hints": {
-                "lines": c.hints,
-                "prefetches": c.hint_prefetches,
-                "pins": c.hint_pins,
-                "pins_refused": c.hint_pins_refused,
-                "pins_replaced": c.hint_pins_replaced,
-            },
-            "link": {
-                "h2d_bytes": self.h2d.bytes(),
-                "h2d_busy_ns": ns_f64(self.h2d.busy()),
-                "d2h_bytes": self.d2h.bytes(),
-                "d2h_busy_ns": ns_f64(self.d2h.busy()),
-            },
-            "dram": self.dram.stats(),
-        })
-    }
 }
 
 impl Device for CxlFlash {
@@ -965,7 +535,9 @@ impl Device for CxlFlash {
         let write = req.op.is_write();
         let data = size.div_ceil(64) * 64;
         let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
-        let (_, arrive) = self.h2d.serve(at, up);
+        // MQSim_CXL delivers requests to the device with no link (CXL_PCIe.cpp calls
+        // PCIe_Switch::Deliver_to_device directly).
+        let arrive = if self.mq.is_some() { at } else { self.h2d.serve(at, up).1 };
         self.flash.prune(self.accept_floor);
         let behind = self.accept_floor.saturating_sub(arrive);
         if behind > 0 {
@@ -992,13 +564,19 @@ impl Device for CxlFlash {
             done = done.max(d);
             class = class.max(c);
         }
-        let returned = if class == Class::Hit {
-            self.d2h.serve(done, down).1
+        let (end, start) = if self.mq.is_some() {
+            // MQSim_CXL times a request from when the device accepted it: the time it waited in
+            // the host feed while the device was stalled is not in its latency (B12).
+            (completion(req.now, done), ns_from_ps(self.accept_floor).max(req.now))
         } else {
-            self.deferred.push(Reverse((done, down)));
-            done + self.d2h.service(down)
+            let returned = if class == Class::Hit {
+                self.d2h.serve(done, down).1
+            } else {
+                self.deferred.push(Reverse((done, down)));
+                done + self.d2h.service(down)
+            };
+            (completion(req.now, returned.saturating_add(self.link_latency)), req.now)
         };
-        let end = completion(req.now, returned.saturating_add(self.link_latency));
         self.c.requests += 1;
         if write {
             self.c.writes += 1;
@@ -1007,7 +585,7 @@ impl Device for CxlFlash {
             self.c.reads += 1;
             self.c.bytes_read += size;
         }
-        self.lat.record(end - req.now, class);
+        self.lat.record(end.saturating_sub(start), class);
         self.first_issue.get_or_insert(req.now);
         self.last_issue = self.last_issue.max(req.now);
         self.last_completion = self.last_completion.max(end);

@@ -1,6 +1,8 @@
 //! NUMA hint faults, do_numa_page in mm/memory.c: the PTE is restored, the policy decides, and
 //! the page migrates if the target has room (migrate_misplaced_page in mm/migrate.c). From its
 //! fault hook the policy may call back into the OS model (`MemOps`), charged to the faulting CPU.
+//! A policy with epochs of known future (oracle_dynamic) gets the same `MemOps` at each epoch's
+//! start, charged to the CPU about to issue.
 
 use tiersim_core::{NodeId, Ns};
 use tiersim_policies::{FaultDecision, HintCtx, MemOps, MoveMode, PageView, Policy};
@@ -70,7 +72,7 @@ impl Engine {
             if d != node {
                 if self.nodes[d].has_room() {
                     self.lru_unlink(node, p);
-                    let done = self.move_page(p, node, d, t);
+                    let done = self.move_page(p, node, d, t, true);
                     cost += self.charge_move(1, t, done);
                     let _ = self.proactive_reclaim(d, t);
                 } else {
@@ -95,6 +97,28 @@ impl Engine {
         if self.measuring {
             self.tiering.hint_faults += 1;
             self.tiering.hint_fault_time_ps += cost;
+        }
+        cost
+    }
+}
+
+impl Engine {
+    /// Start the next policy epoch at `t`; returns the time (ps) charged to the issuing CPU.
+    pub(crate) fn policy_epoch(&mut self, t: Ns) -> u64 {
+        let epoch = self.policy_epoch;
+        self.policy_epoch += 1;
+        self.policy_epoch_at = self.policy_epoch_at.saturating_add(self.policy_epoch_len);
+        let topo = std::mem::take(&mut self.topo);
+        let mut policy = std::mem::replace(&mut self.policy, Box::new(Parked));
+        self.parked = true;
+        let mut ops = Ops { eng: self, t, cost_ps: 0 };
+        policy.on_epoch(epoch, &topo, &mut ops);
+        let cost = ops.cost_ps;
+        self.policy = policy;
+        self.parked = false;
+        self.topo = topo;
+        for ev in std::mem::take(&mut self.page_events) {
+            self.page_event(ev);
         }
         cost
     }
@@ -126,7 +150,7 @@ impl Ops<'_> {
     fn relocate(&mut self, page: u32, from: usize, to: usize, mode: MoveMode) {
         let t = self.t;
         self.eng.lru_unlink(from, page);
-        let done = self.eng.move_page(page, from, to, t);
+        let done = self.eng.move_page(page, from, to, t, mode != MoveMode::Free);
         self.charge(mode, 1, done);
     }
 }
@@ -134,6 +158,11 @@ impl Ops<'_> {
 impl MemOps for Ops<'_> {
     fn room(&self, node: NodeId) -> bool {
         self.eng.nodes[node as usize].has_room()
+    }
+
+    fn room_pages(&self, node: NodeId) -> u64 {
+        let n = &self.eng.nodes[node as usize];
+        n.free().saturating_sub(n.wmark_high + 1)
     }
 
     fn page_node(&self, page: u32) -> Option<NodeId> {
@@ -155,6 +184,15 @@ impl MemOps for Ops<'_> {
         if reserve {
             self.eng.nodes[from].reserved += 1;
         }
+        true
+    }
+
+    fn migrate(&mut self, page: u32, to: NodeId, mode: MoveMode) -> bool {
+        let Some(from) = self.present(page) else { return false };
+        if from == to as usize || !self.eng.nodes[to as usize].has_room() {
+            return false;
+        }
+        self.relocate(page, from, to as usize, mode);
         true
     }
 

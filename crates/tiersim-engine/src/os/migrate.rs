@@ -13,8 +13,9 @@ impl Engine {
     /// Migrate page `p` (already off its LRU list, flags unchanged: migration keeps PG_active) from node `from` to node `to`, which has a
     /// free frame. The copy reads the page from the source device and writes it to the target
     /// device, both issued at `t` (a streaming copy overlaps the two), so it takes bandwidth from
-    /// both; returns when the copy completes.
-    pub(crate) fn move_page(&mut self, p: u32, from: usize, to: usize, t: Ns) -> Ns {
+    /// both; returns when the copy completes. Without `copy` (an oracle's free move) the
+    /// devices see nothing and the move completes at `t`.
+    pub(crate) fn move_page(&mut self, p: u32, from: usize, to: usize, t: Ns, copy: bool) -> Ns {
         let old = self.pt.entries[p as usize].frame;
         self.nodes[from].release_frame(old);
         let new = self.nodes[to].take_frame();
@@ -24,8 +25,11 @@ impl Engine {
         self.lru_push_head(to, p);
         let size = self.page_size as u32;
         let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
-        let read = self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read));
-        let write = self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write));
+        let (read, write) = if copy {
+            (self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read)), self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write)))
+        } else {
+            (t, t)
+        };
         self.note_move(p, from, to, t);
         if self.measuring {
             self.tiering.migrations += 1;

@@ -28,7 +28,7 @@ impl Engine {
             let Some(p) = self.pick_victim(node, target.is_some() || can_swap, target.is_some() || can_drop) else { break };
             match target {
                 Some(d) => {
-                    self.move_page(p, node, d, t);
+                    self.move_page(p, node, d, t, true);
                 }
                 None if self.pt.entries[p as usize].flags & FILE != 0 => self.drop_file_page(p, node, t),
                 None => self.swap_out(p, node),

@@ -25,6 +25,7 @@ use crate::os::PageEvent;
 use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
+pub use stats::LatencyBins;
 use issue::IssueOrder;
 use stats::{finish, LatencyHist, TieringStats};
 
@@ -56,6 +57,7 @@ pub struct SimOptions {
 pub struct SimResult {
     pub summary: serde_json::Value,
     pub timeseries: Timeseries,
+    pub latency_hist: LatencyBins,
 }
 
 pub(crate) struct Engine {
@@ -88,7 +90,8 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) hist: LatencyHist,
+    /// Access latency per node (the run's histogram is their sum).
+    pub(crate) hists: Vec<LatencyHist>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -126,6 +129,11 @@ pub(crate) struct Engine {
     pub(crate) new_anon_active: bool,
     pub(crate) ts: Timeseries,
     pub(crate) processed: u64,
+    /// A policy's epochs of known future (oracle_dynamic): accesses per epoch, the access count
+    /// at which the next begins (u64::MAX: none), its index.
+    pub(crate) policy_epoch_len: u64,
+    pub(crate) policy_epoch_at: u64,
+    pub(crate) policy_epoch: usize,
 }
 
 /// The machine as policies see it.
@@ -156,6 +164,7 @@ pub fn topology(p: &Platform) -> Topology {
 impl Engine {
     fn new(platform: &Platform, policy: Box<dyn Policy>, time_unit: TimeUnit) -> Result<Self> {
         let topo = topology(platform);
+        let epoch_len = policy.epoch_length();
         let nodes = platform
             .nodes
             .iter()
@@ -262,7 +271,7 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hist: LatencyHist::new()?,
+            hists: (0..n).map(|_| LatencyHist::new()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -296,6 +305,9 @@ impl Engine {
             new_anon_active: os.str("new_anon_list") == "active",
             ts: Timeseries::default(),
             processed: 0,
+            policy_epoch_len: epoch_len.unwrap_or(u64::MAX),
+            policy_epoch_at: if epoch_len.is_some() { 0 } else { u64::MAX },
+            policy_epoch: 0,
         })
     }
 
@@ -317,7 +329,6 @@ impl Engine {
             }
         }
     }
-
 
     /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
     /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
@@ -347,6 +358,10 @@ impl Engine {
                 let cost = self.run_scan(spec, issue_ns);
                 return Ok(Some(issue_ps + cost));
             }
+        }
+        if self.processed >= self.policy_epoch_at {
+            let cost = self.policy_epoch(issue_ns);
+            return Ok(Some(issue_ps + cost));
         }
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
@@ -400,7 +415,7 @@ impl Engine {
                     ctr.reads += 1;
                 }
             }
-            self.hist.record(latency.max(1));
+            self.hists[node].record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 

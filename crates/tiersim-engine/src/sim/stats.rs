@@ -44,6 +44,11 @@ impl LatencyHist {
         }
         &self.hdr
     }
+
+    /// Add `other`'s latencies to these (the run's histogram is the sum of the nodes').
+    pub(crate) fn add(&mut self, other: &mut LatencyHist) {
+        self.hdr.add(other.histogram()).expect("latency histograms share their bounds");
+    }
 }
 
 /// Tiering activity: migrations and the NUMA-balancing work behind them.
@@ -67,6 +72,30 @@ pub(crate) struct TieringStats {
     pub(crate) device_hints: u64,
 }
 
+/// The measured accesses' latency histogram in long form: for the whole run (`node = "all"`)
+/// and then for each node, one row per non-empty bin, lowest bin first. A bin holds the
+/// accesses whose latency lies in [low_ns, high_ns]; per node the counts sum to the node's
+/// measured accesses.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LatencyBins {
+    pub node: Vec<String>,
+    pub low_ns: Vec<u64>,
+    pub high_ns: Vec<u64>,
+    pub count: Vec<u64>,
+}
+
+impl LatencyBins {
+    fn push(&mut self, node: &str, h: &Histogram<u64>) {
+        for v in h.iter_recorded() {
+            let high = v.value_iterated_to();
+            self.node.push(node.to_owned());
+            self.low_ns.push(h.lowest_equivalent(high));
+            self.high_ns.push(high);
+            self.count.push(v.count_at_value());
+        }
+    }
+}
+
 pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     let end_ns = if eng.open_loop {
         eng.max_completion_ns
@@ -82,7 +111,16 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     let total: u64 = eng.nodes.iter().map(|n| n.total.accesses).sum();
     let fast: u64 = eng.nodes.iter().filter(|n| n.spec.tier == 0).map(|n| n.total.accesses).sum();
     let reads: u64 = eng.nodes.iter().map(|n| n.total.reads).sum();
-    let h = eng.hist.histogram();
+    let mut all = LatencyHist::new().expect("constant bounds are valid");
+    let mut latency_bins = LatencyBins::default();
+    for node_hist in &mut eng.hists {
+        all.add(node_hist);
+    }
+    latency_bins.push("all", all.histogram());
+    for (n, node_hist) in eng.nodes.iter().zip(&mut eng.hists) {
+        latency_bins.push(&n.spec.name, node_hist.histogram());
+    }
+    let h = all.histogram();
     let pct = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
     let latency = json!({
         "mean": if h.is_empty() { 0.0 } else { h.mean() },
@@ -183,6 +221,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "exchanged_bytes": eng.tiering.exchanged_bytes,
             "ping_pong": eng.tiering.ping_pong,
             "scans": eng.tiering.scans,
+            "scan_passes": eng.scan_seq,
             "scan_time_ns": eng.tiering.scan_time_ps / 1000,
             "hint_fault_time_ns": eng.tiering.hint_fault_time_ps / 1000,
             "migration_time_ns": eng.tiering.migration_time_ps / 1000,
@@ -205,5 +244,5 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "swap": swap,
         "devices": devices,
     });
-    SimResult { summary, timeseries: eng.ts }
+    SimResult { summary, timeseries: eng.ts, latency_hist: latency_bins }
 }

@@ -282,3 +282,14 @@ pub(crate) fn end_block(per_cpu: &[u8], frames: u64, records: u64) -> [u8; END_S
     b[24..28].copy_from_slice(&c.finalize().to_le_bytes());
     b
 }
+
+/// Open a trace for reading, refusing anything but a regular file first: opening a FIFO blocks
+/// until a writer appears, so `trace inspect FIFO` hung.
+pub(crate) fn open_trace_file(path: &std::path::Path) -> tiersim_core::Result<std::fs::File> {
+    let meta = std::fs::metadata(path).map_err(|e| tiersim_core::Error::io(path, e))?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
+        return Err(tiersim_core::Error::arg(path.display().to_string(), format!("{what}; a trace must be a regular file")));
+    }
+    std::fs::File::open(path).map_err(|e| tiersim_core::Error::io(path, e))
+}

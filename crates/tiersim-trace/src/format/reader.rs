@@ -65,7 +65,7 @@ impl TraceReader {
     /// Open a trace and check its header (and trailer, if the header says there is one).
     pub fn open(path: &Path) -> Result<TraceReader> {
         let io = |e| Error::io(path, e);
-        let mut file = File::open(path).map_err(io)?;
+        let mut file = open_trace_file(path)?;
         let file_len = file.metadata().map_err(io)?.len();
         let mut h = Vec::with_capacity(HEADER_SIZE);
         (&mut file).take(HEADER_SIZE as u64).read_to_end(&mut h).map_err(io)?;

@@ -1,11 +1,11 @@
 //! The cxl_flash benchmark's traces and device, shared by the criterion bench
-//! (benches/cxl_flash.rs) and the profiling example (examples/cxl_flash_replay.rs) so that both
+//! (benches/cxl_flash.rs) and the profiling example (examples/cxl_flash_replay.rs) of tiersim-engine so that both
 //! measure the same thing.
 
 use std::path::Path;
 
 use tiersim_core::Params;
-use tiersim_devices::cxl_flash::replay::resolve_params;
+use tiersim_engine::flash_replay::resolve_params;
 
 /// The benchmark traces: `random` (every request misses the 64 MiB cache; the back end saturates)
 /// and `stride` (nearly every request hits or merges).

@@ -4,7 +4,7 @@
 //! loop against the default 1 TiB device with CFLRU and best-offset, decoding included.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tiersim_devices::cxl_flash::replay::{replay_input, Input, ReplayOptions};
+use tiersim_engine::flash_replay::{replay_input, Input, ReplayOptions};
 
 #[path = "common/cxl_flash_trace.rs"]
 mod common;

@@ -1,12 +1,12 @@
-//! oracle: static placement with knowledge of the future. Before the run the engine counts every
+//! oracle_static: static placement with knowledge of the future. Before the run the engine counts every
 //! page's accesses over the whole trace; the oracle gives the fast tier to the hottest pages
 //! that fit in it (its capacity above the high watermarks) and sends every other page to the
 //! next tier at first touch. Each fast node takes at most its usable pages of the hot set: a hot
 //! page goes to the faulting CPU's node while that node has quota left, else to the nearest fast
 //! node that has (the kernel's fallback would put it on the local slow node first). Pages never
-//! move, so it is the upper bound of any static placement
-//! (and costs nothing in faults or copies); a workload whose hot set changes over time can beat
-//! it with migration, which a dynamic oracle would capture.
+//! move, so it is the upper bound of any static placement (and costs nothing in faults or
+//! copies); a workload whose hot set changes over time can beat it with migration, and so can a
+//! policy that places better at first touch: oracle_dynamic is the bound for those.
 
 use std::collections::HashSet;
 
@@ -18,8 +18,8 @@ const PARAMS: &[ParamSpec] = &[];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
     info: PluginInfo {
-        name: "oracle",
-        summary: "places the trace's hottest pages (by future access count) in the fast tier: the static upper bound",
+        name: "oracle_static",
+        summary: "places the trace's hottest pages (by future access count) in the fast tier at first touch and never moves them: the bound of static placements, not of migrating policies",
         source: "tiersim (upper bound for comparison, as the 'ideal' placements of the tiering papers)",
         params: PARAMS,
     },

@@ -4,14 +4,14 @@
 //! resident set (VmHWM) and the summary's key figures, for profiling (`perf record`, callgrind)
 //! and for the peak memory of the benchmark configuration.
 //!
-//! cargo run --release -p tiersim-devices --example cxl_flash_replay -- [random|stride] [accesses] [out.json]
+//! cargo run --release -p tiersim-engine --example cxl_flash_replay -- [random|stride] [accesses] [out.json]
 //!
 //! `out.json` receives the summary and histogram bins, to check that a change to the code left
 //! the results byte-identical.
 
 use std::time::Instant;
 
-use tiersim_devices::cxl_flash::replay::{replay_input, Input, ReplayOptions};
+use tiersim_engine::flash_replay::{replay_input, Input, ReplayOptions};
 
 #[path = "../benches/common/cxl_flash_trace.rs"]
 mod common;

@@ -25,10 +25,11 @@ use rand_chacha::ChaCha8Rng;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 use tiersim_core::{Access, Error, Ns, Op, Params, Result};
+use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::{AccessSource, TimeUnit};
 
-use super::CxlFlash;
-use crate::{Device, DeviceRequest};
+use tiersim_devices::cxl_flash::{self, CxlFlash};
+use tiersim_devices::{presets, Device, DeviceRequest};
 
 const HOST_LINE: u64 = 64;
 
@@ -289,7 +290,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         return Err(Error::arg("hints", "generated hints need the hot-line set of a first pass"));
     }
     let mut dev = CxlFlash::from_params(params)?;
-    let line_shift = dev.line_shift;
+    let line_shift = dev.line_shift();
     let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };
     let mut hints = match &opts.hint_file {
@@ -432,8 +433,8 @@ impl Input<'_> {
 pub fn resolve_params(preset: Option<&str>, overrides: Option<&toml::Table>) -> Result<Params> {
     let mut table = toml::Table::new();
     if let Some(name) = preset {
-        let p = crate::presets::get(name)?;
-        if p.device != super::INFO.name {
+        let p = presets::get(name)?;
+        if p.device != cxl_flash::INFO.name {
             return Err(Error::arg("preset", format!("{name} is a {} preset, not a cxl_flash one", p.device)));
         }
         table.extend(p.params);
@@ -441,11 +442,22 @@ pub fn resolve_params(preset: Option<&str>, overrides: Option<&toml::Table>) -> 
     if let Some(o) = overrides {
         table.extend(o.clone());
     }
-    Params::resolve(super::SPECS, Some(&table))
+    Params::resolve(cxl_flash::SPECS, Some(&table))
 }
 
 /// Replay `input` (opened twice when hints are generated from it) against a device with `params`.
 pub fn replay_input(input: &Input<'_>, params: &Params, opts: &ReplayOptions) -> Result<ReplayResult> {
+    replay_input_observed(input, params, opts, None)
+}
+
+/// `replay_input`, reporting the replay pass's progress (accesses read, header total) to
+/// `progress`; an error from it stops the replay.
+pub fn replay_input_observed(
+    input: &Input<'_>,
+    params: &Params,
+    opts: &ReplayOptions,
+    progress: Option<&mut ProgressFn<'_>>,
+) -> Result<ReplayResult> {
     let hot = match opts.hot_hints {
         Some(h) => {
             if !(0.0..=1.0).contains(&h.top) || !(0.0..=1.0).contains(&h.probability) {
@@ -465,7 +477,7 @@ pub fn replay_input(input: &Input<'_>, params: &Params, opts: &ReplayOptions) ->
         }
         None => None,
     };
-    replay(input.open()?.as_mut(), params, opts, hot.as_ref())
+    with_progress(input.open()?.as_mut(), progress, |src| replay(src, params, opts, hot.as_ref()))
 }
 
 /// A source whose addresses go through a `Scatter` (the first pass of generated hints).

@@ -1,0 +1,391 @@
+//! The controller's request path: a line is served as a hit (device DRAM), a hit under miss
+//! (merged into its MSHR row) or a miss (a flash read into a new row, the prefetcher asked);
+//! rows retire into cache fills that may evict and write back. Timing is computed at arrival,
+//! in arrival order (see the module's head in mod.rs).
+
+use std::cmp::Reverse;
+
+use tiersim_core::Op;
+
+use super::cache::{Evicted, PREFETCHED};
+use super::ftl::Location;
+use super::metrics::Class;
+use super::mshr::{Kind, Row};
+use super::compat::{ProgramBatch, MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::{count_pin, prefetch, CxlFlash};
+use crate::pipe::{ps_from_ns, Ps};
+
+impl CxlFlash {
+    /// Mask of the sub-blocks covering bytes `lo..=hi` of a line.
+    #[inline]
+    fn mask(&self, lo: u64, hi: u64) -> u64 {
+        let (a, b) = (lo >> self.sub_shift, hi >> self.sub_shift);
+        let width = b - a + 1;
+        let ones = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+        (ones << a) & self.full_mask
+    }
+
+    #[inline]
+    fn pollution_slot(&self, line: u64) -> usize {
+        (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize % self.pollution.len()
+    }
+
+    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then.
+    pub(super) fn retire_until(&mut self, t: Ps) {
+        while let Some(row) = self.mshr.pop_ready(t) {
+            self.retire(row);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            mq.advance(t);
+        }
+        while let Some(&Reverse((when, bytes))) = self.deferred.peek() {
+            if when > t {
+                break;
+            }
+            self.deferred.pop();
+            self.d2h.serve(when, bytes);
+        }
+    }
+
+    fn retire(&mut self, row: Row) {
+        let t = row.ready;
+        match (row.kind, self.cache.is_some()) {
+            (Kind::Fill, true) => self.fill(row),
+            (Kind::Fill, false) => {}
+            (Kind::Rmw, _) => self.ftl.write(&mut self.flash, row.line, t),
+        }
+    }
+
+    /// Put the line of a completed read into the cache.
+    fn fill(&mut self, row: Row) {
+        let t = row.ready;
+        let line_bytes = 1u64 << self.line_shift;
+        let Some(cache) = self.cache.as_mut() else { return };
+        if let Some(slot) = cache.lookup(row.line) {
+            // Already there: a partly valid line (write_validate) completed by this read, or a
+            // duplicate read without MSHR.
+            let s = slot as usize;
+            cache.valid[s] = self.full_mask;
+            cache.dirty[s] |= row.dirty;
+            return;
+        }
+        let (slot, evicted) = cache.allocate(row.line);
+        let s = slot as usize;
+        cache.valid[s] = self.full_mask;
+        cache.dirty[s] = row.dirty;
+        let unused_prefetch = row.prefetch && !row.demanded;
+        if unused_prefetch {
+            cache.flags[s] |= PREFETCHED;
+        }
+        if row.pin {
+            count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
+        }
+        if self.mq.is_none() {
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
+        }
+        self.prefetcher.on_fill(row.line, row.prefetch);
+        if let Some(e) = evicted {
+            self.evict(e, slot, t, unused_prefetch);
+        }
+    }
+
+    fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
+        self.pf.evictions += 1;
+        if e.flags & PREFETCHED != 0 {
+            self.c.prefetch_unused_evicted += 1;
+        }
+        if by_prefetch {
+            let i = self.pollution_slot(e.line);
+            self.pollution[i] = e.line + 1;
+        }
+        if e.dirty == 0 {
+            self.c.evictions_clean += 1;
+            return;
+        }
+        self.c.evictions_dirty += 1;
+        self.c.dirty_subblocks_evicted += u64::from(e.dirty.count_ones());
+        let line_bytes = 1u64 << self.line_shift;
+        // The victim's data leaves the DRAM for the write buffer.
+        if self.mq.is_none() {
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
+        }
+        let at = if e.valid != self.full_mask {
+            // Partly valid: the rest of the unit comes from flash first.
+            self.c.flash_reads_rmw += 1;
+            self.read_unit(e.line, t).0
+        } else {
+            t
+        };
+        self.ftl.write(&mut self.flash, e.line, at);
+    }
+
+    /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
+    /// controller, and whether flash was read.
+    fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, bool) {
+        match self.ftl.locate(&self.flash, line) {
+            Location::Buffer => {
+                self.ftl.buffer_read();
+                self.c.write_buffer_hits += 1;
+                let bytes = 1u64 << self.line_shift;
+                (self.dram.serve(t, 0, bytes as u32, Op::Read), false)
+            }
+            Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), true),
+        }
+    }
+
+    /// Ask the prefetcher and issue what it proposes.
+    fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
+        let mut proposals = std::mem::take(&mut self.proposals);
+        proposals.clear();
+        let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
+        self.prefetcher.on_trigger(&ctx, &mut proposals);
+        for &l in &proposals {
+            self.prefetch(l, t, false);
+        }
+        self.proposals = proposals;
+    }
+
+    /// Issue a prefetch read of `line` at `t` unless it is cached or in flight or no row is free.
+    pub(super) fn prefetch(&mut self, line: u64, t: Ps, pin: bool) -> bool {
+        if line >= self.lines {
+            return false;
+        }
+        let Some(cache) = self.cache.as_mut() else {
+            self.c.prefetch_dropped += 1;
+            return false;
+        };
+        if let Some(slot) = cache.lookup(line) {
+            if cache.valid[slot as usize] == self.full_mask {
+                self.c.prefetch_redundant += 1;
+                if pin {
+                    count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
+                }
+                return false;
+            }
+        }
+        if let Some(r) = self.mshr.find(line) {
+            self.c.prefetch_redundant += 1;
+            if pin {
+                self.mshr.row_mut(r).pin = true;
+            }
+            return false;
+        }
+        if self.mshr.full() || self.mshr.prefetch_in_use() >= self.prefetch_max {
+            self.c.prefetch_dropped += 1;
+            return false;
+        }
+        let (ready, flash) = self.read_unit(line, t);
+        self.c.flash_reads_prefetch += u64::from(flash);
+        if let Some(mq) = self.mq.as_mut() {
+            // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
+            mq.due.push(Reverse(ready));
+        }
+        self.pf.issued += 1;
+        self.mshr.alloc(Row {
+            line,
+            ready,
+            kind: Kind::Fill,
+            merged: 0,
+            prefetch: true,
+            demanded: false,
+            dirty: 0,
+            resp_bytes: 0,
+            pin,
+        });
+        true
+    }
+
+    /// Serve one line of a request that arrived at the controller at `arrive`; returns when its
+    /// data (or write acknowledgement) is ready at the controller, and how it was served.
+    pub(super) fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
+        let write = op.is_write();
+        let mask = self.mask(lo, hi);
+        let mut t = arrive.max(self.accept_floor);
+        loop {
+            self.retire_until(t);
+            if let Some(mq) = self.mq.as_ref() {
+                // MQSim_CXL stops its host feed while 8 events wait for the device DRAM
+                // (DRAM_Model.cpp service_cxl_dram_access, Notify_DRAM_is_full): a request is
+                // accepted when it would be at most the 9th in line.
+                let room = mq.server.busy_until().saturating_sub(ps_from_ns(MQSIM_DRAM_EVENT_NS * MQSIM_DRAM_QUEUE));
+                if room > t {
+                    t = room;
+                    continue;
+                }
+            }
+            let cached = self.cache.as_ref().and_then(|c| c.lookup(line));
+            if let Some(slot) = cached {
+                let valid = self.cache.as_ref().map_or(0, |c| c.valid[slot as usize]);
+                if write || valid & mask == mask {
+                    self.accept_floor = t;
+                    return (self.hit(slot, line, lo, hi, op, t), Class::Hit);
+                }
+            }
+            // MQSim_CXL without a cache has no MSHR: every request goes to flash.
+            if self.mshr.merging() && (self.cache.is_some() || self.mq.is_none()) {
+                if let Some(r) = self.mshr.find(line) {
+                    let row = *self.mshr.row(r);
+                    if row.merged < self.mshr.entries {
+                        self.accept_floor = t;
+                        return (self.hit_under_miss(r, mask, write, hi - lo + 1, t), Class::HitUnderMiss);
+                    }
+                    self.c.stall_mshr_entries += 1;
+                    self.c.stall_mshr_entries_ps = self.c.stall_mshr_entries_ps.saturating_add(row.ready - t);
+                    t = row.ready;
+                    continue;
+                }
+            }
+            if self.mshr.full() {
+                let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
+                self.c.stall_mshr_rows += 1;
+                self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                t = next;
+                continue;
+            }
+            if self.cache.is_some() && self.ftl.pending(t) >= self.write_buffer_units {
+                if let Some(next) = self.ftl.next_program_done() {
+                    self.c.stall_write_buffer += 1;
+                    self.c.stall_write_buffer_ps = self.c.stall_write_buffer_ps.saturating_add(next - t);
+                    t = next;
+                    continue;
+                }
+            }
+            self.accept_floor = t;
+            return (self.miss(line, mask, op, hi - lo + 1, t, cached), Class::Miss);
+        }
+    }
+
+    fn hit(&mut self, slot: u32, line: u64, lo: u64, hi: u64, op: Op, t: Ps) -> Ps {
+        self.c.line_hits += 1;
+        let line_bytes = 1u64 << self.line_shift;
+        let done = match self.mq.as_mut() {
+            Some(mq) => mq.server.serve(t, 64).1,
+            None => self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op),
+        };
+        let mask = self.mask(lo, hi);
+        let cache = self.cache.as_mut().expect("hits need a cache");
+        cache.hit(slot);
+        let s = slot as usize;
+        if op.is_write() {
+            cache.dirty[s] |= mask;
+            cache.valid[s] |= mask;
+        }
+        if cache.flags[s] & PREFETCHED != 0 {
+            cache.flags[s] &= !PREFETCHED;
+            self.pf.useful += 1;
+            self.trigger(line, false, t);
+        }
+        done
+    }
+
+    /// The acknowledgement of a write whose `bytes` wait in an MSHR row: as a DRAM write would take.
+    #[inline]
+    fn posted(&self, bytes: u64, t: Ps) -> Ps {
+        t + self.dram.idle(Op::Write, bytes as u32)
+    }
+
+    fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
+        self.c.line_hits_under_miss += 1;
+        let row = self.mshr.row_mut(r);
+        row.merged += 1;
+        if write {
+            row.dirty |= mask;
+        }
+        let first_use = row.prefetch && !row.demanded;
+        row.demanded = true;
+        let (ready, line, merged) = (row.ready, row.line, row.merged);
+        if first_use {
+            self.pf.useful += 1;
+            self.pf.late += 1;
+            self.trigger(line, false, t);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            return mq.arrival_event(ready.max(t), merged);
+        }
+        if write && !self.ack_fill {
+            self.posted(bytes, t)
+        } else {
+            ready.max(t)
+        }
+    }
+
+    fn miss(&mut self, line: u64, mask: u64, op: Op, bytes: u64, t: Ps, cached: Option<u32>) -> Ps {
+        let write = op.is_write();
+        self.c.line_misses += 1;
+        if write && self.write_validate && cached.is_none() {
+            if let Some(cache) = self.cache.as_mut() {
+                // Allocate without reading flash: only the written part is valid.
+                self.c.write_validate_allocs += 1;
+                let (slot, evicted) = cache.allocate(line);
+                let s = slot as usize;
+                cache.valid[s] = mask;
+                cache.dirty[s] = mask;
+                let line_bytes = 1u64 << self.line_shift;
+                let done = self.dram.serve(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
+                self.prefetcher.on_fill(line, false);
+                if let Some(e) = evicted {
+                    self.evict(e, slot, t, false);
+                }
+                return done;
+            }
+        }
+        if write && self.cache.is_none() && self.mq.is_some() {
+            // Without a cache MQSim_CXL sends each write to flash as its own program, with no
+            // read, acknowledged when the program is done (process_requests returns before the
+            // cache; request_serviced's no-cache branch completes it). Its location is static,
+            // where a read of the line goes.
+            // Its scheduler (TSU_OutofOrder) joins writes waiting for the same die into one
+            // multi-plane program of up to planes x units-per-page units.
+            self.c.evictions_dirty += 1;
+            let Location::Flash { die, page } = self.ftl.locate(&self.flash, line) else {
+                unreachable!("no-cache compat writes bypass the FTL's buffer")
+            };
+            let per_program = self.flash.geo.planes * self.flash.geo.units_per_page;
+            let mq = self.mq.as_mut().expect("compat mode");
+            let batch = &mut mq.programs[die as usize];
+            if batch.start > t && batch.units < per_program {
+                batch.units += 1;
+                return batch.done;
+            }
+            let done = self.flash.program(die, page, 1u64 << self.line_shift, t);
+            let start = done.saturating_sub(self.flash.timing.program_command + self.flash.timing.program[0]);
+            *batch = ProgramBatch { start, done, units: 1 };
+            return done;
+        }
+        let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
+        if self.mshr.find(line).is_some() {
+            self.c.flash_reads_duplicate += 1;
+        }
+        let slot = self.pollution_slot(line);
+        if self.pollution[slot] == line + 1 {
+            self.pollution[slot] = 0;
+            self.pf.pollution_misses += 1;
+        }
+        self.pf.demand_misses += 1;
+        let (ready, flash) = self.read_unit(line, t);
+        self.c.flash_reads_demand += u64::from(flash);
+        self.mshr.alloc(Row {
+            line,
+            ready,
+            kind,
+            merged: 1,
+            prefetch: false,
+            demanded: true,
+            dirty: if write { mask } else { 0 },
+            resp_bytes: 0,
+            pin: false,
+        });
+        if kind == Kind::Fill {
+            self.trigger(line, true, t);
+        }
+        if let Some(mq) = self.mq.as_mut() {
+            // Without a cache a read completes with its flash read, no DRAM event.
+            return if self.cache.is_some() { mq.arrival_event(ready, 1) } else { ready };
+        }
+        if write && !self.ack_fill {
+            self.posted(bytes, t)
+        } else {
+            ready
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! oracle_dynamic: placement that knows the future per epoch. A profiling pass before the run
+//! cuts the trace into `epochs` equal spans of accesses and keeps, per span, only its most-used
+//! pages (as many as the fast tier holds). Before each span the oracle moves that span's hot pages
+//! into the fast tier, demoting pages the span does not need to make room, and places first
+//! touches the same way. Charged moves are a migration thread's on a core of its own (their copies
+//! load the devices); with `migrations = "free"` moves cost nothing at all: no policy of the same
+//! machine can beat it. tiersim's own bound, as the tiering papers' "ideal".
+
+use std::collections::{HashMap, HashSet};
+
+use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
+
+use crate::{is_top_tier, next_tier_node, EpochProfile, MemOps, MoveMode, PlaceCtx, Policy, PolicyEntry, Topology};
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec::new("epochs", ParamKind::Int, "32", "equal spans of accesses (trace order) the run is cut into; the fast tier is rearranged before each")
+        .min(1.0)
+        .max(1e6),
+    ParamSpec::new(
+        "migrations",
+        ParamKind::Str,
+        "charged",
+        "`charged`: a migration thread on a core of its own moves the pages, so the copies take device bandwidth as any migration's (as kdemoted's); `free`: no copy traffic either (the absolute bound)",
+    )
+    .choices(&["charged", "free"]),
+    ParamSpec::new(
+        "min_accesses",
+        ParamKind::Int,
+        "32",
+        "with charged migrations, a page already in memory is promoted only if the epoch accesses it this often: a promotion and the demotion that makes room copy 8 KiB, about as much traffic as 32 cache-line misses on each device",
+    )
+    .min(1.0),
+];
+
+pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
+    info: PluginInfo {
+        name: "oracle_dynamic",
+        summary: "before each epoch moves the pages that epoch uses most into the fast tier (per-epoch future access counts); migrations=free is the absolute bound",
+        source: "tiersim (upper bound for comparison, as the 'ideal' placements of the tiering papers)",
+        params: PARAMS,
+    },
+    build,
+};
+
+const UNKNOWN: u64 = u64::MAX;
+
+struct OracleDynamic {
+    profile: EpochProfile,
+    mode: MoveMode,
+    /// Per epoch: its hottest pages (virtual page number, accesses), hottest first.
+    epochs: Vec<Vec<(u64, u64)>>,
+    /// Accesses in an epoch that make a resident page worth promoting (1 with free moves).
+    min_accesses: u64,
+    epoch_length: Option<u64>,
+    /// The current epoch's hot pages.
+    hot: HashSet<u64>,
+    /// Virtual page number of each dense page id seen, UNKNOWN for ids not yet placed.
+    vpn_of: Vec<u64>,
+    page_of: HashMap<u64, u32>,
+    /// The vpn of the allocation in progress: `place` sees the vpn, `on_page_placed` the id.
+    placing: u64,
+    moves: u64,
+}
+
+fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
+    let top = topo.nodes.iter().filter(|n| is_top_tier(n.id, topo)).map(|n| n.usable_pages).sum::<u64>() as usize;
+    let mode = if p.str("migrations") == "free" { MoveMode::Free } else { MoveMode::Background };
+    Ok(Box::new(OracleDynamic {
+        profile: EpochProfile { epochs: p.uint("epochs"), top },
+        mode,
+        epochs: Vec::new(),
+        min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
+        epoch_length: None,
+        hot: HashSet::new(),
+        vpn_of: Vec::new(),
+        page_of: HashMap::new(),
+        placing: UNKNOWN,
+        moves: 0,
+    }))
+}
+
+/// Room on a fast node as the allocator sees it: free frames above its high watermark.
+fn has_room(n: NodeId, free: &[u64], topo: &Topology) -> bool {
+    let info = &topo.nodes[n as usize];
+    free[n as usize] > info.capacity_pages - info.usable_pages
+}
+
+impl OracleDynamic {
+    /// Make room on fast node `f` by demoting one of its pages the epoch does not need.
+    fn evict_from(&mut self, f: NodeId, cold: &mut [Vec<u32>], topo: &Topology, os: &mut dyn MemOps) -> bool {
+        let Some(to) = next_tier_node(f, topo) else { return false };
+        while let Some(victim) = cold[f as usize].pop() {
+            if os.page_node(victim) == Some(f) && os.demote(victim, to, self.mode, false) {
+                self.moves += 1;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl Policy for OracleDynamic {
+    fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
+        self.placing = ctx.vpn;
+        let local = ctx.local_node;
+        if !is_top_tier(local, ctx.topo) {
+            return local;
+        }
+        if self.hot.contains(&ctx.vpn) {
+            let zonelist = &ctx.topo.zonelists[local as usize];
+            let fast = zonelist.iter().copied().filter(|&n| is_top_tier(n, ctx.topo));
+            return fast.clone().find(|&n| has_room(n, ctx.free_pages, ctx.topo)).unwrap_or(local);
+        }
+        next_tier_node(local, ctx.topo).unwrap_or(local)
+    }
+
+    fn on_page_placed(&mut self, page: u32, _node: NodeId) {
+        let i = page as usize;
+        if i >= self.vpn_of.len() {
+            self.vpn_of.resize(i + 1, UNKNOWN);
+        }
+        if self.vpn_of[i] == UNKNOWN && self.placing != UNKNOWN {
+            self.vpn_of[i] = self.placing;
+            self.page_of.insert(self.placing, page);
+        }
+    }
+
+    fn epoch_profile(&self) -> Option<EpochProfile> {
+        Some(self.profile)
+    }
+
+    fn set_epoch_profile(&mut self, accesses_per_epoch: u64, hottest_per_epoch: Vec<Vec<(u64, u64)>>) {
+        self.epoch_length = Some(accesses_per_epoch.max(1));
+        self.epochs = hottest_per_epoch;
+        self.hot = self.epochs.first().map(|e| e.iter().map(|&(vpn, _)| vpn).collect()).unwrap_or_default();
+    }
+
+    fn epoch_length(&self) -> Option<u64> {
+        self.epoch_length
+    }
+
+    fn on_epoch(&mut self, epoch: usize, topo: &Topology, os: &mut dyn MemOps) {
+        let Some(hottest) = self.epochs.get_mut(epoch).map(std::mem::take) else { return };
+        self.hot = hottest.iter().map(|&(vpn, _)| vpn).collect();
+        // Fast pages this epoch does not need, per node; the coldest are not known (only the
+        // top pages are kept), so they leave in page-id order.
+        let mut cold: Vec<Vec<u32>> = vec![Vec::new(); topo.nodes.len()];
+        for (page, &vpn) in self.vpn_of.iter().enumerate().rev() {
+            if vpn == UNKNOWN || self.hot.contains(&vpn) {
+                continue;
+            }
+            if let Some(n) = os.page_node(page as u32).filter(|&n| is_top_tier(n, topo)) {
+                cold[n as usize].push(page as u32);
+            }
+        }
+        let mut unplaced = 0u64;
+        let min = self.min_accesses;
+        for &(vpn, _) in hottest.iter().filter(|&&(_, count)| count >= min) {
+            let Some(&page) = self.page_of.get(&vpn) else {
+                unplaced += 1;
+                continue;
+            };
+            let Some(n) = os.page_node(page).filter(|&n| !is_top_tier(n, topo)) else { continue };
+            // The nearest fast node that has room or can make room by demoting a page the epoch
+            // does not need: local DRAM before remote, as first touch would choose.
+            let fast: Vec<NodeId> = topo.zonelists[n as usize].iter().copied().filter(|&f| is_top_tier(f, topo)).collect();
+            let target = fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
+            if let Some(f) = target {
+                if os.migrate(page, f, self.mode) {
+                    self.moves += 1;
+                }
+            }
+        }
+        // Hot pages first touched in this epoch find room at first touch: demote as many
+        // unneeded pages as they lack (those worth a move), from the fast nodes in turn.
+        let fast: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).filter(|&f| is_top_tier(f, topo)).collect();
+        let mut lack = unplaced.saturating_sub(fast.iter().map(|&f| os.room_pages(f)).sum());
+        while lack > 0 {
+            let before = lack;
+            for &f in &fast {
+                if lack > 0 && self.evict_from(f, &mut cold, topo, os) {
+                    lack -= 1;
+                }
+            }
+            if lack == before {
+                break;
+            }
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::json!({"epoch_moves": self.moves})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{two_socket, FakeOs};
+
+    fn oracle(migrations: &str, usable: u64) -> (Box<dyn Policy>, Topology) {
+        let mut topo = two_socket();
+        for n in &mut topo.nodes {
+            n.usable_pages = usable;
+        }
+        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"")).unwrap();
+        (build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap(), topo)
+    }
+
+    #[test]
+    fn asks_for_as_many_pages_per_epoch_as_the_fast_tier_holds() {
+        let (p, _) = oracle("charged", 3);
+        assert_eq!(p.epoch_profile(), Some(EpochProfile { epochs: 2, top: 6 }));
+    }
+
+    #[test]
+    fn each_epoch_brings_its_hot_pages_into_the_fast_tier() {
+        let (mut p, topo) = oracle("free", 2);
+        // Epoch 0 uses pages 10 and 11 most, epoch 1 pages 12 and 13.
+        p.set_epoch_profile(100, vec![vec![(10, 9), (11, 8)], vec![(12, 5), (13, 5)]]);
+        let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
+        let place = |p: &mut Box<dyn Policy>, os: &mut FakeOs, id: u32, vpn: u64| {
+            // Room on dram0 for one page in the topology's terms (free > 1000 - 2).
+            let free = [999, 999, 999, 999];
+            let node = p.place(&PlaceCtx { topo: &topo, cpu: 0, local_node: 0, vpn, free_pages: &free, file: false });
+            p.on_page_placed(id, node);
+            os.node.insert(id, node);
+            os.free[node as usize] -= 1;
+            node
+        };
+        // First touches: hot pages of epoch 0 to the fast tier, cold ones to the local slow node.
+        assert_eq!(place(&mut p, &mut os, 0, 10), 0);
+        assert_eq!(place(&mut p, &mut os, 1, 12), 2);
+        assert_eq!(place(&mut p, &mut os, 2, 13), 2);
+        // dram0 now has no room (free 7 is not > high 6 + 1), dram1 has.
+        os.free = vec![7, 100, 98, 100];
+        p.on_epoch(1, &topo, &mut os);
+        // Page 12 takes dram0, the nearest, by demoting page 0, which epoch 1 does not use (free
+        // 7 -> 8 > 7: room); page 13 then finds dram0 full with no such page left and goes to
+        // dram1, which has room; moves are free.
+        assert_eq!(os.log, ["demote 0 -> 2 Free", "migrate 1 -> 0 Free", "migrate 2 -> 1 Free"]);
+        assert_eq!(p.stats()["epoch_moves"], 3);
+    }
+
+    #[test]
+    fn charged_moves_run_in_the_background() {
+        let (mut p, topo) = oracle("charged", 5);
+        assert_eq!(p.epoch_length(), None);
+        p.set_epoch_profile(100, vec![vec![], vec![(7, 31)], vec![(7, 32)]]);
+        assert_eq!(p.epoch_length(), Some(100));
+        let free = [100; 4];
+        let mut os = FakeOs::new(&free);
+        let node = p.place(&PlaceCtx { topo: &topo, cpu: 4, local_node: 1, vpn: 7, free_pages: &free, file: false });
+        // Not hot in epoch 0: the local socket's slow node.
+        assert_eq!(node, 3);
+        p.on_page_placed(0, node);
+        os.node.insert(0, node);
+        // 31 accesses in epoch 1 do not pay for a charged move (min_accesses 32) ...
+        p.on_epoch(1, &topo, &mut os);
+        assert!(os.log.is_empty());
+        // ... 32 in epoch 2 do; the nearest fast node from pmem1 is dram1.
+        p.on_epoch(2, &topo, &mut os);
+        assert_eq!(os.log, ["migrate 0 -> 1 Background"]);
+        // Past the last epoch nothing happens.
+        os.log.clear();
+        p.on_epoch(3, &topo, &mut os);
+        assert!(os.log.is_empty());
+    }
+}

@@ -1,0 +1,148 @@
+"""Policy studies you can trust: the lens default, the free-migration bound, scale invariance
+(tiersim reproduce scaling) and the sensitivity plot of a time-scale sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import tiersim
+from conftest import run_cli
+from tiersim import studies
+from tiersim.studies import scaling
+
+# Trusted-regime pairs whose speedup the model does not claim to be size-invariant at the full
+# sizes (40/80/160 MiB), with why (docs/model.md, "When a result can be trusted"): the rate-limited
+# promoters, and the oracles that place by trace order while the engine issues by time.
+NOT_INVARIANT = {
+    ("uniform", "numab_tiering"),
+    ("uniform", "tiering06"),
+    ("phased", "oracle_static"),
+    ("phased", "oracle_dynamic"),
+}
+
+
+def _gen_run(*overrides: str, policy: str = "autonuma") -> tiersim.RunResult:
+    return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, overrides=list(overrides),
+                       generator="kv", generator_params={"footprint": "8MiB", "threads": 4, "accesses": 100_000}, seed=1)
+
+
+def test_scale_alone_is_the_lens_and_a_different_time_scale_warns():
+    lens = _gen_run("scale=0.0001220703125")
+    assert lens.summary["lens"] == {"scale": 0.0001220703125, "daemon_time_scale": 0.0001220703125,
+                                    "consistent": True, "daemon_rate_vs_lens": 1.0}
+    assert not any("differs from scale" in w for w in lens.summary["warnings"])
+    off = _gen_run("scale=0.0001220703125", "os.daemon_time_scale=0.001")
+    assert off.summary["lens"]["consistent"] is False
+    assert off.summary["lens"]["daemon_rate_vs_lens"] == pytest.approx(0.1220703125)
+    assert any("daemons run 0.122x as often per unit of work" in w for w in off.summary["warnings"])
+
+
+def test_regime_diagnostics_and_warnings_reach_the_cli_and_the_report(tmp_path: Path):
+    out = tmp_path / "r"
+    proc = run_cli("run", "--gen", "kv", "--gen-param", "footprint=8MiB", "--gen-param", "threads=4",
+                   "--gen-param", "accesses=100000", "-p", "cascadelake_dcpmm", "--set", "scale=0.0001220703125",
+                   "--set", "os.daemon_time_scale=0.01", "--policy", "tpp", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "scale / daemon_time_scale" in proc.stdout and "(DIFFER)" in proc.stdout
+    assert "scan passes (full sweeps of memory)" in proc.stdout
+    # Daemons 80x slower than the lens: the run is over before the scanner has swept memory.
+    assert "warning: os.daemon_time_scale = 0.01 differs from scale" in proc.stderr
+    assert "full passes over memory (fewer than 4)" in proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    regime = summary["regime"]
+    assert regime["scanner"]["scan_passes"] < 4
+    t = summary["tiering"]
+    cpu_ns = summary["execution_time_ns"] * summary["cpus"]
+    assert regime["hint_fault_share"] == pytest.approx(t["hint_fault_time_ns"] / cpu_ns)
+    assert regime["daemon_share"] == pytest.approx((t["hint_fault_time_ns"] + t["scan_time_ns"]) / cpu_ns)
+    assert run_cli("report", str(out)).returncode == 0
+    page = (out / "report.html").read_text()
+    assert "warning: os.daemon_time_scale = 0.01 differs from scale" in page
+    assert "CPU time in hint faults" in page
+
+
+def test_a_daemon_time_scale_sweep_draws_its_sensitivity(tmp_path: Path):
+    spec = tmp_path / "s.toml"
+    spec.write_text("""[sweep]
+platforms = ["cascadelake_dcpmm"]
+policies = ["autonuma", "tpp"]
+set = { scale = 0.0001220703125 }
+[sweep.grid]
+"os.daemon_time_scale" = [0.0001, 0.001, 0.01]
+[[trace]]
+gen = "kv"
+params = { footprint = "8MiB", threads = 4, accesses = 50000 }
+""")
+    assert run_cli("sweep", str(spec), "-o", str(tmp_path / "o")).returncode == 0
+    assert run_cli("report", str(tmp_path / "o")).returncode == 0
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "Sensitivity to os.daemon_time_scale" in page
+    assert page.count("data:image/png;base64,") >= 2
+
+
+def _check_bound(frames: list[pl.DataFrame]) -> None:
+    """No policy is faster than the dynamic oracle with free migrations on any workload and size."""
+    for df in frames:
+        for w in scaling.WORKLOADS:
+            t = {r["policy"]: r["execution_time_ns"] for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
+            bound = t[scaling.ORACLE_FREE]
+            beaten = {p: v for p, v in t.items() if v < bound}
+            assert not beaten, (w, bound, beaten)
+
+
+def _check_invariance(result: studies.StudyResult) -> None:
+    """Pairs in a regime without warnings at every size are invariant within 5 %; the documented
+    exceptions are not (and stay listed until the model is fixed)."""
+    table = result.tables[0][1]
+    claimed = 0
+    for r in table.iter_rows(named=True):
+        key = (r["workload"], r["policy"])
+        spread = float(r["spread"].rstrip("%")) / 100
+        if key in NOT_INVARIANT:
+            assert spread > scaling.TOLERANCE, (key, r)
+        elif r["regime ok"]:
+            claimed += 1
+            assert spread <= scaling.TOLERANCE, (key, r)
+    assert claimed >= 10, table
+
+
+def _frames(out: Path, quick: bool) -> list[pl.DataFrame]:
+    return [pl.read_parquet(out / f"scaling_{fp}MiB" / "results.parquet") for fp, _, _ in scaling.SIZES[quick]]
+
+
+def _check_lens_regime(frames: list[pl.DataFrame]) -> None:
+    """What the lens keeps: per workload and scanning policy, about the same number of scan
+    passes (within one, or a quarter: the scan period adapts to the faults a pass finds) and
+    accesses per page per pass at every size."""
+    for w in scaling.WORKLOADS:
+        for p in scaling.POLICIES:
+            rows = [df.filter((pl.col("trace") == w) & (pl.col("policy") == p)).row(0, named=True) for df in frames]
+            passes = [r["regime.scanner.scan_passes"] for r in rows]
+            if passes[0] is None:
+                continue
+            assert max(passes) - min(passes) <= max(1.0, 0.25 * max(passes)), (w, p, passes)
+            per = [r["regime.scanner.accesses_per_page_per_pass"] for r in rows]
+            if min(passes) >= 4:
+                assert max(per) <= 1.25 * min(per), (w, p, per)
+
+
+def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
+    result, path, _ = studies.reproduce("scaling", tmp_path / "q", quick=True, workers=2)
+    frames = _frames(tmp_path / "q", True)
+    assert all((df["status"] == "ok").all() and df.height == 3 * len(scaling.LABELS) for df in frames)
+    _check_bound(frames)
+    _check_lens_regime(frames)
+    assert "Speedup over autonuma at each size" in path.read_text()
+    assert len(result.tables[0][1]) == 3 * (len(scaling.LABELS) - 1)
+
+
+@pytest.mark.slow  # about 7 min on 2 cores: 117 runs up to the README's size
+def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
+    result, _, _ = studies.reproduce("scaling", tmp_path / "f", quick=False, workers=2)
+    frames = _frames(tmp_path / "f", False)
+    _check_bound(frames)
+    _check_lens_regime(frames)
+    _check_invariance(result)
