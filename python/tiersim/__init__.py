@@ -55,6 +55,7 @@ __all__ = [
     "convert",
     "calibrate",
     "characterize",
+    "filebench",
     "flash_replay",
     "flash_study",
     "generate",
@@ -339,3 +340,19 @@ def calibrate(
     curves.titles["bwlat"] = raw["table"]["title"]
     curves.measured, curves.comparison = measured, comparison
     return Calibration(raw["device"], raw["fitted"], raw["platform_toml"], curves, comparison)
+
+
+def filebench(
+    *, device_params: Mapping[str, Any] | None = None, iopath: Mapping[str, Any] | None = None, **params: Any
+) -> dict[str, Any]:
+    """File I/O through the kernel path onto a storage device (docs/model.md "Storage"): the
+    block micro-benchmark of seed 001 (workload read/write, pattern, api syscall/mmap, cache
+    buffered/direct/dax, warm, threads, block_size, ...) or the storage engine (workload kv).
+    Sub-tables `device_params` and `iopath` override the device preset and the path's costs.
+    Returns ops, bandwidth_gbs, ops_per_s, mean_latency_ns, layers_ns (mean per operation) and
+    stats (page cache, writeback, log, device)."""
+    text = params_to_toml(params)
+    for name, sub in (("device_params", device_params), ("iopath", iopath)):
+        if sub:
+            text += f"\n[{name}]\n" + params_to_toml(sub)
+    return json.loads(_native.filebench(text))

@@ -84,6 +84,9 @@ def calibrate(curves_dir: str, device: str, base: str, params: str = "", ratios:
     """JSON text: {"device", "fitted" (TOML), "platform_toml", "table", "measured", "comparison",
     "base", "target"}: `device` (dram or cxl) fitted to the curves on top of preset `base`."""
 
+def filebench(params: str = "") -> str:
+    """JSON text of storage::BenchOut. `params` is TOML: the bench keys plus [device_params] and [iopath]."""
+
 def flash_replay(
     trace: str | None = None,
     src_format: str | None = None,

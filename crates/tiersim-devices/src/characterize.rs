@@ -172,7 +172,8 @@ impl Target {
         self.params(&[])
     }
 
-    fn params(&self, extra: &[(&str, &str)]) -> Result<Params> {
+    /// The device parameters with `extra` keys set; unknown keys name the valid ones.
+    pub fn params(&self, extra: &[(&str, &str)]) -> Result<Params> {
         let mut table = self.table.clone();
         for (k, v) in extra {
             table.insert((*k).to_owned(), toml::Value::String((*v).to_owned()));

@@ -17,6 +17,7 @@ pub mod platform;
 mod readahead;
 pub mod regime;
 pub mod sim;
+pub mod storage;
 
 pub use platform::Platform;
 pub use sim::{LatencyBins, SimOptions, SimResult, Timeseries};

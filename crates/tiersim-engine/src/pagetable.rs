@@ -37,6 +37,10 @@ pub const FILE: u8 = 32;
 /// Faulted in, its access not yet replayed: reclaim passes it over (the kernel maps the page
 /// before the faulting instruction retries, so it cannot be taken in between).
 pub const LOCKED: u8 = 64;
+/// In the swap cache, not yet mapped: read ahead by a swap-in fault of a neighbouring slot. Its
+/// swap slot still holds a copy, so reclaim drops it without a write; its first access is a
+/// minor fault (do_swap_page finding the page in the swap cache).
+pub const SWAPCACHE: u8 = 128;
 
 /// Per-page state only NUMA balancing needs, beside the hot entry so the access path does not
 /// pay for it.

@@ -376,7 +376,8 @@ fn interleave_splits_pages_by_weight() {
 
 #[test]
 fn swap_takes_the_coldest_pages() {
-    let text = one_node("reclaim_batch = 1\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    // One page per swap-in (vm.page-cluster = 0): this test follows the LRU's choices alone.
+    let text = one_node("reclaim_batch = 1\npage_cluster = 0\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
     // 8 frames; min = low = high = 1 page, so 7 pages fit before reclaim.
     let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
     let page = |i: u64| i * 4096;
@@ -601,6 +602,11 @@ proptest! {
         let swapped = s["swap"]["final_pages"].as_u64().unwrap_or(0);
         let dropped = s["swap"]["file_drops"].as_u64().unwrap() - s["swap"]["file_refaults"].as_u64().unwrap();
         prop_assert_eq!(resident + swapped + dropped, s["pages_touched"].as_u64().unwrap());
+        // Pages enter swap by a write or by reclaim dropping an unused swap-cache page, and
+        // leave by a swap-in fault or readahead; readahead pages are mapped, dropped or still cached.
+        let sw = |k: &str| s["swap"][k].as_u64().unwrap_or(0);
+        prop_assert_eq!(sw("swap_outs") + sw("swap_cache_drops"), sw("swap_ins") + sw("readahead_pages") + swapped);
+        prop_assert_eq!(sw("readahead_pages"), sw("swap_cache_hits") + sw("swap_cache_drops") + sw("swap_cache_freed") + sw("swap_cache_pages"));
         let ts = &r.timeseries;
         for (i, name) in ts.node.iter().enumerate() {
             if let Some(n) = nodes.iter().find(|n| n["name"] == name.as_str()) {
@@ -702,6 +708,54 @@ fn scanner_hints_accessed_flash_pages_to_the_device() {
     std::fs::write(&path, &text).unwrap();
     let e = platform::load(path.to_str().unwrap(), &["os.device_hints=\"hot\"".to_owned()]).err().unwrap().to_string();
     assert!(e.contains("os.device_hints") && e.contains("none, scan, scan_hot"), "{e}");
+}
+
+#[test]
+fn swap_in_reads_its_cluster_into_the_swap_cache() {
+    // 64 frames, min = low = high = 1 page: 63 pages fit. Pages 0..79 written in order push the
+    // oldest out a page at a time (reclaim_batch = 1), into slots 0, 1, 2, ... in order.
+    let text = one_node("reclaim_batch = 1\npage_cluster = 3\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    let trace = || {
+        let page = |i: u64| i * 4096;
+        let mut a: Vec<_> = (0..80).map(|i| acc(0, page(i), Op::Write, 0)).collect();
+        // Page 2 comes back: its aligned cluster is slots 0..8, holding pages 0..7 (all
+        // swapped), read in one request; the fault maps page 2, the others wait in the swap
+        // cache, and their accesses are minor faults.
+        a.extend([2, 0, 1, 3, 4].map(|i| acc(0, page(i), Op::Read, 0)));
+        a
+    };
+    let p = plat(&text, &["nodes.dram0.capacity=\"256KiB\""]);
+    let r = run(&p, "linux_default", trace()).unwrap();
+    let s = &r.summary;
+    let sw = |k: &str| u(s, &["swap", k]);
+    assert_eq!(sw("swap_ins"), 1, "{s}");
+    assert_eq!(sw("read_requests"), 1);
+    assert_eq!(sw("readahead_pages"), 7, "{s}");
+    assert_eq!(sw("swap_cache_hits"), 4);
+    // Each read-ahead page took a frame, pushing the oldest resident pages (8, 9, ...) to swap;
+    // the cached ones are younger, so none was dropped.
+    assert_eq!(sw("swap_cache_drops"), 0);
+    assert_eq!(sw("swap_cache_pages"), 3);
+    // With vm.page-cluster = 0 the same trace reads each page on its own.
+    let p0 = plat(&text.replace("page_cluster = 3", "page_cluster = 0"), &["nodes.dram0.capacity=\"256KiB\""]);
+    let r0 = run(&p0, "linux_default", trace()).unwrap();
+    let sw0 = |k: &str| u(&r0.summary, &["swap", k]);
+    assert_eq!((sw0("swap_ins"), sw0("readahead_pages"), sw0("read_requests")), (5, 0, 5));
+}
+
+#[test]
+fn a_reclaim_pass_writes_contiguous_slots_in_one_request() {
+    // reclaim_batch = 32: direct reclaim takes up to 32 pages per pass, written as runs of
+    // consecutive slots of at most SWAP_CLUSTER_MAX = 32 pages.
+    let text = one_node("reclaim_batch = 32\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"");
+    let p = plat(&text, &["nodes.dram0.capacity=\"256KiB\""]);
+    let a: Vec<_> = (0..200).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    let r = run(&p, "linux_default", a).unwrap();
+    let s = &r.summary;
+    let (outs, reqs) = (u(s, &["swap", "swap_outs"]), u(s, &["swap", "write_requests"]));
+    assert!(outs >= 130, "{s}");
+    assert_eq!(reqs, outs.div_ceil(32), "{outs} pages in {reqs} requests");
+    assert_eq!(u(s, &["swap", "device", "bytes_written"]), outs * 4096);
 }
 
 #[test]

@@ -367,6 +367,16 @@ fn calibrate(py: Python<'_>, curves_dir: String, device: String, base: String, p
     })
 }
 
+#[pyfunction]
+#[pyo3(signature = (params=String::new()))]
+fn filebench(py: Python<'_>, params: String) -> PyResult<String> {
+    guarded(py, || {
+        let t = table("params", &params)?.unwrap_or_default();
+        let out = tiersim_engine::storage::Bench::new(&t)?.run()?;
+        Ok(out.to_json().to_string())
+    })
+}
+
 /// Counters of a running capture, shared with the Python thread that shows progress.
 #[pyclass(frozen)]
 struct CaptureProgress {
@@ -580,6 +590,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve_platform, m)?)?;
     m.add_function(wrap_pyfunction!(characterize, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(filebench, m)?)?;
     m.add_class::<CaptureProgress>()?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;

@@ -148,9 +148,16 @@ impl Engine {
         // it also ends the walk when every page is locked.
         let lists = &self.nodes[node].lists;
         let bound = 2 * (lists[inactive].len + lists[active].len) + DEACTIVATE_BATCH;
+        // Pages in flight passed over since the inactive list last grew: once they are all it
+        // holds, it must be refilled from the active list even if it is not low by the ratio
+        // (with a large scaled memory the ratio lets ~1 % of the pages stay inactive, and up to
+        // one page per CPU is in flight).
+        let mut locked_run = 0;
         for _ in 0..=bound {
-            if self.inactive_is_low(node, file) || self.nodes[node].lists[inactive].tail == NIL {
+            let inactive_len = self.nodes[node].lists[inactive].len;
+            if self.inactive_is_low(node, file) || inactive_len == 0 || locked_run >= inactive_len {
                 self.shrink_active(node, file, DEACTIVATE_BATCH);
+                locked_run = 0;
             }
             let p = self.nodes[node].lists[inactive].tail;
             if p == NIL {
@@ -162,6 +169,7 @@ impl Engine {
             let flags = self.pt.entries[p as usize].flags;
             if flags & LOCKED != 0 {
                 self.lru_relink(node, p, 0, 0);
+                locked_run += 1;
                 continue;
             }
             if flags & REFERENCED != 0 {

@@ -18,7 +18,8 @@ impl Engine {
         let mut done = 0;
         while done < want {
             let target = demote_to.filter(|&d| self.nodes[d].free() > self.nodes[d].wmark_min);
-            let can_swap = self.swap.as_ref().is_some_and(|s| s.used < s.capacity);
+            // A full swap still takes pages: the swap cache gives up slots (`swap_out`).
+            let can_swap = self.swap.as_ref().is_some_and(|s| s.used < s.capacity || !s.cache_slot.is_empty());
             // File pages are dropped to (and read back from) the block device, `[swap]`'s.
             let can_drop = self.swap.is_some();
             if target.is_none() && !can_swap && !can_drop {
@@ -30,10 +31,11 @@ impl Engine {
                     self.move_page(p, node, d, t, true);
                 }
                 None if self.pt.entries[p as usize].flags & FILE != 0 => self.drop_file_page(p, node, t),
-                None => self.swap_out(p, node, t),
+                None => self.swap_out(p, node),
             }
             done += 1;
         }
+        self.flush_swap_writes(t);
         Ok(done)
     }
 

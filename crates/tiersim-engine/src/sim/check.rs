@@ -7,7 +7,7 @@ use tiersim_core::{Error, Result};
 
 use super::Engine;
 use crate::os::lru;
-use crate::pagetable::{DROPPED, NIL, SWAPPED, UNTOUCHED};
+use crate::pagetable::{DROPPED, NIL, SWAPCACHE, SWAPPED, UNTOUCHED};
 
 impl Engine {
     /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
@@ -65,8 +65,15 @@ impl Engine {
             }
         }
         let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
-        if swapped != swap_used {
-            return fail(format!("{swapped} pages are swapped but swap holds {swap_used}"));
+        let cached = self.swap.as_ref().map_or(0, |s| s.cache_slot.len() as u64);
+        if swapped + cached != swap_used {
+            return fail(format!("{swapped} pages are swapped and {cached} in the swap cache but swap holds {swap_used} slots"));
+        }
+        for (&q, &slot) in self.swap.iter().flat_map(|s| s.cache_slot.iter()) {
+            let e = self.pt.entries[q as usize];
+            if e.node >= DROPPED || e.flags & SWAPCACHE == 0 || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q) {
+                return fail(format!("swap-cache page {q} (slot {slot}) is not a resident SWAPCACHE page owning its slot"));
+            }
         }
         Ok(())
     }

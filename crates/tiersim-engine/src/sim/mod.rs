@@ -11,6 +11,7 @@ mod stats;
 
 use std::collections::VecDeque;
 
+use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
@@ -21,7 +22,7 @@ use crate::os::lru::LruStats;
 use crate::os::scan::DeviceHints;
 use crate::os::swap::Swap;
 use crate::os::PageEvent;
-use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPPED, UNTOUCHED};
+use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
 pub use stats::LatencyBins;
@@ -175,8 +176,18 @@ impl Engine {
             Some(s) => Some(Swap {
                 dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
                 capacity: s.capacity_pages,
+                cluster: 1u64 << platform.os.uint("page_cluster"),
+                owner: Vec::new(),
+                cache_slot: FxHashMap::default(),
+                pending: Vec::new(),
+                readahead_pages: 0,
+                cache_hits: 0,
+                cache_drops: 0,
+                cache_freed: 0,
+                write_requests: 0,
+                read_requests: 0,
                 used: 0,
-                free_slots: Vec::new(),
+                free_slots: Default::default(),
                 next_slot: 0,
                 swap_ins: 0,
                 swap_outs: 0,
@@ -366,6 +377,7 @@ impl Engine {
             // Also on the cached path: another CPU's reclaim may have swapped the page out.
             SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
             DROPPED => self.file_refault(p, c, vpn, issue_ns)?,
+            _ if self.pt.entries[p as usize].flags & SWAPCACHE != 0 => self.swap_cache_map(p),
             _ => 0,
         };
         if fault_ps > 0 {

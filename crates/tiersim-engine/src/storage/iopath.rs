@@ -1,0 +1,300 @@
+//! The kernel's file I/O path (Linux 5.x, ext4) as layers, each with a CPU cost and its source:
+//! system call entry/exit, VFS and file system, page cache, block layer, driver, completion
+//! (interrupt or polling), page faults of mmap and DAX. The device time itself comes from the
+//! device models; copies between page cache, user buffers and PMEM are served by the DRAM and
+//! PMEM device models line by line. Costs are published per-operation figures (sources on each
+//! parameter, collected in docs/model.md "Storage"); per-device queue depth is blk-mq's tag pool.
+
+use tiersim_core::{Ns, ParamKind, ParamSpec, Params, Result};
+
+pub const SPECS: &[ParamSpec] = &[
+    ParamSpec::new(
+        "syscall",
+        ParamKind::Duration,
+        "100ns",
+        "system call entry + exit on x86-64 without KPTI (Cascade Lake fixes Meltdown in hardware): \
+         ~100 ns for a null call (Soares & Stumm, FlexSC, OSDI'10: 100-150 ns on Core i7)",
+    ),
+    ParamSpec::new(
+        "vfs",
+        ParamKind::Duration,
+        "300ns",
+        "VFS + ext4 per read/write call: fdget, rw_verify_area, generic_file_read_iter / \
+         ext4_file_write_iter, file locks and atime/mtime (Lee et al., AIOS, ATC'19 fig. 2: a few \
+         hundred ns of a 4 KiB read outside page cache and block layer; approximate)",
+    ),
+    ParamSpec::new(
+        "page_cache_lookup",
+        ParamKind::Duration,
+        "50ns",
+        "per 4 KiB page: find_get_page in the page-cache xarray + refcount (mm/filemap.c); tens of ns",
+    ),
+    ParamSpec::new(
+        "page_alloc",
+        ParamKind::Duration,
+        "250ns",
+        "per 4 KiB page on a miss: page allocation + add_to_page_cache_lru (xarray insert, LRU add, \
+         memcg charge) (AIOS ATC'19 fig. 2 puts page allocation and cache insertion at ~0.2-0.4 us)",
+    ),
+    ParamSpec::new(
+        "write_page",
+        ParamKind::Duration,
+        "200ns",
+        "per 4 KiB page of a buffered write: ext4 write_begin/write_end, set_page_dirty, \
+         balance_dirty_pages_ratelimited (mm/filemap.c generic_perform_write); approximate",
+    ),
+    ParamSpec::new(
+        "fs_map",
+        ParamKind::Duration,
+        "400ns",
+        "per I/O request: ext4 extent lookup (ext4_map_blocks / iomap_begin) and bio construction \
+         (AIOS ATC'19 fig. 2; approximate)",
+    ),
+    ParamSpec::new(
+        "block_layer",
+        ParamKind::Duration,
+        "1000ns",
+        "per request through blk-mq: bio allocation, plugging, tag, request setup and completion \
+         (AIOS ATC'19 fig. 2: ~1-1.5 us of a 4 KiB read on an Optane SSD)",
+    ),
+    ParamSpec::new(
+        "bio_layer",
+        ParamKind::Duration,
+        "300ns",
+        "per request of a bio-based driver (drivers/nvdimm/pmem.c pmem_submit_bio): no tag, no \
+         queue, no interrupt; submit_bio and bio_endio only",
+    ),
+    ParamSpec::new(
+        "driver",
+        ParamKind::Duration,
+        "500ns",
+        "per request in the NVMe driver: nvme_queue_rq command build + doorbell, and the \
+         completion handler (AIOS ATC'19 fig. 2; approximate)",
+    ),
+    ParamSpec::new(
+        "irq_completion",
+        ParamKind::Duration,
+        "3000ns",
+        "interrupt completion of a synchronous request: interrupt, wakeup and context switch back \
+         to the sleeping thread (Yang, Minturn & Hady, 'When Poll is Better than Interrupt', \
+         FAST'12: interrupts cost a few us more than polling per 4 KiB I/O)",
+    ),
+    ParamSpec::new(
+        "poll_completion",
+        ParamKind::Duration,
+        "300ns",
+        "polled completion (io_poll): the thread spins on the completion queue, no context switch \
+         (FAST'12 as above)",
+    ),
+    ParamSpec::new(
+        "completion",
+        ParamKind::Str,
+        "irq",
+        "how NVMe completions reach the waiting thread: irq (Linux default) or poll",
+    )
+    .choices(&["irq", "poll"]),
+    ParamSpec::new(
+        "minor_fault",
+        ParamKind::Duration,
+        "1000ns",
+        "mmap fault on a page already in the page cache: exception, filemap_fault / \
+         filemap_map_pages, PTE updates (~1 us with fault-around; Linux 5.x)",
+    ),
+    ParamSpec::new(
+        "fault_around_pages",
+        ParamKind::Int,
+        "16",
+        "pages a file fault maps when they are cached (fault_around_bytes = 64 KiB, mm/memory.c)",
+    )
+    .min(1.0),
+    ParamSpec::new(
+        "dax_fault",
+        ParamKind::Duration,
+        "1500ns",
+        "DAX mmap fault (dax_iomap_fault: extent lookup + PTE/PMD insert, no page cache)",
+    ),
+    ParamSpec::new(
+        "dax_fault_bytes",
+        ParamKind::Bytes,
+        "2MiB",
+        "bytes one DAX fault maps: a 2 MiB PMD on aligned fsdax / devdax (the blog: DAX keeps huge \
+         pages, the buffer cache does not)",
+    ),
+    ParamSpec::new(
+        "fsync",
+        ParamKind::Duration,
+        "2000ns",
+        "fdatasync bookkeeping beyond the data writes: file_write_and_wait_range, ext4_sync_file, \
+         a FLUSH to a power-loss-protected drive (no journal commit for an overwritten \
+         preallocated log); approximate",
+    ),
+    ParamSpec::new(
+        "queue_depth",
+        ParamKind::Int,
+        "128",
+        "requests the block layer keeps outstanding per device (blk-mq nr_requests = \
+         BLKDEV_DEFAULT_RQ 128); more wait for a tag",
+    )
+    .min(1.0)
+    .max(65536.0),
+    ParamSpec::new(
+        "max_request",
+        ParamKind::Bytes,
+        "128KiB",
+        "largest block request (max_sectors_kb); larger transfers split",
+    ),
+];
+
+/// The costs resolved, in ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IoPath {
+    pub syscall: Ns,
+    pub vfs: Ns,
+    pub page_cache_lookup: Ns,
+    pub page_alloc: Ns,
+    pub write_page: Ns,
+    pub fs_map: Ns,
+    pub block_layer: Ns,
+    pub bio_layer: Ns,
+    pub driver: Ns,
+    pub irq_completion: Ns,
+    pub poll_completion: Ns,
+    pub poll: bool,
+    pub minor_fault: Ns,
+    pub fault_around_pages: u64,
+    pub dax_fault: Ns,
+    pub dax_fault_bytes: u64,
+    pub fsync: Ns,
+    pub queue_depth: usize,
+    pub max_request: u64,
+}
+
+/// How a block device's requests complete: blk-mq + NVMe with a completion, or a bio-based
+/// driver that copies synchronously in the submitter's context (the pmem block driver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Nvme,
+    PmemBio,
+}
+
+/// Time per layer, accumulated over operations, for the breakdown table.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Layers {
+    pub syscall: Ns,
+    pub fs: Ns,
+    pub page_cache: Ns,
+    pub block: Ns,
+    pub driver: Ns,
+    pub completion: Ns,
+    pub fault: Ns,
+    /// Waiting for a device (media time, transfers, queueing, tags).
+    pub device: Ns,
+    /// Copies between memories (DRAM page cache, user buffer, PMEM).
+    pub copy: Ns,
+    /// Throttled by dirty limits or waiting for a page another thread reads in.
+    pub wait: Ns,
+}
+
+impl Layers {
+    pub const NAMES: [&'static str; 10] =
+        ["syscall", "fs", "page_cache", "block", "driver", "completion", "fault", "device", "copy", "wait"];
+
+    pub fn values(&self) -> [Ns; 10] {
+        [self.syscall, self.fs, self.page_cache, self.block, self.driver, self.completion, self.fault, self.device, self.copy, self.wait]
+    }
+
+    pub fn total(&self) -> Ns {
+        self.values().iter().sum()
+    }
+}
+
+impl IoPath {
+    pub fn from_params(p: &Params) -> Result<Self> {
+        Ok(IoPath {
+            syscall: p.duration("syscall"),
+            vfs: p.duration("vfs"),
+            page_cache_lookup: p.duration("page_cache_lookup"),
+            page_alloc: p.duration("page_alloc"),
+            write_page: p.duration("write_page"),
+            fs_map: p.duration("fs_map"),
+            block_layer: p.duration("block_layer"),
+            bio_layer: p.duration("bio_layer"),
+            driver: p.duration("driver"),
+            irq_completion: p.duration("irq_completion"),
+            poll_completion: p.duration("poll_completion"),
+            poll: p.str("completion") == "poll",
+            minor_fault: p.duration("minor_fault"),
+            fault_around_pages: p.uint("fault_around_pages"),
+            dax_fault: p.duration("dax_fault"),
+            dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
+            fsync: p.duration("fsync"),
+            queue_depth: p.uint("queue_depth").max(1) as usize,
+            max_request: p.bytes("max_request").max(4096),
+        })
+    }
+
+    pub fn defaults() -> Self {
+        Self::from_params(&Params::defaults(SPECS).expect("the defaults parse")).expect("the defaults are valid")
+    }
+
+    /// CPU time of one block request below the file system, before and after the device:
+    /// (block layer, driver, completion) for `driver`.
+    pub fn request_overhead(&self, driver: Driver) -> (Ns, Ns, Ns) {
+        match driver {
+            Driver::Nvme => (self.block_layer, self.driver, if self.poll { self.poll_completion } else { self.irq_completion }),
+            Driver::PmemBio => (self.bio_layer, 0, 0),
+        }
+    }
+}
+
+/// blk-mq's tag pool of one device: a request waits for a free tag.
+#[derive(Debug, Clone)]
+pub struct Tags {
+    free_at: Vec<Ns>,
+}
+
+impl Tags {
+    pub fn new(depth: usize) -> Self {
+        Tags { free_at: vec![0; depth.max(1)] }
+    }
+
+    /// When a request arriving at `at` gets a tag; the tag is held until `release` sets its end.
+    pub fn acquire(&mut self, at: Ns) -> (usize, Ns) {
+        let (i, free) = self.free_at.iter().copied().enumerate().min_by_key(|&(_, t)| t).unwrap_or((0, 0));
+        (i, at.max(free))
+    }
+
+    pub fn release(&mut self, tag: usize, done: Ns) {
+        if let Some(t) = self.free_at.get_mut(tag) {
+            *t = done;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_overhead_by_driver_and_completion() {
+        let p = IoPath::defaults();
+        assert_eq!(p.request_overhead(Driver::Nvme), (1000, 500, 3000));
+        assert_eq!(p.request_overhead(Driver::PmemBio), (300, 0, 0));
+        let polled = IoPath { poll: true, ..p };
+        assert_eq!(polled.request_overhead(Driver::Nvme), (1000, 500, 300));
+    }
+
+    #[test]
+    fn tags_make_the_excess_request_wait() {
+        let mut t = Tags::new(2);
+        let (a, s) = t.acquire(0);
+        t.release(a, 10);
+        assert_eq!(s, 0);
+        let (b, s) = t.acquire(1);
+        t.release(b, 20);
+        assert_eq!(s, 1);
+        // Both tags busy: the third request starts when the first frees, at 10.
+        let (_, s) = t.acquire(2);
+        assert_eq!(s, 10);
+    }
+}
