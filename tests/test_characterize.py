@@ -3,6 +3,7 @@ seed 000 shape numbers on the Optane preset."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -105,8 +106,18 @@ def test_calibrate_own_curves_end_to_end(tmp_path: Path):
     assert (maxima["error"].abs() < 0.05).all(), maxima
     points = cal.comparison.filter(pl.col("fraction") < 1.0)
     assert (points["error"].abs() < 0.10).all(), points
-    res = tiersim.run(platform=plat, generator="stream", generator_params={"footprint": "8MiB", "accesses": 20000, "threads": 4})
-    assert res.summary["accesses"] == 20000
+    run_dir = tmp_path / "run"
+    proc = run_cli(
+        "run", "-p", str(plat), "--gen", "stream", "--gen-param", "footprint=8MiB", "--gen-param", "accesses=20000",
+        "--gen-param", "threads=4", "-o", str(run_dir),
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["accesses"] == 20000
+    # The run uses the fitted device, not the base preset: 4 x 38.4 GB/s x the fitted efficiency is
+    # the curves' 128 GB/s read maximum (the base ddr4_2666, one channel, would give 21.33 x 0.85 = 18.1).
+    (node,) = summary["nodes"]
+    assert node["peak_bandwidth_gbs"] == pytest.approx(128.0, rel=1e-3), node
 
 
 def test_calibrate_bad_input_is_one_error_line(tmp_path: Path):

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tiersim_devices::calibrate::{compare, fit_cxl, fit_dram, Comparison, Fit};
+use tiersim_devices::calibrate::{compare, fit_cxl, fit_dram, model_curve, Comparison, Fit};
 use tiersim_devices::characterize::{characterize, Target};
 use tiersim_devices::curves::{read_dir, Curve};
 
@@ -69,6 +69,49 @@ fn curve_device_matches_its_curves() {
         let curves = read_dir(&data(system), &[]).unwrap();
         let dir = data(system).display().to_string();
         assert_close(&run("curve", toml::toml! { curves_dir = dir }, &curves));
+    }
+}
+
+#[test]
+fn committed_presets_match_their_curves() {
+    // The presets as shipped, not a fresh fit: a hand edit of either TOML must keep the Must-show bounds.
+    assert_close(&run("skylake_ddr4", toml::Table::new(), &read_dir(&data("skylake-ddr4"), &[]).unwrap()));
+    assert_close(&run("cxl_expander", toml::Table::new(), &read_dir(&data("cxl"), &[]).unwrap()));
+}
+
+/// Sustained maximum (GB/s) of `name` with `table` at each read percent, from its own bwlat sweep.
+fn maxima(name: &str, table: toml::Table, ratios: &[u32]) -> Vec<f64> {
+    let target = Target::resolve(name, Some(&table)).unwrap();
+    let tables = characterize(&target, &["bwlat".to_owned()], false, ratios).unwrap();
+    ratios.iter().map(|&r| model_curve(&tables[0], f64::from(r)).unwrap().max_bandwidth() / 1e9).collect()
+}
+
+#[test]
+fn seed003_dram_cxl_peak_ratio() {
+    // Seed 003 (Micron/AMD white paper, fig. 2): 3.6 GB/s per core over 128 cores "assuming
+    // 4800 MT/s" is the nominal 12 x 38.4 = 460.8 GB/s; with 4 CZ120 modules 4.85 GB/s per core,
+    // so the modules add 160 GB/s, and 460.8 / 160 = 2.88 is its "about 2.8x". Nominal DRAM
+    // against the modules' best mix, not one sustained mix on both sides.
+    let ratios = [100, 67, 50];
+    let dram = maxima("ddr5_4800", toml::toml! { channels = 12 }, &ratios);
+    let cxl = maxima("cxl_cz120", toml::toml! { count = 4 }, &ratios);
+    // By hand. DRAM: 460.8 x 0.85 = 391.68 GB/s of reads, writes cost 1.741 reads:
+    // 391.68 / (r + 1.741 (1 - r)). CXL, 4 modules: reads are link-bound (4 x 27); at 67 % the
+    // device-to-host direction carries 0.67 x 64 B data + 0.33 x 16 B write completions a line,
+    // 4 x 27 x 64 / 48.16; at 50 % the media bind: 4 x 2 x 25.6 x 0.85 / (0.5 + 0.5 x 1.177).
+    let want_dram = [391.68, 391.68 / (0.67 + 0.33 * 1.741), 391.68 / (0.5 + 0.5 * 1.741)];
+    let want_cxl = [108.0, 4.0 * 27.0 * 64.0 / (0.67 * 64.0 + 0.33 * 16.0), 4.0 * 43.52 / (0.5 + 0.5 * 1.177)];
+    for i in 0..ratios.len() {
+        assert!((dram[i] / want_dram[i] - 1.0).abs() < 0.01, "dram {} %: {:.1} vs {:.1}", ratios[i], dram[i], want_dram[i]);
+        assert!((cxl[i] / want_cxl[i] - 1.0).abs() < 0.01, "cxl {} %: {:.1} vs {:.1}", ratios[i], cxl[i], want_cxl[i]);
+    }
+    let seed_way = 460.8 / cxl.iter().cloned().fold(0.0, f64::max);
+    assert!((seed_way / 2.8 - 1.0).abs() < 0.15, "nominal DRAM / best CXL mix {seed_way:.2}x");
+    // Like for like the ratio depends on the mix: 3.63x at all reads (the `cxl_expansion` study's
+    // figure, read peaks), 2.19x at 2:1, 1.79x at 1:1.
+    let same_mix: Vec<f64> = dram.iter().zip(&cxl).map(|(d, c)| d / c).collect();
+    for (got, want) in same_mix.iter().zip([3.63, 2.19, 1.79]) {
+        assert!((got - want).abs() < 0.02, "{same_mix:?}");
     }
 }
 
