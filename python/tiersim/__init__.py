@@ -335,7 +335,9 @@ def calibrate(
     base = base or {"dram": "ddr4_2666", "cxl": "cxl_cz120"}.get(device, device)
     raw = json.loads(_native.calibrate(os.fspath(curves_dir), device, base, params_to_toml(params), list(ratios)))
     measured, comparison = measured_frames(raw["measured"], raw["comparison"])
-    curves = Characterization(raw["target"], device, 1, 4096, {})
+    # Named for what the plot shows: the fit, not the base preset it started from.
+    label = f"{device} fitted to {Path(curves_dir).name} (base {raw['target']})"
+    curves = Characterization(label, device, 1, 4096, {})
     curves.tables["bwlat"] = pl.DataFrame({c["name"]: c["values"] for c in raw["table"]["columns"]})
     curves.titles["bwlat"] = raw["table"]["title"]
     curves.measured, curves.comparison = measured, comparison
