@@ -12,7 +12,7 @@
 //! half as many instructions per level.
 
 /// A CPU's issue time (ps) and id in one integer, so one comparison orders by time then id.
-trait Key: Copy + Ord {
+pub(crate) trait Key: Copy + Ord {
     /// Keys from here up belong to CPUs with nothing queued (still distinct, by their id).
     const IDLE: Self;
     fn new(issue_ps: u64, cpu: usize) -> Self;
