@@ -18,9 +18,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 try:
     from tiersim import _native
@@ -31,11 +29,37 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
     ) from exc
 
 from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
-from tiersim._characterize import Characterization, measured_frames
 from tiersim._convert import overrides_to_list, params_to_toml
-from tiersim._flash import FlashResult, flash_replay, flash_study
 from tiersim._native import TiersimError
-from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tiersim._characterize import Characterization
+    from tiersim._flash import FlashResult, flash_replay, flash_study
+    from tiersim._result import RunResult
+
+# Names whose modules import polars (about 0.15 s of CPU), loaded on first use, so that
+# `import tiersim` and commands that never build a DataFrame (`tiersim --help`) start fast.
+_LAZY = {
+    "Characterization": "tiersim._characterize",
+    "FlashResult": "tiersim._flash",
+    "flash_replay": "tiersim._flash",
+    "flash_study": "tiersim._flash",
+    "RunResult": "tiersim._result",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tiersim' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CaptureResult",
@@ -113,6 +137,8 @@ def run(
         raise TiersimError("give exactly one of a trace file and a generator name")
     if generator_params is not None and generator is None:
         raise TiersimError("generator_params given without a generator")
+    from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
+
     raw = _native.run(
         os.fspath(platform),
         policy,
@@ -304,6 +330,8 @@ def characterize(
     request (`tests=["bwlat"]`) Mess-style bandwidth-latency curves at the read percentages
     `ratios`. params: device parameters plus `count` (devices interleaved) and `granule` (bytes).
     compare: a directory of measured Mess-format curves to score the bwlat curves against."""
+    from tiersim._characterize import Characterization
+
     text = _native.characterize(
         device, params_to_toml(params), list(tests), quick, list(ratios), "" if compare is None else os.fspath(compare)
     )
@@ -332,6 +360,10 @@ def calibrate(
 ) -> Calibration:
     """Fit the `dram` or `cxl` model to a directory of Mess-format curves (bwlat_R.txt), on top
     of preset `base` (default ddr4_2666 / cxl_cz120) with `params` overrides."""
+    import polars as pl
+
+    from tiersim._characterize import Characterization, measured_frames
+
     base = base or {"dram": "ddr4_2666", "cxl": "cxl_cz120"}.get(device, device)
     raw = json.loads(_native.calibrate(os.fspath(curves_dir), device, base, params_to_toml(params), list(ratios)))
     measured, comparison = measured_frames(raw["measured"], raw["comparison"])

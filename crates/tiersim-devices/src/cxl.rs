@@ -72,6 +72,8 @@ pub struct Cxl {
     header: u64,
     /// (request, response) link time of a one-line read and write, the usual request.
     one_line: [(Ps, Ps); 2],
+    /// Their (request, response) link bytes.
+    one_line_bytes: [(u64, u64); 2],
     media: ChannelGroup,
     load: Loaded,
     /// Idle latency of a one-line read and write: the floor the load term raises.
@@ -84,7 +86,8 @@ impl Cxl {
         let header = p.bytes("link_header");
         let h2d = Pipe::new(p.bandwidth("link_write_bandwidth"));
         let d2h = Pipe::new(p.bandwidth("link_read_bandwidth"));
-        let one_line = [(h2d.service(header), d2h.service(line)), (h2d.service(line), d2h.service(header))];
+        let one_line_bytes = [(header, line), (line, header)];
+        let one_line = one_line_bytes.map(|(up, down)| (h2d.service(up), d2h.service(down)));
         crate::loaded::check(p)?;
         let media = ChannelGroup::from_params(p, "media_")?;
         let link_latency = ps_from_ns(p.duration("link_latency"));
@@ -101,6 +104,7 @@ impl Cxl {
             line,
             header,
             one_line,
+            one_line_bytes,
             media,
             load: Loaded::from_params(p),
             idle,
@@ -136,12 +140,19 @@ impl Cxl {
 impl Device for Cxl {
     #[inline]
     fn access(&mut self, req: &DeviceRequest) -> Ns {
-        let lines = self.lines(req.addr, req.size);
-        let (up, down) = self.message_bytes(req.op, lines);
-        let (up_t, down_t) = if lines == 1 {
-            self.one_line[usize::from(req.op.is_write())]
+        let w = usize::from(req.op.is_write());
+        let lines = match self.line_shift {
+            // One line, nearly every request: its link bytes and times are kept.
+            Some(s) if (req.addr ^ req.addr.saturating_add(u64::from(req.size.max(1)) - 1)) >> s == 0 => 1,
+            _ => self.lines(req.addr, req.size),
+        };
+        let (up, down, up_t, down_t) = if lines == 1 {
+            let (up, down) = self.one_line_bytes[w];
+            let (up_t, down_t) = self.one_line[w];
+            (up, down, up_t, down_t)
         } else {
-            (self.h2d.service(up), self.d2h.service(down))
+            let (up, down) = self.message_bytes(req.op, lines);
+            (up, down, self.h2d.service(up), self.d2h.service(down))
         };
         let at = ps_from_ns(req.now);
         let (h2d, d2h, media) = (&self.h2d, &self.d2h, &self.media);
@@ -152,7 +163,7 @@ impl Device for Cxl {
         let (_, arrived) = self.h2d.serve_for(at, up, up_t);
         let media_done = self.media.serve(arrived, req.addr, req.size, req.op);
         let (_, returned) = self.d2h.serve_for(media_done, down, down_t);
-        let floor = at.saturating_add(extra + self.idle[usize::from(req.op.is_write())]);
+        let floor = at.saturating_add(extra + self.idle[w]);
         completion(req.now, returned.saturating_add(self.link_latency).max(floor))
     }
 

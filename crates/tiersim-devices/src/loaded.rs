@@ -157,13 +157,19 @@ impl Loaded {
     #[inline]
     pub fn extra(&mut self, at: Ps, op: Op, busy: impl FnOnce() -> f64) -> Ps {
         if at >= self.end {
-            self.roll(at, busy());
+            self.close_window(at, busy);
         }
         self.ops[usize::from(op.is_write())] += 1;
         self.extra
     }
 
+    /// Out of line with the busy-time sum, so the per-request path keeps its registers free.
     #[cold]
+    #[inline(never)]
+    fn close_window(&mut self, at: Ps, busy: impl FnOnce() -> f64) {
+        self.roll(at, busy());
+    }
+
     fn roll(&mut self, at: Ps, busy: f64) {
         let elapsed = (at - self.start) as f64;
         let u = ((busy - self.last_busy) / elapsed).clamp(0.0, 1.0);

@@ -4,9 +4,8 @@ calibrate` (fit a device model to measured bandwidth-latency curves)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich import box
 from rich.table import Table
@@ -15,8 +14,13 @@ from rich.text import Text
 import tiersim
 from tiersim.cli._common import _cell, _pairs, _print, _user_errors, app, err, out
 
+if TYPE_CHECKING:
+    import polars as pl
+
 
 def _print_frame(title: str, df: pl.DataFrame) -> None:
+    import polars as pl
+
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for col in df.columns:
         table.add_column(col, justify="left" if df[col].dtype == pl.String else "right")

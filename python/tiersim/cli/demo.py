@@ -12,7 +12,6 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim._result import check_out_dir
 from tiersim.cli._common import _bytes, _gbs, _ms, _num, _pct, _user_errors, app, err, out
 
 # The white paper's CloverLeaf experiment (Micron/AMD, EPYC + 4 CXL modules): interleave over all
@@ -92,6 +91,8 @@ def demo(
     with _user_errors():
         if output.exists() and not output.is_dir():
             raise tiersim.TiersimError(f"output '{output}' exists and is not a directory")
+        from tiersim._result import check_out_dir
+
         for _, slug, _, _ in DEMO_RUNS:
             check_out_dir(output / slug)
         output.mkdir(parents=True, exist_ok=True)

@@ -7,14 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import polars as pl
 import typer
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim._flash import check_flash_dir
 from tiersim.cli._common import (
     _FROM_HELP,
     TraceFormat,
@@ -99,6 +97,8 @@ def flash_replay_cmd(
             raise typer.BadParameter(str(exc), param_hint="--llc") from None
     with _user_errors():
         if output is not None:
+            from tiersim._flash import check_flash_dir
+
             check_flash_dir(output)
         with _accesses_progress(f"{trace.name} on {preset or 'cxl_flash'}") as progress:
             result = tiersim.flash_replay(
@@ -159,6 +159,8 @@ def flash_study_cmd(
             df = tiersim.flash_study(quick=not full, workers=workers, comparisons=comparison or None)
         if output is not None:
             df.write_csv(output)
+    import polars as pl
+
     table = Table(title="CXL-flash study (seed 004 comparisons; ours vs the paper)", box=box.SIMPLE_HEAD, title_justify="left")
     for col in df.columns:
         table.add_column(col, justify="left" if df[col].dtype == pl.String else "right", overflow="fold")

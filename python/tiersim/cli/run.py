@@ -14,9 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim._result import check_out_dir
-from tiersim.report import regime_rows
-from tiersim.report import run_warnings as report_warnings
 from tiersim.cli._common import (
     _accesses_progress,
     _bytes,
@@ -52,6 +49,8 @@ def _cell(v: object) -> str:
 
 
 def _print_warnings(s: dict[str, object]) -> None:
+    from tiersim.report import run_warnings as report_warnings
+
     for w in report_warnings(s):
         err.print(Text.assemble(("warning: ", "bold yellow"), w), soft_wrap=True)
 
@@ -136,6 +135,8 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
             f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
             f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
         ))
+
+    from tiersim.report import regime_rows
 
     rows += [(label, _cell(v)) for label, v in regime_rows(s) if v is not None]
 
@@ -230,6 +231,8 @@ def run(
     source = gen if gen is not None else trace.stem  # type: ignore[union-attr]
     run_dir = output or Path("runs") / _slug(f"{Path(platform).stem}-{policy}-{source}-s{seed}")
     with _user_errors():
+        from tiersim._result import check_out_dir
+
         check_out_dir(run_dir)
         with _accesses_progress(f"{source} on {Path(platform).stem}, {policy}") as progress:
             result = tiersim.run(

@@ -38,19 +38,36 @@ impl Engine {
             n.total = Counters::default();
             n.epoch = Counters::default();
         }
+        self.epoch_end_ns = self.epoch_end();
     }
 
+    /// End of the current epoch (Ns::MAX: never).
+    fn epoch_end(&self) -> Ns {
+        self.measure_start_ns.saturating_add((self.epoch_idx + 1).saturating_mul(self.epoch_ns))
+    }
+
+    /// Flush the epochs that end at or before `t`; one comparison per access against the
+    /// current epoch's end, kept in `epoch_end_ns` (Ns::MAX until measuring starts).
+    #[inline]
     pub(crate) fn flush_epochs_until(&mut self, t: Ns) {
+        if t >= self.epoch_end_ns {
+            self.flush_epochs_to(t);
+        }
+    }
+
+    #[cold]
+    fn flush_epochs_to(&mut self, t: Ns) {
         if !self.measuring {
             return;
         }
         loop {
-            let end = self.measure_start_ns.saturating_add((self.epoch_idx + 1).saturating_mul(self.epoch_ns));
+            let end = self.epoch_end();
             if t < end || end == Ns::MAX {
                 break;
             }
             self.flush_epoch(end);
         }
+        self.epoch_end_ns = self.epoch_end();
     }
 
     pub(crate) fn flush_epoch(&mut self, end: Ns) {

@@ -7,9 +7,8 @@
 mod check;
 mod epoch;
 mod issue;
+mod queue;
 mod stats;
-
-use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
@@ -27,6 +26,7 @@ use crate::platform::Platform;
 pub use epoch::Timeseries;
 pub use stats::LatencyBins;
 use issue::IssueOrder;
+use queue::CpuQueue;
 use stats::{finish, LatencyHist, TieringStats};
 
 /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
@@ -44,7 +44,7 @@ pub(crate) struct Cpu {
     pub(crate) prev_trace_time: u64,
     pub(crate) last_vpn: u64,
     pub(crate) last_page: u32,
-    pub(crate) queue: VecDeque<Access>,
+    pub(crate) queue: CpuQueue,
 }
 
 /// Options that do not change results.
@@ -80,6 +80,9 @@ pub(crate) struct Engine {
     pub(crate) penalty: Vec<Ns>,
     /// mlp x 1000, so the stall latency / mlp is integer arithmetic.
     pub(crate) mlp_milli: u64,
+    /// The stall per ns of latency in ps when mlp divides 1000 ps evenly (the presets' 4 and
+    /// 10): a multiply instead of a 64-bit division per access, with the same result.
+    pub(crate) stall_ps_per_ns: Option<u64>,
     pub(crate) ps_per_instr: f64,
     pub(crate) open_loop: bool,
     pub(crate) time_unit: TimeUnit,
@@ -99,6 +102,8 @@ pub(crate) struct Engine {
     pub(crate) time_went_back: u64,
     pub(crate) epoch_ns: Ns,
     pub(crate) epoch_idx: u64,
+    /// `measure_start_ns + (epoch_idx + 1) * epoch_ns` once measuring (see `flush_epochs_until`).
+    pub(crate) epoch_end_ns: Ns,
     /// `stats.epoch` as given; `epoch_ns` doubles each time the series reaches `max_epochs`.
     pub(crate) requested_epoch_ns: Ns,
     pub(crate) max_epochs: u64,
@@ -227,10 +232,11 @@ impl Engine {
                 prev_trace_time: 0,
                 last_vpn: u64::MAX,
                 last_page: 0,
-                queue: VecDeque::new(),
+                queue: CpuQueue::default(),
             })
             .collect();
         let os = &platform.os;
+        let mlp_milli = (host.float("mlp") * 1000.0).round() as u64;
         let freq_ghz = host.float("frequency") / 1e9;
         let scan = policy.scanner();
         let scan_visits = policy.wants_scan_visits();
@@ -261,7 +267,8 @@ impl Engine {
             page_shift: platform.page_size.trailing_zeros(),
             page_size: platform.page_size,
             penalty,
-            mlp_milli: (host.float("mlp") * 1000.0).round() as u64,
+            mlp_milli,
+            stall_ps_per_ns: (1_000_000 % mlp_milli == 0).then(|| 1_000_000 / mlp_milli),
             ps_per_instr: host.float("cpi") * 1000.0 / freq_ghz,
             open_loop: host.str("mode") == "open",
             time_unit,
@@ -279,6 +286,7 @@ impl Engine {
             time_went_back: 0,
             epoch_ns: platform.stats.duration("epoch"),
             epoch_idx: 0,
+            epoch_end_ns: Ns::MAX,
             requested_epoch_ns: platform.stats.duration("epoch"),
             // Even, so that coarsening merges whole pairs.
             max_epochs: platform.stats.uint("max_epochs") & !1,
@@ -312,12 +320,11 @@ impl Engine {
     }
 
 
-    /// Issue time (ps) of `a`, the next access of CPU `c`. Closed loop: the CPU's clock plus the
+    /// Issue time (ps) of `a`, the next access of CPU `cpu`. Closed loop: the CPU's clock plus the
     /// compute gap before `a` (instructions x CPI / frequency, or the trace's ns delta). Open loop
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
     /// that first appears late in the stream starts at the current simulated time.
-    fn first_issue_ps(&self, c: usize, a: &Access, t0: u64) -> u64 {
-        let cpu = &self.cpus[c];
+    fn first_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
         let now_ps = self.last_issue_ns * 1000;
         match (self.time_unit, cpu.started) {
             (TimeUnit::Ns, _) if self.open_loop => a.time.saturating_sub(t0) * 1000,
@@ -325,7 +332,7 @@ impl Engine {
             (TimeUnit::Ns, true) => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
             (TimeUnit::Instructions, started) => {
                 let base = if started { cpu.clock_ps } else { now_ps };
-                base + (a.time as f64 * self.ps_per_instr) as u64
+                base + instr_ps(a.time, self.ps_per_instr)
             }
         }
     }
@@ -335,7 +342,10 @@ impl Engine {
     /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
     /// always see requests in time order.
     fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
-        let issue_ps = self.cpus[c].next_issue_ps;
+        // The CPU's fields read up front: one bounds check instead of one per use.
+        let cpu = &self.cpus[c];
+        let (issue_ps, cached_vpn, cached_page) = (cpu.next_issue_ps, cpu.last_vpn, cpu.last_page);
+        let (cpu_node, socket) = (cpu.node as usize, cpu.socket);
         let issue_ns = issue_ps / 1000;
         if issue_ns < self.last_issue_ns {
             self.time_went_back += 1;
@@ -345,12 +355,13 @@ impl Engine {
         self.flush_epochs_until(issue_ns);
 
         let vpn = a.addr >> self.page_shift;
-        let p = if self.cpus[c].last_vpn == vpn {
-            self.cpus[c].last_page
+        let p = if cached_vpn == vpn {
+            cached_page
         } else {
             let p = self.pt.slot(vpn)?;
-            self.cpus[c].last_vpn = vpn;
-            self.cpus[c].last_page = p;
+            let cpu = &mut self.cpus[c];
+            cpu.last_vpn = vpn;
+            cpu.last_page = p;
             p
         };
         if let Some(spec) = self.scan {
@@ -363,6 +374,58 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns);
             return Ok(Some(issue_ps + cost));
         }
+        let entry = self.pt.entries[p as usize];
+        // Not resident, mapped from the swap cache or PROT_NONE: the OS model first.
+        if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
+            if let Some(retry_ps) = self.fault(c, p, vpn, issue_ps, &a)? {
+                return Ok(Some(retry_ps));
+            }
+        }
+        let w = usize::from(a.op.is_write());
+        let entry = &mut self.pt.entries[p as usize];
+        entry.flags = (entry.flags & !LOCKED) | REFERENCED | [0, DIRTY][w];
+        let node = entry.node as usize;
+        let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
+
+        let t_ps = issue_ps;
+        let t = t_ps / 1000;
+        let penalty = self.penalty[cpu_node * self.nodes.len() + node];
+        let n = &mut self.nodes[node];
+        let remote = socket != n.spec.socket;
+        let done = n.dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
+        let latency = done - t + penalty;
+
+        if self.measuring {
+            for ctr in [&mut n.total, &mut n.epoch] {
+                ctr.accesses += 1;
+                ctr.bytes += a.size as u64;
+                ctr.latency_sum += latency;
+                ctr.writes += w as u64;
+                ctr.reads += 1 - w as u64;
+            }
+            self.hists[node].record(latency.max(1));
+            self.max_completion_ns = self.max_completion_ns.max(t + latency);
+        }
+
+        let stall_ps = match self.stall_ps_per_ns {
+            Some(k) => latency * k,
+            None => (latency * 1_000_000).div_ceil(self.mlp_milli),
+        };
+        let cpu = &mut self.cpus[c];
+        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + stall_ps };
+        cpu.prev_trace_time = a.time;
+        cpu.started = true;
+        self.processed += 1;
+        Ok(None)
+    }
+
+    /// The access path's OS work for a page that is not plainly resident: a first touch, a
+    /// swap-in, a file refault, a swap-cache mapping or a NUMA hint fault. `Some(t)`: issue the
+    /// access again at `t` (ps); None: it proceeds now.
+    #[cold]
+    #[inline(never)]
+    fn fault(&mut self, c: usize, p: u32, vpn: u64, issue_ps: u64, a: &Access) -> Result<Option<u64>> {
+        let issue_ns = issue_ps / 1000;
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
@@ -390,44 +453,25 @@ impl Engine {
             let cost = self.hint_fault(c, p, issue_ns, a.op.is_write());
             return Ok(Some(issue_ps + cost));
         }
-        let entry = &mut self.pt.entries[p as usize];
-        entry.flags = (entry.flags & !LOCKED) | REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
-        let node = entry.node as usize;
-        let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
-
-        let t_ps = issue_ps;
-        let t = t_ps / 1000;
-        let cpu_node = self.cpus[c].node as usize;
-        let socket = self.cpus[c].socket;
-        let remote = socket != self.nodes[node].spec.socket;
-        let done = self.nodes[node].dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
-        let latency = done - t + self.penalty[cpu_node * self.nodes.len() + node];
-
-        if self.measuring {
-            let n = &mut self.nodes[node];
-            for ctr in [&mut n.total, &mut n.epoch] {
-                ctr.accesses += 1;
-                ctr.bytes += a.size as u64;
-                ctr.latency_sum += latency;
-                if a.op.is_write() {
-                    ctr.writes += 1;
-                } else {
-                    ctr.reads += 1;
-                }
-            }
-            self.hists[node].record(latency.max(1));
-            self.max_completion_ns = self.max_completion_ns.max(t + latency);
-        }
-
-        let cpu = &mut self.cpus[c];
-        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency * 1_000_000).div_ceil(self.mlp_milli) };
-        cpu.prev_trace_time = a.time;
-        cpu.started = true;
-        self.processed += 1;
         Ok(None)
     }
 }
 
+
+/// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
+/// Below 2^63 on both sides the signed conversions give the same values in one instruction
+/// each, where the unsigned ones take a dozen.
+#[inline]
+fn instr_ps(instructions: u64, ps_per_instr: f64) -> u64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if let Ok(n) = i64::try_from(instructions) {
+        let ps = n as f64 * ps_per_instr;
+        if (0.0..LIMIT).contains(&ps) {
+            return ps as i64 as u64;
+        }
+    }
+    (instructions as f64 * ps_per_instr) as u64
+}
 
 /// Replay `source` on `platform` under `policy`. Errors leave nothing behind: results only exist
 /// once the whole trace has run.
@@ -441,7 +485,7 @@ pub fn simulate(
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     let warmup = platform.stats.uint("warmup_accesses");
     let ncpus = eng.cpus.len();
-    let mut order = IssueOrder::new(ncpus);
+    let mut order = IssueOrder::new();
     let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
     let mut buffered = 0usize;
     let mut dry = 0usize;
@@ -476,20 +520,19 @@ pub fn simulate(
                         dry -= 1;
                     }
                     let t0 = *t0_trace.get_or_insert(a.time);
-                    let issue = eng.first_issue_ps(c, &a, t0);
+                    let issue = eng.first_issue_ps(&eng.cpus[c], &a, t0);
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
                 }
             }
         }
         let Some((_, c)) = order.first() else { break };
-        let a = eng.cpus[c].queue.pop_front().expect("a CPU in the issue order has work");
+        let a = *eng.cpus[c].queue.front().expect("a CPU in the issue order has work");
         if !eng.measuring && eng.processed == warmup {
             let t = eng.cpus[c].next_issue_ps / 1000;
             eng.start_measuring(t);
         }
         if let Some(retry_ps) = eng.access(c, a)? {
-            eng.cpus[c].queue.push_front(a);
             eng.cpus[c].next_issue_ps = retry_ps;
             order.set(c, retry_ps);
             continue;
@@ -498,18 +541,23 @@ pub fn simulate(
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
-        match eng.cpus[c].queue.front().copied() {
+        let cpu = &mut eng.cpus[c];
+        cpu.queue.pop_front();
+        match cpu.queue.front().copied() {
             Some(next) => {
                 // This CPU's next access comes up about `ncpus` accesses from now: time enough
                 // for its page entry to arrive from memory.
                 let vpn = next.addr >> eng.page_shift;
-                if let Some(p) = eng.pt.prefetch(vpn) {
-                    // Page ids never move, so this stands in for the lookup at issue time.
-                    eng.cpus[c].last_vpn = vpn;
-                    eng.cpus[c].last_page = p;
+                // Page ids never move, so this stands in for the lookup at issue time.
+                let cached = eng.pt.prefetch(vpn);
+                let cpu = &eng.cpus[c];
+                let issue = eng.first_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
+                let cpu = &mut eng.cpus[c];
+                if let Some(p) = cached {
+                    cpu.last_vpn = vpn;
+                    cpu.last_page = p;
                 }
-                let issue = eng.first_issue_ps(c, &next, t0_trace.unwrap_or(0));
-                eng.cpus[c].next_issue_ps = issue;
+                cpu.next_issue_ps = issue;
                 order.set(c, issue);
             }
             None => {
@@ -530,4 +578,29 @@ pub fn simulate(
         )));
     }
     Ok(finish(eng, read, warmup))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::instr_ps;
+
+    /// The same product as the plain unsigned conversions, at the edges and over random inputs.
+    #[test]
+    fn instr_ps_matches_unsigned_conversions() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let plain = |n: u64, k: f64| (n as f64 * k) as u64;
+        let edges = [0, 1, 3, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
+        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9] {
+            for n in edges {
+                assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
+            }
+            for _ in 0..10_000 {
+                let n = rng.gen::<u64>() >> rng.gen_range(0..64);
+                assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
+            }
+        }
+    }
 }

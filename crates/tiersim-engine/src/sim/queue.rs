@@ -1,0 +1,92 @@
+//! A CPU's accesses read from the trace and not yet issued: a ring buffer of power-of-two
+//! capacity. `VecDeque` does the same with more work per call (its index wrap compares against
+//! the capacity, its growth check reads it); this is most of the per-access queue cost.
+
+use tiersim_core::Access;
+
+const EMPTY: Access = Access { time: 0, addr: 0, cpu: 0, size: 0, op: tiersim_core::Op::Read, flags: 0 };
+
+#[derive(Default)]
+pub(crate) struct CpuQueue {
+    /// Capacity a power of two (or zero), so a position wraps with `mask`.
+    buf: Vec<Access>,
+    head: usize,
+    len: usize,
+}
+
+impl CpuQueue {
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub(crate) fn front(&self) -> Option<&Access> {
+        if self.len == 0 {
+            return None;
+        }
+        self.buf.get(self.head)
+    }
+
+    #[inline]
+    pub(crate) fn pop_front(&mut self) {
+        debug_assert!(self.len > 0);
+        self.head = (self.head + 1) & (self.buf.len().wrapping_sub(1));
+        self.len -= 1;
+    }
+
+    #[inline]
+    pub(crate) fn push_back(&mut self, a: Access) {
+        if self.len == self.buf.len() {
+            self.grow();
+        }
+        let mask = self.buf.len() - 1;
+        let i = (self.head + self.len) & mask;
+        self.buf[i] = a;
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.buf.len() * 2).max(64);
+        let mut buf = Vec::with_capacity(cap);
+        let mask = self.buf.len().wrapping_sub(1);
+        buf.extend((0..self.len).map(|k| self.buf[(self.head + k) & mask]));
+        buf.resize(cap, EMPTY);
+        self.buf = buf;
+        self.head = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    /// Against `VecDeque` over random pushes and pops, through several growths and wraps.
+    #[test]
+    fn same_as_vecdeque() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut q, mut d) = (CpuQueue::default(), VecDeque::new());
+        let mut emptied = 0;
+        for i in 0..40_000u64 {
+            // Pushes outnumber pops early on (growth), then pops catch up (wraps, emptying).
+            if rng.gen_bool(if i < 10_000 { 0.75 } else { 0.3 }) {
+                let a = Access { time: i, addr: rng.gen(), ..EMPTY };
+                q.push_back(a);
+                d.push_back(a);
+            } else if !d.is_empty() {
+                q.pop_front();
+                d.pop_front();
+                emptied += usize::from(d.is_empty());
+            }
+            assert_eq!(q.is_empty(), d.is_empty());
+            assert_eq!(q.front().map(|a| (a.time, a.addr)), d.front().map(|a| (a.time, a.addr)));
+        }
+        assert!(emptied > 10, "the walk should drain the queue repeatedly, drained {emptied} times");
+    }
+}
