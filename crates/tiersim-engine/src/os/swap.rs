@@ -91,6 +91,8 @@ impl Engine {
         if e.flags & DIRTY != 0 {
             dev.dev.access(&req);
             dev.file_writebacks += measuring as u64;
+            self.files.dirty.remove(&p);
+            self.files.stats.wb_reclaim += measuring as u64;
         }
         dev.file_drops += measuring as u64;
         self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };

@@ -18,6 +18,7 @@ use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::Node;
+use crate::os::filemap::FileIo;
 use crate::os::lru::LruStats;
 use crate::os::scan::DeviceHints;
 use crate::os::swap::Swap;
@@ -64,6 +65,8 @@ pub(crate) struct Engine {
     pub(crate) topo: Topology,
     pub(crate) nodes: Vec<Node>,
     pub(crate) swap: Option<Swap>,
+    /// The page cache of file system calls, dirty file pages and their writeback, DAX.
+    pub(crate) files: FileIo,
     pub(crate) policy: Box<dyn Policy>,
     /// The policy is out of `policy` while it runs a hook that calls back into the OS model;
     /// page events for it queue up meanwhile and are delivered when it returns.
@@ -250,6 +253,7 @@ impl Engine {
             topo,
             nodes,
             swap,
+            files: FileIo::new(platform)?,
             policy,
             parked: false,
             page_events: Vec::new(),
@@ -363,6 +367,9 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns);
             return Ok(Some(issue_ps + cost));
         }
+        if a.is_syscall() || (a.is_file() && self.files.dax.is_some()) {
+            return self.file_access(c, a, issue_ps);
+        }
         let fault_ps = match self.pt.entries[p as usize].node {
             UNTOUCHED => {
                 self.pt.touched += 1;
@@ -391,6 +398,7 @@ impl Engine {
             return Ok(Some(issue_ps + cost));
         }
         let entry = &mut self.pt.entries[p as usize];
+        let dirtied_file = a.op.is_write() && entry.flags & (FILE | DIRTY) == FILE;
         entry.flags = (entry.flags & !LOCKED) | REFERENCED | if a.op.is_write() { DIRTY } else { 0 };
         let node = entry.node as usize;
         let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
@@ -419,6 +427,11 @@ impl Engine {
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
+        if dirtied_file {
+            // A store to a mapped file page dirties it for the flusher; the writer is not
+            // throttled here (the kernel's page_mkwrite path may be).
+            self.file_dirtied(c, p, t);
+        }
         let cpu = &mut self.cpus[c];
         cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + (latency * 1_000_000).div_ceil(self.mlp_milli) };
         cpu.prev_trace_time = a.time;
