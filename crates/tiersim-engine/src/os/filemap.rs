@@ -134,7 +134,7 @@ impl FileIo {
                 "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
             })
         });
-        let calls = s.read_calls + s.write_calls;
+        let calls = s.read_calls + s.write_calls + s.dax_calls;
         serde_json::json!({
             "read_calls": s.read_calls,
             "write_calls": s.write_calls,
