@@ -33,9 +33,11 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         .max(3000.0),
     ParamSpec::new("fault_latency", ParamKind::Duration, "1us", "minor fault on first touch (allocate + zero a 4 KiB page), charged to the CPU"),
     ParamSpec::new("swap_fault_latency", ParamKind::Duration, "5us", "major-fault software cost on swap-in, on top of the swap device read"),
-    ParamSpec::new("page_cluster", ParamKind::Int, "3", "vm.page-cluster: a swap-in fault reads the aligned 2^page_cluster slots around its own into the swap cache (mm/swap_state.c swap_cluster_readahead); 0 reads only the faulting page")
+    ParamSpec::new("page_cluster", ParamKind::Int, "3", "vm.page-cluster: a swap-in fault reads ahead into the swap cache the aligned 2^page_cluster slots around its own (swap_readahead = cluster) or a window of up to 2^min(page_cluster, 5) pages around its address (vma; mm/swap_state.c); 0 reads only the faulting page")
         .min(0.0)
         .max(10.0),
+    ParamSpec::new("swap_readahead", ParamKind::Str, "vma", "swap-in readahead: vma = the pages around the faulting address (swap_vma_readahead, Linux's default for SSD swap since 4.14), cluster = the slots of its 2^page_cluster cluster (swap_cluster_readahead, rotational swap)")
+        .choices(&["vma", "cluster"]),
     ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
     ParamSpec::new("swappiness", ParamKind::Int, "60", "vm.swappiness: anon vs file share of reclaim scanning (anon x swappiness : file x (200 - swappiness))")
         .min(0.0)

@@ -180,6 +180,8 @@ impl Engine {
                 dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
                 capacity: s.capacity_pages,
                 cluster: 1u64 << platform.os.uint("page_cluster"),
+                vma_readahead: platform.os.str("swap_readahead") == "vma",
+                vma_ra: (0, 0, 0),
                 owner: Vec::new(),
                 cache_slot: FxHashMap::default(),
                 pending: Vec::new(),
