@@ -201,8 +201,8 @@ fn dax_never_touches_the_page_cache() {
     assert_eq!((u(dax, &["calls"]), u(dax, &["faults"]), u(dax, &["accesses"])), (100, 3, 60), "{dax}");
     assert_eq!(u(dax, &["bytes"]), 100 * 4096 + 60 * 64);
     // A call is the system call, VFS and the extent lookup (800 ns) plus the PMEM copy.
-    let call = pc["mean_call_ns"].as_f64().unwrap();
-    assert!(call > 800.0 && call < 5_000.0, "{call}");
+    let mean_call = pc["mean_call_ns"].as_f64().unwrap();
+    assert!(mean_call > 800.0 && mean_call < 5_000.0, "{mean_call}");
     assert_eq!(u(s, &["swap", "device", "bytes_read"]) + u(s, &["swap", "device", "bytes_written"]), 0);
     // devdax has no file system to call into.
     let p = platform("1MiB", "[dax]\nmode = \"devdax\"\npreset = \"optane_100\"");
