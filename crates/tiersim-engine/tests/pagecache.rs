@@ -184,6 +184,24 @@ fn writeback_bytes_are_conserved() {
 }
 
 #[test]
+fn a_writer_outrunning_the_device_is_held_to_its_write_rate() {
+    // 4000 whole-page writes (16 MB) into 4 MiB of memory: past the freerun ceiling the writer
+    // waits for pages under writeback, so it writes at the device's rate (the ~1 MiB of dirty
+    // and in-flight pages it may keep is a few percent of the volume).
+    let gbs = |bw: &str| {
+        let p = platform("4MiB", &format!("params = {{ write_bandwidth = \"{bw}\" }}"));
+        let r = run(&p, (0..4000).map(|i| call(Op::Write, i, 4096)).collect()).unwrap();
+        let pc = &r.summary["page_cache"];
+        assert!(u(pc, &["throttle_time_ns"]) > 0, "{pc}");
+        u(pc, &["bytes_written"]) as f64 / u(pc, &["io_time_ns"]) as f64
+    };
+    for (bw, want) in [("0.25GB/s", 0.25), ("0.5GB/s", 0.5)] {
+        let got = gbs(bw);
+        assert!(got > want * 0.95 && got < want * 1.15, "{bw}: {got:.3} GB/s");
+    }
+}
+
+#[test]
 fn dax_never_touches_the_page_cache() {
     let p = platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"");
     let mut trace: Vec<Access> = (0..100).map(|i| call(if i % 3 == 0 { Op::Write } else { Op::Read }, i, 4096)).collect();

@@ -6,7 +6,7 @@
 //! flusher writes them back (mm/page-writeback.c); with `[dax]` file pages live on the PMEM
 //! device and neither calls nor loads touch the page cache (fs/dax.c).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::FxHashSet;
 use tiersim_core::{Access, Error, Ns, Op, Result};
@@ -88,6 +88,8 @@ pub(crate) struct FileIo {
     /// write_cache_pages walk from a cyclic cursor.
     pub(crate) dirty: BTreeSet<u32>,
     cursor: u32,
+    /// Writeback requests in flight: (completion, pages), in issue order (PG_writeback pages).
+    in_flight: VecDeque<(Ns, u64)>,
     pub(crate) dax: Option<Dax>,
     pub(crate) stats: FileStats,
 }
@@ -112,6 +114,7 @@ impl FileIo {
             streams: vec![Stream::default(); platform.cpu_node.len()],
             dirty: BTreeSet::new(),
             cursor: 0,
+            in_flight: VecDeque::new(),
             dax,
             stats: FileStats::default(),
         })
@@ -356,11 +359,13 @@ impl Engine {
     }
 
     /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
-    /// RATELIMIT_PAGES the CPU checks the limits (balance_dirty_pages): above the background
-    /// threshold the flusher writes back down to it; above the freerun ceiling, halfway to
-    /// vm.dirty_ratio, the writer waits for that writeback. Returns when the writer goes on.
+    /// RATELIMIT_PAGES the CPU checks the limits as balance_dirty_pages does: dirty pages above
+    /// the background threshold start the flusher, which writes back down to it; dirty pages
+    /// plus pages under writeback above the freerun ceiling (halfway to vm.dirty_ratio) make
+    /// the writer wait until enough writeback completes to bring them below it, so a writer
+    /// outrunning the device is held to the device's rate. Returns when the writer goes on.
     /// Deviation: the kernel paces a throttled writer in proportion to the excess (pos_ratio)
-    /// rather than for the whole writeback; dirty_expire_centisecs (30 s) is not modelled.
+    /// rather than until the excess is written; dirty_expire_centisecs (30 s) is not modelled.
     pub(crate) fn file_dirtied(&mut self, c: usize, p: u32, t: Ns) -> Ns {
         self.files.dirty.insert(p);
         self.files.stats.dirtied += self.measuring as u64;
@@ -377,22 +382,32 @@ impl Engine {
         if background >= thresh {
             background = thresh / 2;
         }
-        let dirty = self.files.dirty.len() as u64;
-        if dirty <= background {
-            return t;
+        let f = &mut self.files;
+        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
+            f.in_flight.pop_front();
         }
-        let done = self.writeback(dirty - background, t);
-        if dirty > (background + thresh) / 2 {
-            done
-        } else {
-            t
+        let dirty = f.dirty.len() as u64;
+        if dirty > background {
+            self.writeback(dirty - background, t);
         }
+        let freerun = (background + thresh) / 2;
+        let f = &self.files;
+        let mut over = (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+        let mut until = t;
+        for &(done, n) in &f.in_flight {
+            if over == 0 {
+                break;
+            }
+            until = until.max(done);
+            over = over.saturating_sub(n);
+        }
+        until
     }
 
     /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
     /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
-    /// stay cached, clean. Returns when the last write completes.
-    fn writeback(&mut self, n: u64, t: Ns) -> Ns {
+    /// stay cached, clean, under writeback until their request completes.
+    fn writeback(&mut self, n: u64, t: Ns) {
         let mut pages: Vec<u32> = self.files.dirty.range(self.files.cursor..).take(n as usize).copied().collect();
         if (pages.len() as u64) < n {
             let rest = n as usize - pages.len();
@@ -400,7 +415,7 @@ impl Engine {
         }
         let per_request = (self.files.path.max_request / self.page_size).max(1) as usize;
         let measuring = self.measuring as u64;
-        let Some(swap) = self.swap.as_mut() else { return t };
+        let Some(swap) = self.swap.as_mut() else { return };
         let mut done = t;
         let mut i = 0;
         while i < pages.len() {
@@ -417,7 +432,9 @@ impl Engine {
                 cpu: 0,
                 remote: false,
             };
-            done = done.max(swap.dev.access(&req));
+            let end = swap.dev.access(&req);
+            done = done.max(end);
+            self.files.in_flight.push_back((done, (j - i) as u64));
             self.files.stats.write_requests += measuring;
             i = j;
         }
@@ -429,7 +446,6 @@ impl Engine {
         if let Some(&last) = pages.last() {
             self.files.cursor = last + 1;
         }
-        done
     }
 
     /// A file access with the files on DAX: a call copies between the user buffer and PMEM
