@@ -222,6 +222,8 @@ fn dax_never_touches_the_page_cache() {
     let mean_call = pc["mean_call_ns"].as_f64().unwrap();
     assert!(mean_call > 800.0 && mean_call < 5_000.0, "{mean_call}");
     assert_eq!(u(s, &["swap", "device", "bytes_read"]) + u(s, &["swap", "device", "bytes_written"]), 0);
+    // An address at the top of the address space is no problem for the device.
+    assert!(run(&p, vec![Access { addr: u64::MAX - 100, ..call(Op::Read, 0, 4096) }, mapped(Op::Write, 0)]).is_ok());
     // devdax has no file system to call into.
     let p = platform("1MiB", "[dax]\nmode = \"devdax\"\npreset = \"optane_100\"");
     let e = run(&p, vec![call(Op::Read, 0, 4096)]).err().unwrap().to_string();
@@ -234,6 +236,9 @@ fn bad_file_accesses_are_clear_errors() {
     let p = platform("1MiB", "");
     let e = run(&p, vec![anon(Op::Write, 3), Access { addr: 3 * PAGE, ..call(Op::Read, 0, 100) }]).err().unwrap().to_string();
     assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
+    // A call running off the end of the address space.
+    let e = run(&p, vec![Access { addr: u64::MAX - 100, ..call(Op::Read, 0, 4096) }]).err().unwrap().to_string();
+    assert!(e.contains("access #0") && e.contains("end of the address space"), "{e}");
     // No block device for the files.
     let (_dir, path) = platform_file("");
     let p = platform::load(path.to_str().unwrap(), &[]).unwrap();

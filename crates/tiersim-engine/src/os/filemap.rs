@@ -205,7 +205,12 @@ impl Engine {
         }
         let io = self.files.path;
         let write = a.op.is_write();
-        let end_byte = a.addr + a.size as u64;
+        let Some(end_byte) = a.addr.checked_add(a.size as u64).filter(|&e| e < u64::MAX - self.page_size) else {
+            return Err(Error::Sim(format!(
+                "access #{}: a system call of {} bytes at {:#x} runs past the end of the address space",
+                self.processed, a.size, a.addr
+            )));
+        };
         let (first, last) = (a.addr >> self.page_shift, (end_byte - 1) >> self.page_shift);
         let measuring = self.measuring as u64;
         let mut at = t + io.syscall + io.vfs;
@@ -459,7 +464,10 @@ impl Engine {
         let socket = self.cpus[c].socket;
         let processed = self.processed;
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
-        let req = |now: Ns| DeviceRequest { now, addr: a.addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
+        // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
+        // virtual address so that no device sees an address near the top of u64.
+        let addr = a.addr & ((1 << 48) - 1);
+        let req = |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
         if a.is_syscall() {
             if dax.devdax {
                 return Err(Error::Sim(format!(
