@@ -43,11 +43,20 @@ pub struct Access {
 impl Access {
     /// The page is file-backed (page cache), not anonymous.
     pub const FILE: u8 = 1;
+    /// A read(2) or write(2) system call on a file, not a load or store: `size` bytes from `addr`,
+    /// the address at which the file's pages would be mapped (the same page cache pages as an
+    /// mmap of it). Set with `FILE`.
+    pub const SYSCALL: u8 = 2;
     /// Every flag bit this build knows; readers reject the others.
-    pub const KNOWN_FLAGS: u8 = Access::FILE;
+    pub const KNOWN_FLAGS: u8 = Access::FILE | Access::SYSCALL;
 
     #[inline]
     pub fn is_file(&self) -> bool {
         self.flags & Access::FILE != 0
+    }
+
+    #[inline]
+    pub fn is_syscall(&self) -> bool {
+        self.flags & Access::SYSCALL != 0
     }
 }

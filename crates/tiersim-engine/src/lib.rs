@@ -212,6 +212,7 @@ pub fn list_plugins() -> Result<serde_json::Value> {
         "platform_sections": [
             section(platform::HOST_PARAMS, "host", "CPUs, sockets, clock, memory-level parallelism, loop mode"),
             section(platform::OS_PARAMS, "os", "page size, watermarks, fault costs, reclaim"),
+            section(storage::iopath::SPECS, "storage", "costs of the kernel's file I/O path (system calls, file system, block layer, driver, completion, faults)"),
             section(platform::STATS_PARAMS, "stats", "time-series epoch and warmup"),
         ],
     }))

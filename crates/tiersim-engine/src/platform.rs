@@ -33,13 +33,25 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         .max(3000.0),
     ParamSpec::new("fault_latency", ParamKind::Duration, "1us", "minor fault on first touch (allocate + zero a 4 KiB page), charged to the CPU"),
     ParamSpec::new("swap_fault_latency", ParamKind::Duration, "5us", "major-fault software cost on swap-in, on top of the swap device read"),
-    ParamSpec::new("page_cluster", ParamKind::Int, "3", "vm.page-cluster: a swap-in fault reads the aligned 2^page_cluster slots around its own into the swap cache (mm/swap_state.c swap_cluster_readahead); 0 reads only the faulting page")
+    ParamSpec::new("page_cluster", ParamKind::Int, "3", "vm.page-cluster: a swap-in fault reads ahead into the swap cache the aligned 2^page_cluster slots around its own (swap_readahead = cluster) or a window of up to 2^min(page_cluster, 5) pages around its address (vma; mm/swap_state.c); 0 reads only the faulting page")
         .min(0.0)
         .max(10.0),
+    ParamSpec::new("swap_readahead", ParamKind::Str, "vma", "swap-in readahead: vma = the pages around the faulting address (swap_vma_readahead, Linux's default for SSD swap since 4.14), cluster = the slots of its 2^page_cluster cluster (swap_cluster_readahead, rotational swap)")
+        .choices(&["vma", "cluster"]),
     ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
     ParamSpec::new("swappiness", ParamKind::Int, "60", "vm.swappiness: anon vs file share of reclaim scanning (anon x swappiness : file x (200 - swappiness))")
         .min(0.0)
         .max(200.0),
+    // The page cache's sysctls (Documentation/admin-guide/sysctl/vm.rst; read_ahead_kb is the
+    // block queue's, block/blk-sysfs.c, VM_READAHEAD_PAGES = 128 KiB).
+    ParamSpec::new("read_ahead", ParamKind::Bytes, "128KiB", "read_ahead_kb of the file system's block device: the largest readahead window of buffered reads (mm/readahead.c)")
+        .min(4096.0),
+    ParamSpec::new("dirty_background_ratio", ParamKind::Int, "10", "vm.dirty_background_ratio: percent of dirtyable memory (free + file pages) dirty before the flusher starts writing back")
+        .min(0.0)
+        .max(100.0),
+    ParamSpec::new("dirty_ratio", ParamKind::Int, "20", "vm.dirty_ratio: percent of dirtyable memory dirty at which writers are throttled (balance_dirty_pages)")
+        .min(1.0)
+        .max(100.0),
     ParamSpec::new("new_anon_list", ParamKind::Str, "inactive", "LRU list of a new anonymous page: inactive (Linux 5.9+) or active (5.3, AutoTiering's base)")
         .choices(&["inactive", "active"]),
     // Costs of NUMA balancing and migration (policies.md 1.4 and 9: the mechanisms are from the
@@ -79,7 +91,8 @@ pub const STATS_PARAMS: &[ParamSpec] = &[
 
 const NODE_KEYS: &[&str] = &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];
 const SWAP_KEYS: &[&str] = &["enabled", "device", "preset", "capacity", "params"];
-const TOP_KEYS: &[&str] = &["name", "summary", "scale", "host", "os", "stats", "nodes", "swap", "distances"];
+const DAX_KEYS: &[&str] = &["mode", "device", "preset", "params"];
+const TOP_KEYS: &[&str] = &["name", "summary", "scale", "host", "os", "stats", "storage", "nodes", "swap", "dax", "distances"];
 
 /// Platform presets shipped with tiersim: (name, TOML).
 pub static PRESETS: &[(&str, &str)] = &[
@@ -117,6 +130,16 @@ pub struct SwapSpec {
     pub params: Params,
 }
 
+/// Files on a DAX file system (fsdax) or a DAX character device (devdax): file pages live on this
+/// device, mapped and copied without the page cache.
+#[derive(Debug, Clone)]
+pub struct DaxSpec {
+    pub devdax: bool,
+    pub device: String,
+    pub preset: Option<String>,
+    pub params: Params,
+}
+
 /// A fully validated platform.
 #[derive(Debug, Clone)]
 pub struct Platform {
@@ -126,8 +149,11 @@ pub struct Platform {
     pub host: Params,
     pub os: Params,
     pub stats: Params,
+    /// The kernel's file I/O path costs (`storage::iopath::SPECS`).
+    pub storage: Params,
     pub nodes: Vec<NodeSpec>,
     pub swap: Option<SwapSpec>,
+    pub dax: Option<DaxSpec>,
     /// SLIT-style distances between nodes (10 = local).
     pub distances: Vec<Vec<u32>>,
     /// Per node, pages: (min, low, high) watermarks.
@@ -380,6 +406,7 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     os_t.entry("daemon_time_scale").or_insert(toml::Value::Float(scale.min(1.0)));
     let os = Params::resolve(OS_PARAMS, Some(&os_t)).map_err(|e| e.under("os"))?;
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
+    let storage = Params::resolve(crate::storage::iopath::SPECS, section(t, "storage")?).map_err(|e| e.under("storage"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {
         return Err(Error::config("os.page_size", format!("{page_size} B is not a power of two")));
@@ -493,6 +520,20 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         }
     };
 
+    let dax = match section(t, "dax")? {
+        None => None,
+        Some(dt) => {
+            check_keys(dt, DAX_KEYS, "dax")?;
+            let devdax = match str_of(dt, "mode", "dax")?.unwrap_or("fsdax") {
+                "fsdax" => false,
+                "devdax" => true,
+                other => return Err(Error::config("dax.mode", format!("expected \"fsdax\" or \"devdax\", got {other:?}"))),
+            };
+            let (device, preset, params) = device_params(dt, "dax", None)?;
+            Some(DaxSpec { devdax, device, preset, params })
+        }
+    };
+
     let n = nodes.len();
     let distances = match t.get("distances") {
         None => (0..n).map(|a| (0..n).map(|b| if a == b { 10 } else { default_distance(&nodes[a], &nodes[b]) }).collect()).collect(),
@@ -522,6 +563,7 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     resolved.insert("host".into(), host.to_toml().into());
     resolved.insert("os".into(), os.to_toml().into());
     resolved.insert("stats".into(), stats.to_toml().into());
+    resolved.insert("storage".into(), storage.to_toml().into());
     let node_tables: Vec<toml::Value> = raw_nodes
         .iter()
         .zip(&nodes)
@@ -550,12 +592,19 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         }
     }
     resolved.insert("swap".into(), swap_t.into());
+    if let Some(d) = &dax {
+        let mut dax_t = toml::Table::new();
+        dax_t.insert("mode".into(), if d.devdax { "devdax" } else { "fsdax" }.into());
+        dax_t.insert("device".into(), d.device.clone().into());
+        dax_t.insert("params".into(), d.params.to_toml().into());
+        resolved.insert("dax".into(), dax_t.into());
+    }
     resolved.insert(
         "distances".into(),
         toml::Value::Array(distances.iter().map(|r| toml::Value::Array(r.iter().map(|d| (*d as i64).into()).collect())).collect()),
     );
 
-    Ok(Platform { name, summary, scale, host, os, stats, nodes, swap, distances, watermarks, page_size, cpu_node, resolved })
+    Ok(Platform { name, summary, scale, host, os, stats, storage, nodes, swap, dax, distances, watermarks, page_size, cpu_node, resolved })
 }
 
 impl Platform {

@@ -714,7 +714,7 @@ fn scanner_hints_accessed_flash_pages_to_the_device() {
 fn swap_in_reads_its_cluster_into_the_swap_cache() {
     // 64 frames, min = low = high = 1 page: 63 pages fit. Pages 0..79 written in order push the
     // oldest out a page at a time (reclaim_batch = 1), into slots 0, 1, 2, ... in order.
-    let text = one_node("reclaim_batch = 1\npage_cluster = 3\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    let text = one_node("reclaim_batch = 1\npage_cluster = 3\nswap_readahead = \"cluster\"\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
     let trace = || {
         let page = |i: u64| i * 4096;
         let mut a: Vec<_> = (0..80).map(|i| acc(0, page(i), Op::Write, 0)).collect();
@@ -741,6 +741,34 @@ fn swap_in_reads_its_cluster_into_the_swap_cache() {
     let r0 = run(&p0, "linux_default", trace()).unwrap();
     let sw0 = |k: &str| u(&r0.summary, &["swap", k]);
     assert_eq!((sw0("swap_ins"), sw0("readahead_pages"), sw0("read_requests")), (5, 0, 5));
+}
+
+#[test]
+fn vma_readahead_reads_the_pages_around_the_fault_wherever_their_slots() {
+    // 63 pages fit. Pages 16, 15, ..., 0 are written first, then 17..79: the first 17 go to swap
+    // in that order, so page k sits in slot 16 - k, and addresses run against slots.
+    let text = one_node("reclaim_batch = 1\npage_cluster = 3\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    let page = |i: u64| i * 4096;
+    let mut a: Vec<_> = (0..17).rev().chain(17..80).map(|i| acc(0, page(i), Op::Write, 0)).collect();
+    a.extend((0..8).map(|i| acc(0, page(i), Op::Read, 0)));
+    let p = plat(&text, &["nodes.dram0.capacity=\"256KiB\""]);
+    let r = run(&p, "linux_default", a.clone()).unwrap();
+    let sw = |r: &SimResult, k: &str| u(&r.summary, &["swap", k]);
+    // __swapin_nr_pages: page 0 has no adjacent predecessor and no hits: 1 page. Page 1 follows
+    // it: 2 pages, [1, 3). Page 2 is a hit. Page 3: 1 hit -> 4 pages, not adjacent to 1, so
+    // centred: [2, 6), reading 3, 4, 5. Pages 4, 5 hit. Page 6: 2 hits -> 4 pages, [5, 9):
+    // 6, 7, 8. Page 7 hits. Each window's slots are contiguous (descending): one request each.
+    assert_eq!(sw(&r, "swap_ins"), 4, "{}", r.summary);
+    assert_eq!((sw(&r, "readahead_pages"), sw(&r, "swap_cache_hits"), sw(&r, "read_requests")), (1 + 2 + 2, 4, 4));
+    // By slot cluster the same reads find page 1's neighbours by slot, 8..15 = pages 8..1:
+    // page 1 brings 2..8, and pages 2..7 all hit.
+    let pc = plat(&text.replace("page_cluster = 3", "page_cluster = 3\nswap_readahead = \"cluster\""), &["nodes.dram0.capacity=\"256KiB\""]);
+    let r = run(&pc, "linux_default", a.clone()).unwrap();
+    assert_eq!((sw(&r, "swap_ins"), sw(&r, "readahead_pages"), sw(&r, "swap_cache_hits")), (2, 7, 6), "{}", r.summary);
+    // page_cluster = 0 turns either off.
+    let p0 = plat(&text.replace("page_cluster = 3", "page_cluster = 0"), &["nodes.dram0.capacity=\"256KiB\""]);
+    let r = run(&p0, "linux_default", a).unwrap();
+    assert_eq!((sw(&r, "swap_ins"), sw(&r, "readahead_pages")), (8, 0));
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn registry_names_are_unique_and_findable() {
         gen::open_generator(e.info.name, None, 0).unwrap();
     }
     let e = gen::find("zipf").err().unwrap().to_string();
-    assert_eq!(e, "unknown generator `zipf`; valid names: random, stride, stream, hashmap, matmul, minheap, kv, graph, stencil, phased");
+    assert_eq!(e, "unknown generator `zipf`; valid names: random, stride, stream, hashmap, matmul, minheap, kv, graph, stencil, phased, fileio");
 }
 
 #[test]
@@ -202,4 +202,36 @@ fn generator_source_matches_file() {
     let mut got = Vec::new();
     while src.read_batch(&mut got, 1000).unwrap() > 0 {}
     assert_eq!(got, read(&p));
+}
+
+#[test]
+fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
+    let base = 0x7f00_0000_0000u64;
+    // 1 MiB of anon memory, then the 256 KiB file at the next 2 MiB boundary.
+    let params = "footprint = \"1MiB\"\nfile_size = \"256KiB\"\naccesses = 4000\nthreads = 2\nfile_share = 0.25\nio_size = \"8KiB\"\nfile_write_ratio = 0.5";
+    let (_, a, _) = run("fileio", params, 3);
+    let file_base = base + (2 << 20);
+    let calls: Vec<&Access> = a.iter().filter(|x| x.is_syscall()).collect();
+    assert_eq!(calls.len() + a.iter().filter(|x| x.flags == 0).count(), 4000);
+    assert!((900..1100).contains(&calls.len()), "{}", calls.len());
+    assert!(a.iter().filter(|x| x.flags == 0).all(|x| (base..base + (1 << 20)).contains(&x.addr) && x.size == 64));
+    let writes = calls.iter().filter(|x| x.op == Op::Write).count();
+    assert!((400..600).contains(&writes), "{writes}");
+    // 32 slots of 8 KiB, 16 per thread: each thread walks on from its first slot, wrapping.
+    for cpu in 0..2u32 {
+        let mine: Vec<u64> = calls.iter().filter(|x| x.cpu == cpu).map(|x| (x.addr - file_base) / 8192).collect();
+        assert!(calls.iter().all(|x| x.flags == Access::FILE | Access::SYSCALL && x.size == 8192));
+        for (i, s) in mine.iter().enumerate() {
+            assert_eq!(*s, (16 * cpu as u64 + i as u64) % 32, "cpu {cpu} call {i}");
+        }
+    }
+    // Through a mapping, each operation is 8 KiB of 64-byte lines, same choices, same offsets.
+    let (_, m, _) = run("fileio", &format!("{params}\nfile_access = \"mmap\""), 3);
+    let lines: Vec<&Access> = m.iter().filter(|x| x.is_file()).collect();
+    assert_eq!(lines.len(), calls.len() * 128);
+    assert!(lines.iter().all(|x| x.flags == Access::FILE && x.size == 64));
+    for (k, c) in calls.iter().enumerate() {
+        let op = &lines[k * 128..(k + 1) * 128];
+        assert!(op.iter().enumerate().all(|(j, x)| x.addr == c.addr + 64 * j as u64 && x.op == c.op && x.cpu == c.cpu), "operation {k}");
+    }
 }

@@ -31,6 +31,7 @@ from tiersim.cli.plugins import platform_app
 from tiersim.cli import sweep  # noqa: F401
 from tiersim.cli import report  # noqa: F401
 from tiersim.cli import reproduce  # noqa: F401
+from tiersim.cli import filebench  # noqa: F401
 from tiersim.cli import demo  # noqa: F401
 from tiersim.cli.flash import flash_app
 from tiersim.cli._common import _echo_raw, app, err

@@ -128,6 +128,16 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
     if swap.get("file_drops"):
         rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
                                    f"{_int(swap.get('file_refaults'))} read back"))
+    pc = s.get("page_cache") or {}
+    if pc.get("read_calls") or pc.get("write_calls"):
+        rows.append(("file calls", f"{_int(pc.get('read_calls'))} reads, {_int(pc.get('write_calls'))} writes, "
+                                   f"mean {_num(pc.get('mean_call_ns'))} ns; page-cache hit ratio {100 * pc.get('hit_ratio', 0):.2f}%"))
+        rows.append(("writeback", f"{_int(pc.get('writeback_bytes'))} B ({_int(pc.get('writeback_pages_flusher'))} pages by the flusher, "
+                                  f"{_int(pc.get('writeback_pages_reclaim'))} by reclaim), {_int(pc.get('dirty_pages'))} pages still dirty"))
+    dax = pc.get("dax") or {}
+    if dax:
+        rows.append(("DAX (" + str(dax.get("mode")) + ")", f"{_int(dax.get('calls'))} calls, {_int(dax.get('faults'))} faults, "
+                                                          f"{_int(dax.get('accesses'))} loads/stores"))
     series = s.get("timeseries") or {}
     if series.get("coarsened"):
         rows.append((

@@ -221,8 +221,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "percent and can flip between --quick and the full run. The paper's Spark SVM sits between "
         "our two workloads: it gains 1.61x from 1152 GB of DDR alone (fig. 14a).",
     ]
-    tables.append(("Capacity runs: the swap path (swap-ins, pages read ahead by vm.page-cluster, swap-cache hits, "
-                   "device requests)", pl.DataFrame(swap_rows)))
+    tables.append(("Capacity runs: the swap path (swap-ins, pages read ahead (VMA-based readahead, the kernel's "
+                   "default for SSD swap), swap-cache hits, device requests)", pl.DataFrame(swap_rows)))
     return StudyResult(claims=claims, tables=tables, sweeps=parts, notes=notes)
 
 

@@ -3,9 +3,10 @@
 //! file pages dropped, written back first when dirty, and read back on refault (mm/filemap.c).
 //! Swap-out writes of one reclaim pass are batched: slots are handed out in order (the
 //! allocator's per-cluster scan, mm/swapfile.c), so a pass's pages go out as contiguous
-//! requests of up to SWAP_CLUSTER_MAX pages. A swap-in fault reads the aligned 2^page_cluster
-//! slots around its own (swap_cluster_readahead) in one request; the neighbours wait in the swap
-//! cache, keeping their slots, until their first access maps them (a minor fault) or reclaim
+//! requests of up to SWAP_CLUSTER_MAX pages. A swap-in fault reads ahead by virtual address
+//! (swap_vma_readahead, the kernel's default for SSD swap; `os.swap_readahead = "vma"`) or the
+//! aligned 2^page_cluster slots around its own (swap_cluster_readahead, `"cluster"`, what the
+//! kernel does for rotational swap); the neighbours wait in the swap cache, keeping their slots, until their first access maps them (a minor fault) or reclaim
 //! drops them again without a write.
 
 use std::collections::BTreeSet;
@@ -15,7 +16,7 @@ use tiersim_core::{NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
 use super::PageEvent;
-use crate::pagetable::{PageEntry, DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED};
+use crate::pagetable::{PageEntry, CHUNK, DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED};
 use crate::sim::Engine;
 
 /// SWAP_CLUSTER_MAX: the most pages one swap write request carries.
@@ -28,8 +29,12 @@ pub(crate) struct Swap {
     pub(crate) used: u64,
     pub(crate) free_slots: BTreeSet<u32>,
     pub(crate) next_slot: u32,
-    /// Slots a swap-in reads together (2^vm.page-cluster).
+    /// Slots a swap-in reads together (2^vm.page-cluster), the most pages of a VMA window.
     pub(crate) cluster: u64,
+    /// Readahead by virtual address (swap_vma_readahead) rather than by slot cluster.
+    pub(crate) vma_readahead: bool,
+    /// The VMA readahead state: the last fault's page, its window, readahead hits since.
+    pub(crate) vma_ra: (u64, u64, u64),
     /// The page in each slot, NIL for a free one.
     pub(crate) owner: Vec<u32>,
     /// The slot of each page in the swap cache.
@@ -91,6 +96,8 @@ impl Engine {
         if e.flags & DIRTY != 0 {
             dev.dev.access(&req);
             dev.file_writebacks += measuring as u64;
+            self.files.dirty.remove(&p);
+            self.files.stats.wb_reclaim += measuring as u64;
         }
         dev.file_drops += measuring as u64;
         self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
@@ -163,58 +170,126 @@ impl Engine {
         swap.pending = slots;
     }
 
-    /// Bring page `p` back from swap at time `t`, reading the slots of its cluster that hold
-    /// swapped pages into the swap cache with it; returns the fault time in ps.
+    /// Bring page `p` back from swap at time `t` with its readahead into the swap cache: the
+    /// slots of its cluster (`cluster_window`) or the swapped pages around its address
+    /// (`vma_window`). The slots are read sorted, contiguous ones as one request (the block
+    /// plug merges them); the fault waits for the request holding its own. Returns the fault
+    /// time in ps.
     pub(crate) fn swap_in(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
         let slot = self.pt.entries[p as usize].frame;
+        let mut slots = if self.swap.as_ref().is_some_and(|s| s.vma_readahead) { self.vma_window(p, vpn) } else { self.cluster_window(slot) };
+        slots.sort_unstable();
         let swap = self.swap.as_mut().expect("a swapped page implies swap");
-        // The run of occupied, swapped-only slots around `slot` inside its aligned cluster: one
-        // request (the kernel's per-slot reads merge in the block plug).
-        let base = slot as u64 & !(swap.cluster - 1);
-        let end = (base + swap.cluster).min(swap.owner.len() as u64);
-        let swapped_only = |s: u64, sw: &Swap, pt: &crate::pagetable::PageTable| {
-            let q = sw.owner[s as usize];
-            q != NIL && pt.entries[q as usize].node == SWAPPED
-        };
-        let mut lo = slot as u64;
-        while lo > base && swapped_only(lo - 1, swap, &self.pt) {
-            lo -= 1;
+        let mut done = t;
+        let mut i = 0;
+        while i < slots.len() {
+            let mut j = i + 1;
+            while j < slots.len() && slots[j] == slots[j - 1] + 1 {
+                j += 1;
+            }
+            let end = swap.dev.access(&DeviceRequest {
+                now: t,
+                addr: slots[i] as u64 * self.page_size,
+                size: ((j - i) as u64 * self.page_size) as u32,
+                op: Op::Read,
+                socket: self.cpus[cpu].socket,
+                cpu: cpu as u32,
+                remote: false,
+            });
+            if slots[i..j].contains(&slot) {
+                done = end;
+            }
+            swap.read_requests += self.measuring as u64;
+            i = j;
         }
-        let mut hi = slot as u64 + 1;
-        while hi < end && swapped_only(hi, swap, &self.pt) {
-            hi += 1;
-        }
-        let done = swap.dev.access(&DeviceRequest {
-            now: t,
-            addr: lo * self.page_size,
-            size: ((hi - lo) * self.page_size) as u32,
-            op: Op::Read,
-            socket: self.cpus[cpu].socket,
-            cpu: cpu as u32,
-            remote: false,
-        });
         swap.free_slot(slot);
         if self.measuring {
             swap.swap_ins += 1;
             swap.epoch_ins += 1;
-            swap.read_requests += 1;
         }
         let io_ps = (done - t) * 1000 + self.swap_fault_ps;
         let at = t + io_ps / 1000;
         // A swapped-in page starts inactive (lru_cache_add_inactive_or_unevictable, 5.9+).
         let (_, reclaim_ps) = self.alloc(p, cpu, vpn, at, 0)?;
-        let ra_ps = self.swap_readahead(cpu, lo, hi, slot as u64, at);
+        let ra_ps = self.swap_readahead(cpu, &slots, slot, at);
         Ok(io_ps + reclaim_ps + ra_ps)
     }
 
-    /// Put the pages of slots `[lo, hi)` other than `skip` in the swap cache, allocated along the
+    /// swap_cluster_readahead: the run of occupied, swapped-only slots around `slot` inside its
+    /// aligned cluster of 2^page_cluster slots.
+    fn cluster_window(&self, slot: u32) -> Vec<u32> {
+        let swap = self.swap.as_ref().expect("a swapped page implies swap");
+        let base = slot & !(swap.cluster as u32 - 1);
+        let end = (base as u64 + swap.cluster).min(swap.owner.len() as u64) as u32;
+        let swapped_only = |s: u32| {
+            let q = swap.owner[s as usize];
+            q != NIL && self.pt.entries[q as usize].node == SWAPPED
+        };
+        let mut lo = slot;
+        while lo > base && swapped_only(lo - 1) {
+            lo -= 1;
+        }
+        let mut hi = slot + 1;
+        while hi < end && swapped_only(hi) {
+            hi += 1;
+        }
+        (lo..hi).collect()
+    }
+
+    /// swap_vma_readahead (mm/swap_state.c, Linux 5.x; the default for swap on SSDs): the
+    /// window's size comes from __swapin_nr_pages (readahead hits since the last fault + 2,
+    /// rounded up to a power of two from 4; with no hits, 2 pages only after an adjacent fault,
+    /// else 1; at most 2^min(page_cluster, SWAP_RA_ORDER_CEILING = 5); shrinking at most by
+    /// half per fault), placed after the fault when the previous fault was the page before,
+    /// before it when it was the page after, else around it (swap_ra_info), clamped to the
+    /// fault's 2 MiB page-table page. The window's swapped pages are read, wherever their slots
+    /// are. Deviation: the kernel keeps the state per VMA; traces carry no mappings, so the
+    /// whole address space is one VMA.
+    fn vma_window(&mut self, p: u32, vpn: u64) -> Vec<u32> {
+        let swap = self.swap.as_mut().expect("a swapped page implies swap");
+        let max_win = swap.cluster.min(1 << 5);
+        let (prev, prev_win, hits) = swap.vma_ra;
+        let win = if max_win == 1 {
+            1
+        } else {
+            let mut pages = hits + 2;
+            if pages == 2 {
+                if vpn != prev + 1 && vpn + 1 != prev {
+                    pages = 1;
+                }
+            } else {
+                pages = pages.max(4).next_power_of_two();
+            }
+            pages.min(max_win).max(prev_win / 2)
+        };
+        swap.vma_ra = (vpn, win, 0);
+        let (lo, hi) = if vpn == prev + 1 {
+            (vpn, vpn + win)
+        } else if vpn + 1 == prev {
+            ((vpn + 1).saturating_sub(win), vpn + 1)
+        } else {
+            let left = (win - 1) / 2;
+            (vpn.saturating_sub(left), vpn.saturating_sub(left) + win)
+        };
+        let pmd = vpn & !(CHUNK as u64 - 1);
+        let (lo, hi) = (lo.max(pmd), hi.min(pmd + CHUNK as u64));
+        // Pages of one 2 MiB region have consecutive ids.
+        let base = p - (vpn - pmd) as u32;
+        (lo..hi)
+            .map(|v| self.pt.entries[(base + (v - pmd) as u32) as usize])
+            .filter(|e| e.node == SWAPPED)
+            .map(|e| e.frame)
+            .collect()
+    }
+
+    /// Put the pages of `slots` other than `skip` in the swap cache, allocated along the
     /// faulting CPU's zonelist like any page (waking kswapd, then direct reclaim, whose time is
     /// returned in ps and charged to the fault); they start on the inactive anon list. Readahead
     /// stops at the first allocation that fails.
-    fn swap_readahead(&mut self, cpu: usize, lo: u64, hi: u64, skip: u64, t: Ns) -> u64 {
+    fn swap_readahead(&mut self, cpu: usize, slots: &[u32], skip: u32, t: Ns) -> u64 {
         let mut charged = 0;
         let local = self.cpus[cpu].node as usize;
-        for s in lo..hi {
+        for &s in slots {
             if s == skip {
                 continue;
             }
@@ -234,7 +309,7 @@ impl Engine {
             self.policy.on_page_placed(q, node as NodeId);
             let measuring = self.measuring;
             let swap = self.swap.as_mut().expect("swap-in implies swap");
-            swap.cache_slot.insert(q, s as u32);
+            swap.cache_slot.insert(q, s);
             swap.readahead_pages += measuring as u64;
         }
         charged
@@ -248,6 +323,8 @@ impl Engine {
         let slot = swap.cache_slot.remove(&p).expect("a swap-cache page has a slot");
         swap.free_slot(slot);
         swap.cache_hits += measuring as u64;
+        // A readahead hit widens the next VMA window (lookup_swap_cache).
+        swap.vma_ra.2 += 1;
         self.pt.entries[p as usize].flags &= !SWAPCACHE;
         self.fault_ps
     }

@@ -7,7 +7,7 @@ use tiersim_core::{Error, Result};
 
 use super::Engine;
 use crate::os::lru;
-use crate::pagetable::{DROPPED, NIL, SWAPCACHE, SWAPPED, UNTOUCHED};
+use crate::pagetable::{DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED, UNTOUCHED};
 
 impl Engine {
     /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
@@ -74,6 +74,10 @@ impl Engine {
             if e.node >= DROPPED || e.flags & SWAPCACHE == 0 || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q) {
                 return fail(format!("swap-cache page {q} (slot {slot}) is not a resident SWAPCACHE page owning its slot"));
             }
+        }
+        let dirty_file = self.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();
+        if dirty_file != self.files.dirty.len() {
+            return fail(format!("{dirty_file} resident file pages are dirty but the flusher knows of {}", self.files.dirty.len()));
         }
         Ok(())
     }

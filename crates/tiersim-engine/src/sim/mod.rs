@@ -17,6 +17,7 @@ use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use crate::node::Node;
+use crate::os::filemap::FileIo;
 use crate::os::lru::LruStats;
 use crate::os::scan::DeviceHints;
 use crate::os::swap::Swap;
@@ -64,6 +65,8 @@ pub(crate) struct Engine {
     pub(crate) topo: Topology,
     pub(crate) nodes: Vec<Node>,
     pub(crate) swap: Option<Swap>,
+    /// The page cache of file system calls, dirty file pages and their writeback, DAX.
+    pub(crate) files: FileIo,
     pub(crate) policy: Box<dyn Policy>,
     /// The policy is out of `policy` while it runs a hook that calls back into the OS model;
     /// page events for it queue up meanwhile and are delivered when it returns.
@@ -182,6 +185,8 @@ impl Engine {
                 dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
                 capacity: s.capacity_pages,
                 cluster: 1u64 << platform.os.uint("page_cluster"),
+                vma_readahead: platform.os.str("swap_readahead") == "vma",
+                vma_ra: (0, 0, 0),
                 owner: Vec::new(),
                 cache_slot: FxHashMap::default(),
                 pending: Vec::new(),
@@ -256,6 +261,7 @@ impl Engine {
             topo,
             nodes,
             swap,
+            files: FileIo::new(platform)?,
             policy,
             parked: false,
             page_events: Vec::new(),
@@ -374,6 +380,9 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns);
             return Ok(Some(issue_ps + cost));
         }
+        if a.is_syscall() || (a.is_file() && self.files.dax.is_some()) {
+            return self.file_access(c, a, issue_ps);
+        }
         let entry = self.pt.entries[p as usize];
         // Not resident, mapped from the swap cache or PROT_NONE: the OS model first.
         if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
@@ -383,6 +392,7 @@ impl Engine {
         }
         let w = usize::from(a.op.is_write());
         let entry = &mut self.pt.entries[p as usize];
+        let dirtied_file = w == 1 && entry.flags & (FILE | DIRTY) == FILE;
         entry.flags = (entry.flags & !LOCKED) | REFERENCED | [0, DIRTY][w];
         let node = entry.node as usize;
         let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
@@ -407,6 +417,11 @@ impl Engine {
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
+        if dirtied_file {
+            // A store to a mapped file page dirties it for the flusher; the writer is not
+            // throttled here (the kernel's page_mkwrite path may be).
+            self.file_dirtied(c, p, t);
+        }
         let stall_ps = match self.stall_ps_per_ns {
             Some(k) => latency * k,
             None => (latency * 1_000_000).div_ceil(self.mlp_milli),

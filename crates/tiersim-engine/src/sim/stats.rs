@@ -190,7 +190,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         }),
         None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0, "file_drops": 0, "file_writebacks": 0, "file_refaults": 0}),
     };
-    let summary = json!({
+    let mut summary = json!({
         "execution_time_ns": exec,
         "accesses": total,
         "reads": reads,
@@ -244,5 +244,8 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "swap": swap,
         "devices": devices,
     });
+    if eng.files.active() {
+        summary["page_cache"] = eng.files.summary(eng.page_size);
+    }
     SimResult { summary, timeseries: eng.ts, latency_hist: latency_bins }
 }

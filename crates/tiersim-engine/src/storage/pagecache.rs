@@ -71,14 +71,14 @@ pub struct PageCache {
 }
 
 /// get_init_ra_size (mm/readahead.c).
-fn init_ra_size(req: u64, max: u64) -> u64 {
+pub(crate) fn init_ra_size(req: u64, max: u64) -> u64 {
     let n = req.max(1).next_power_of_two();
     let n = if n <= max / 32 { n * 4 } else if n <= max / 4 { n * 2 } else { max };
     n.min(max)
 }
 
 /// get_next_ra_size (mm/readahead.c).
-fn next_ra_size(cur: u64, max: u64) -> u64 {
+pub(crate) fn next_ra_size(cur: u64, max: u64) -> u64 {
     if cur < max / 16 {
         4 * cur
     } else if cur <= max / 2 {

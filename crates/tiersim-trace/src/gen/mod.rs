@@ -11,6 +11,7 @@ use crate::format::{check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta,
 use crate::AccessSource;
 
 pub mod graph;
+pub mod fileio;
 pub mod hashmap;
 pub mod kv;
 pub mod matmul;
@@ -127,6 +128,15 @@ pub static REGISTRY: &[GeneratorEntry] = &[
             params: phased::PARAMS,
         },
         build: phased::build,
+    },
+    GeneratorEntry {
+        info: PluginInfo {
+            name: "fileio",
+            summary: "compute on anonymous memory while reading and writing a file by system calls (page cache) or through an mmap",
+            source: "Linux read(2)/write(2) and mmap(2) on a file; the buffered and mmap access paths of reference seed 001 (SCM vs an Optane SSD)",
+            params: fileio::PARAMS,
+        },
+        build: fileio::build,
     },
 ];
 

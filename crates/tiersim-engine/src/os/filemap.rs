@@ -1,0 +1,500 @@
+//! The page cache for read(2)/write(2) on files (`Access::SYSCALL`). Its pages are the file
+//! pages of the page table, on the same per-node LRU lists as anonymous memory and mmap'd file
+//! pages, so kswapd and direct reclaim weigh and take both (a clean file page is dropped, a dirty
+//! one written back first: `swap.rs`). A call crosses the layers of `storage::iopath` with their
+//! sourced costs; misses read ahead as mm/readahead.c does; written pages stay dirty until the
+//! flusher writes them back (mm/page-writeback.c); with `[dax]` file pages live on the PMEM
+//! device and neither calls nor loads touch the page cache (fs/dax.c).
+
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashSet;
+use tiersim_core::{Access, Error, Ns, Op, Result};
+use tiersim_devices::{Device, DeviceRequest};
+
+use crate::pagetable::{DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
+use crate::platform::Platform;
+use crate::sim::Engine;
+use crate::storage::iopath::{Driver, IoPath};
+use crate::storage::pagecache::{init_ra_size, next_ra_size};
+
+/// Pages a task dirties between two checks of the dirty limits: balance_dirty_pages_ratelimited
+/// starts each task at nr_dirtied_pause = 128 KiB of pages (mm/page-writeback.c).
+const RATELIMIT_PAGES: u64 = 32;
+
+/// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
+/// the trace names no files, so each CPU is one stream.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stream {
+    start: u64,
+    size: u64,
+    async_size: u64,
+    prev: Option<u64>,
+    /// Pages this CPU dirtied since it last checked the dirty limits.
+    nr_dirtied: u64,
+}
+
+impl Stream {
+    /// The page carrying PG_readahead: a hit there starts the next window asynchronously.
+    fn marker(&self) -> Option<u64> {
+        (self.async_size > 0).then(|| self.start + self.size - self.async_size)
+    }
+}
+
+pub(crate) struct Dax {
+    dev: Box<dyn Device>,
+    devdax: bool,
+    /// Regions of `dax_fault_bytes` already mapped (one PMD fault each).
+    mapped: FxHashSet<u64>,
+    fault_shift: u32,
+}
+
+/// Page-cache activity over the measured part of the run.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FileStats {
+    pub read_calls: u64,
+    pub write_calls: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Pages a call found cached, and pages it did not.
+    pub hits: u64,
+    pub misses: u64,
+    /// Pages read beyond the ones a call asked for.
+    pub readahead_pages: u64,
+    pub read_requests: u64,
+    /// Clean -> dirty transitions of file pages, by calls and by stores to mapped pages.
+    pub dirtied: u64,
+    /// Dirty pages written back by the flusher, and by reclaim before dropping them.
+    pub wb_flusher: u64,
+    pub wb_reclaim: u64,
+    pub write_requests: u64,
+    /// Time the calls took, and the part of it writers were throttled by the dirty limits.
+    pub io_time_ps: u64,
+    pub throttle_ps: u64,
+    pub dax_calls: u64,
+    pub dax_faults: u64,
+    pub dax_accesses: u64,
+    pub dax_bytes: u64,
+    pub dax_latency_ns: u64,
+}
+
+pub(crate) struct FileIo {
+    path: IoPath,
+    ra_pages: u64,
+    background_ratio: u64,
+    dirty_ratio: u64,
+    streams: Vec<Stream>,
+    /// Dirty file pages by page id (file order within a 2 MiB region), for the flusher's
+    /// write_cache_pages walk from a cyclic cursor.
+    pub(crate) dirty: BTreeSet<u32>,
+    cursor: u32,
+    /// Writeback requests in flight: (completion, pages), in issue order (PG_writeback pages).
+    in_flight: VecDeque<(Ns, u64)>,
+    pub(crate) dax: Option<Dax>,
+    pub(crate) stats: FileStats,
+}
+
+impl FileIo {
+    pub(crate) fn new(platform: &Platform) -> Result<FileIo> {
+        let path = IoPath::from_params(&platform.storage)?;
+        let dax = match &platform.dax {
+            None => None,
+            Some(d) => Some(Dax {
+                dev: (tiersim_devices::find(&d.device)?.build)(&d.params)?,
+                devdax: d.devdax,
+                mapped: FxHashSet::default(),
+                fault_shift: 63 - path.dax_fault_bytes.leading_zeros(),
+            }),
+        };
+        Ok(FileIo {
+            path,
+            ra_pages: (platform.os.bytes("read_ahead") / platform.page_size).max(1),
+            background_ratio: platform.os.uint("dirty_background_ratio"),
+            dirty_ratio: platform.os.uint("dirty_ratio"),
+            streams: vec![Stream::default(); platform.cpu_node.len()],
+            dirty: BTreeSet::new(),
+            cursor: 0,
+            in_flight: VecDeque::new(),
+            dax,
+            stats: FileStats::default(),
+        })
+    }
+
+    pub(crate) fn active(&self) -> bool {
+        let s = &self.stats;
+        self.dax.is_some() || s.read_calls + s.write_calls + s.wb_flusher > 0
+    }
+
+    pub(crate) fn summary(&self, page_size: u64) -> serde_json::Value {
+        let s = &self.stats;
+        let dax = self.dax.as_ref().map(|d| {
+            serde_json::json!({
+                "mode": if d.devdax { "devdax" } else { "fsdax" },
+                "calls": s.dax_calls,
+                "faults": s.dax_faults,
+                "accesses": s.dax_accesses,
+                "bytes": s.dax_bytes,
+                "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
+            })
+        });
+        let calls = s.read_calls + s.write_calls + s.dax_calls;
+        serde_json::json!({
+            "read_calls": s.read_calls,
+            "write_calls": s.write_calls,
+            "bytes_read": s.bytes_read,
+            "bytes_written": s.bytes_written,
+            "hits": s.hits,
+            "misses": s.misses,
+            "hit_ratio": if s.hits + s.misses > 0 { s.hits as f64 / (s.hits + s.misses) as f64 } else { 0.0 },
+            "readahead_pages": s.readahead_pages,
+            "read_requests": s.read_requests,
+            "dirtied_pages": s.dirtied,
+            "dirty_pages": self.dirty.len(),
+            "writeback_pages_flusher": s.wb_flusher,
+            "writeback_pages_reclaim": s.wb_reclaim,
+            "writeback_bytes": (s.wb_flusher + s.wb_reclaim) * page_size,
+            "write_requests": s.write_requests,
+            "io_time_ns": s.io_time_ps / 1000,
+            "mean_call_ns": if calls > 0 { s.io_time_ps as f64 / 1000.0 / calls as f64 } else { 0.0 },
+            "throttle_time_ns": s.throttle_ps / 1000,
+            "dax": dax,
+        })
+    }
+}
+
+impl Engine {
+    /// A file access the page cache of the OS model does not serve as a plain load or store: a
+    /// system call, or any file access when the files are on DAX. Completes the access, or asks
+    /// for it to be issued again after a DAX fault (`Ok(Some(ps))`).
+    pub(crate) fn file_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        if self.files.dax.is_some() {
+            return self.dax_access(c, a, issue_ps);
+        }
+        let done = self.buffered_io(c, a, issue_ps / 1000)?;
+        self.finish_call(c, a, issue_ps, done);
+        Ok(None)
+    }
+
+    /// A system call issued at `issue_ps` returns at `done`: the CPU waited for all of it.
+    fn finish_call(&mut self, c: usize, a: Access, issue_ps: u64, done: Ns) {
+        let end_ps = (done * 1000).max(issue_ps);
+        if self.measuring {
+            self.files.stats.io_time_ps += end_ps - issue_ps;
+            self.max_completion_ns = self.max_completion_ns.max(done);
+        }
+        self.retire(c, a, issue_ps, end_ps);
+    }
+
+    /// The access is done; the CPU goes on at `end_ps` (closed loop) or at its trace times.
+    fn retire(&mut self, c: usize, a: Access, issue_ps: u64, end_ps: u64) {
+        let cpu = &mut self.cpus[c];
+        cpu.clock_ps = if self.open_loop { issue_ps } else { end_ps };
+        cpu.prev_trace_time = a.time;
+        cpu.started = true;
+        self.processed += 1;
+    }
+
+    /// filemap_read / generic_perform_write over the pages of the call; returns when it ends.
+    fn buffered_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+        if self.swap.is_none() {
+            return Err(Error::Sim(format!(
+                "access #{}: a read/write system call on a file, but the platform has no block device for files: \
+                 add a [swap] section (its device holds the files) or put the files on [dax]",
+                self.processed
+            )));
+        }
+        let io = self.files.path;
+        let write = a.op.is_write();
+        let Some(end_byte) = a.addr.checked_add(a.size as u64).filter(|&e| e < u64::MAX - self.page_size) else {
+            return Err(Error::Sim(format!(
+                "access #{}: a system call of {} bytes at {:#x} runs past the end of the address space",
+                self.processed, a.size, a.addr
+            )));
+        };
+        let (first, last) = (a.addr >> self.page_shift, (end_byte - 1) >> self.page_shift);
+        let measuring = self.measuring as u64;
+        let mut at = t + io.syscall + io.vfs;
+        for vpn in first..=last {
+            at += io.page_cache_lookup;
+            let p = self.pt.slot(vpn)?;
+            let lo = a.addr.max(vpn << self.page_shift);
+            let bytes = end_byte.min((vpn + 1) << self.page_shift) - lo;
+            let e = self.pt.entries[p as usize];
+            if e.node != UNTOUCHED && e.node != DROPPED && e.flags & FILE == 0 {
+                return Err(Error::Sim(format!(
+                    "access #{}: a read/write system call on page {vpn:#x}, which the trace used as anonymous memory; \
+                     file calls and mappings must use addresses of their own",
+                    self.processed
+                )));
+            }
+            if e.node >= DROPPED {
+                if e.node == UNTOUCHED {
+                    self.pt.touched += 1;
+                }
+                self.files.stats.misses += measuring;
+                at = if write && bytes == self.page_size {
+                    // A whole-page write reads nothing first (ext4_write_begin finds no partial
+                    // page to bring up to date).
+                    let (_, reclaim_ps) = self.alloc(p, c, vpn, at, FILE)?;
+                    at + io.page_alloc + reclaim_ps / 1000
+                } else {
+                    self.sync_readahead(c, vpn, last - vpn + 1, at)?
+                };
+                self.pt.entries[p as usize].flags &= !REFERENCED;
+            } else {
+                self.files.stats.hits += measuring;
+                if self.files.streams[c].marker() == Some(vpn) {
+                    // The page stays locked while the window's allocations may reclaim.
+                    self.pt.entries[p as usize].flags |= LOCKED;
+                    at = self.async_readahead(c, at)?;
+                }
+            }
+            // The copy between the user buffer and the cached page, on the page's node.
+            let e = self.pt.entries[p as usize];
+            let node = e.node as usize;
+            let addr = ((e.frame as u64) << self.page_shift) | (lo & (self.page_size - 1));
+            let socket = self.cpus[c].socket;
+            let remote = socket != self.nodes[node].spec.socket;
+            let done = self.nodes[node].dev.access(&DeviceRequest { now: at, addr, size: bytes as u32, op: a.op, socket, cpu: c as u32, remote });
+            at = done + self.penalty[self.cpus[c].node as usize * self.nodes.len() + node];
+            self.pt.entries[p as usize].flags &= !LOCKED;
+            if write {
+                at += io.write_page;
+                if e.flags & DIRTY == 0 {
+                    self.pt.entries[p as usize].flags |= DIRTY;
+                    let until = self.file_dirtied(c, p, at);
+                    self.files.stats.throttle_ps += measuring * (until - at) * 1000;
+                    at = until;
+                }
+            }
+            // Calls mark the page, not a PTE young bit (filemap_read, generic_perform_write).
+            self.mark_page_accessed(p, node);
+        }
+        self.files.streams[c].prev = Some(last);
+        let s = &mut self.files.stats;
+        if write {
+            s.write_calls += measuring;
+            s.bytes_written += measuring * a.size as u64;
+        } else {
+            s.read_calls += measuring;
+            s.bytes_read += measuring * a.size as u64;
+        }
+        Ok(at)
+    }
+
+    /// page_cache_sync_ra on a miss at `vpn` of a call wanting `want` pages from there
+    /// (ondemand_readahead): a sequential stream starts or grows its window, the part beyond the
+    /// call read asynchronously-marked; a random read reads only what it asks. Returns when the
+    /// page at `vpn` is there.
+    fn sync_readahead(&mut self, c: usize, vpn: u64, want: u64, at: Ns) -> Result<Ns> {
+        let max = self.files.ra_pages;
+        let s = &mut self.files.streams[c];
+        let sequential = s.prev.is_none_or(|p| p + 1 == vpn || p == vpn);
+        let (start, size) = if sequential {
+            let size = if s.size > 0 && s.start + s.size == vpn { next_ra_size(s.size, max) } else { init_ra_size(want, max) };
+            let size = size.max(want);
+            (s.start, s.size, s.async_size) = (vpn, size, size - want);
+            (vpn, size)
+        } else {
+            // "Standalone, small random read": read as is, leave the state alone.
+            (vpn, want)
+        };
+        self.read_window(c, start, size, Some(vpn), at)
+    }
+
+    /// page_cache_async_ra on a hit of the PG_readahead page: the next window, twice as large
+    /// up to read_ahead_kb, read without waiting. Returns when the submission is done.
+    fn async_readahead(&mut self, c: usize, at: Ns) -> Result<Ns> {
+        let max = self.files.ra_pages;
+        let s = &mut self.files.streams[c];
+        let (start, size) = (s.start + s.size, next_ra_size(s.size.max(1), max));
+        (s.start, s.size, s.async_size) = (start, size, size);
+        self.read_window(c, start, size, None, at)
+    }
+
+    /// Read the missing pages of `[start, start + size)` into the page cache: each is allocated
+    /// on the LRU like any page (reclaim included), runs of consecutive pages go as block
+    /// requests of up to max_request. With `wait` (the page the caller needs, kept locked), the
+    /// caller sleeps until the reads complete; otherwise it only pays the submission.
+    fn read_window(&mut self, c: usize, start: u64, size: u64, wait: Option<u64>, at: Ns) -> Result<Ns> {
+        let io = self.files.path;
+        let per_request = (io.max_request / self.page_size).max(1);
+        let measuring = self.measuring as u64;
+        let mut runs: Vec<(u32, u64)> = Vec::new();
+        let mut cpu = 0;
+        for v in start..start + size {
+            let p = self.pt.slot(v)?;
+            let node = self.pt.entries[p as usize].node;
+            if node != UNTOUCHED && node != DROPPED {
+                continue;
+            }
+            if node == UNTOUCHED {
+                self.pt.touched += 1;
+            }
+            let (_, reclaim_ps) = self.alloc(p, c, v, at + cpu, FILE)?;
+            cpu += io.page_alloc + reclaim_ps / 1000;
+            if Some(v) != wait {
+                self.pt.entries[p as usize].flags &= !(LOCKED | REFERENCED);
+                self.files.stats.readahead_pages += measuring;
+            }
+            match runs.last_mut() {
+                Some((q, n)) if *q as u64 + *n == p as u64 && *n < per_request => *n += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        let (block, driver, completion) = io.request_overhead(Driver::Nvme);
+        let mut submit = at + cpu + io.fs_map;
+        let mut done = submit;
+        let swap = self.swap.as_mut().expect("buffered_io checks for a block device");
+        for &(p, n) in &runs {
+            submit += block + driver;
+            let req = DeviceRequest {
+                now: submit,
+                addr: p as u64 * self.page_size,
+                size: (n * self.page_size) as u32,
+                op: Op::Read,
+                socket: self.cpus[c].socket,
+                cpu: c as u32,
+                remote: false,
+            };
+            done = done.max(swap.dev.access(&req));
+        }
+        self.files.stats.read_requests += measuring * runs.len() as u64;
+        Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
+    }
+
+    /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
+    /// RATELIMIT_PAGES the CPU checks the limits as balance_dirty_pages does: dirty pages above
+    /// the background threshold start the flusher, which writes back down to it; dirty pages
+    /// plus pages under writeback above the freerun ceiling (halfway to vm.dirty_ratio) make
+    /// the writer wait until enough writeback completes to bring them below it, so a writer
+    /// outrunning the device is held to the device's rate. Returns when the writer goes on.
+    /// Deviation: the kernel paces a throttled writer in proportion to the excess (pos_ratio)
+    /// rather than until the excess is written; dirty_expire_centisecs (30 s) is not modelled.
+    pub(crate) fn file_dirtied(&mut self, c: usize, p: u32, t: Ns) -> Ns {
+        self.files.dirty.insert(p);
+        self.files.stats.dirtied += self.measuring as u64;
+        let s = &mut self.files.streams[c];
+        s.nr_dirtied += 1;
+        if s.nr_dirtied < RATELIMIT_PAGES {
+            return t;
+        }
+        s.nr_dirtied = 0;
+        // global_dirtyable_memory: free pages plus file pages.
+        let dirtyable: u64 = self.nodes.iter().map(|n| n.free() + n.lists[2].len + n.lists[3].len).sum();
+        let thresh = dirtyable * self.files.dirty_ratio / 100;
+        let mut background = dirtyable * self.files.background_ratio / 100;
+        if background >= thresh {
+            background = thresh / 2;
+        }
+        let f = &mut self.files;
+        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
+            f.in_flight.pop_front();
+        }
+        let dirty = f.dirty.len() as u64;
+        if dirty > background {
+            self.writeback(dirty - background, t);
+        }
+        let freerun = (background + thresh) / 2;
+        let f = &self.files;
+        let mut over = (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+        let mut until = t;
+        for &(done, n) in &f.in_flight {
+            if over == 0 {
+                break;
+            }
+            until = until.max(done);
+            over = over.saturating_sub(n);
+        }
+        until
+    }
+
+    /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
+    /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
+    /// stay cached, clean, under writeback until their request completes.
+    fn writeback(&mut self, n: u64, t: Ns) {
+        let mut pages: Vec<u32> = self.files.dirty.range(self.files.cursor..).take(n as usize).copied().collect();
+        if (pages.len() as u64) < n {
+            let rest = n as usize - pages.len();
+            pages.extend(self.files.dirty.range(..self.files.cursor).take(rest));
+        }
+        let per_request = (self.files.path.max_request / self.page_size).max(1) as usize;
+        let measuring = self.measuring as u64;
+        let Some(swap) = self.swap.as_mut() else { return };
+        let mut done = t;
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] == pages[j - 1] + 1 && j - i < per_request {
+                j += 1;
+            }
+            let req = DeviceRequest {
+                now: t,
+                addr: pages[i] as u64 * self.page_size,
+                size: ((j - i) as u64 * self.page_size) as u32,
+                op: Op::Write,
+                socket: 0,
+                cpu: 0,
+                remote: false,
+            };
+            let end = swap.dev.access(&req);
+            done = done.max(end);
+            self.files.in_flight.push_back((done, (j - i) as u64));
+            self.files.stats.write_requests += measuring;
+            i = j;
+        }
+        for &p in &pages {
+            self.files.dirty.remove(&p);
+            self.pt.entries[p as usize].flags &= !DIRTY;
+        }
+        self.files.stats.wb_flusher += measuring * pages.len() as u64;
+        if let Some(&last) = pages.last() {
+            self.files.cursor = last + 1;
+        }
+    }
+
+    /// A file access with the files on DAX: a call copies between the user buffer and PMEM
+    /// (dax_iomap_rw: the extent lookup, then copy_mc_to_user or non-temporal stores); a load or
+    /// store goes straight to PMEM once its region is mapped by a fault (dax_iomap_fault, a PMD
+    /// per `dax_fault_bytes`). Nothing is cached, dirtied or reclaimed.
+    fn dax_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let io = self.files.path;
+        let t = issue_ps / 1000;
+        let measuring = self.measuring as u64;
+        let socket = self.cpus[c].socket;
+        let processed = self.processed;
+        let dax = self.files.dax.as_mut().expect("callers check for DAX");
+        // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
+        // virtual address so that no device sees an address near the top of u64.
+        let addr = a.addr & ((1 << 48) - 1);
+        let req = |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
+        if a.is_syscall() {
+            if dax.devdax {
+                return Err(Error::Sim(format!(
+                    "access #{processed}: a read/write system call on a devdax device, which only maps (no file system); use dax.mode = \"fsdax\""
+                )));
+            }
+            let done = dax.dev.access(&req(t + io.syscall + io.vfs + io.fs_map));
+            let s = &mut self.files.stats;
+            s.dax_calls += measuring;
+            s.dax_bytes += measuring * a.size as u64;
+            self.finish_call(c, a, issue_ps, done);
+            return Ok(None);
+        }
+        if dax.mapped.insert(a.addr >> dax.fault_shift) {
+            self.files.stats.dax_faults += measuring;
+            self.fault_time_ps += measuring * io.dax_fault * 1000;
+            return Ok(Some(issue_ps + io.dax_fault * 1000));
+        }
+        let latency = dax.dev.access(&req(t)) - t;
+        let s = &mut self.files.stats;
+        s.dax_accesses += measuring;
+        s.dax_bytes += measuring * a.size as u64;
+        s.dax_latency_ns += measuring * latency;
+        if self.measuring {
+            self.max_completion_ns = self.max_completion_ns.max(t + latency);
+        }
+        self.retire(c, a, issue_ps, issue_ps + (latency * 1_000_000).div_ceil(self.mlp_milli));
+        Ok(None)
+    }
+}

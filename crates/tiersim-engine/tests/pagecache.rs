@@ -1,0 +1,266 @@
+//! The page cache of the OS model: read/write system calls (`Access::SYSCALL`) on the LRU lists
+//! shared with anonymous memory, readahead, dirty pages and their writeback, DAX. Every run
+//! checks the OS model's invariants after each access (including that the flusher knows every
+//! dirty file page).
+
+use tiersim_core::{Access, Op, Result};
+use tiersim_engine::platform;
+use tiersim_engine::sim::{simulate, SimOptions, SimResult};
+use tiersim_trace::format::TraceMeta;
+use tiersim_trace::gen::{Generator, GeneratorSource};
+use tiersim_trace::{AddrKind, TimeUnit};
+
+/// A hand-built trace as a generator.
+struct Replay(std::vec::IntoIter<Access>);
+
+impl Generator for Replay {
+    fn meta(&self) -> TraceMeta {
+        TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Virtual, page_size: 4096 }
+    }
+    fn next_access(&mut self) -> Option<Access> {
+        self.0.next()
+    }
+}
+
+const PAGE: u64 = 4096;
+/// Files live at 1 GiB (a 2 MiB-aligned region of their own), anonymous memory at 0.
+const FILE_BASE: u64 = 1 << 30;
+
+fn call(op: Op, page: u64, bytes: u16) -> Access {
+    Access { time: 10, addr: FILE_BASE + page * PAGE, cpu: 0, size: bytes, op, flags: Access::FILE | Access::SYSCALL }
+}
+
+fn anon(op: Op, page: u64) -> Access {
+    Access { time: 10, addr: page * PAGE, cpu: 0, size: 64, op, flags: 0 }
+}
+
+fn mapped(op: Op, page: u64) -> Access {
+    Access { time: 10, addr: FILE_BASE + page * PAGE, cpu: 0, size: 64, op, flags: Access::FILE }
+}
+
+/// One DRAM node of `capacity`, an NVMe SSD as swap and as the files' block device, plus `extra`.
+fn platform(capacity: &str, extra: &str) -> platform::Platform {
+    let text = format!(
+        r#"name = "t"
+[host]
+cpus = 1
+frequency = "1GHz"
+[os]
+min_free = "4KiB"
+[[nodes]]
+name = "dram0"
+capacity = "{capacity}"
+cpus = "0"
+preset = "ddr4_3200"
+[swap]
+preset = "nvme_ssd"
+capacity = "16MiB"
+{extra}
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, text).unwrap();
+    platform::load(path.to_str().unwrap(), &[]).unwrap()
+}
+
+fn run(p: &platform::Platform, trace: Vec<Access>) -> Result<SimResult> {
+    let (policy, _) = tiersim_policies::build("linux_default", None, &tiersim_engine::sim::topology(p))?;
+    let mut src = GeneratorSource::new(Box::new(Replay(trace.into_iter())));
+    simulate(p, policy, &mut src, SimOptions { check_every: 1 })
+}
+
+fn u(v: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut v = v;
+    for k in path {
+        v = &v[*k];
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path:?} = {v}"))
+}
+
+fn lru(s: &serde_json::Value, list: &str) -> u64 {
+    s["nodes"].as_array().unwrap().iter().map(|n| u(n, &["lru_pages", list])).sum()
+}
+
+#[test]
+fn sequential_reads_hit_after_readahead() {
+    // 64 one-page reads in order, read_ahead_kb = 128 (32 pages). The first misses: the initial
+    // window is 4 pages (get_init_ra_size(1, 32)), 3 of them async with PG_readahead on page 1.
+    // Each marker hit starts the next window: [4,12), [12,28), [28,60), [60,92), [92,124).
+    let p = platform("4MiB", "");
+    let r = run(&p, (0..64).map(|i| call(Op::Read, i, 4096)).collect()).unwrap();
+    let s = &r.summary["page_cache"];
+    assert_eq!((u(s, &["misses"]), u(s, &["hits"])), (1, 63), "{s}");
+    assert_eq!(u(s, &["readahead_pages"]), 3 + 8 + 16 + 32 + 32 + 32);
+    assert_eq!(u(s, &["read_requests"]), 6);
+    assert_eq!(u(s, &["bytes_read"]), 64 * 4096);
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_read"]), 124 * 4096);
+    // Read once, the pages are inactive with PG_referenced; a second pass activates them.
+    assert_eq!((lru(&r.summary, "inactive_file"), lru(&r.summary, "active_file")), (124, 0));
+    let twice: Vec<_> = (0..2).flat_map(|_| (0..64).map(|i| call(Op::Read, i, 4096))).collect();
+    let r = run(&p, twice).unwrap();
+    assert_eq!((lru(&r.summary, "inactive_file"), lru(&r.summary, "active_file")), (60, 64));
+    // Random reads (no page follows the last) read only what they ask for.
+    let scattered: Vec<_> = (0..64).map(|i| call(Op::Read, (i * 37) % 512 + 1, 4096)).collect();
+    let r = run(&p, scattered).unwrap();
+    let s = &r.summary["page_cache"];
+    // The first read starts a stream (4 pages); the rest are random.
+    assert_eq!((u(s, &["misses"]), u(s, &["readahead_pages"])), (64, 3), "{s}");
+}
+
+#[test]
+fn a_hit_costs_the_layers_a_miss_waits_for_the_device() {
+    let p = platform("4MiB", "");
+    let t = |trace: Vec<Access>| u(&run(&p, trace).unwrap().summary, &["page_cache", "io_time_ns"]);
+    let first = t(vec![call(Op::Read, 0, 4096)]);
+    // Page 2 was read ahead (and is past the PG_readahead page 1, so it starts no window):
+    // system call 100 + VFS 300 + lookup 50 ns and a 4 KiB DRAM copy.
+    let hit = t(vec![call(Op::Read, 0, 4096), call(Op::Read, 2, 4096)]) - first;
+    // Page 100 was not: fs_map 400, block layer 1000, driver 500, the NVMe read, the
+    // interrupt 3000 and the page allocation 250 come on top.
+    let miss = t(vec![call(Op::Read, 0, 4096), call(Op::Read, 100, 4096)]) - first;
+    assert!((450..1500).contains(&hit), "hit {hit} ns");
+    assert!(miss > hit + 400 + 1000 + 500 + 3000 + 250 + 5000, "miss {miss} ns, hit {hit} ns");
+}
+
+#[test]
+fn file_pages_and_anon_pages_share_reclaim_and_are_conserved() {
+    // 256 KiB = 64 frames. Read a 48-page file twice (its pages go active), then write 80 anon
+    // pages: reclaim drops file pages and swaps anon ones; then read the file again, pushing
+    // anon out.
+    let p = platform("256KiB", "");
+    let mut trace: Vec<Access> = (0..2).flat_map(|_| (0..48).map(|i| call(Op::Read, i, 4096))).collect();
+    trace.extend((0..80).map(|i| anon(Op::Write, i)));
+    trace.extend((0..48).map(|i| call(Op::Read, i, 4096)));
+    let r = run(&p, trace).unwrap();
+    let s = &r.summary;
+    let pc = &s["page_cache"];
+    let allocated = u(pc, &["misses"]) + u(pc, &["readahead_pages"]);
+    let drops = u(s, &["swap", "file_drops"]);
+    assert!(drops > 0 && u(s, &["swap", "swap_outs"]) > 0, "{s}");
+    // Every file page brought in is resident or was dropped; every anon page is resident or in
+    // swap (nothing came back from swap).
+    assert_eq!(allocated, lru(s, "inactive_file") + lru(s, "active_file") + drops, "{pc}");
+    assert_eq!(80, lru(s, "inactive_anon") + lru(s, "active_anon") + u(s, &["swap", "final_pages"]), "{s}");
+    // The third pass found some of the file gone: it was evicted under anon pressure.
+    assert!(u(pc, &["misses"]) > 1, "{pc}");
+}
+
+#[test]
+fn writeback_bytes_are_conserved() {
+    // 200 whole-page writes to distinct pages on 1 MiB (256 frames, all dirtyable): background
+    // threshold 10 % = 25 pages, limit 20 % = 51, freerun ceiling 38. The limits are checked
+    // every 32 dirtied pages: at 32 the flusher writes 7 (down to 25); at each later check
+    // 57 are dirty, 32 are written and the writer waits for them.
+    let p = platform("1MiB", "");
+    let r = run(&p, (0..200).map(|i| call(Op::Write, i, 4096)).collect()).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(u(pc, &["dirtied_pages"]), 200);
+    assert_eq!(u(pc, &["writeback_pages_flusher"]), 7 + 5 * 32, "{pc}");
+    assert_eq!(u(pc, &["dirty_pages"]), 200 - 167);
+    assert_eq!(u(pc, &["misses"]), 200);
+    assert_eq!(u(pc, &["readahead_pages"]), 0, "whole-page writes read nothing");
+    assert!(u(pc, &["throttle_time_ns"]) > 0);
+    // With memory pressure and rewrites, every dirtied page is written once by the flusher or
+    // by reclaim, or is still dirty; the device wrote exactly those pages and the swap-outs.
+    let mut trace = Vec::new();
+    for round in 0..3u64 {
+        trace.extend((0..120).map(|i| call(Op::Write, (i * 7 + round) % 150, 2048)));
+        trace.extend((0..40).map(|i| anon(Op::Write, i + 40 * round)));
+        trace.extend((0..20).map(|i| mapped(Op::Write, 200 + i)));
+    }
+    let p = platform("256KiB", "");
+    let r = run(&p, trace).unwrap();
+    let s = &r.summary;
+    let pc = &s["page_cache"];
+    let written = u(pc, &["writeback_pages_flusher"]) + u(pc, &["writeback_pages_reclaim"]);
+    assert!(u(pc, &["writeback_pages_reclaim"]) > 0 && u(pc, &["writeback_pages_flusher"]) > 0, "{pc}");
+    assert_eq!(u(pc, &["dirtied_pages"]), written + u(pc, &["dirty_pages"]), "{pc}");
+    assert_eq!(u(pc, &["writeback_bytes"]), written * 4096);
+    assert_eq!(u(pc, &["writeback_pages_reclaim"]), u(s, &["swap", "file_writebacks"]));
+    assert_eq!(u(s, &["swap", "device", "bytes_written"]), (written + u(s, &["swap", "swap_outs"])) * 4096, "{s}");
+    // Partial-page writes to pages not cached read them first.
+    assert!(u(pc, &["read_requests"]) > 0);
+}
+
+#[test]
+fn a_writer_outrunning_the_device_is_held_to_its_write_rate() {
+    // 4000 whole-page writes (16 MB) into 4 MiB of memory: past the freerun ceiling the writer
+    // waits for pages under writeback, so it writes at the device's rate (the ~1 MiB of dirty
+    // and in-flight pages it may keep is a few percent of the volume).
+    let gbs = |bw: &str| {
+        let p = platform("4MiB", &format!("params = {{ write_bandwidth = \"{bw}\" }}"));
+        let r = run(&p, (0..4000).map(|i| call(Op::Write, i, 4096)).collect()).unwrap();
+        let pc = &r.summary["page_cache"];
+        assert!(u(pc, &["throttle_time_ns"]) > 0, "{pc}");
+        u(pc, &["bytes_written"]) as f64 / u(pc, &["io_time_ns"]) as f64
+    };
+    for (bw, want) in [("0.25GB/s", 0.25), ("0.5GB/s", 0.5)] {
+        let got = gbs(bw);
+        assert!(got > want * 0.95 && got < want * 1.15, "{bw}: {got:.3} GB/s");
+    }
+}
+
+#[test]
+fn dax_never_touches_the_page_cache() {
+    let p = platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"");
+    let mut trace: Vec<Access> = (0..100).map(|i| call(if i % 3 == 0 { Op::Write } else { Op::Read }, i, 4096)).collect();
+    // Loads and stores to a mapping spanning three 2 MiB regions: one PMD fault each.
+    trace.extend((0..60).map(|i| mapped(if i % 2 == 0 { Op::Write } else { Op::Read }, i * 20)));
+    trace.extend((0..10).map(|i| anon(Op::Write, i)));
+    let r = run(&p, trace).unwrap();
+    let s = &r.summary;
+    let pc = &s["page_cache"];
+    assert_eq!((u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])), (0, 0, 0, 0), "{pc}");
+    assert_eq!((u(pc, &["read_calls"]), u(pc, &["write_calls"])), (0, 0));
+    assert_eq!(lru(s, "inactive_file") + lru(s, "active_file"), 0);
+    assert_eq!(lru(s, "inactive_anon") + lru(s, "active_anon"), 10);
+    let dax = &pc["dax"];
+    assert_eq!((u(dax, &["calls"]), u(dax, &["faults"]), u(dax, &["accesses"])), (100, 3, 60), "{dax}");
+    assert_eq!(u(dax, &["bytes"]), 100 * 4096 + 60 * 64);
+    // A call is the system call, VFS and the extent lookup (800 ns) plus the PMEM copy.
+    let mean_call = pc["mean_call_ns"].as_f64().unwrap();
+    assert!(mean_call > 800.0 && mean_call < 5_000.0, "{mean_call}");
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]) + u(s, &["swap", "device", "bytes_written"]), 0);
+    // An address at the top of the address space is no problem for the device.
+    assert!(run(&p, vec![Access { addr: u64::MAX - 100, ..call(Op::Read, 0, 4096) }, mapped(Op::Write, 0)]).is_ok());
+    // devdax has no file system to call into.
+    let p = platform("1MiB", "[dax]\nmode = \"devdax\"\npreset = \"optane_100\"");
+    let e = run(&p, vec![call(Op::Read, 0, 4096)]).err().unwrap().to_string();
+    assert!(e.contains("access #0") && e.contains("devdax") && e.contains("fsdax"), "{e}");
+}
+
+#[test]
+fn bad_file_accesses_are_clear_errors() {
+    // A call on a page the trace used as anonymous memory.
+    let p = platform("1MiB", "");
+    let e = run(&p, vec![anon(Op::Write, 3), Access { addr: 3 * PAGE, ..call(Op::Read, 0, 100) }]).err().unwrap().to_string();
+    assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
+    // A call running off the end of the address space.
+    let e = run(&p, vec![Access { addr: u64::MAX - 100, ..call(Op::Read, 0, 4096) }]).err().unwrap().to_string();
+    assert!(e.contains("access #0") && e.contains("end of the address space"), "{e}");
+    // No block device for the files.
+    let (_dir, path) = platform_file("");
+    let p = platform::load(path.to_str().unwrap(), &[]).unwrap();
+    let e = run(&p, vec![call(Op::Read, 0, 4096)]).err().unwrap().to_string();
+    assert!(e.contains("access #0") && e.contains("[swap]") && e.contains("[dax]"), "{e}");
+    // An unknown DAX mode.
+    let (_dir, path) = platform_file("[dax]\nmode = \"pmem\"\npreset = \"optane_100\"\n");
+    let e = platform::load(path.to_str().unwrap(), &[]).err().unwrap().to_string();
+    assert!(e.contains("dax.mode") && e.contains("fsdax"), "{e}");
+}
+
+fn platform_file(extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    let nodes = "[[nodes]]\nname = \"dram0\"\ncapacity = \"1MiB\"\ncpus = \"0\"\npreset = \"ddr4_3200\"\n";
+    std::fs::write(&path, format!("name = \"t\"\n[host]\ncpus = 1\n{nodes}{extra}")).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn runs_without_file_calls_have_no_page_cache_section() {
+    let p = platform("1MiB", "");
+    let r = run(&p, (0..100).map(|i| anon(Op::Write, i)).collect()).unwrap();
+    assert!(r.summary.get("page_cache").is_none());
+}
