@@ -4,6 +4,7 @@ and the formatting of figures and tables."""
 from __future__ import annotations
 
 import errno
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,31 @@ app = typer.Typer(
 # terminal gets its own width.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that every `finally` and every
+    `except BaseException` on the way out removes the temporaries it made (with the default
+    action the process just vanished, leaving `.tmpPID` files). Not a KeyboardInterrupt: click
+    would turn that into "Aborted!"; `main` prints one line and exits 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _install_signal_handlers() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_terminated)
+
+
+def _interrupt_status(exc: BaseException) -> int:
+    """The exit status of a command stopped by `exc`: 128 + the signal, as a shell reports it."""
+    return 128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
 
 
 def _fail(message: str) -> NoReturn:
@@ -232,19 +258,24 @@ def _accesses_progress(
 ) -> Iterator[Callable[[int, int | None], None] | None]:
     """A progress bar on stderr for a long replay: accesses done of the total (from the trace
     header; a pulsing bar when unknown), the rate and the time left. Yields the callback to hand
-    to the native call as `progress`, or None when stderr is not a terminal (nothing to draw on).
-    The bar is transient: it leaves nothing in the output. Ctrl-C (seen at the next update) ends
-    the command with status 130 and one line saying so."""
+    to the native call as `progress`; when stderr is not a terminal it draws nothing, but the
+    native side still checks for signals before each call. The bar is transient: it leaves
+    nothing in the output. Ctrl-C, SIGTERM or SIGHUP (seen at the next update, every 2^18
+    accesses) ends the command with status 128 + the signal and one line saying so."""
     console = console or err
     try:
         if not console.is_terminal:
-            yield None
+            yield _no_bar
             return
         with _progress_bar(description, console) as update:
             yield update
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
         err.print(Text("interrupted: nothing was written"), soft_wrap=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(_interrupt_status(exc)) from None
+
+
+def _no_bar(done: int, total: int | None) -> None:
+    pass
 
 
 @contextmanager

@@ -13,7 +13,19 @@ from rich.table import Table
 from rich.text import Text
 
 from tiersim._convert import parse_cli_value
-from tiersim.cli._common import _bytes, _fail, _int, _kv_table, _merge_shortcuts, _pairs, _pct, _user_errors, app, err
+from tiersim.cli._common import (
+    Terminated,
+    _bytes,
+    _int,
+    _interrupt_status,
+    _kv_table,
+    _merge_shortcuts,
+    _pairs,
+    _pct,
+    _user_errors,
+    app,
+    err,
+)
 
 
 def _capture_help(name: str, text: str) -> str:
@@ -207,8 +219,12 @@ def capture_cmd(
             try:
                 run = capture_instrumented if instrumented else capture
                 result = run(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
-            except KeyboardInterrupt:
-                _fail("interrupted: the program was killed and no trace was written")
+            except (KeyboardInterrupt, Terminated) as exc:
+                err.print(
+                    Text.assemble(("error: ", "bold red"), "interrupted: the program was killed and no trace was written"),
+                    soft_wrap=True,
+                )
+                raise typer.Exit(_interrupt_status(exc)) from None
         if report is not None:
             report.write_text(json.dumps(_capture_json(result), indent=2) + "\n")
     for t in _capture_tables(result):

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from tiersim.cli._common import _int, _kv_table, _print, _user_errors, app, err
+from tiersim.cli._common import Terminated, _int, _interrupt_status, _kv_table, _print, _user_errors, app, err
 
 
 @app.command("sweep")
@@ -68,20 +68,20 @@ def sweep_cmd(
         else:
             progress.update(state["task"], advance=1, counts=counts)
 
-    interrupted = False
+    interrupted: BaseException | None = None
     with _user_errors():
         try:
             rep = sw.run_sweep(
                 spec, output, workers=workers, scheduler=scheduler, retry_failed=retry_failed, progress=on_progress
             )
-        except KeyboardInterrupt:
-            interrupted = True
+        except (KeyboardInterrupt, Terminated) as exc:
+            interrupted = exc
         finally:
             if "task" in state:
                 progress.stop()
-    if interrupted:
+    if interrupted is not None:
         err.print(Text("interrupted; finished runs are saved. Run the same command again to resume."))
-        raise typer.Exit(130)
+        raise typer.Exit(_interrupt_status(interrupted))
     table = _kv_table(
         f"sweep {spec.name}",
         [

@@ -208,8 +208,12 @@ def run_local(
         except BaseException:
             # Interrupted: workers ignore SIGINT and may be deep in a long run, so stop them
             # rather than wait. The executor has no public way to do that before Python 3.14.
-            for proc in list(getattr(pool, "_processes", {}).values()):
+            procs = list(getattr(pool, "_processes", {}).values())
+            for proc in procs:
                 proc.terminate()
+            # Dead before the driver removes the temporaries they were writing.
+            for proc in procs:
+                proc.join(10)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
