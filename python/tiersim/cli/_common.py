@@ -19,7 +19,9 @@ from rich.table import Column, Table
 from rich.text import Text
 
 import tiersim
+from tiersim import _options
 from tiersim._convert import parse_cli_pairs
+from tiersim._options import I64_MAX, MAX_NS_PER_INSTRUCTION, MAX_WORKERS, U32_MAX  # noqa: F401 (for the commands)
 
 app = typer.Typer(
     name="tiersim",
@@ -80,6 +82,33 @@ def _user_errors() -> Iterator[None]:
             _fail(f"no space left writing {exc.filename or 'the output'}")
         where = f" '{exc.filename}'" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}")
+
+
+class Number(_options.Number):
+    """A numeric option, given to typer as `parser=`: `tiersim._options.Number`'s check, as a
+    usage error that click prefixes with the option's name."""
+
+    def __init__(self, kind: type[int] | type[float], lo: float, hi: float | None = None) -> None:
+        super().__init__(kind, lo, hi)
+        self.__name__ = "INTEGER" if kind is int else "FLOAT"
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+
+class Size(_options.Size):
+    """A size option ("8MiB"), as bytes; typer's `parser=`, like Number."""
+
+    __name__ = "SIZE"
+
+    def __call__(self, value: Any) -> int:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:

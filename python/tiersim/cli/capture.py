@@ -14,7 +14,9 @@ from rich.text import Text
 
 from tiersim._convert import parse_cli_value
 from tiersim.cli._common import (
+    Number,
     Terminated,
+    U32_MAX,
     _bytes,
     _int,
     _interrupt_status,
@@ -72,7 +74,7 @@ def capture_cmd(
         str | None, typer.Option("--llc", metavar="SIZE", help=_capture_help("llc", "LLC capacity, 0 for no filter"))
     ] = None,
     llc_ways: Annotated[
-        int | None, typer.Option("--llc-ways", min=1, help=_capture_help("llc_ways", "LLC associativity"))
+        int | None, typer.Option("--llc-ways", parser=Number(int, 1, U32_MAX), help=_capture_help("llc_ways", "LLC associativity"))
     ] = None,
     v2p: Annotated[
         str | None,
@@ -90,8 +92,7 @@ def capture_cmd(
         float | None,
         typer.Option(
             "--fragmentation",
-            min=0.0,
-            max=0.99,
+            parser=Number(float, 0.0, 0.99),
             help=_capture_help("fragmentation", "Buddy model: share of frames other tenants hold"),
         ),
     ] = None,
@@ -102,7 +103,7 @@ def capture_cmd(
         list[str] | None,
         typer.Option("--param", metavar="KEY=VALUE", help="Any capture parameter (line_size, max_order, ...)."),
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the buddy model's fragmentation.")] = 0,
+    seed: Annotated[int, typer.Option(parser=Number(int, 0), help="Seed of the buddy model's fragmentation.")] = 0,
     report: Annotated[
         Path | None, typer.Option("--report", metavar="FILE", help="Also write the capture report as JSON.")
     ] = None,

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim.cli._common import _cell, _pairs, _print, _user_errors, app, err, out
+from tiersim.cli._common import Number, _cell, _pairs, _print, _user_errors, app, err, out
 
 
 def _print_frame(title: str, df: pl.DataFrame) -> None:
@@ -45,7 +45,7 @@ def characterize_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="Fewer points and accesses (seconds).")] = False,
     ratio: Annotated[
         list[int] | None,
-        typer.Option("--ratio", min=0, max=100, metavar="PERCENT", help="Read percent of the bwlat test; repeatable."),
+        typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Read percent of the bwlat test; repeatable."),
     ] = None,
     compare: Annotated[
         Path | None,
@@ -84,7 +84,7 @@ def calibrate_cmd(
         typer.Option("--param", metavar="KEY=VALUE", help="Base device parameter kept fixed, e.g. channels=6; repeatable."),
     ] = None,
     ratio: Annotated[
-        list[int] | None, typer.Option("--ratio", min=0, max=100, metavar="PERCENT", help="Use only these curves; repeatable.")
+        list[int] | None, typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Use only these curves; repeatable.")
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="DIR", help="Write the overlay plot, the model's curves and the errors here.")

@@ -18,6 +18,7 @@ from tiersim._result import check_out_dir
 from tiersim.report import regime_rows
 from tiersim.report import run_warnings as report_warnings
 from tiersim.cli._common import (
+    Number,
     _accesses_progress,
     _bytes,
     _echo_raw,
@@ -191,7 +192,7 @@ def run(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(min=0, help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
+        typer.Option(parser=Number(int, 0), help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
     ] = None,
     gen: Annotated[
         str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")

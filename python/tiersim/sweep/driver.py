@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from tiersim._native import TiersimError
+from tiersim._options import MAX_WORKERS, Number
 from tiersim.sweep.results import (
     CACHE_DIR,
     DIGEST_CACHE,
@@ -59,6 +60,8 @@ def run_sweep(
     runner: the function a worker calls per run (default `run_task`); it must be importable by
     the workers (a module-level function). progress(report, run) is called in the driver at the
     start (run None) and after every finished run."""
+    if workers is not None:
+        workers = Number(int, 1, MAX_WORKERS).check("workers", workers)
     spec_path = Path(spec)
     out = Path(out_dir) if out_dir is not None else spec_path.parent / "sweeps" / spec_path.stem
     if out.exists() and not out.is_dir():

@@ -174,6 +174,8 @@ def run_local(
     At most `workers` tasks are in the pool at once, so when a worker dies the runs it may have
     held are exactly the ones in flight; those are rerun one by one in their own processes."""
     ctx = multiprocessing.get_context("spawn")
+    # The pool starts all its processes at once: no more than there are runs.
+    workers = max(1, min(workers, len(tasks)))
     pending = deque(tasks)
     while pending:
         suspects: list[RunTask] = []
