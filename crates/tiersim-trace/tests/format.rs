@@ -85,6 +85,23 @@ fn round_trip_edge_values_across_frames() {
     assert_eq!(h.stats.as_ref(), Some(&stats));
 }
 
+/// Unshuffled frames of the default size (1.5 MiB decoded) do not all fit the reader's 4 MiB
+/// window: it stops before the third, after reading its descriptor. It used to read that
+/// descriptor again on the next fill and reject a valid file ("expected the descriptor of
+/// frame 2 ... found 28 b5 2f fd"), found by the decode benchmark's row-encoded trace.
+#[test]
+fn unshuffled_frames_larger_than_the_window_read_back() {
+    let d = tmp();
+    let p = d.path().join("rows.trace");
+    let a = edge_accesses(5 * 65_536 + 17, 4);
+    let opts = WriterOptions { shuffle: false, ..Default::default() };
+    write_trace(&p, meta(TimeUnit::Instructions), opts, &a);
+    for batch in [1 << 16, 1 << 20] {
+        assert_eq!(read_all(&p, batch).unwrap(), a, "batch {batch}");
+    }
+    assert_eq!(tiersim_trace::verify(&p).unwrap()["accesses"], a.len() as u64);
+}
+
 #[test]
 fn iterator_and_batches_mix() {
     let d = tmp();
