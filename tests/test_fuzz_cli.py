@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,19 @@ FLASH_OPTIONS = {
     "--limit": ["-1", "0", "10", "18446744073709551615", "1e3"],
     "--llc": ["0", "8MiB", "1XB", "99999999999999999999GiB", "nan"],
 }
+
+
+# (command, exit status) -> cases, printed at the end of the module (docs/reliability.md).
+OUTCOMES: Counter[tuple[str, int]] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tally() -> Iterator[None]:
+    yield
+    if OUTCOMES:
+        print("\nCLI fuzz outcomes (command: exit status x cases):")
+        for cmd in sorted({c for c, _ in OUTCOMES}):
+            print(f"  {cmd}: " + ", ".join(f"{rc} x {n}" for (c, rc), n in sorted(OUTCOMES.items()) if c == cmd))
 
 
 def _limits() -> None:
@@ -111,6 +126,7 @@ def test_cli_arguments_never_crash(files: dict[str, str], data: st.DataObject) -
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung past {TIME_LIMIT} s: {args}")
     text = proc.stdout + proc.stderr
+    OUTCOMES[f"{args[0]} {args[1] if args[0] in ('trace', 'flash') else ''}".strip(), proc.returncode] += 1
     assert proc.returncode in (0, 1, 2), (args, proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in text and "panicked" not in text and "stack backtrace" not in text, (args, text[-2000:])
     assert "internal error" not in text, (args, text[-2000:])

@@ -119,8 +119,13 @@ fn generated_hot_hints_and_llc_filter() {
     let under = |s: &serde_json::Value| s["under_1us_fraction"].as_f64().unwrap();
     assert!(under(&hinted.summary) > under(&plain.summary), "{} vs {}", under(&hinted.summary), under(&plain.summary));
     // Reproducible.
-    let again = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base }).unwrap();
+    let again = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base.clone() }).unwrap();
     assert_eq!(again.summary, hinted.summary);
+    // The read-ahead window holds `lead` accesses: 2^32 of them asked for 128 GiB up front and
+    // aborted the process; the lead is bounded.
+    let far = HotHints { lead: 1 << 32, ..hints };
+    let e = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(far), ..base }).err().expect("refused").to_string();
+    assert!(e.contains("hint_lead") && e.contains("above the maximum 1048576"), "{e}");
 }
 
 /// Open loop, no MSHR, random reads arriving far faster than the flash dies serve them: every
