@@ -41,11 +41,25 @@ def _start(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def _stop(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
+    """Send `sig` and wait for the command to end (a command that ignored it would run on for
+    many minutes and time out here); kill it whatever happens."""
+    try:
+        proc.send_signal(sig)
+        return proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _wait_for(cond, proc: subprocess.Popen[str], what: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert proc.poll() is None, f"ended before {what}: {proc.communicate()}"
-        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"no {what} after {timeout} s: {proc.communicate()}")
         time.sleep(0.05)
 
 
@@ -63,17 +77,11 @@ def test_capture_stopped_by_a_signal_leaves_no_temporary(hashmap: Path, tmp_path
     out_dir.mkdir()
     # 2M keys under Valgrind runs for minutes: the signal always lands mid-capture.
     proc = _start("capture", "-o", str(out_dir / "h.trace"), "--", str(hashmap), "2000000", cwd=tmp_path)
-    try:
-        # The writers open their `.tmpPID` files when the filter starts: that is the moment the
-        # default action used to strand them.
-        _wait_for(lambda: any(".tmp" in p.name for p in out_dir.iterdir()), proc, "temporary trace file")
-        time.sleep(0.5)
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # The writers open their `.tmpPID` files when the filter starts: that is the moment the
+    # default action used to strand them.
+    _wait_for(lambda: any(".tmp" in p.name for p in out_dir.iterdir()), proc, "temporary trace file")
+    time.sleep(0.5)
+    stdout, stderr = _stop(proc, sig)
     assert proc.returncode == 128 + sig, stderr
     assert sorted(p.name for p in out_dir.iterdir()) == []
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -89,16 +97,9 @@ def test_run_stopped_by_a_signal_writes_nothing(tmp_path: Path, sig: int):
         "run", "--gen", "random", "--gen-param", "accesses=1000000000", "--gen-param", "footprint=64MiB",
         "-p", PLATFORM, "-o", str(tmp_path / "run"), cwd=tmp_path,
     )  # fmt: skip
-    try:
-        time.sleep(4)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(sig)
-        # A run that ignored the signal would go on for many minutes and time out here.
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    time.sleep(4)
+    assert proc.poll() is None, proc.communicate()
+    stdout, stderr = _stop(proc, sig)
     assert proc.returncode == 128 + sig, stderr
     assert stderr.strip() == "interrupted: nothing was written", stderr
     assert stdout == ""

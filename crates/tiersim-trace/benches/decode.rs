@@ -12,9 +12,8 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_core::Access;
 use tiersim_trace::gen::{self, Generator};
-use tiersim_trace::format::{DESC_MAGIC, END_SIZE, HEADER_SIZE, H_HEADER_CRC, H_RECORDS_END, H_VERSION, RECORD_SIZE};
+use tiersim_trace::format::{rewrite_as_v1, RECORD_SIZE};
 use tiersim_trace::{AccessSource, TraceReader, TraceWriter, WriterOptions};
-use zstd::zstd_safe;
 
 const RECORDS: u64 = 10_000_000;
 const BATCH: usize = 1 << 16;
@@ -138,34 +137,13 @@ fn generators(c: &mut Criterion) {
     g.finish();
 }
 
-/// The version-1 form of a version-2 file: its zstd frames without their descriptors, no end
-/// block, no header checksum (as tests/format.rs builds it for its reader tests).
-fn as_v1(b: &[u8]) -> Vec<u8> {
-    let end = u64::from_le_bytes(b[H_RECORDS_END..H_RECORDS_END + 8].try_into().expect("8 bytes")) as usize;
-    let mut v = b[..HEADER_SIZE].to_vec();
-    let mut at = HEADER_SIZE;
-    while at < end {
-        let n = zstd_safe::find_frame_compressed_size(&b[at..end]).expect("a zstd frame");
-        if b[at..at + 4] != DESC_MAGIC.to_le_bytes() {
-            v.extend_from_slice(&b[at..at + n]);
-        }
-        at += n;
-    }
-    let v1_end = v.len() as u64;
-    v.extend_from_slice(&b[end..b.len() - END_SIZE]);
-    v[H_VERSION..H_VERSION + 2].copy_from_slice(&1u16.to_le_bytes());
-    v[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&v1_end.to_le_bytes());
-    v[H_HEADER_CRC..H_HEADER_CRC + 4].fill(0);
-    v
-}
-
 fn integrity(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let v2 = dir.path().join("random_v2.trace");
     let p = format!("footprint = \"16GiB\"\naccesses = {RECORDS}\nthreads = 8");
     gen::generate("random", Some(&params(&p)), &v2, 1).expect("generate bench trace");
     let v1 = dir.path().join("random_v1.trace");
-    std::fs::write(&v1, as_v1(&std::fs::read(&v2).expect("read"))).expect("write v1");
+    std::fs::write(&v1, rewrite_as_v1(&std::fs::read(&v2).expect("read"))).expect("write v1");
     let mut buf = Vec::with_capacity(BATCH);
     assert_eq!(decode_all(&v1, &mut buf), decode_all(&v2, &mut buf));
     let mut g = c.benchmark_group("integrity");
