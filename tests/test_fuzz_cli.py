@@ -98,7 +98,7 @@ def argv(draw: st.DrawFn, files: dict[str, str]) -> list[str]:
     elif cmd == "convert":
         args = ["trace", "convert", draw(f), out + ".x", "--to", draw(st.sampled_from(["csv", "mqsim", "lackey", "native", "pin"]))]
     elif cmd == "sample":
-        args = ["trace", "sample", draw(f), "-o", draw(st.sampled_from([out + ".s", files["good"]])), "--rate", draw(st.sampled_from(["0.5", "nan", "0", "2"]))]
+        args = ["trace", "sample", draw(f), "-o", draw(st.sampled_from([out + ".s", files["good"]])), "--every", draw(st.sampled_from(["1", "2", "0", "nan", "-1", "18446744073709551616"]))]
     elif cmd == "flash":
         args = ["flash", "replay", draw(st.sampled_from([files["good"], files["mqsim"], files["text"], files["fifo"]]))]
         if args[-1] == files["mqsim"]:
