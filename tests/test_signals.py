@@ -104,3 +104,37 @@ def test_run_stopped_by_a_signal_writes_nothing(tmp_path: Path, sig: int):
     assert stderr.strip() == "interrupted: nothing was written", stderr
     assert stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+SWEEP = """
+[sweep]
+platforms = ["epyc_cxl_nps1"]
+seeds = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
+[[trace]]
+label = "rand"
+gen = "random"
+params = { accesses = 300000, footprint = "16MiB", threads = 2 }
+[[policy]]
+name = "linux_default"
+"""
+
+
+def test_sweep_stopped_by_sigterm_keeps_finished_runs_and_no_temporary(tmp_path: Path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SWEEP)
+    out = tmp_path / "sw"
+    proc = _start("sweep", str(spec), "-o", str(out), "-j", "2", cwd=tmp_path)
+    parts = out / "parts"
+    _wait_for(lambda: parts.is_dir() and any(p.suffix == ".parquet" for p in parts.iterdir()), proc, "a finished run")
+    stdout, stderr = _stop(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted; finished runs are saved. Run the same command again to resume."
+    assert "Traceback" not in stderr
+    left = [p for sub in ("parts", "runs", "trace-cache") for p in (out / sub).glob(".*.tmp*")]
+    assert left == [], left
+    done = len(list(parts.glob("*.parquet")))
+    assert 1 <= done < 20, done
+    # The same command resumes and runs only what is missing.
+    again = subprocess.run([*tiersim_cmd(), "sweep", str(spec), "-o", str(out), "-j", "2"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"{done} of 20 runs already done" in again.stderr, again.stderr
