@@ -61,6 +61,8 @@ def test_every_command_says_no_space_left_writing_the_users_file(full_fs: Path, 
         (["trace", "convert", str(random_trace), str(full_fs / "x.csv"), "--to", "csv"], full_fs / "x.csv"),
         (["flash", "replay", str(random_trace), "-o", str(full_fs / "fl")], full_fs / "fl" / "summary.json"),
         (["sweep", str(spec), "-o", str(full_fs / "sw"), "-j", "1"], None),
+        # Its tables and plots used to be written straight into the directory, one by one.
+        (["characterize", "ddr4_2666", "--quick", "-o", str(full_fs / "ch")], full_fs / "ch"),
     ]
     for args, named in cases:
         r = run_cli(*args)

@@ -12,6 +12,8 @@ from typing import Any
 
 import polars as pl
 
+from tiersim._result import files_into
+
 #: (table, x column, y column, series columns, log x) of each plot.
 _PLOTS: dict[str, tuple[str, str, list[str], bool]] = {
     "bandwidth_threads": ("threads", "bandwidth_gbs", ["op"], False),
@@ -60,21 +62,22 @@ class Characterization:
         """NAME.csv, NAME.parquet and NAME.png per table (idle_latency and remote_latency have
         no plot); returns the files written."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         written = []
-        for name, df in self.tables.items():
-            df.write_csv(out / f"{name}.csv")
-            df.write_parquet(out / f"{name}.parquet")
-            written += [out / f"{name}.csv", out / f"{name}.parquet"]
-            if name in _PLOTS:
-                written.append(self._plot(name, df, out / f"{name}.png"))
-        if "bwlat" in self.tables:
-            written += write_mess(self.tables["bwlat"], out / "bwlat")
-            written.append(plot_bwlat(self.tables["bwlat"], self.measured, out / "bwlat.png", self.target))
-        if self.comparison is not None:
-            self.comparison.write_csv(out / "bwlat_compare.csv")
-            written.append(out / "bwlat_compare.csv")
-        return written
+        # All or nothing: a full disk or a signal half way leaves no partial set of tables.
+        with files_into(out) as tmp:
+            for name, df in self.tables.items():
+                df.write_csv(tmp / f"{name}.csv")
+                df.write_parquet(tmp / f"{name}.parquet")
+                written += [tmp / f"{name}.csv", tmp / f"{name}.parquet"]
+                if name in _PLOTS:
+                    written.append(self._plot(name, df, tmp / f"{name}.png"))
+            if "bwlat" in self.tables:
+                written += write_mess(self.tables["bwlat"], tmp / "bwlat")
+                written.append(plot_bwlat(self.tables["bwlat"], self.measured, tmp / "bwlat.png", self.target))
+            if self.comparison is not None:
+                self.comparison.write_csv(tmp / "bwlat_compare.csv")
+                written.append(tmp / "bwlat_compare.csv")
+        return [out / p.relative_to(tmp) for p in written]
 
     def _plot(self, name: str, df: pl.DataFrame, path: Path) -> Path:
         import matplotlib

@@ -18,6 +18,7 @@ import polars as pl
 from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
+from tiersim._options import MAX_NS_PER_INSTRUCTION, U32_MAX, Number, Size
 from tiersim._result import check_out_dir, writing
 
 SUMMARY_FILE = "summary.json"
@@ -109,6 +110,19 @@ def flash_replay(
     header (None for text traces and generators)."""
     if (trace is None) == (generator is None):
         raise TiersimError("give exactly one of a trace file and a generator name")
+    if closed_loop is not None:
+        closed_loop = Number(int, 1, U32_MAX).check("closed_loop", closed_loop)
+    ns_per_instruction = Number(float, 0.0, MAX_NS_PER_INSTRUCTION).check("ns_per_instruction", ns_per_instruction)
+    limit = Number(int, 0).check("limit", limit)
+    llc = Size().check("llc", llc)
+    llc_ways = Number(int, 1, U32_MAX).check("llc_ways", llc_ways)
+    if hint_top is not None:
+        hint_top = Number(float, 0.0, 1.0).check("hint_top", hint_top)
+    hint_probability = Number(float, 0.0, 1.0).check("hint_probability", hint_probability)
+    hint_lead = Number(int, 0, U32_MAX).check("hint_lead", hint_lead)
+    seed = Number(int, 0).check("seed", seed)
+    if scatter is not None:
+        scatter = Number(int, 0).check("scatter", scatter)
     if out_dir is not None:
         check_flash_dir(out_dir)
     raw = json.loads(

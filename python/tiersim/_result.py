@@ -104,6 +104,40 @@ def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_
 
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """`path` gets `text` whole or not at all: written under a temporary name, then renamed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with writing(path):
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def files_into(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary directory beside `out_dir` to write files into; when the block ends without
+    an error (a full disk, a signal) they move into `out_dir`: the whole directory in one rename
+    when it does not exist yet, else entry by entry. Otherwise nothing is left."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        with writing(out):
+            yield tmp
+            if not out.exists():
+                os.replace(tmp, out)
+                return
+            for entry in tmp.iterdir():
+                dest = out / entry.name
+                if entry.is_dir() and dest.is_dir():
+                    shutil.rmtree(dest)
+                os.replace(entry, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @contextmanager
 def writing(target: str | os.PathLike[str]) -> Iterator[None]:
     """A failed write, reported as an OSError naming `target` (the file the user asked for, not
@@ -112,12 +146,13 @@ def writing(target: str | os.PathLike[str]) -> Iterator[None]:
     writing FILE"."""
     try:
         yield
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(target)) from exc
     except Exception as exc:
         text = str(exc)
-        if "No space left on device" in text or "os error 28" in text:
+        # polars raises some OSErrors without an errno, the OS message in their text.
+        if getattr(exc, "errno", None) in (None, errno.ENOSPC) and ("No space left on device" in text or "os error 28" in text):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(target)) from exc
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror or text, os.fspath(target)) from exc
         raise
 
 @dataclass(frozen=True)

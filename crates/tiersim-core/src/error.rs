@@ -15,6 +15,9 @@ pub enum Error {
     /// A malformed line of a text trace (MQSim, lackey, CSV); lines count from 1.
     #[error("{path}:{line}: {msg}")]
     Line { path: PathBuf, line: u64, msg: String },
+    /// A syntax error in a TOML file; lines and columns count from 1, as editors take them.
+    #[error("{path}:{line}:{column}: {msg}")]
+    Syntax { path: PathBuf, line: u64, column: u64, msg: String },
     #[error("config key `{key}`: {msg}")]
     Config { key: String, msg: String },
     #[error("unknown {kind} `{name}`; valid names: {valid}")]

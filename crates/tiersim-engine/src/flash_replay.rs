@@ -278,9 +278,29 @@ pub fn hot_set(counts: &FxHashMap<u64, u32>, top: f64) -> FxHashSet<u64> {
 
 /// Replay `src` against a cxl_flash device built from `params`. `hot` is the hot-line set for
 /// generated hints (see `line_counts` / `hot_set`), required when `opts.hot_hints` is set.
+/// Accesses a generated hint may lead its use by, at most: the replay holds that many accesses
+/// read ahead (32 bytes each, so 32 MiB here), and 2^32 of them asked for 128 GiB up front.
+pub const MAX_HINT_LEAD: usize = 1 << 20;
+
+fn check_hot_hints(h: &HotHints) -> Result<()> {
+    if !(0.0..=1.0).contains(&h.top) || !(0.0..=1.0).contains(&h.probability) {
+        return Err(Error::arg("hints", "top and probability must be in [0, 1]"));
+    }
+    if h.lead > MAX_HINT_LEAD {
+        return Err(Error::arg(
+            "hint_lead",
+            format!("{} accesses is above the maximum {MAX_HINT_LEAD}: the replay holds that many accesses read ahead", h.lead),
+        ));
+    }
+    Ok(())
+}
+
 pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
     if let Some(0) = opts.closed_loop {
         return Err(Error::arg("closed_loop", "needs at least 1 outstanding access"));
+    }
+    if let Some(h) = &opts.hot_hints {
+        check_hot_hints(h)?;
     }
     let unit = src.header().time_unit;
     if unit == TimeUnit::Instructions && !(opts.ns_per_instruction > 0.0 && opts.ns_per_instruction.is_finite()) {
@@ -460,9 +480,7 @@ pub fn replay_input_observed(
 ) -> Result<ReplayResult> {
     let hot = match opts.hot_hints {
         Some(h) => {
-            if !(0.0..=1.0).contains(&h.top) || !(0.0..=1.0).contains(&h.probability) {
-                return Err(Error::arg("hints", "top and probability must be in [0, 1]"));
-            }
+            check_hot_hints(&h)?;
             let shift = params.bytes("cache_line").trailing_zeros();
             let mut src = input.open()?;
             let counts = match opts.scatter {

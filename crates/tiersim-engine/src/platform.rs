@@ -212,7 +212,8 @@ pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
 /// A TOML syntax error as `FILE:LINE:COLUMN: message` (lines and columns from 1), so that an
 /// editor can jump to it.
 fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
-    let msg = e.message().trim_end();
+    // toml's messages can run over lines ("invalid string\nexpected ..."): one line here.
+    let msg = e.message().trim_end().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
     let Some(span) = e.span() else {
         return Error::config("(file)", format!("{origin}: {msg}"));
     };
@@ -220,7 +221,7 @@ fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     let source_line = text.lines().nth(line - 1).unwrap_or("").trim();
-    Error::config("(file)", format!("{origin}:{line}:{column}: {msg} (in `{source_line}`)"))
+    Error::Syntax { path: origin.into(), line: line as u64, column: column as u64, msg: format!("{msg} (in `{source_line}`)") }
 }
 
 /// Parse `key.path=value`; the value is TOML (`4`, `"16GiB"`, `[1, 2]`, `true`), and a bare word

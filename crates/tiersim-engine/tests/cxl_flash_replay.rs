@@ -119,6 +119,39 @@ fn generated_hot_hints_and_llc_filter() {
     let under = |s: &serde_json::Value| s["under_1us_fraction"].as_f64().unwrap();
     assert!(under(&hinted.summary) > under(&plain.summary), "{} vs {}", under(&hinted.summary), under(&plain.summary));
     // Reproducible.
-    let again = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base }).unwrap();
+    let again = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base.clone() }).unwrap();
     assert_eq!(again.summary, hinted.summary);
+    // The read-ahead window holds `lead` accesses: 2^32 of them asked for 128 GiB up front and
+    // aborted the process; the lead is bounded.
+    let far = HotHints { lead: 1 << 32, ..hints };
+    let e = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(far), ..base }).err().expect("refused").to_string();
+    assert!(e.contains("hint_lead") && e.contains("above the maximum 1048576"), "{e}");
+}
+
+/// Open loop, no MSHR, random reads arriving far faster than the flash dies serve them: every
+/// access is a miss whose read is still in flight when the next arrives, so without a bound the
+/// in-flight rows grew with the trace's length (a row per access: 1.6M rows, about 150 MiB, for
+/// 1.6M accesses). `no_mshr_max_inflight` bounds them; past it misses wait as for a full MSHR.
+#[test]
+fn reads_in_flight_without_mshr_are_bounded_by_the_configuration_not_the_trace_length() {
+    let replay = |accesses: u64, cap: u32| {
+        let gen: toml::Table = toml::from_str(&format!("accesses = {accesses}\nfootprint = \"1GiB\"\nthreads = 4\nwrite_ratio = 0.0")).unwrap();
+        let input = Input::Generator { name: "random", params: Some(&gen), seed: 5 };
+        let p = params(&format!("mshr_rows = 0\nno_mshr_max_inflight = {cap}\nflash_blocks_per_plane = 512"));
+        let opts = ReplayOptions { ns_per_instruction: 0.5, ..ReplayOptions::default() };
+        let s = replay_input(&input, &p, &opts).unwrap().summary;
+        (s["mshr"]["peak_rows"].as_u64().unwrap(), s["mshr"]["stall_rows"].as_u64().unwrap(), s["mshr"]["in_flight_cap"].clone())
+    };
+    // Unbounded in effect (the cap above the trace): the peak follows the trace's length.
+    let (short, _, _) = replay(5_000, 1 << 24);
+    let (long, stalls, _) = replay(20_000, 1 << 24);
+    assert!(short > 4_000 && long > 16_000, "{short} {long}: arrivals do not outrun the device");
+    assert_eq!(stalls, 0);
+    // Bounded: the same peak whatever the length, and the waits are counted.
+    for accesses in [5_000, 20_000] {
+        let (peak, stalls, cap) = replay(accesses, 256);
+        assert_eq!(peak, 256);
+        assert!(stalls > accesses / 2, "{stalls} stalls of {accesses}");
+        assert_eq!(cap, 256);
+    }
 }

@@ -23,7 +23,7 @@ fn cases(default: usize) -> usize {
 }
 
 fn located(e: &Error) -> bool {
-    matches!(e, Error::Config { .. } | Error::Arg { .. } | Error::UnknownPlugin { .. })
+    matches!(e, Error::Config { .. } | Error::Syntax { .. } | Error::Arg { .. } | Error::UnknownPlugin { .. })
 }
 
 fn mutate(text: &str, rng: &mut ChaCha8Rng) -> (String, &'static str) {

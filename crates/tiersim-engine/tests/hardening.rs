@@ -53,4 +53,6 @@ fn toml_syntax_errors_name_file_line_and_column() {
     let e = platform::load(path.to_str().unwrap(), &[]).err().unwrap().to_string();
     let want = format!("{}:4:7: ", path.display());
     assert!(e.contains(&want) && e.contains("(in `mlp = = 2`)"), "{e}");
+    // One line, whatever toml's own message looks like ("invalid string\nexpected ...").
+    assert!(e.starts_with(&want) && !e.contains('\n'), "{e}");
 }

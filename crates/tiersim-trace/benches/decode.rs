@@ -1,7 +1,9 @@
 //! Decode throughput of the native format (the engine's input rate ceiling) and generator speed.
 //! Traces are generated into a temporary directory during setup, byte-shuffled (the writer's
 //! default) and re-encoded as rows (`*_rows`). Setup also prints, once per zstd level, write and
-//! decode speed and size of the shuffled encoding.
+//! decode speed and size of the shuffled encoding. `integrity/*` prices version 2's checks: the
+//! same records decoded as version 2 (a CRC-32 per frame of its decompressed bytes, a descriptor
+//! per frame, the end block) and as version 1 (none of them), and CRC-32 alone over as many bytes.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -10,6 +12,7 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_core::Access;
 use tiersim_trace::gen::{self, Generator};
+use tiersim_trace::format::{rewrite_as_v1, RECORD_SIZE};
 use tiersim_trace::{AccessSource, TraceReader, TraceWriter, WriterOptions};
 
 const RECORDS: u64 = 10_000_000;
@@ -134,5 +137,23 @@ fn generators(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode, generators);
+fn integrity(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v2 = dir.path().join("random_v2.trace");
+    let p = format!("footprint = \"16GiB\"\naccesses = {RECORDS}\nthreads = 8");
+    gen::generate("random", Some(&params(&p)), &v2, 1).expect("generate bench trace");
+    let v1 = dir.path().join("random_v1.trace");
+    std::fs::write(&v1, rewrite_as_v1(&std::fs::read(&v2).expect("read"))).expect("write v1");
+    let mut buf = Vec::with_capacity(BATCH);
+    assert_eq!(decode_all(&v1, &mut buf), decode_all(&v2, &mut buf));
+    let mut g = c.benchmark_group("integrity");
+    g.sample_size(10).throughput(Throughput::Elements(RECORDS));
+    g.bench_function("decode_v2_checked", |b| b.iter(|| decode_all(&v2, &mut buf)));
+    g.bench_function("decode_v1_unchecked", |b| b.iter(|| decode_all(&v1, &mut buf)));
+    let raw: Vec<u8> = (0..RECORDS as usize * RECORD_SIZE).map(|i| (i * 31 % 251) as u8).collect();
+    g.bench_function("crc32_alone", |b| b.iter(|| crc32fast::hash(black_box(&raw))));
+    g.finish();
+}
+
+criterion_group!(benches, decode, generators, integrity);
 criterion_main!(benches);

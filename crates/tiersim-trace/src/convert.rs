@@ -5,7 +5,7 @@
 //!   of MQSim's `ASCII_Trace_Definition.h`): time in ns, non-decreasing; `dev` a device number
 //!   MQSim ignores (written 0, read and dropped); `addr` a byte address, parsed as MQSim's
 //!   `strtoull(.., 0)` does (decimal, `0x` hex, leading-zero octal); `size` in 512-byte
-//!   sectors, checked to be a whole number and then ignored: MQSim_CXL forces every line to one
+//!   sectors, checked to be a whole number above 0 and then ignored: MQSim_CXL forces every line to one
 //!   64 B access (`num_sec` = 8 only selects the 4 KiB page), and so does the importer, at the
 //!   64 B block holding the address; `type`
 //!   1 read, 0 write. No CPU. Written the other way, an access becomes one line per 64 B block
@@ -334,7 +334,12 @@ impl LineParser for Mqsim {
         let time: u64 = f[0].parse().map_err(|_| format!("time {:?} is not a whole number of ns", f[0]))?;
         f[1].parse::<u64>().map_err(|_| format!("device {:?} is not a whole number", f[1]))?;
         let addr = parse_c_uint(f[2]).ok_or_else(|| format!("address {:?} is not a number", f[2]))?;
-        f[3].parse::<u64>().map_err(|_| format!("size {:?} is not a whole number of sectors", f[3]))?;
+        let sectors = f[3].parse::<u64>().map_err(|_| format!("size {:?} is not a whole number of sectors", f[3]))?;
+        if sectors == 0 {
+            // The size is ignored (below), but a request of no sectors is no request: MQSim
+            // would not issue it.
+            return Err("size 0 sectors; a request moves at least one sector (8 for one 4 KiB page)".into());
+        }
         let op = match f[4] {
             "1" => Op::Read,
             "0" => Op::Write,

@@ -60,10 +60,11 @@ fn mqsim_lines_are_64_byte_accesses() {
         (250, (1u64 << 32) + 64, Op::Read),
     ];
     assert_eq!(got.len(), want.len());
-    // Sizes 0 and 2^55 sectors (issue 15: once wrapped to 0 bytes) are ignored too.
+    // 2^55 sectors (issue 15: once wrapped to 0 bytes) is ignored too; size 0 is refused
+    // (`malformed_lines_...`).
     let d = tempfile::tempdir().unwrap();
     let odd = d.path().join("odd.trace");
-    std::fs::write(&odd, "10 0 4096 0 1\n11 0 4096 36028797018963968 0\n").unwrap();
+    std::fs::write(&odd, "10 0 4096 1 1\n11 0 4096 36028797018963968 0\n").unwrap();
     assert!(read(&odd, Some(Format::Mqsim)).iter().all(|a| a.size == 64));
     for (a, &(time, addr, op)) in got.iter().zip(&want) {
         assert_eq!((a.time, a.addr, a.op, a.size, a.cpu), (time, addr, op, 64, 0));
@@ -199,6 +200,7 @@ fn malformed_lines_name_file_and_line() {
         (Format::Mqsim, "10 0 4096 8 1\n5 0 4096 8 1\n", ":2: time 5 is before"),
         (Format::Mqsim, "10 0 zz 8 1\n", ":1: address \"zz\""),
         (Format::Mqsim, "10 0 4096 -8 1\n", ":1: size \"-8\" is not a whole number of sectors"),
+        (Format::Mqsim, "10 0 4096 8 1\n20 0 4096 0 1\n", ":2: size 0 sectors"),
         (Format::Lackey, " L 1000,0\n", ":1: size is 0"),
         (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40,0\n", ":2: size is 0"),
         (Format::Lackey, "==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", ":4: unknown access kind 'X'"),

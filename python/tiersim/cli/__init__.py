@@ -13,6 +13,7 @@ order below is the order of `tiersim --help`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -34,7 +35,7 @@ from tiersim.cli import reproduce  # noqa: F401
 from tiersim.cli import filebench  # noqa: F401
 from tiersim.cli import demo  # noqa: F401
 from tiersim.cli.flash import flash_app
-from tiersim.cli._common import _echo_raw, app, err
+from tiersim.cli._common import Terminated, _echo_raw, _install_signal_handlers, app, err
 # isort: on
 
 __all__ = ["app", "main"]
@@ -54,8 +55,18 @@ def _root(
 
 
 def main() -> None:
+    _install_signal_handlers()
     try:
         app(prog_name="tiersim")
+    except Terminated as exc:
+        err.print(
+            Text.assemble(
+                ("error: ", "bold red"),
+                f"stopped by {signal.Signals(exc.signum).name}; outputs not finished were removed",
+            ),
+            soft_wrap=True,
+        )
+        sys.exit(128 + exc.signum)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if _debug():
             raise

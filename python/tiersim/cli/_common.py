@@ -4,6 +4,7 @@ and the formatting of figures and tables."""
 from __future__ import annotations
 
 import errno
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +19,9 @@ from rich.table import Column, Table
 from rich.text import Text
 
 import tiersim
+from tiersim import _options
 from tiersim._convert import parse_cli_pairs
+from tiersim._options import I64_MAX, MAX_NS_PER_INSTRUCTION, MAX_WORKERS, U32_MAX  # noqa: F401 (for the commands)
 
 app = typer.Typer(
     name="tiersim",
@@ -35,6 +38,31 @@ app = typer.Typer(
 # terminal gets its own width.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that every `finally` and every
+    `except BaseException` on the way out removes the temporaries it made (with the default
+    action the process just vanished, leaving `.tmpPID` files). Not a KeyboardInterrupt: click
+    would turn that into "Aborted!"; `main` prints one line and exits 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _install_signal_handlers() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_terminated)
+
+
+def _interrupt_status(exc: BaseException) -> int:
+    """The exit status of a command stopped by `exc`: 128 + the signal, as a shell reports it."""
+    return 128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
 
 
 def _fail(message: str) -> NoReturn:
@@ -54,6 +82,33 @@ def _user_errors() -> Iterator[None]:
             _fail(f"no space left writing {exc.filename or 'the output'}")
         where = f" '{exc.filename}'" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}")
+
+
+class Number(_options.Number):
+    """A numeric option, given to typer as `parser=`: `tiersim._options.Number`'s check, as a
+    usage error that click prefixes with the option's name."""
+
+    def __init__(self, kind: type[int] | type[float], lo: float, hi: float | None = None) -> None:
+        super().__init__(kind, lo, hi)
+        self.__name__ = "INTEGER" if kind is int else "FLOAT"
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+
+class Size(_options.Size):
+    """A size option ("8MiB"), as bytes; typer's `parser=`, like Number."""
+
+    __name__ = "SIZE"
+
+    def __call__(self, value: Any) -> int:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:
@@ -232,19 +287,24 @@ def _accesses_progress(
 ) -> Iterator[Callable[[int, int | None], None] | None]:
     """A progress bar on stderr for a long replay: accesses done of the total (from the trace
     header; a pulsing bar when unknown), the rate and the time left. Yields the callback to hand
-    to the native call as `progress`, or None when stderr is not a terminal (nothing to draw on).
-    The bar is transient: it leaves nothing in the output. Ctrl-C (seen at the next update) ends
-    the command with status 130 and one line saying so."""
+    to the native call as `progress`; when stderr is not a terminal it draws nothing, but the
+    native side still checks for signals before each call. The bar is transient: it leaves
+    nothing in the output. Ctrl-C, SIGTERM or SIGHUP (seen at the next update, every 2^18
+    accesses) ends the command with status 128 + the signal and one line saying so."""
     console = console or err
     try:
         if not console.is_terminal:
-            yield None
+            yield _no_bar
             return
         with _progress_bar(description, console) as update:
             yield update
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
         err.print(Text("interrupted: nothing was written"), soft_wrap=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(_interrupt_status(exc)) from None
+
+
+def _no_bar(done: int, total: int | None) -> None:
+    pass
 
 
 @contextmanager

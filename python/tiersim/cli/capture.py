@@ -13,7 +13,21 @@ from rich.table import Table
 from rich.text import Text
 
 from tiersim._convert import parse_cli_value
-from tiersim.cli._common import _bytes, _fail, _int, _kv_table, _merge_shortcuts, _pairs, _pct, _user_errors, app, err
+from tiersim.cli._common import (
+    Number,
+    Terminated,
+    U32_MAX,
+    _bytes,
+    _int,
+    _interrupt_status,
+    _kv_table,
+    _merge_shortcuts,
+    _pairs,
+    _pct,
+    _user_errors,
+    app,
+    err,
+)
 
 
 def _capture_help(name: str, text: str) -> str:
@@ -60,7 +74,7 @@ def capture_cmd(
         str | None, typer.Option("--llc", metavar="SIZE", help=_capture_help("llc", "LLC capacity, 0 for no filter"))
     ] = None,
     llc_ways: Annotated[
-        int | None, typer.Option("--llc-ways", min=1, help=_capture_help("llc_ways", "LLC associativity"))
+        int | None, typer.Option("--llc-ways", parser=Number(int, 1, U32_MAX), help=_capture_help("llc_ways", "LLC associativity"))
     ] = None,
     v2p: Annotated[
         str | None,
@@ -78,8 +92,7 @@ def capture_cmd(
         float | None,
         typer.Option(
             "--fragmentation",
-            min=0.0,
-            max=0.99,
+            parser=Number(float, 0.0, 0.99),
             help=_capture_help("fragmentation", "Buddy model: share of frames other tenants hold"),
         ),
     ] = None,
@@ -90,7 +103,7 @@ def capture_cmd(
         list[str] | None,
         typer.Option("--param", metavar="KEY=VALUE", help="Any capture parameter (line_size, max_order, ...)."),
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the buddy model's fragmentation.")] = 0,
+    seed: Annotated[int, typer.Option(parser=Number(int, 0), help="Seed of the buddy model's fragmentation.")] = 0,
     report: Annotated[
         Path | None, typer.Option("--report", metavar="FILE", help="Also write the capture report as JSON.")
     ] = None,
@@ -207,8 +220,12 @@ def capture_cmd(
             try:
                 run = capture_instrumented if instrumented else capture
                 result = run(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
-            except KeyboardInterrupt:
-                _fail("interrupted: the program was killed and no trace was written")
+            except (KeyboardInterrupt, Terminated) as exc:
+                err.print(
+                    Text.assemble(("error: ", "bold red"), "interrupted: the program was killed and no trace was written"),
+                    soft_wrap=True,
+                )
+                raise typer.Exit(_interrupt_status(exc)) from None
         if report is not None:
             report.write_text(json.dumps(_capture_json(result), indent=2) + "\n")
     for t in _capture_tables(result):

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim.cli._common import _cell, _pairs, _print, _user_errors, app, err, out
+from tiersim._result import write_text_atomic
+from tiersim.cli._common import Number, _cell, _pairs, _print, _user_errors, app, err, out
 
 if TYPE_CHECKING:
     import polars as pl
@@ -49,7 +50,7 @@ def characterize_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="Fewer points and accesses (seconds).")] = False,
     ratio: Annotated[
         list[int] | None,
-        typer.Option("--ratio", min=0, max=100, metavar="PERCENT", help="Read percent of the bwlat test; repeatable."),
+        typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Read percent of the bwlat test; repeatable."),
     ] = None,
     compare: Annotated[
         Path | None,
@@ -88,7 +89,7 @@ def calibrate_cmd(
         typer.Option("--param", metavar="KEY=VALUE", help="Base device parameter kept fixed, e.g. channels=6; repeatable."),
     ] = None,
     ratio: Annotated[
-        list[int] | None, typer.Option("--ratio", min=0, max=100, metavar="PERCENT", help="Use only these curves; repeatable.")
+        list[int] | None, typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Use only these curves; repeatable.")
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="DIR", help="Write the overlay plot, the model's curves and the errors here.")
@@ -100,7 +101,7 @@ def calibrate_cmd(
             cal = tiersim.calibrate(curves, device, base=base, params=_pairs(param, "--param"), ratios=ratio or ())
         out.print(Text(cal.fitted.rstrip()), soft_wrap=True)
         _print_frame(_ERROR_TITLE, cal.comparison)
-        output.write_text(cal.platform_toml)
+        write_text_atomic(output, cal.platform_toml)
         out.print(Text(f"wrote {output}"), soft_wrap=True)
         if plot is not None:
             written = cal.curves.write(plot)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim.cli._common import _bytes, _gbs, _ms, _num, _pct, _user_errors, app, err, out
+from tiersim.cli._common import I64_MAX, Number, _bytes, _gbs, _ms, _num, _pct, _user_errors, app, err, out
 
 # The white paper's CloverLeaf experiment (Micron/AMD, EPYC + 4 CXL modules): interleave over all
 # of a socket's nodes with equal weights gives 50:50 in NPS1, 66:34 in NPS2 and 80:20 in NPS4.
@@ -78,7 +78,7 @@ def _change(speedup: float) -> str:
 )
 def demo(
     accesses: Annotated[
-        int, typer.Option("--accesses", min=10_000, help="Accesses in the stream trace (a quarter or less is warm-up).")
+        int, typer.Option("--accesses", parser=Number(int, 10_000, I64_MAX), help="Accesses in the stream trace (a quarter or less is warm-up).")
     ] = 8_000_000,
     output: Annotated[
         Path, typer.Option("--out", "-o", metavar="DIR", help="Directory for the trace and the run directories.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +14,11 @@ from rich.text import Text
 import tiersim
 from tiersim.cli._common import (
     _FROM_HELP,
+    MAX_NS_PER_INSTRUCTION,
+    MAX_WORKERS,
+    U32_MAX,
+    Number,
+    Size,
     TraceFormat,
     _accesses_progress,
     _cell,
@@ -76,25 +80,19 @@ def flash_replay_cmd(
     preset: Annotated[str | None, typer.Option("--preset", help="cxl_flash_ull, _slc, _mlc or _tlc (default: the device defaults).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", metavar="KEY=VALUE", help="Device parameter (`tiersim list devices`); repeatable.")] = None,
     from_: Annotated[TraceFormat | None, typer.Option("--from", help=_FROM_HELP)] = None,
-    closed_loop: Annotated[int | None, typer.Option("--closed-loop", min=1, metavar="N", help="Keep N accesses outstanding instead of issuing at trace times.")] = None,
-    ns_per_instruction: Annotated[float, typer.Option("--ns-per-instruction", min=0.0, help="Time of one instruction, for instruction-count traces.")] = 0.5,
-    llc: Annotated[str | None, typer.Option("--llc", metavar="SIZE", help="Host LLC in front of the device, e.g. 8MiB (default none).")] = None,
+    closed_loop: Annotated[int | None, typer.Option("--closed-loop", parser=Number(int, 1, U32_MAX), metavar="N", help="Keep N accesses outstanding instead of issuing at trace times.")] = None,
+    ns_per_instruction: Annotated[float, typer.Option("--ns-per-instruction", parser=Number(float, 0.0, MAX_NS_PER_INSTRUCTION), help="Time of one instruction, for instruction-count traces.")] = 0.5,
+    llc: Annotated[int | None, typer.Option("--llc", parser=Size(), metavar="SIZE", help="Host LLC in front of the device, e.g. 8MiB (default none).")] = None,
     hints: Annotated[Path | None, typer.Option("--hints", metavar="FILE", help="Hint file: `time addr [bytes]` lines.")] = None,
-    hint_top: Annotated[float | None, typer.Option("--hint-top", min=0.0, max=1.0, help="Hint the hottest fraction of lines (from a first pass).")] = None,
-    hint_probability: Annotated[float, typer.Option("--hint-probability", min=0.0, max=1.0, help="Chance an access to a hot line is hinted.")] = 0.1,
-    hint_lead: Annotated[int, typer.Option("--hint-lead", min=0, help="Accesses between a hint and its use.")] = 1000,
-    limit: Annotated[int, typer.Option("--limit", min=0, help="Replay at most this many accesses (0: all).")] = 0,
+    hint_top: Annotated[float | None, typer.Option("--hint-top", parser=Number(float, 0.0, 1.0), help="Hint the hottest fraction of lines (from a first pass).")] = None,
+    hint_probability: Annotated[float, typer.Option("--hint-probability", parser=Number(float, 0.0, 1.0), help="Chance an access to a hot line is hinted.")] = 0.1,
+    hint_lead: Annotated[int, typer.Option("--hint-lead", parser=Number(int, 0, U32_MAX), help="Accesses between a hint and its use.")] = 1000,
+    limit: Annotated[int, typer.Option("--limit", parser=Number(int, 0), help="Replay at most this many accesses (0: all).")] = 0,
     output: Annotated[Path | None, typer.Option("--out", "-o", metavar="DIR", help="Write summary.json, params.toml, histogram.parquet here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of the table.")] = False,
 ) -> None:
     """Replay a physical-address trace against one CXL-flash device."""
     params = _pairs(set_, "--set")
-    llc_bytes = 0
-    if llc is not None:
-        try:
-            llc_bytes = _size(llc)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--llc") from None
     with _user_errors():
         if output is not None:
             from tiersim._flash import check_flash_dir
@@ -108,7 +106,7 @@ def flash_replay_cmd(
                 src_format=_fmt(from_),
                 closed_loop=closed_loop,
                 ns_per_instruction=ns_per_instruction,
-                llc=llc_bytes,
+                llc=llc or 0,
                 hints=hints,
                 hint_top=hint_top,
                 hint_probability=hint_probability,
@@ -132,16 +130,6 @@ def _limited(progress: Callable[[int, int | None], None] | None, limit: int) -> 
     return lambda done, total: progress(done, min(total, limit) if total is not None else limit)
 
 
-_SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "kB": 1000, "MB": 10**6, "GB": 10**9}
-
-
-def _size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if not m or (m.group(2) or "B") not in _SIZE_UNITS:
-        raise ValueError(f"expected a size like 8MiB, got '{text}'")
-    return int(m.group(1)) * _SIZE_UNITS[m.group(2) or "B"]
-
-
 @flash_app.command("study")
 def flash_study_cmd(
     full: Annotated[bool, typer.Option("--full", help="Larger traces (minutes instead of seconds).")] = False,
@@ -149,7 +137,7 @@ def flash_study_cmd(
         list[str] | None,
         typer.Option("--comparison", "-c", metavar="NAME", help="Only this comparison (repeatable); default: all."),
     ] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", min=1, help="Replays at once (default: one per CPU).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Replays at once (default: one per CPU).")] = None,
     output: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Also write the table as CSV.")] = None,
 ) -> None:
     """Seed 004's comparisons at small scale (cache size, MSHR, replacement, prefetchers, technology,

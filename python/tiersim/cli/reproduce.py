@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from tiersim.cli._common import _user_errors, app, err, out
+from tiersim.cli._common import MAX_WORKERS, Number, _user_errors, app, err, out
 
 
 @app.command("reproduce")
@@ -21,7 +21,7 @@ def reproduce_cmd(
         Path | None,
         typer.Option("--out", "-o", metavar="DIR", help="Output directory (default: reproduce/STUDY[-quick])."),
     ] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes for sweeps.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes for sweeps.")] = None,
 ) -> None:
     """Reproduce a reference study: run it, compare each finding with the paper, write a report."""
     from tiersim import studies

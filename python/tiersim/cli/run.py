@@ -15,6 +15,7 @@ from rich.text import Text
 
 import tiersim
 from tiersim.cli._common import (
+    Number,
     _accesses_progress,
     _bytes,
     _echo_raw,
@@ -202,7 +203,7 @@ def run(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(min=0, help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
+        typer.Option(parser=Number(int, 0), help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
     ] = None,
     gen: Annotated[
         str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")

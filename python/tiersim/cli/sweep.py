@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from tiersim.cli._common import _int, _kv_table, _print, _user_errors, app, err
+from tiersim.cli._common import MAX_WORKERS, Number, Terminated, _int, _interrupt_status, _kv_table, _print, _user_errors, app, err
 
 
 @app.command("sweep")
@@ -29,7 +29,7 @@ def sweep_cmd(
         typer.Option("--out", "-o", metavar="DIR", help="Sweep directory (default: sweeps/SPEC beside the spec)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes (default: one per CPU).")
+        int | None, typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes (default: one per CPU).")
     ] = None,
     scheduler: Annotated[
         str | None,
@@ -68,20 +68,20 @@ def sweep_cmd(
         else:
             progress.update(state["task"], advance=1, counts=counts)
 
-    interrupted = False
+    interrupted: BaseException | None = None
     with _user_errors():
         try:
             rep = sw.run_sweep(
                 spec, output, workers=workers, scheduler=scheduler, retry_failed=retry_failed, progress=on_progress
             )
-        except KeyboardInterrupt:
-            interrupted = True
+        except (KeyboardInterrupt, Terminated) as exc:
+            interrupted = exc
         finally:
             if "task" in state:
                 progress.stop()
-    if interrupted:
+    if interrupted is not None:
         err.print(Text("interrupted; finished runs are saved. Run the same command again to resume."))
-        raise typer.Exit(130)
+        raise typer.Exit(_interrupt_status(interrupted))
     table = _kv_table(
         f"sweep {spec.name}",
         [

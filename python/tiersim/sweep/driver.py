@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from tiersim._native import TiersimError
+from tiersim._options import MAX_WORKERS, Number
 from tiersim.sweep.results import (
     CACHE_DIR,
     DIGEST_CACHE,
@@ -58,6 +60,8 @@ def run_sweep(
     runner: the function a worker calls per run (default `run_task`); it must be importable by
     the workers (a module-level function). progress(report, run) is called in the driver at the
     start (run None) and after every finished run."""
+    if workers is not None:
+        workers = Number(int, 1, MAX_WORKERS).check("workers", workers)
     spec_path = Path(spec)
     out = Path(out_dir) if out_dir is not None else spec_path.parent / "sweeps" / spec_path.stem
     if out.exists() and not out.is_dir():
@@ -75,6 +79,17 @@ def run_sweep(
         return _run_locked(sweep, out, digests, workers, scheduler, retry_failed, runner, progress)
 
 
+def _remove_temporaries(out: Path) -> None:
+    """Half-written parts, run directories and cached traces of runs that did not finish: their
+    workers died (killed, or stopped with the driver) before renaming them into place."""
+    for sub in (PARTS_DIR, RUNS_DIR, CACHE_DIR):
+        for stale in (out / sub).glob(".*.tmp*"):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+
+
 def _run_locked(
     sweep: Any,
     out: Path,
@@ -88,8 +103,7 @@ def _run_locked(
     (out / RUNS_DIR).mkdir(exist_ok=True)
     _write_text_atomic(out / DIGEST_CACHE, json.dumps(digests, indent=1, sort_keys=True) + "\n")
     _write_text_atomic(out / SPEC_COPY, sweep.text)
-    for stale in (out / PARTS_DIR).glob(".*.tmp"):
-        stale.unlink(missing_ok=True)
+    _remove_temporaries(out)
 
     done = completed(out)
     todo, seen = [], set()
@@ -129,6 +143,11 @@ def _run_locked(
             run_dask(tasks, client, runner, on_done)
         elif tasks:
             run_local(tasks, max(1, workers or os.cpu_count() or 1), runner, on_done)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): run_local has stopped the workers, which leave the
+        # temporaries of the step they were in.
+        _remove_temporaries(out)
+        raise
     finally:
         if client is not None:
             client.close()

@@ -18,7 +18,7 @@ import polars as pl
 
 from tiersim._convert import toml_value
 from tiersim._native import TiersimError
-from tiersim._result import writing
+from tiersim._result import write_text_atomic, writing
 from tiersim.sweep.spec import RunSpec
 from tiersim.sweep.workers import Outcome
 
@@ -234,14 +234,7 @@ def sweep_lock(out_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with writing(path):
-            tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+_write_text_atomic = write_text_atomic
 
 
 def load_results(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, Path]:

@@ -180,8 +180,8 @@ def _traces(spec_path: Path, entries: Any, digests: dict[str, Any]) -> list[Trac
             if not isinstance(params, dict):
                 raise _err(f"{where}.params", "expected a table of generator parameters")
             seed = t.get("seed", 0)
-            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise _err(f"{where}.seed", f"expected a non-negative integer, got {seed!r}")
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+                raise _err(f"{where}.seed", f"expected an integer in [0, 2^64), got {seed!r}")
             label = _str(f"{where}.label", t.get("label", gen))
             ref = TraceRef(label, source=f"gen:{gen}", gen=gen, gen_params=tuple(sorted(params.items())), gen_seed=seed)
             ident = json.dumps(ref.identity(), sort_keys=True)

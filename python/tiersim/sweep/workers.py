@@ -174,6 +174,8 @@ def run_local(
     At most `workers` tasks are in the pool at once, so when a worker dies the runs it may have
     held are exactly the ones in flight; those are rerun one by one in their own processes."""
     ctx = multiprocessing.get_context("spawn")
+    # The pool starts all its processes at once: no more than there are runs.
+    workers = max(1, min(workers, len(tasks)))
     pending = deque(tasks)
     while pending:
         suspects: list[RunTask] = []
@@ -208,8 +210,12 @@ def run_local(
         except BaseException:
             # Interrupted: workers ignore SIGINT and may be deep in a long run, so stop them
             # rather than wait. The executor has no public way to do that before Python 3.14.
-            for proc in list(getattr(pool, "_processes", {}).values()):
+            procs = list(getattr(pool, "_processes", {}).values())
+            for proc in procs:
                 proc.terminate()
+            # Dead before the driver removes the temporaries they were writing.
+            for proc in procs:
+                proc.join(10)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)

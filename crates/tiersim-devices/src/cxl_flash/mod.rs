@@ -129,6 +129,10 @@ const BASE: &[ParamSpec] = channel_specs! {
              arrives (MQSim_CXL)").choices(&["accept", "fill"]),
         ParamSpec::new("mshr_rows", ParamKind::Int, "1024",
             "lines in flight from flash at once; 0 = no MSHR: misses never merge (MQSim_CXL: 1024)").min(0.0).max(16777216.0),
+        ParamSpec::new("no_mshr_max_inflight", ParamKind::Int, "1048576",
+            "with mshr_rows = 0, flash reads in flight at most: a bound on the model's memory, not a hardware \
+             figure (arrivals far above the device's rate would otherwise hold a row per access of the trace); \
+             past it a miss waits for the earliest read, counted in mshr.stall_rows").min(1.0).max(16777216.0),
         ParamSpec::new("mshr_entries", ParamKind::Int, "65", "requests one row holds, the first miss included (MQSim_CXL: 65)")
             .min(1.0).max(16777216.0),
         ParamSpec::new("write_buffer", ParamKind::Bytes, "4MiB",
@@ -457,7 +461,7 @@ impl CxlFlash {
             deferred: BinaryHeap::new(),
             dram,
             cache,
-            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?),
+            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?, u32_param(p, "no_mshr_max_inflight")?),
             flash,
             ftl,
             prefetcher,

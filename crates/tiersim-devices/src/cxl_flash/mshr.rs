@@ -2,7 +2,9 @@
 //! that merged into it (hit under miss). `rows` and `entries` per row bound them; the device
 //! makes a request wait when it needs a row or an entry and none is free (MQSim_CXL: 1024 rows of
 //! 65 entries, and a full MSHR stops the host feed). Without MSHRs (`mshr_rows = 0`) every miss
-//! reads flash, also for a line already in flight (the duplicate reads of seed 004 fig. 6).
+//! reads flash, also for a line already in flight (the duplicate reads of seed 004 fig. 6); rows
+//! still carry those reads to their fills, at most `no_mshr_max_inflight` of them, so that a trace
+//! whose arrivals outrun the device cannot grow the table with its length (docs/reliability.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -44,8 +46,10 @@ pub struct Mshr {
     /// Line -> its newest row.
     map: FxHashMap<u64, u32>,
     heap: BinaryHeap<Reverse<(Ps, u32)>>,
-    /// Row limit; `None` without MSHRs (unbounded, no merging).
+    /// Row limit; `None` without MSHRs (no merging).
     limit: Option<u32>,
+    /// Rows in flight at most without MSHRs: a bound on memory, not a model figure.
+    cap: u32,
     pub entries: u32,
     in_use: u32,
     prefetch_in_use: u32,
@@ -53,13 +57,14 @@ pub struct Mshr {
 }
 
 impl Mshr {
-    pub fn new(rows: u32, entries: u32) -> Mshr {
+    pub fn new(rows: u32, entries: u32, cap_without_mshr: u32) -> Mshr {
         Mshr {
             rows: Vec::new(),
             free: Vec::new(),
             map: FxHashMap::default(),
             heap: BinaryHeap::new(),
             limit: (rows > 0).then_some(rows),
+            cap: cap_without_mshr.max(1),
             entries: entries.max(1),
             in_use: 0,
             prefetch_in_use: 0,
@@ -89,7 +94,7 @@ impl Mshr {
     }
 
     pub fn full(&self) -> bool {
-        self.limit.is_some_and(|l| self.in_use >= l)
+        self.in_use >= self.limit.unwrap_or(self.cap)
     }
 
     pub fn in_use(&self) -> u32 {
@@ -102,6 +107,11 @@ impl Mshr {
 
     pub fn limit(&self) -> Option<u32> {
         self.limit
+    }
+
+    /// Rows in flight at most without MSHRs; None with them (their limit is `limit`).
+    pub fn cap_without_mshr(&self) -> Option<u32> {
+        self.limit.is_none().then_some(self.cap)
     }
 
     pub fn alloc(&mut self, row: Row) -> u32 {

@@ -99,6 +99,7 @@ impl CxlFlash {
             },
             "mshr": {
                 "rows": self.mshr.limit(),
+                "in_flight_cap": self.mshr.cap_without_mshr(),
                 "entries": self.mshr.entries,
                 "peak_rows": self.mshr.peak,
                 "stall_rows": c.stall_mshr_rows,

@@ -295,3 +295,26 @@ pub(crate) fn open_trace_file(path: &std::path::Path) -> tiersim_core::Result<st
     }
     std::fs::File::open(path).map_err(|e| tiersim_core::Error::io(path, e))
 }
+
+/// The version-1 form of a complete version-2 file: its zstd frames without their descriptors,
+/// no end block, no header checksum. For the reader's tests of old files and the integrity
+/// benchmark (v1 against v2 decoding); panics on bytes that are not a valid version-2 file.
+#[doc(hidden)]
+pub fn rewrite_as_v1(b: &[u8]) -> Vec<u8> {
+    let end = le_u64(b, H_RECORDS_END) as usize;
+    let mut v = b[..HEADER_SIZE].to_vec();
+    let mut at = HEADER_SIZE;
+    while at < end {
+        let n = zstd::zstd_safe::find_frame_compressed_size(&b[at..end]).expect("a valid version-2 file");
+        if b[at..at + 4] != DESC_MAGIC.to_le_bytes() {
+            v.extend_from_slice(&b[at..at + n]);
+        }
+        at += n;
+    }
+    let v1_end = v.len() as u64;
+    v.extend_from_slice(&b[end..b.len() - END_SIZE]);
+    v[H_VERSION..H_VERSION + 2].copy_from_slice(&1u16.to_le_bytes());
+    v[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&v1_end.to_le_bytes());
+    v[H_HEADER_CRC..H_HEADER_CRC + 4].fill(0);
+    v
+}

@@ -196,7 +196,9 @@ impl TraceReader {
         if self.in_pos == self.in_end {
             return Ok(None);
         }
-        if self.v2 {
+        // `fill` may have stopped before this frame after reading its descriptor (the frame did
+        // not fit the window): the descriptor is then already held.
+        if self.v2 && self.desc.is_none() {
             self.read_descriptor()?;
             self.refill_for_frame()?;
         }
