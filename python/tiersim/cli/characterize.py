@@ -12,7 +12,6 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim._result import write_text_atomic
 from tiersim.cli._common import Number, _cell, _pairs, _print, _user_errors, app, err, out
 
 if TYPE_CHECKING:
@@ -101,6 +100,8 @@ def calibrate_cmd(
             cal = tiersim.calibrate(curves, device, base=base, params=_pairs(param, "--param"), ratios=ratio or ())
         out.print(Text(cal.fitted.rstrip()), soft_wrap=True)
         _print_frame(_ERROR_TITLE, cal.comparison)
+        from tiersim._result import write_text_atomic  # imports polars: not at CLI start-up
+
         write_text_atomic(output, cal.platform_toml)
         out.print(Text(f"wrote {output}"), soft_wrap=True)
         if plot is not None:
