@@ -14,6 +14,7 @@ import polars as pl
 from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, study_sweep
 from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, WORKLOADS, workloads_spec
+from tiersim.studies.autotiering import SCALE as README_SCALE
 
 LABELS = [*POLICIES, ORACLE_FREE]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
@@ -37,7 +38,6 @@ NOISE_SEEDS = {True: (), False: (2, 3)}
 # overlap across threads and longer ones act as barriers, and oracle_static on phased moved
 # from 11.8x to 10.6x over the full sizes (10.55x, 10.53x, 10.56x scaled).
 READ_AHEAD_AT_README = 1 << 20
-README_SCALE = 1 / 512
 TOLERANCE = 0.05
 # The engine's regime warnings (crates/tiersim-engine/src/regime.rs): a run with fewer full scan
 # passes, or more CPU time in daemons, is not one whose result the model claims carries over.
