@@ -13,14 +13,26 @@ from conftest import run_cli
 from tiersim import studies
 from tiersim.studies import scaling
 
-# Trusted-regime pairs whose speedup the model does not claim to be size-invariant at the full
-# sizes (40/80/160 MiB), with why (docs/model.md, "When a result can be trusted"): the rate-limited
-# promoters, and the oracles that place by trace order while the engine issues by time.
+# Trusted-regime pairs whose speedup moves across the full sizes by more than 5 % and more than
+# another workload instance moves it at one size, each with its residual (docs/model.md, "When a
+# result can be trusted"; measured in docs/reproduce.md, "scaling"):
 NOT_INVARIANT = {
-    ("uniform", "numab_tiering"),
-    ("uniform", "tiering06"),
-    ("phased", "oracle_static"),
+    # Not isolated: trace-order epochs against time-order issue are suspected; free moves stay put.
     ("phased", "oracle_dynamic"),
+    # kv's zipfian popularity is not self-similar: the hottest fifth of 19k, 38k and 76k records
+    # takes 83.9, 84.8 and 85.7 % of the accesses, so what stays in the slow tier falls with size.
+    ("kv", "autotiering_cpm"),
+    ("kv", "autotiering_opm"),
+    ("kv", "autotiering_opm_bd"),
+    ("kv", "numab_tiering"),
+    ("kv", "tpp"),
+    ("kv", "oracle_static"),
+    ("kv", "oracle_dynamic_free"),
+    # One failed promotion per kswapd wake-up (a wake-up makes room for 4 pages at 1/2048, 14 at
+    # 1/512, 7,300 on the real machine) on top of the seed spread.
+    ("uniform", "tiering06"),
+    # Seed 1 is the low one of three instances at the middle size (spread 6.2 %, seeds 4.7 %).
+    ("uniform", "oracle_static"),
 }
 
 
@@ -83,34 +95,39 @@ params = { footprint = "8MiB", threads = 4, accesses = 50000 }
     assert page.count("data:image/png;base64,") >= 2
 
 
-def _check_bound(frames: list[pl.DataFrame]) -> None:
-    """No policy is faster than the dynamic oracle with free migrations on any workload and size."""
+def _check_bound(frames: list[pl.DataFrame], exempt: dict[tuple[str, str], float] | None = None) -> None:
+    """No policy is faster than the dynamic oracle with free migrations on any workload and size,
+    but the `exempt` (workload, policy) pairs, by at most their given share."""
     for df in frames:
         for w in scaling.WORKLOADS:
             t = {r["policy"]: r["execution_time_ns"] for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
             bound = t[scaling.ORACLE_FREE]
-            beaten = {p: v for p, v in t.items() if v < bound}
+            beaten = {p: v for p, v in t.items() if v < bound * (1 - (exempt or {}).get((w, p), 0.0))}
             assert not beaten, (w, bound, beaten)
 
 
 def _check_invariance(result: studies.StudyResult) -> None:
-    """Pairs in a regime without warnings at every size are invariant within 5 %; the documented
-    exceptions are not (and stay listed until the model is fixed)."""
+    """Pairs in a regime without warnings at every size move by at most 5 % or by their seed
+    spread (another workload instance at the middle size); the named residuals do not (and stay
+    listed until the model or the study removes them)."""
     table = result.tables[0][1]
     claimed = 0
     for r in table.iter_rows(named=True):
         key = (r["workload"], r["policy"])
         spread = float(r["spread"].rstrip("%")) / 100
+        noise = float(r["seed spread"].rstrip("%")) / 100
+        assert r["within noise"] == (spread <= max(scaling.TOLERANCE, noise)), r
         if key in NOT_INVARIANT:
-            assert spread > scaling.TOLERANCE, (key, r)
+            assert not r["within noise"], (key, r)
         elif r["regime ok"]:
             claimed += 1
-            assert spread <= scaling.TOLERANCE, (key, r)
-    assert claimed >= 10, table
+            assert r["within noise"], (key, r)
+    assert claimed >= 20, table
 
 
 def _frames(out: Path, quick: bool) -> list[pl.DataFrame]:
-    return [pl.read_parquet(out / f"scaling_{fp}MiB" / "results.parquet") for fp, _, _ in scaling.SIZES[quick]]
+    return [pl.concat([pl.read_parquet(out / name / "results.parquet") for name, *_ in parts], how="diagonal_relaxed")
+            for parts in scaling.sweeps(quick)]
 
 
 def _check_lens_regime(frames: list[pl.DataFrame]) -> None:
@@ -139,10 +156,28 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
     assert len(result.tables[0][1]) == 3 * (len(scaling.LABELS) - 1)
 
 
-@pytest.mark.slow  # about 7 min on 2 cores: 117 runs up to the README's size
+@pytest.mark.slow  # about 7 min on 2 cores: 195 runs up to the README's size
 def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
     result, _, _ = studies.reproduce("scaling", tmp_path / "f", quick=False, workers=2)
     frames = _frames(tmp_path / "f", False)
-    _check_bound(frames)
+    # kv at 4x the accesses per page: the static oracle is up to 6.7 % faster than the free
+    # dynamic one at 20 MiB (docs/model.md: the dynamic oracle maximises each epoch's fast-tier
+    # hits, and the DCPMM accesses it leaves queue far longer).
+    _check_bound(frames, exempt={("kv", "oracle_static"): 0.08})
     _check_lens_regime(frames)
     _check_invariance(result)
+
+
+def test_read_ahead_is_how_far_a_waiting_thread_holds_the_others_back():
+    """phased's threads wait at two barriers; a thread that is done waits in the trace for the
+    others' accesses. With host.read_ahead past the whole trace no thread waits (every size the
+    same), with a small one the barriers hold and the run takes longer."""
+    def run(read_ahead: int) -> int:
+        return tiersim.run(None, platform="cascadelake_dcpmm", policy="oracle_static",
+                           overrides=["scale=0.0001220703125", f"host.read_ahead={read_ahead}"], generator="phased",
+                           generator_params={"footprint": "8MiB", "threads": 4, "accesses": 50_000}, seed=1).summary["execution_time_ns"]
+    # The trace: 2 x 117,965 fill and build accesses, 13,107 hot-line writes and 50,000 kernel
+    # accesses: 299,037, under 300,000.
+    whole, beyond, small = run(300_000), run(100_000_000), run(64)
+    assert whole == beyond
+    assert small > whole

@@ -23,6 +23,13 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
         .choices(&["closed", "open"]),
     ParamSpec::new("remote_socket_latency", ParamKind::Duration, "0ns", "added to accesses that cross sockets (UPI / Infinity Fabric)"),
     ParamSpec::new("remote_node_latency", ParamKind::Duration, "0ns", "added to accesses to another NUMA node of the same socket"),
+    // How far the replay reads ahead for a thread that has run out of accesses: a thread
+    // waiting for its next access in trace order (after a generator's barrier) holds the others
+    // back until this many accesses are buffered. Absolute, so it does not go through the lens
+    // (docs/model.md, "When a result can be trusted").
+    ParamSpec::new("read_ahead", ParamKind::Int, "1048576", "accesses the replay buffers at most to find the next access of a CPU that has none queued; past it that CPU no longer holds the others back")
+        .min(1.0)
+        .max(1e9),
 ];
 
 pub const OS_PARAMS: &[ParamSpec] = &[

@@ -64,9 +64,12 @@ impl Topology {
         (bytes as f64 * self.capacity_scale).round() as u64
     }
 
-    /// Pages a rate of `bytes_per_s` allows per (scaled) second of daemon time.
-    pub fn rate_pages(&self, bytes_per_s: f64) -> u64 {
-        ((bytes_per_s * self.capacity_scale / self.page_size as f64) as u64).max(1)
+    /// Pages a rate of `bytes_per_s` allows per (scaled) second of daemon time. Fractional: 30 MB/s
+    /// at scale 1/2048 is 3.58 pages, and flooring it (as before) cut the rate by 16 % at that
+    /// scale but 2 % at 1/512, so a rate-limited policy's result moved with the size it was
+    /// simulated at. `CandidateWindow` spreads the fraction over its windows.
+    pub fn rate_pages(&self, bytes_per_s: f64) -> f64 {
+        bytes_per_s * self.capacity_scale / self.page_size as f64
     }
 
     /// The node of tier `tier` on `socket` with the lowest id, if any.
@@ -357,18 +360,24 @@ pub fn scan_spec(p: &Params, top_tier: bool, topo: &Topology) -> ScanSpec {
 pub struct CandidateWindow {
     start_ns: u64,
     count: u64,
+    /// Windows started so far: window k allows floor((k + 1) r) - floor(k r) candidates, so a
+    /// fractional rate r (a scaled machine's) holds on average. On the real machine r is
+    /// thousands of pages and this is the kernel's integer limit.
+    index: u64,
 }
 
 impl CandidateWindow {
     /// Count one candidate at `now_ns`, starting a new window if the current one is over;
-    /// whether it is within `limit` candidates per `window_ns`.
-    pub fn admit(&mut self, now_ns: u64, window_ns: u64, limit: u64) -> bool {
+    /// whether it is within `rate` candidates per `window_ns`.
+    pub fn admit(&mut self, now_ns: u64, window_ns: u64, rate: f64) -> bool {
         if now_ns >= self.start_ns + window_ns {
             self.start_ns = now_ns;
             self.count = 0;
+            self.index += 1;
         }
         self.count += 1;
-        self.count <= limit
+        let k = self.index as f64;
+        self.count as f64 <= ((k + 1.0) * rate).floor() - (k * rate).floor()
     }
 }
 
@@ -547,5 +556,25 @@ pub(crate) mod testutil {
             watermarks: &WMARKS,
             scan_seq,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CandidateWindow;
+
+    #[test]
+    fn a_fractional_rate_holds_on_average_over_windows() {
+        // 30 MB/s at scale 1/2048 is 3.576 pages per window: windows admit 3 or 4, and 1000
+        // windows admit floor(1000 x 3.576) = 3576 candidates, not the 3000 a floored limit gave.
+        let rate = 30e6 / 2048.0 / 4096.0;
+        let mut w = CandidateWindow::default();
+        let mut per_window = vec![];
+        for k in 0..1000u64 {
+            per_window.push((0..10).filter(|&i| w.admit(k * 1000 + i, 1000, rate)).count());
+        }
+        assert_eq!(per_window.iter().sum::<usize>(), 3576);
+        assert!(per_window.iter().all(|&n| n == 3 || n == 4), "{per_window:?}");
+        assert_eq!(&per_window[..4], &[3, 4, 3, 4]);
     }
 }

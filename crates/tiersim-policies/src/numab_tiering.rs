@@ -48,7 +48,7 @@ struct NodeRate {
 struct NumabTiering {
     scan: ScanSpec,
     def_threshold_ns: u64,
-    rate_pages: u64,
+    rate_pages: f64,
     demotion: bool,
     /// The rate-limit window (1 s) and the 1 GiB of "free space enough", scaled to the platform.
     window_ns: u64,
@@ -83,7 +83,7 @@ impl NumabTiering {
         if now < r.adjust_start + period {
             return;
         }
-        let reference = self.rate_pages as f64 * period as f64 / self.window_ns as f64;
+        let reference = self.rate_pages * period as f64 / self.window_ns as f64;
         let diff = r.adjust_candidates as f64;
         let th = if r.threshold_ns == 0 { self.def_threshold_ns } else { r.threshold_ns };
         r.threshold_ns = if diff > 1.1 * reference {

@@ -3,8 +3,9 @@
 //! pages (as many as the fast tier holds). Before each span the oracle moves that span's hot pages
 //! into the fast tier, demoting pages the span does not need to make room, and places first
 //! touches the same way. Charged moves are a migration thread's on a core of its own (their copies
-//! load the devices); with `migrations = "free"` moves cost nothing at all: no policy of the same
-//! machine can beat it. tiersim's own bound, as the tiering papers' "ideal".
+//! load the devices); with `migrations = "free"` moves cost nothing at all: the bound on each
+//! epoch's fast-tier hits, tiersim's own, as the tiering papers' "ideal". Not a bound on time: the
+//! slow-tier accesses it leaves can queue longer than a static placement's (docs/model.md).
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,7 +21,7 @@ const PARAMS: &[ParamSpec] = &[
         "migrations",
         ParamKind::Str,
         "charged",
-        "`charged`: a migration thread on a core of its own moves the pages, so the copies take device bandwidth as any migration's (as kdemoted's); `free`: no copy traffic either (the absolute bound)",
+        "`charged`: a migration thread on a core of its own moves the pages, so the copies take device bandwidth as any migration's (as kdemoted's); `free`: no copy traffic either (the bound on fast-tier hits)",
     )
     .choices(&["charged", "free"]),
     ParamSpec::new(
@@ -35,7 +36,7 @@ const PARAMS: &[ParamSpec] = &[
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
     info: PluginInfo {
         name: "oracle_dynamic",
-        summary: "before each epoch moves the pages that epoch uses most into the fast tier (per-epoch future access counts); migrations=free is the absolute bound",
+        summary: "before each epoch moves the pages that epoch uses most into the fast tier (per-epoch future access counts); migrations=free bounds each epoch's fast-tier hits",
         source: "tiersim (upper bound for comparison, as the 'ideal' placements of the tiering papers)",
         params: PARAMS,
     },

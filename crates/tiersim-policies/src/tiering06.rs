@@ -36,7 +36,11 @@ const WINDOW_NS: u64 = 1_000_000_000;
 
 struct Tiering06 {
     scan: ScanSpec,
-    rate_pages: u64,
+    /// Promotion candidates per window (fractional on a scaled machine).
+    rate_pages: f64,
+    /// The rate limit as the page counts kswapd's goal and the "ample free memory" test add
+    /// to the high watermark.
+    rate_goal_pages: u64,
     window_ns: u64,
     window: Vec<CandidateWindow>,
     /// Per page id: the PTE was young when the last scan re-protected it.
@@ -44,9 +48,11 @@ struct Tiering06 {
 }
 
 fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
+    let rate_pages = topo.rate_pages(params.bandwidth("rate_limit"));
     Ok(Box::new(Tiering06 {
         scan: scan_spec(params, false, topo),
-        rate_pages: topo.rate_pages(params.bandwidth("rate_limit")),
+        rate_pages,
+        rate_goal_pages: (rate_pages.round() as u64).max(1),
         window_ns: topo.scaled_time(WINDOW_NS),
         window: vec![CandidateWindow::default(); topo.nodes.len()],
         young: Vec::new(),
@@ -79,7 +85,7 @@ impl Policy for Tiering06 {
         let dst = ctx.cpu_node;
         let d = dst as usize;
         let high = ctx.watermarks[d].2;
-        if ctx.free_pages[d] > high + 2 * self.rate_pages {
+        if ctx.free_pages[d] > high + 2 * self.rate_goal_pages {
             return FaultDecision::Migrate(dst);
         }
         if !self.young.get(ctx.page.id as usize).copied().unwrap_or(false) {
@@ -96,7 +102,7 @@ impl Policy for Tiering06 {
     }
 
     fn on_promotion_failed(&mut self, _node: NodeId, (_, _, high): (u64, u64, u64), _capacity: u64) -> Option<u64> {
-        Some(high + self.rate_pages)
+        Some(high + self.rate_goal_pages)
     }
 
     fn on_page_moved(&mut self, page: u32, _from: NodeId, _to: NodeId) {

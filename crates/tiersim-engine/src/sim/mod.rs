@@ -30,9 +30,6 @@ use issue::IssueOrder;
 use queue::CpuQueue;
 use stats::{finish, LatencyHist, TieringStats};
 
-/// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no longer
-/// holds the others back (its next access may then be issued slightly out of time order).
-const MAX_BUFFERED: usize = 1 << 20;
 const BATCH: usize = 1 << 14;
 
 pub(crate) struct Cpu {
@@ -499,6 +496,9 @@ pub fn simulate(
     let header = source.header().clone();
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     let warmup = platform.stats.uint("warmup_accesses");
+    // Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
+    // longer holds the others back (its next access may then be issued out of time order).
+    let max_buffered = platform.host.uint("read_ahead") as usize;
     let ncpus = eng.cpus.len();
     let mut order = IssueOrder::new();
     let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
@@ -512,7 +512,7 @@ pub fn simulate(
     }
 
     loop {
-        while !eof && (order.first().is_none() || (dry > 0 && buffered < MAX_BUFFERED)) {
+        while !eof && (order.first().is_none() || (dry > 0 && buffered < max_buffered)) {
             buf.clear();
             if source.read_batch(&mut buf, BATCH)? == 0 {
                 eof = true;
