@@ -123,6 +123,19 @@ def _time(df: pl.DataFrame, **where: str) -> float:
     return float(sel["execution_time_ns"][0])
 
 
+
+def _seed003_bandwidths() -> tuple[float, float, float]:
+    """Seed 003's fig. 2 arithmetic on the epyc_cxl nodes: DRAM's nominal pin rate (the model's
+    sustained read maximum over its efficiency) and the 4 CZ120 modules' sustained maximum at their
+    best read share of 100, 67 (Micron's 2:1 rating) and 50 %. Returns GB/s, GB/s, read %."""
+    import tiersim
+
+    dram = tiersim.characterize("ddr5_4800", {"channels": 12}, tests=["bwlat"], ratios=[100])
+    nominal = dram.tables["bwlat"]["bandwidth_mbs"].max() / 1000 / dram.params["efficiency"]
+    cxl = tiersim.characterize("cxl_cz120", {"count": 4}, tests=["bwlat"], ratios=[100, 67, 50])
+    best = cxl.tables["bwlat"].sort("bandwidth_mbs", descending=True).row(0, named=True)
+    return nominal, best["bandwidth_mbs"] / 1000, best["read_ratio"]
+
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     sizes = SIZES[quick]
     claims: list[Claim] = []
@@ -157,13 +170,18 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             "ours": [pct(gain[n]) for n in ("nps1", "nps2", "nps4")],
         })))
     nps1 = parts[0].results.filter(pl.col("policy") == "linux_default").row(0, named=True)
-    ratio = nps1["node.dram0.peak_bandwidth_gbs"] / nps1["node.cxl0.peak_bandwidth_gbs"]
+    read_peaks = nps1["node.dram0.peak_bandwidth_gbs"] / nps1["node.cxl0.peak_bandwidth_gbs"]
+    dram_nominal, cxl_best, cxl_mix = _seed003_bandwidths()
+    ratio = dram_nominal / cxl_best
     claims.append(Claim(
-        "peak bandwidth of local DRAM : the 4 CXL modules", f"about {PAPER_BW_RATIO}x",
-        f"{ratio:.2f}x ({nps1['node.dram0.peak_bandwidth_gbs']:.0f} : {nps1['node.cxl0.peak_bandwidth_gbs']:.0f} GB/s)",
+        "peak bandwidth of local DRAM : the 4 CXL modules (the paper's way: nominal DDR5 : CXL at its best mix)",
+        f"about {PAPER_BW_RATIO}x",
+        f"{ratio:.2f}x ({dram_nominal:.0f} : {cxl_best:.0f} GB/s at {cxl_mix:.0f} % reads)",
         "within +-15%", within(ratio, PAPER_BW_RATIO, 0.15),
-        "ddr5_4800 at 85% efficiency vs CZ120 links at 27 GB/s each; less CXL bandwidth than the paper's "
-        "platform leaves less to gain from interleaving",
+        f"fig. 2's 460.8 GB/s is the 12 channels' pin rate and its 160 GB/s the modules' best rating; "
+        f"the run's two sustained read peaks give {read_peaks:.2f}x "
+        f"({nps1['node.dram0.peak_bandwidth_gbs']:.0f} : {nps1['node.cxl0.peak_bandwidth_gbs']:.0f} GB/s), "
+        "a like-for-like comparison the paper does not make (docs/reproduce.md)",
     ))
 
     fp, acc = sizes["kv"]
