@@ -250,16 +250,52 @@ fn bad_parameters_are_rejected_with_the_key() {
     }
 }
 
-#[test]
-fn a_1tib_device_is_cheap_to_build() {
-    // Defaults: 8 x 8 dies x 4 planes x 512 blocks x 512 pages x 16 KiB = 1 TiB physical.
+/// FTL state of a default 1 TiB device (8 x 8 dies x 4 planes x 512 blocks x 512 pages x 16 KiB)
+/// after `reads` reads of distinct lines, then `writes` writes of other distinct lines, spread
+/// over the whole logical space (`scatter`) or consecutive; returns (bytes when built, bytes
+/// after, units written back to flash).
+fn ftl_bytes_after(reads: u64, writes: u64, scatter: bool) -> (u64, u64, u64) {
     let mut d = device_defaults();
     assert_eq!(stat(&d, "flash.geometry.physical_bytes"), 1u64 << 40);
-    for i in 0..10_000u64 {
-        d.access(&wr(i * 100, (i * 7919 * LINE) % (800 << 30)));
+    let built = stat(&d, "ftl.state_bytes").as_u64().unwrap();
+    let lines = d.logical_bytes() / LINE;
+    // Scattered: 1025 lines (4 MiB) apart, so each line is in its own chunk of 1024 map
+    // entries; 100,000 of them span 0.39 TiB.
+    let line = |i: u64| if scatter { i * 1025 } else { i };
+    assert!(line(reads + writes) < lines);
+    for i in 0..reads {
+        d.access(&rd(i * 100, line(i) * LINE));
     }
-    let bytes = stat(&d, "ftl.state_bytes").as_u64().unwrap();
-    assert!(bytes < 64 << 20, "FTL state {bytes} B");
+    assert_eq!(stat(&d, "ftl.state_bytes").as_u64().unwrap(), built, "reads of unwritten lines allocate nothing");
+    for i in reads..reads + writes {
+        d.access(&wr(i * 100, line(i) * LINE));
+    }
+    (built, stat(&d, "ftl.state_bytes").as_u64().unwrap(), stat(&d, "ftl.host_units").as_u64().unwrap())
+}
+
+#[test]
+fn a_1tib_devices_memory_follows_the_lines_written() {
+    // Built: one pointer per chunk of 1024 units (0.93 TiB logical = 234M units: 1.8 MB).
+    // MQSim_CXL allocates every mapping entry up front, over 24 GB.
+    let (built, after, units) = ftl_bytes_after(20_000, 40_000, true);
+    assert!(built < 2 << 20, "built: {built} B");
+    // The 64 MiB cache (16,384 lines) keeps the last writes and up to 1024 MSHR rows are still
+    // being read (writes allocate): the rest were written back.
+    assert!((40_000 - 16_384 - 1024..40_000 - 16_384).contains(&units), "{units} units written back");
+    // Scattered, each unit opens its own chunk of the forward map (a 160 B bitmap with its
+    // counts, a vector of 4 entries: about 200 B) and fills 4 B of its block's reverse map:
+    // bounded by the units written, where a dense 4 B-per-unit map would take 0.9 GiB.
+    let per_unit = (after - built) as f64 / units as f64;
+    assert!((195.0..220.0).contains(&per_unit), "{per_unit:.1} B per written unit ({after} B)");
+    // Twice the writes, twice the growth: nothing grows with the device's size.
+    let (_, after2, units2) = ftl_bytes_after(20_000, 80_000, true);
+    let per_unit2 = (after2 - built) as f64 / units2 as f64;
+    assert!((per_unit2 / per_unit - 1.0).abs() < 0.03, "{per_unit:.1} vs {per_unit2:.1} B per unit");
+    // Consecutive units share chunks, which turn dense at half full: 4 B forward + 4 B
+    // reverse per unit, plus each block's reverse map grown in doublings.
+    let (_, seq, seq_units) = ftl_bytes_after(0, 100_000, false);
+    let per_seq = (seq - built) as f64 / seq_units as f64;
+    assert!((8.0..12.0).contains(&per_seq), "{per_seq:.1} B per sequential unit");
 }
 
 fn device_defaults() -> CxlFlash {
