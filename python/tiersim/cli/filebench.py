@@ -4,9 +4,6 @@ command line, writing a directory like `tiersim run` does."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,22 +48,14 @@ def _load_config(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, 
 def _write(out: Path, summary: dict[str, Any], config: str) -> None:
     """summary.json and config.toml, written beside `out` and renamed into place: a failure
     leaves no directory that looks finished."""
-    from tiersim._result import check_out_dir, writing  # imports polars: not at CLI start-up
+    from tiersim._result import check_out_dir, files_into, writing  # imports polars: not at CLI start-up
 
     check_out_dir(out, FILES, "tiersim filebench")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with files_into(out) as tmp:
         with writing(out / FILES[0]):
             (tmp / FILES[0]).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         with writing(out / FILES[1]):
             (tmp / FILES[1]).write_text(config, encoding="utf-8")
-        if out.is_dir():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _tables(r: dict[str, Any]) -> list[Any]:
