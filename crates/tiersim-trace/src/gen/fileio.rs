@@ -76,7 +76,7 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     if direct && p.str("file_access") == "mmap" {
         return Err(Error::config("direct", "O_DIRECT applies to read/write system calls; a mapping of the file goes through the page cache"));
     }
-    if direct && io_size % LOGICAL_BLOCK != 0 {
+    if direct && !io_size.is_multiple_of(LOGICAL_BLOCK) {
         return Err(Error::config("io_size", format!("{io_size} bytes is not a multiple of the {LOGICAL_BLOCK}-byte logical block O_DIRECT calls need")));
     }
     let file_base = c.footprint.next_multiple_of(2 << 20);
