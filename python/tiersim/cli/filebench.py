@@ -16,7 +16,6 @@ from rich.text import Text
 
 import tiersim
 from tiersim._convert import params_to_toml
-from tiersim._result import check_out_dir, writing
 from tiersim.cli._common import _echo_raw, _int, _kv_table, _merge_shortcuts, _num, _pairs, _print, _user_errors, app, err
 
 FILES = ("summary.json", "config.toml")
@@ -52,6 +51,8 @@ def _load_config(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, 
 def _write(out: Path, summary: dict[str, Any], config: str) -> None:
     """summary.json and config.toml, written beside `out` and renamed into place: a failure
     leaves no directory that looks finished."""
+    from tiersim._result import check_out_dir, writing  # imports polars: only when writing
+
     check_out_dir(out, FILES, "tiersim filebench")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -135,6 +136,8 @@ def filebench_cmd(
     name = "-".join(str(params.get(k, d)) for k, d in (("device", "optane_ssd"), ("workload", "read"), ("cache", "buffered"), ("api", "syscall")))
     out = output or Path("runs") / f"filebench-{name}"
     with _user_errors():
+        from tiersim._result import check_out_dir
+
         check_out_dir(out, FILES, "tiersim filebench")
         with err.status(Text("running the file benchmark ...")):
             result = tiersim.filebench(device_params=dev_params, iopath=path_params, **params)
