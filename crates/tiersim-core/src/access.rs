@@ -47,8 +47,11 @@ impl Access {
     /// the address at which the file's pages would be mapped (the same page cache pages as an
     /// mmap of it). Set with `FILE`.
     pub const SYSCALL: u8 = 2;
+    /// The system call is on a file opened with O_DIRECT: the data moves between the device and
+    /// the user buffer, not through the page cache. Set with `FILE | SYSCALL`.
+    pub const DIRECT: u8 = 4;
     /// Every flag bit this build knows; readers reject the others.
-    pub const KNOWN_FLAGS: u8 = Access::FILE | Access::SYSCALL;
+    pub const KNOWN_FLAGS: u8 = Access::FILE | Access::SYSCALL | Access::DIRECT;
 
     #[inline]
     pub fn is_file(&self) -> bool {
@@ -58,5 +61,10 @@ impl Access {
     #[inline]
     pub fn is_syscall(&self) -> bool {
         self.flags & Access::SYSCALL != 0
+    }
+
+    #[inline]
+    pub fn is_direct(&self) -> bool {
+        self.flags & Access::DIRECT != 0
     }
 }

@@ -264,3 +264,70 @@ fn runs_without_file_calls_have_no_page_cache_section() {
     let r = run(&p, (0..100).map(|i| anon(Op::Write, i)).collect()).unwrap();
     assert!(r.summary.get("page_cache").is_none());
 }
+
+fn direct(op: Op, page: u64, bytes: u16) -> Access {
+    Access { flags: Access::FILE | Access::SYSCALL | Access::DIRECT, ..call(op, page, bytes) }
+}
+
+/// The time the platform's file device takes, idle, for one request.
+fn device_ns(p: &platform::Platform, op: Op, bytes: u32) -> u64 {
+    let s = p.swap.as_ref().unwrap();
+    let mut dev = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap();
+    dev.access(&tiersim_devices::DeviceRequest { now: 1_000_000, addr: 0, size: bytes, op, socket: 0, cpu: 0, remote: false }) - 1_000_000
+}
+
+#[test]
+fn o_direct_calls_go_to_the_device_and_leave_the_page_cache_alone() {
+    let p = platform("4MiB", "");
+    // One 4 KiB direct read: system call 100 + VFS 300, then fs_map 400 + block layer 1000 +
+    // driver 500 before the NVMe read, and the interrupt completion 3000 after it; no page
+    // allocation, no lookup, no copy.
+    for op in [Op::Read, Op::Write] {
+        let r = run(&p, vec![direct(op, 0, 4096)]).unwrap();
+        let s = &r.summary;
+        let pc = &s["page_cache"];
+        let dev = device_ns(&p, op, 4096);
+        assert!(dev > 1000, "{dev}");
+        assert_eq!(u(pc, &["io_time_ns"]), 100 + 300 + 400 + 1000 + 500 + dev + 3000, "{op:?} {pc}");
+        let d = &pc["direct"];
+        let calls = if op == Op::Read { (1, 0) } else { (0, 1) };
+        assert_eq!((u(d, &["read_calls"]), u(d, &["write_calls"]), u(d, &["requests"])), (calls.0, calls.1, 1), "{d}");
+        assert_eq!((u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])), (0, 0, 0, 0), "{pc}");
+        assert_eq!(lru(s, "inactive_file") + lru(s, "active_file"), 0);
+        let moved = if op == Op::Read { "bytes_read" } else { "bytes_written" };
+        assert_eq!(u(s, &["swap", "device", moved]), 4096);
+    }
+    // 15 pages in one call, max_request 16 KiB: four requests (4 + 4 + 4 + 3 pages).
+    let small = platform("4MiB", "[storage]\nmax_request = \"16KiB\"");
+    let r = run(&small, vec![direct(Op::Read, 0, 15 * 4096)]).unwrap();
+    assert_eq!(u(&r.summary["page_cache"]["direct"], &["requests"]), 4);
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_read"]), 15 * 4096);
+
+    // A buffered read caches pages 0..4 (the first window); a buffered write dirties page 1, the
+    // PG_readahead page, which reads the next window, pages 4..12. A
+    // direct read of pages 0..2 writes page 1 back first and leaves both cached; a direct write
+    // of them drops them, so the next buffered read of page 0 misses.
+    let warm = vec![call(Op::Read, 0, 4096), call(Op::Write, 1, 4096)];
+    let r = run(&p, warm.clone()).unwrap();
+    assert_eq!(lru(&r.summary, "inactive_file"), 12);
+    let mut t = warm.clone();
+    t.push(direct(Op::Read, 0, 8192));
+    let r = run(&p, t).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["direct", "flushed_pages"]), u(pc, &["direct", "invalidated_pages"]), u(pc, &["dirty_pages"])), (1, 0, 0), "{pc}");
+    assert_eq!((u(pc, &["writeback_pages_direct"]), u(pc, &["writeback_bytes"])), (1, 4096));
+    assert_eq!(lru(&r.summary, "inactive_file") + lru(&r.summary, "active_file"), 12);
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 4096);
+    let mut t = warm;
+    t.extend([direct(Op::Write, 0, 8192), call(Op::Read, 0, 4096)]);
+    let r = run(&p, t).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["direct", "flushed_pages"]), u(pc, &["direct", "invalidated_pages"])), (1, 2), "{pc}");
+    assert_eq!(u(pc, &["dirtied_pages"]), u(pc, &["writeback_pages_flusher"]) + u(pc, &["writeback_pages_reclaim"]) + u(pc, &["writeback_pages_direct"]) + u(pc, &["dirty_pages"]));
+    // The first read missed page 0, the write hit page 1, the last read misses page 0 again.
+    assert_eq!((u(pc, &["misses"]), u(pc, &["hits"])), (2, 1), "{pc}");
+    assert_eq!(lru(&r.summary, "inactive_file") + lru(&r.summary, "active_file"), 12 - 2 + 1);
+    // The O_DIRECT bit alone, without a system call on a file, is refused.
+    let e = run(&p, vec![Access { flags: Access::DIRECT, ..call(Op::Read, 0, 64) }]).err().unwrap().to_string();
+    assert!(e.contains("access #0") && e.contains("O_DIRECT") && e.contains("0x04"), "{e}");
+}

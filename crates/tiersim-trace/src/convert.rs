@@ -534,10 +534,14 @@ impl LineParser for Csv {
         };
         let addr = parse_uint(f[3]).ok_or_else(|| format!("address {:?} is not a number", f[3]))?;
         let size: u64 = f[4].parse().map_err(|_| format!("size {:?} is not a whole number", f[4]))?;
+        // The `file` column is the record's flags byte, restricted to the combinations that mean
+        // something (an older writer wrote only 0 and 1).
         let flags = match f.get(5) {
             None | Some(&"0") => 0,
             Some(&"1") => Access::FILE,
-            Some(v) => return Err(format!("file {v:?} is neither 0 nor 1")),
+            Some(&"3") => Access::FILE | Access::SYSCALL,
+            Some(&"7") => Access::FILE | Access::SYSCALL | Access::DIRECT,
+            Some(v) => return Err(format!("file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call) or 7 (O_DIRECT call)")),
         };
         out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags });
         Ok(())
@@ -703,8 +707,7 @@ impl LineFormatter for CsvOut {
             self.write_head(w)?;
         }
         let op = if a.op == Op::Read { 'R' } else { 'W' };
-        let file = a.flags & Access::FILE != 0;
-        writeln!(w, "{},{},{op},{:#x},{},{}", a.time, a.cpu, a.addr, a.size, file as u8).map(Ok)
+        writeln!(w, "{},{},{op},{:#x},{},{}", a.time, a.cpu, a.addr, a.size, a.flags).map(Ok)
     }
 
     fn end(&mut self, w: &mut dyn Write) -> std::io::Result<()> {

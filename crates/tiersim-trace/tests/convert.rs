@@ -185,6 +185,19 @@ fn csv_carries_the_file_flag() {
     assert_eq!(body.lines().nth(1), Some("time,cpu,op,addr,size,file"));
     assert_eq!(body.lines().skip(2).filter(|l| l.ends_with(",1")).count(), files);
     assert_eq!(read(&text, Some(Format::Csv)), accesses);
+    // System calls, buffered (flags 3) and O_DIRECT (7), keep their flags through CSV.
+    for (direct, flags) in [(false, "3"), (true, "7")] {
+        let calls = d.path().join("c.trace");
+        let params = toml::from_str(&format!("footprint = \"1MiB\"\naccesses = 2000\nfile_share = 0.5\ndirect = {direct}")).unwrap();
+        gen::generate("fileio", Some(&params), &calls, 1).unwrap();
+        let accesses = read(&calls, None);
+        let n = accesses.iter().filter(|a| a.is_syscall() && a.is_direct() == direct).count();
+        assert!(n > 500 && n < 1500, "{n}");
+        convert::convert(&calls, None, &text, Format::Csv, &o).unwrap();
+        let body = std::fs::read_to_string(&text).unwrap();
+        assert_eq!(body.lines().skip(2).filter(|l| l.ends_with(&format!(",{flags}"))).count(), n);
+        assert_eq!(read(&text, Some(Format::Csv)), accesses);
+    }
     // The older header without the column: anonymous memory.
     let old = d.path().join("old.csv");
     std::fs::write(&old, "time,cpu,op,addr,size\n5,1,W,0x1000,64\n").unwrap();
@@ -211,7 +224,7 @@ fn malformed_lines_name_file_and_line() {
         (Format::Csv, "# tiersim time_unit=weeks\ntime,cpu,op,addr,size\n", ":1: unknown setting"),
         (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40\n", ":2: expected 5 fields"),
         (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8\n", ":2: expected 6 fields"),
-        (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8,1\n2,0,W,0x40,8,yes\n", ":3: file \"yes\" is neither 0 nor 1"),
+        (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8,1\n2,0,W,0x40,8,yes\n", ":3: file \"yes\" is not 0 (anonymous), 1 (file page), 3"),
     ];
     for (i, (f, text, want)) in cases.iter().enumerate() {
         let p = d.path().join(format!("bad{i}.txt"));

@@ -234,4 +234,19 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
         let op = &lines[k * 128..(k + 1) * 128];
         assert!(op.iter().enumerate().all(|(j, x)| x.addr == c.addr + 64 * j as u64 && x.op == c.op && x.cpu == c.cpu), "operation {k}");
     }
+    // O_DIRECT: the same trace with the direct bit on every call, nothing else changed.
+    let (_, d, _) = run("fileio", &format!("{params}\ndirect = true"), 3);
+    assert_eq!(d.len(), a.len());
+    for (x, y) in a.iter().zip(&d) {
+        let flags = if x.is_syscall() { x.flags | Access::DIRECT } else { x.flags };
+        assert_eq!(*y, Access { flags, ..*x });
+    }
+    let err = |extra: &str| {
+        let t = table(&format!("{params}\ndirect = true\n{extra}"));
+        gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3).unwrap_err().to_string()
+    };
+    assert!(err("file_access = \"mmap\"").contains("direct"));
+    let t = table(&params.replace("io_size = \"8KiB\"", "io_size = 1000\ndirect = true"));
+    let e = gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3).unwrap_err().to_string();
+    assert!(e.contains("io_size") && e.contains("512"), "{e}");
 }

@@ -135,6 +135,11 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
                                    f"mean {_num(pc.get('mean_call_ns'))} ns; page-cache hit ratio {100 * pc.get('hit_ratio', 0):.2f}%"))
         rows.append(("writeback", f"{_int(pc.get('writeback_bytes'))} B ({_int(pc.get('writeback_pages_flusher'))} pages by the flusher, "
                                   f"{_int(pc.get('writeback_pages_reclaim'))} by reclaim), {_int(pc.get('dirty_pages'))} pages still dirty"))
+    direct = pc.get("direct") or {}
+    if direct.get("read_calls") or direct.get("write_calls"):
+        rows.append(("O_DIRECT calls", f"{_int(direct.get('read_calls'))} reads, {_int(direct.get('write_calls'))} writes in "
+                                       f"{_int(direct.get('requests'))} requests; {_int(direct.get('flushed_pages'))} cached pages written "
+                                       f"back first, {_int(direct.get('invalidated_pages'))} dropped; mean of all calls {_num(pc.get('mean_call_ns'))} ns"))
     dax = pc.get("dax") or {}
     if dax:
         rows.append(("DAX (" + str(dax.get("mode")) + ")", f"{_int(dax.get('calls'))} calls, {_int(dax.get('faults'))} faults, "

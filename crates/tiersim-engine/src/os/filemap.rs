@@ -4,15 +4,17 @@
 //! one written back first: `swap.rs`). A call crosses the layers of `storage::iopath` with their
 //! sourced costs; misses read ahead as mm/readahead.c does; written pages stay dirty until the
 //! flusher writes them back (mm/page-writeback.c); with `[dax]` file pages live on the PMEM
-//! device and neither calls nor loads touch the page cache (fs/dax.c).
+//! device and neither calls nor loads touch the page cache (fs/dax.c). O_DIRECT calls
+//! (`Access::DIRECT`) go between the device and the user buffer (fs/iomap/direct-io.c).
 
 use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::FxHashSet;
-use tiersim_core::{Access, Error, Ns, Op, Result};
+use tiersim_core::{Access, Error, NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
-use crate::pagetable::{DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
+use super::PageEvent;
+use crate::pagetable::{PageEntry, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
 use crate::platform::Platform;
 use crate::sim::Engine;
 use crate::storage::iopath::{Driver, IoPath};
@@ -71,6 +73,15 @@ pub(crate) struct FileStats {
     /// Time the calls took, and the part of it writers were throttled by the dirty limits.
     pub io_time_ps: u64,
     pub throttle_ps: u64,
+    /// O_DIRECT calls, their bytes and block requests; cached pages of their ranges written back
+    /// first, and dropped by direct writes.
+    pub direct_reads: u64,
+    pub direct_writes: u64,
+    pub direct_bytes_read: u64,
+    pub direct_bytes_written: u64,
+    pub direct_requests: u64,
+    pub wb_direct: u64,
+    pub direct_invalidated: u64,
     pub dax_calls: u64,
     pub dax_faults: u64,
     pub dax_accesses: u64,
@@ -122,7 +133,7 @@ impl FileIo {
 
     pub(crate) fn active(&self) -> bool {
         let s = &self.stats;
-        self.dax.is_some() || s.read_calls + s.write_calls + s.wb_flusher > 0
+        self.dax.is_some() || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
     }
 
     pub(crate) fn summary(&self, page_size: u64) -> serde_json::Value {
@@ -137,7 +148,7 @@ impl FileIo {
                 "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
             })
         });
-        let calls = s.read_calls + s.write_calls + s.dax_calls;
+        let calls = s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.dax_calls;
         serde_json::json!({
             "read_calls": s.read_calls,
             "write_calls": s.write_calls,
@@ -152,11 +163,21 @@ impl FileIo {
             "dirty_pages": self.dirty.len(),
             "writeback_pages_flusher": s.wb_flusher,
             "writeback_pages_reclaim": s.wb_reclaim,
-            "writeback_bytes": (s.wb_flusher + s.wb_reclaim) * page_size,
+            "writeback_pages_direct": s.wb_direct,
+            "writeback_bytes": (s.wb_flusher + s.wb_reclaim + s.wb_direct) * page_size,
             "write_requests": s.write_requests,
             "io_time_ns": s.io_time_ps / 1000,
             "mean_call_ns": if calls > 0 { s.io_time_ps as f64 / 1000.0 / calls as f64 } else { 0.0 },
             "throttle_time_ns": s.throttle_ps / 1000,
+            "direct": {
+                "read_calls": s.direct_reads,
+                "write_calls": s.direct_writes,
+                "bytes_read": s.direct_bytes_read,
+                "bytes_written": s.direct_bytes_written,
+                "requests": s.direct_requests,
+                "flushed_pages": s.wb_direct,
+                "invalidated_pages": s.direct_invalidated,
+            },
             "dax": dax,
         })
     }
@@ -167,10 +188,17 @@ impl Engine {
     /// system call, or any file access when the files are on DAX. Completes the access, or asks
     /// for it to be issued again after a DAX fault (`Ok(Some(ps))`).
     pub(crate) fn file_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        if a.is_direct() && !(a.is_syscall() && a.is_file()) {
+            return Err(Error::Sim(format!(
+                "access #{}: flags {:#04x} mark an O_DIRECT call (bit 2) without bits 0 and 1 (a system call on a file)",
+                self.processed, a.flags
+            )));
+        }
+        // DAX serves O_DIRECT calls like any other (ext4_file_read_iter tests IS_DAX first).
         if self.files.dax.is_some() {
             return self.dax_access(c, a, issue_ps);
         }
-        let done = self.buffered_io(c, a, issue_ps / 1000)?;
+        let done = if a.is_direct() { self.direct_io(c, a, issue_ps / 1000)? } else { self.buffered_io(c, a, issue_ps / 1000)? };
         self.finish_call(c, a, issue_ps, done);
         Ok(None)
     }
@@ -194,8 +222,8 @@ impl Engine {
         self.processed += 1;
     }
 
-    /// filemap_read / generic_perform_write over the pages of the call; returns when it ends.
-    fn buffered_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+    /// The pages `(first, last)` of a call and its end byte, after the checks every call needs.
+    fn call_range(&self, a: &Access) -> Result<(u64, u64, u64)> {
         if self.swap.is_none() {
             return Err(Error::Sim(format!(
                 "access #{}: a read/write system call on a file, but the platform has no block device for files: \
@@ -203,30 +231,43 @@ impl Engine {
                 self.processed
             )));
         }
-        let io = self.files.path;
-        let write = a.op.is_write();
         let Some(end_byte) = a.addr.checked_add(a.size as u64).filter(|&e| e < u64::MAX - self.page_size) else {
             return Err(Error::Sim(format!(
                 "access #{}: a system call of {} bytes at {:#x} runs past the end of the address space",
                 self.processed, a.size, a.addr
             )));
         };
-        let (first, last) = (a.addr >> self.page_shift, (end_byte - 1) >> self.page_shift);
+        Ok((a.addr >> self.page_shift, (end_byte - 1) >> self.page_shift, end_byte))
+    }
+
+    /// The page-table slot of file page `vpn` of a call; an error if the trace used it as
+    /// anonymous memory.
+    fn file_page(&mut self, vpn: u64) -> Result<u32> {
+        let p = self.pt.slot(vpn)?;
+        let e = self.pt.entries[p as usize];
+        if e.node != UNTOUCHED && e.node != DROPPED && e.flags & FILE == 0 {
+            return Err(Error::Sim(format!(
+                "access #{}: a read/write system call on page {vpn:#x}, which the trace used as anonymous memory; \
+                 file calls and mappings must use addresses of their own",
+                self.processed
+            )));
+        }
+        Ok(p)
+    }
+
+    /// filemap_read / generic_perform_write over the pages of the call; returns when it ends.
+    fn buffered_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+        let (first, last, end_byte) = self.call_range(&a)?;
+        let io = self.files.path;
+        let write = a.op.is_write();
         let measuring = self.measuring as u64;
         let mut at = t + io.syscall + io.vfs;
         for vpn in first..=last {
             at += io.page_cache_lookup;
-            let p = self.pt.slot(vpn)?;
+            let p = self.file_page(vpn)?;
             let lo = a.addr.max(vpn << self.page_shift);
             let bytes = end_byte.min((vpn + 1) << self.page_shift) - lo;
             let e = self.pt.entries[p as usize];
-            if e.node != UNTOUCHED && e.node != DROPPED && e.flags & FILE == 0 {
-                return Err(Error::Sim(format!(
-                    "access #{}: a read/write system call on page {vpn:#x}, which the trace used as anonymous memory; \
-                     file calls and mappings must use addresses of their own",
-                    self.processed
-                )));
-            }
             if e.node >= DROPPED {
                 if e.node == UNTOUCHED {
                     self.pt.touched += 1;
@@ -280,6 +321,99 @@ impl Engine {
             s.bytes_read += measuring * a.size as u64;
         }
         Ok(at)
+    }
+
+    /// An O_DIRECT call, as __iomap_dio_rw (fs/iomap/direct-io.c, Linux 5.15) runs it for ext4:
+    /// dirty cached pages of the range are written back and waited for
+    /// (filemap_write_and_wait_range), a write then drops the range's cached pages
+    /// (invalidate_inode_pages2_range, a page-cache lookup each) so later buffered reads and
+    /// mappings read the new data; then the data moves between the device and the user buffer
+    /// in requests of up to max_request, each through the extent lookup, block layer and driver
+    /// (the same layers as `tiersim filebench`'s direct mode), and the caller sleeps until the
+    /// last completes. Nothing is added to the page cache, and the readahead state is left
+    /// alone. Deviations: pinning the user pages (bio_iov_iter_get_pages) is not charged;
+    /// misaligned calls, which the kernel refuses with EINVAL, are served; pages already under
+    /// the flusher's writeback are not waited for.
+    fn direct_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+        let (first, last, end_byte) = self.call_range(&a)?;
+        let io = self.files.path;
+        let write = a.op.is_write();
+        let measuring = self.measuring as u64;
+        let (block, driver, completion) = io.request_overhead(Driver::Nvme);
+        let per_request = (io.max_request / self.page_size).max(1);
+        let socket = self.cpus[c].socket;
+        let mut at = t + io.syscall + io.vfs;
+        let mut slots = Vec::with_capacity((last - first + 1) as usize);
+        for vpn in first..=last {
+            slots.push(self.file_page(vpn)?);
+        }
+        let dirty: Vec<u32> = slots.iter().copied().filter(|&p| self.pt.entries[p as usize].flags & DIRTY != 0).collect();
+        if !dirty.is_empty() {
+            at += io.fs_map;
+            let mut done = at;
+            let swap = self.swap.as_mut().expect("call_range checks for a block device");
+            let mut i = 0;
+            while i < dirty.len() {
+                let mut j = i + 1;
+                while j < dirty.len() && dirty[j] == dirty[j - 1] + 1 && ((j - i) as u64) < per_request {
+                    j += 1;
+                }
+                at += block + driver;
+                let req = DeviceRequest { now: at, addr: dirty[i] as u64 * self.page_size, size: ((j - i) as u64 * self.page_size) as u32, op: Op::Write, socket, cpu: c as u32, remote: false };
+                done = done.max(swap.dev.access(&req));
+                self.files.stats.write_requests += measuring;
+                i = j;
+            }
+            at = done.max(at) + completion;
+            for &p in &dirty {
+                self.files.dirty.remove(&p);
+                self.pt.entries[p as usize].flags &= !DIRTY;
+            }
+            self.files.stats.wb_direct += measuring * dirty.len() as u64;
+        }
+        if write {
+            for &p in &slots {
+                let e = self.pt.entries[p as usize];
+                if e.node >= DROPPED {
+                    continue;
+                }
+                at += io.page_cache_lookup;
+                let node = e.node as usize;
+                self.lru_unlink(node, p);
+                self.nodes[node].release_frame(e.frame);
+                self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
+                self.page_event(PageEvent::Evicted(p, node as NodeId));
+                self.files.stats.direct_invalidated += measuring;
+            }
+        }
+        // The data: runs of consecutive file pages, split at max_request, as (device address,
+        // bytes, pages, last slot).
+        let mut runs: Vec<(u64, u64, u64, u32)> = Vec::new();
+        for (vpn, &p) in (first..=last).zip(&slots) {
+            let lo = a.addr.max(vpn << self.page_shift);
+            let bytes = end_byte.min((vpn + 1) << self.page_shift) - lo;
+            match runs.last_mut() {
+                Some((_, b, n, q)) if *q + 1 == p && *n < per_request => (*b, *n, *q) = (*b + bytes, *n + 1, p),
+                _ => runs.push((p as u64 * self.page_size + (lo & (self.page_size - 1)), bytes, 1, p)),
+            }
+        }
+        let swap = self.swap.as_mut().expect("call_range checks for a block device");
+        let mut done = at;
+        for &(addr, bytes, _, _) in &runs {
+            at += io.fs_map + block + driver;
+            done = done.max(swap.dev.access(&DeviceRequest { now: at, addr, size: bytes as u32, op: a.op, socket, cpu: c as u32, remote: false }));
+        }
+        let requests = runs.len() as u64;
+        let s = &mut self.files.stats;
+        s.direct_requests += measuring * requests;
+        if write {
+            s.direct_writes += measuring;
+            s.direct_bytes_written += measuring * a.size as u64;
+        } else {
+            s.direct_reads += measuring;
+            s.direct_bytes_read += measuring * a.size as u64;
+        }
+        Ok(done.max(at) + completion)
     }
 
     /// page_cache_sync_ra on a miss at `vpn` of a call wanting `want` pages from there

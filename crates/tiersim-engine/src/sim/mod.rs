@@ -377,7 +377,7 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns);
             return Ok(Some(issue_ps + cost));
         }
-        if a.is_syscall() || (a.is_file() && self.files.dax.is_some()) {
+        if a.flags & (Access::SYSCALL | Access::DIRECT) != 0 || (a.is_file() && self.files.dax.is_some()) {
             return self.file_access(c, a, issue_ps);
         }
         let entry = self.pt.entries[p as usize];

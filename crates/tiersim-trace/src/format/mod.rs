@@ -35,7 +35,8 @@
 //!
 //! Record, layout 1 (24 bytes, see the `R_*` constants): time u64, addr u64, cpu u32, size u16,
 //! op u8 (0 read, 1 write), flags u8 (bit 0: file-backed page; bit 1: a read/write system call of
-//! `size` bytes on the file mapped at `addr`, with bit 0 set; other bits must be 0; traces written
+//! `size` bytes on the file mapped at `addr`, with bit 0 set; bit 2: that call is O_DIRECT, with
+//! bits 0 and 1 set; other bits must be 0; traces written
 //! before a bit existed hold 0 there, so v1 and v2 files read as before and a build that predates
 //! bit 1 rejects a trace that uses it).
 //!

@@ -6,6 +6,7 @@
 //! is laid out after the anonymous memory, 2 MiB-aligned, so the two never share a page.
 //! `accesses` counts operations: a mapped file operation is io_size / access_size accesses.
 //! `write_ratio` is the anonymous accesses', `file_write_ratio` the file operations'.
+//! `direct = true` makes the system calls O_DIRECT (`Access::DIRECT`): straight to the device.
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -37,7 +38,12 @@ pub const PARAMS: &[ParamSpec] = &[
         .choices(&["sequential", "random"]),
     ParamSpec::new("file_access", ParamKind::Str, "syscall", "syscall: read/write system calls through the page cache; mmap: loads and stores of access_size to a mapping of the file")
         .choices(&["syscall", "mmap"]),
+    ParamSpec::new("direct", ParamKind::Bool, "false", "open the file with O_DIRECT: the system calls bypass the page cache (syscall access only)"),
 ];
+
+/// O_DIRECT wants offsets and sizes in whole logical blocks (bdev_logical_block_size, checked
+/// in iomap_dio_bio_iter; else EINVAL): 512 B, the smallest a block device has.
+const LOGICAL_BLOCK: u64 = 512;
 
 struct FileIo {
     c: Common,
@@ -49,6 +55,8 @@ struct FileIo {
     write_ratio: f64,
     random: bool,
     mmap: bool,
+    /// The flags of a system call.
+    call_flags: u8,
     /// Per thread: the next slot of its sequential stream.
     cursor: Vec<u64>,
     /// A mapped operation in progress: (cpu, next address, end, write).
@@ -64,6 +72,13 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     if file_size < io_size * c.threads {
         return Err(Error::config("file_size", format!("{file_size} bytes cannot give each of {} threads one {io_size}-byte operation", c.threads)));
     }
+    let direct = p.bool("direct");
+    if direct && p.str("file_access") == "mmap" {
+        return Err(Error::config("direct", "O_DIRECT applies to read/write system calls; a mapping of the file goes through the page cache"));
+    }
+    if direct && !io_size.is_multiple_of(LOGICAL_BLOCK) {
+        return Err(Error::config("io_size", format!("{io_size} bytes is not a multiple of the {LOGICAL_BLOCK}-byte logical block O_DIRECT calls need")));
+    }
     let file_base = c.footprint.next_multiple_of(2 << 20);
     c.check_span(file_base + file_size)?;
     let slots = file_size / io_size;
@@ -77,6 +92,7 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
         write_ratio: p.float("file_write_ratio"),
         random: p.str("pattern") == "random",
         mmap: p.str("file_access") == "mmap",
+        call_flags: Access::FILE | Access::SYSCALL | if direct { Access::DIRECT } else { 0 },
         cursor: (0..c.threads).map(|t| t * (slots / c.threads)).collect(),
         pending: None,
         rng: ChaCha8Rng::seed_from_u64(seed),
@@ -132,6 +148,6 @@ impl Generator for FileIo {
             return self.mapped_line();
         }
         let op = if write { Op::Write } else { Op::Read };
-        Some(Access { time: self.c.gap, addr, cpu, size: self.io_size as u16, op, flags: Access::FILE | Access::SYSCALL })
+        Some(Access { time: self.c.gap, addr, cpu, size: self.io_size as u16, op, flags: self.call_flags })
     }
 }
