@@ -10,11 +10,10 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::FxHashSet;
-use tiersim_core::{Access, Error, NodeId, Ns, Op, Result};
+use tiersim_core::{Access, Error, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
-use super::PageEvent;
-use crate::pagetable::{PageEntry, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
+use crate::pagetable::{DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
 use crate::platform::Platform;
 use crate::sim::Engine;
 use crate::storage::iopath::{Driver, IoPath};
@@ -352,23 +351,14 @@ impl Engine {
             at += io.fs_map;
             let mut done = at;
             let swap = self.swap.as_mut().expect("call_range checks for a block device");
-            let mut i = 0;
-            while i < dirty.len() {
-                let mut j = i + 1;
-                while j < dirty.len() && dirty[j] == dirty[j - 1] + 1 && ((j - i) as u64) < per_request {
-                    j += 1;
-                }
+            for run in page_runs(&dirty, per_request) {
                 at += block + driver;
-                let req = DeviceRequest { now: at, addr: dirty[i] as u64 * self.page_size, size: ((j - i) as u64 * self.page_size) as u32, op: Op::Write, socket, cpu: c as u32, remote: false };
+                let req = DeviceRequest { now: at, addr: dirty[run.start] as u64 * self.page_size, size: (run.len() as u64 * self.page_size) as u32, op: Op::Write, socket, cpu: c as u32, remote: false };
                 done = done.max(swap.dev.access(&req));
                 self.files.stats.write_requests += measuring;
-                i = j;
             }
             at = done.max(at) + completion;
-            for &p in &dirty {
-                self.files.dirty.remove(&p);
-                self.pt.entries[p as usize].flags &= !DIRTY;
-            }
+            self.clean(&dirty);
             self.files.stats.wb_direct += measuring * dirty.len() as u64;
         }
         if write {
@@ -380,30 +370,23 @@ impl Engine {
                 at += io.page_cache_lookup;
                 let node = e.node as usize;
                 self.lru_unlink(node, p);
-                self.nodes[node].release_frame(e.frame);
-                self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
-                self.page_event(PageEvent::Evicted(p, node as NodeId));
+                self.evict_file_page(p, node);
                 self.files.stats.direct_invalidated += measuring;
             }
         }
-        // The data: runs of consecutive file pages, split at max_request, as (device address,
-        // bytes, pages, last slot).
-        let mut runs: Vec<(u64, u64, u64, u32)> = Vec::new();
-        for (vpn, &p) in (first..=last).zip(&slots) {
-            let lo = a.addr.max(vpn << self.page_shift);
-            let bytes = end_byte.min((vpn + 1) << self.page_shift) - lo;
-            match runs.last_mut() {
-                Some((_, b, n, q)) if *q + 1 == p && *n < per_request => (*b, *n, *q) = (*b + bytes, *n + 1, p),
-                _ => runs.push((p as u64 * self.page_size + (lo & (self.page_size - 1)), bytes, 1, p)),
-            }
-        }
+        // The data: runs of consecutive file pages, split at max_request, each from its first
+        // byte in the call to its last.
         let swap = self.swap.as_mut().expect("call_range checks for a block device");
         let mut done = at;
-        for &(addr, bytes, _, _) in &runs {
+        let mut requests = 0;
+        for run in page_runs(&slots, per_request) {
+            let lo = a.addr.max((first + run.start as u64) << self.page_shift);
+            let hi = end_byte.min((first + run.end as u64) << self.page_shift);
+            let addr = slots[run.start] as u64 * self.page_size + (lo & (self.page_size - 1));
             at += io.fs_map + block + driver;
-            done = done.max(swap.dev.access(&DeviceRequest { now: at, addr, size: bytes as u32, op: a.op, socket, cpu: c as u32, remote: false }));
+            done = done.max(swap.dev.access(&DeviceRequest { now: at, addr, size: (hi - lo) as u32, op: a.op, socket, cpu: c as u32, remote: false }));
+            requests += 1;
         }
-        let requests = runs.len() as u64;
         let s = &mut self.files.stats;
         s.direct_requests += measuring * requests;
         if write {
@@ -454,7 +437,7 @@ impl Engine {
         let io = self.files.path;
         let per_request = (io.max_request / self.page_size).max(1);
         let measuring = self.measuring as u64;
-        let mut runs: Vec<(u32, u64)> = Vec::new();
+        let mut missing = Vec::new();
         let mut cpu = 0;
         for v in start..start + size {
             let p = self.pt.slot(v)?;
@@ -471,29 +454,28 @@ impl Engine {
                 self.pt.entries[p as usize].flags &= !(LOCKED | REFERENCED);
                 self.files.stats.readahead_pages += measuring;
             }
-            match runs.last_mut() {
-                Some((q, n)) if *q as u64 + *n == p as u64 && *n < per_request => *n += 1,
-                _ => runs.push((p, 1)),
-            }
+            missing.push(p);
         }
         let (block, driver, completion) = io.request_overhead(Driver::Nvme);
         let mut submit = at + cpu + io.fs_map;
         let mut done = submit;
         let swap = self.swap.as_mut().expect("buffered_io checks for a block device");
-        for &(p, n) in &runs {
+        let mut requests = 0;
+        for run in page_runs(&missing, per_request) {
             submit += block + driver;
             let req = DeviceRequest {
                 now: submit,
-                addr: p as u64 * self.page_size,
-                size: (n * self.page_size) as u32,
+                addr: missing[run.start] as u64 * self.page_size,
+                size: (run.len() as u64 * self.page_size) as u32,
                 op: Op::Read,
                 socket: self.cpus[c].socket,
                 cpu: c as u32,
                 remote: false,
             };
             done = done.max(swap.dev.access(&req));
+            requests += 1;
         }
-        self.files.stats.read_requests += measuring * runs.len() as u64;
+        self.files.stats.read_requests += measuring * requests;
         Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
     }
 
@@ -543,6 +525,14 @@ impl Engine {
         until
     }
 
+    /// Written-back pages leave the flusher's dirty set and lose PG_dirty.
+    fn clean(&mut self, pages: &[u32]) {
+        for &p in pages {
+            self.files.dirty.remove(&p);
+            self.pt.entries[p as usize].flags &= !DIRTY;
+        }
+    }
+
     /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
     /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
     /// stay cached, clean, under writeback until their request completes.
@@ -552,20 +542,15 @@ impl Engine {
             let rest = n as usize - pages.len();
             pages.extend(self.files.dirty.range(..self.files.cursor).take(rest));
         }
-        let per_request = (self.files.path.max_request / self.page_size).max(1) as usize;
+        let per_request = (self.files.path.max_request / self.page_size).max(1);
         let measuring = self.measuring as u64;
         let Some(swap) = self.swap.as_mut() else { return };
         let mut done = t;
-        let mut i = 0;
-        while i < pages.len() {
-            let mut j = i + 1;
-            while j < pages.len() && pages[j] == pages[j - 1] + 1 && j - i < per_request {
-                j += 1;
-            }
+        for run in page_runs(&pages, per_request) {
             let req = DeviceRequest {
                 now: t,
-                addr: pages[i] as u64 * self.page_size,
-                size: ((j - i) as u64 * self.page_size) as u32,
+                addr: pages[run.start] as u64 * self.page_size,
+                size: (run.len() as u64 * self.page_size) as u32,
                 op: Op::Write,
                 socket: 0,
                 cpu: 0,
@@ -573,14 +558,10 @@ impl Engine {
             };
             let end = swap.dev.access(&req);
             done = done.max(end);
-            self.files.in_flight.push_back((done, (j - i) as u64));
+            self.files.in_flight.push_back((done, run.len() as u64));
             self.files.stats.write_requests += measuring;
-            i = j;
         }
-        for &p in &pages {
-            self.files.dirty.remove(&p);
-            self.pt.entries[p as usize].flags &= !DIRTY;
-        }
+        self.clean(&pages);
         self.files.stats.wb_flusher += measuring * pages.len() as u64;
         if let Some(&last) = pages.last() {
             self.files.cursor = last + 1;
@@ -631,4 +612,22 @@ impl Engine {
         self.retire(c, a, issue_ps, issue_ps + (latency * 1_000_000).div_ceil(self.mlp_milli));
         Ok(None)
     }
+}
+
+/// Index ranges of `pages` that are runs of consecutive page ids, at most `max` pages each: the
+/// requests a writeback or a direct transfer issues, one per contiguous extent up to the
+/// request size.
+fn page_runs(pages: &[u32], max: u64) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = i;
+        if start >= pages.len() {
+            return None;
+        }
+        i += 1;
+        while i < pages.len() && pages[i] == pages[i - 1] + 1 && ((i - start) as u64) < max {
+            i += 1;
+        }
+        Some(start..i)
+    })
 }

@@ -88,18 +88,24 @@ impl Engine {
     /// Drop file page `p` (already off its LRU list) from memory at `t`, writing it back to the
     /// block device first if it is dirty; it keeps no swap slot.
     pub(crate) fn drop_file_page(&mut self, p: u32, node: usize, t: Ns) {
-        let e = self.pt.entries[p as usize];
-        self.nodes[node].release_frame(e.frame);
+        let dirty = self.pt.entries[p as usize].flags & DIRTY != 0;
         let req = self.block_request(p, t, Op::Write);
         let measuring = self.measuring;
         let dev = self.swap.as_mut().expect("callers check for a block device");
-        if e.flags & DIRTY != 0 {
+        if dirty {
             dev.dev.access(&req);
             dev.file_writebacks += measuring as u64;
             self.files.dirty.remove(&p);
             self.files.stats.wb_reclaim += measuring as u64;
         }
         dev.file_drops += measuring as u64;
+        self.evict_file_page(p, node);
+    }
+
+    /// Free the frame of clean file page `p` (already off its LRU list): it stays a file page,
+    /// which its next access refaults.
+    pub(crate) fn evict_file_page(&mut self, p: u32, node: usize) {
+        self.nodes[node].release_frame(self.pt.entries[p as usize].frame);
         self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
         self.page_event(PageEvent::Evicted(p, node as NodeId));
     }
