@@ -13,6 +13,7 @@ use rustc_hash::FxHashSet;
 use tiersim_core::{Access, Error, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
+use super::page_runs;
 use crate::pagetable::{DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
 use crate::platform::Platform;
 use crate::sim::Engine;
@@ -612,22 +613,4 @@ impl Engine {
         self.retire(c, a, issue_ps, issue_ps + (latency * 1_000_000).div_ceil(self.mlp_milli));
         Ok(None)
     }
-}
-
-/// Index ranges of `pages` that are runs of consecutive page ids, at most `max` pages each: the
-/// requests a writeback or a direct transfer issues, one per contiguous extent up to the
-/// request size.
-fn page_runs(pages: &[u32], max: u64) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        let start = i;
-        if start >= pages.len() {
-            return None;
-        }
-        i += 1;
-        while i < pages.len() && pages[i] == pages[i - 1] + 1 && ((i - start) as u64) < max {
-            i += 1;
-        }
-        Some(start..i)
-    })
 }

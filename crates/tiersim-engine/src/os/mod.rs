@@ -36,3 +36,36 @@ impl Engine {
         }
     }
 }
+
+/// Index ranges of `pages` (page ids or swap slots, in issue order) that are runs of consecutive ids, at
+/// most `max` each: the requests a writeback, a swap-out batch, a readahead or a direct transfer
+/// issues, one per contiguous extent up to the request size (the block plug's merging).
+pub(crate) fn page_runs(pages: &[u32], max: u64) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = i;
+        if start >= pages.len() {
+            return None;
+        }
+        i += 1;
+        while i < pages.len() && pages[i] == pages[i - 1] + 1 && ((i - start) as u64) < max {
+            i += 1;
+        }
+        Some(start..i)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_runs;
+
+    #[test]
+    fn runs_split_at_gaps_and_at_the_request_size() {
+        let pages = [1, 2, 3, 7, 8, 9, 10, 4];
+        let runs: Vec<_> = page_runs(&pages, 3).collect();
+        assert_eq!(runs, vec![0..3, 3..6, 6..7, 7..8]);
+        let runs: Vec<_> = page_runs(&pages, u64::MAX).collect();
+        assert_eq!(runs, vec![0..3, 3..7, 7..8]);
+        assert_eq!(page_runs(&[], 4).count(), 0);
+    }
+}

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use tiersim_core::{NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
-use super::PageEvent;
+use super::{page_runs, PageEvent};
 use crate::pagetable::{PageEntry, CHUNK, DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED};
 use crate::sim::Engine;
 
@@ -161,16 +161,10 @@ impl Engine {
         }
         let mut slots = std::mem::take(&mut swap.pending);
         slots.sort_unstable();
-        let mut i = 0;
-        while i < slots.len() {
-            let mut j = i + 1;
-            while j < slots.len() && slots[j] == slots[j - 1] + 1 && (j - i) < WRITE_BATCH as usize {
-                j += 1;
-            }
-            let n = (j - i) as u64;
-            swap.dev.access(&DeviceRequest { now: t, addr: slots[i] as u64 * page, size: (n * page) as u32, op: Op::Write, socket: 0, cpu: 0, remote: false });
+        for run in page_runs(&slots, u64::from(WRITE_BATCH)) {
+            let n = run.len() as u64;
+            swap.dev.access(&DeviceRequest { now: t, addr: slots[run.start] as u64 * page, size: (n * page) as u32, op: Op::Write, socket: 0, cpu: 0, remote: false });
             swap.write_requests += self.measuring as u64;
-            i = j;
         }
         slots.clear();
         swap.pending = slots;
@@ -187,12 +181,8 @@ impl Engine {
         slots.sort_unstable();
         let swap = self.swap.as_mut().expect("a swapped page implies swap");
         let mut done = t;
-        let mut i = 0;
-        while i < slots.len() {
-            let mut j = i + 1;
-            while j < slots.len() && slots[j] == slots[j - 1] + 1 {
-                j += 1;
-            }
+        for run in page_runs(&slots, u64::MAX) {
+            let (i, j) = (run.start, run.end);
             let end = swap.dev.access(&DeviceRequest {
                 now: t,
                 addr: slots[i] as u64 * self.page_size,
@@ -206,7 +196,6 @@ impl Engine {
                 done = end;
             }
             swap.read_requests += self.measuring as u64;
-            i = j;
         }
         swap.free_slot(slot);
         if self.measuring {
