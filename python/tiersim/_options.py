@@ -32,9 +32,22 @@ def _bound_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-class Number:
-    """A finite int or float in [lo, hi]. `parse` raises ValueError with the reason and the
-    range; `check` raises TiersimError naming the argument."""
+class _Checked:
+    """`parse` raises ValueError with the reason and the range; `check` raises TiersimError
+    naming the argument."""
+
+    def parse(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def check(self, name: str, value: Any) -> Any:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise TiersimError(f"{name}: {exc}") from None
+
+
+class Number(_Checked):
+    """A finite int or float in [lo, hi]."""
 
     def __init__(self, kind: type[int] | type[float], lo: float, hi: float | None = None) -> None:
         self.kind = kind
@@ -62,14 +75,8 @@ class Number:
             raise ValueError(f"{value} is out of range; expected {self.expected()}")
         return self.kind(x)
 
-    def check(self, name: str, value: Any) -> Any:
-        try:
-            return self.parse(value)
-        except ValueError as exc:
-            raise TiersimError(f"{name}: {exc}") from None
 
-
-class Size:
+class Size(_Checked):
     """A size ("8MiB", "512kB", a plain byte count) as bytes, at most `hi`."""
 
     def __init__(self, hi: int = U64_MAX) -> None:
@@ -86,9 +93,3 @@ class Size:
         if not 0 <= n <= self.hi:
             raise ValueError(f"{value} is out of range; expected a size in [0, {_bound_text(self.hi)}] bytes")
         return n
-
-    def check(self, name: str, value: Any) -> int:
-        try:
-            return self.parse(value)
-        except ValueError as exc:
-            raise TiersimError(f"{name}: {exc}") from None

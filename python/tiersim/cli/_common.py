@@ -84,31 +84,29 @@ def _user_errors() -> Iterator[None]:
         _fail(f"{exc.strerror or exc}{where}")
 
 
-class Number(_options.Number):
-    """A numeric option, given to typer as `parser=`: `tiersim._options.Number`'s check, as a
-    usage error that click prefixes with the option's name."""
+class _OptionParser:
+    """Given to typer as `parser=`: the `tiersim._options` check, as a usage error that click
+    prefixes with the option's name. Mixed in before the `_options` class that parses."""
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.parse(value)  # type: ignore[attr-defined]
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+
+class Number(_OptionParser, _options.Number):
+    """A numeric option."""
 
     def __init__(self, kind: type[int] | type[float], lo: float, hi: float | None = None) -> None:
         super().__init__(kind, lo, hi)
         self.__name__ = "INTEGER" if kind is int else "FLOAT"
 
-    def __call__(self, value: Any) -> Any:
-        try:
-            return self.parse(value)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
 
-
-class Size(_options.Size):
-    """A size option ("8MiB"), as bytes; typer's `parser=`, like Number."""
+class Size(_OptionParser, _options.Size):
+    """A size option ("8MiB"), as bytes."""
 
     __name__ = "SIZE"
-
-    def __call__(self, value: Any) -> int:
-        try:
-            return self.parse(value)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:
