@@ -332,6 +332,7 @@ impl Engine {
         let done = swap.dev.access(&req);
         if self.measuring {
             swap.file_refaults += 1;
+            self.files.stats.pages_read += 1;
         }
         let io_ps = (done - t) * 1000 + self.swap_fault_ps;
         let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, FILE)?;
