@@ -7,8 +7,10 @@
 //! `accesses` counts operations: a mapped file operation is io_size / access_size accesses.
 //! `write_ratio` is the anonymous accesses', `file_write_ratio` the file operations'.
 //! `direct = true` makes the system calls O_DIRECT (`Access::DIRECT`): straight to the device.
-//! With `file_access = mmap` the trace opens with the file's mapping record(s) (`Access::MAP`,
-//! CPU 0, no gap), so that the OS model's fault read-around stops at the file's bounds.
+//! The trace opens with the file's mapping record(s) (`Access::MAP`, CPU 0, no gap), so that
+//! the OS model's readahead and fault read-around stop at the file's bounds and
+//! `os.files_start_cached` knows which pages to warm, whether the file is read by calls or
+//! through a mapping.
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -87,7 +89,7 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     c.check_span(file_base + file_size)?;
     let slots = file_size / io_size;
     let mmap = p.str("file_access") == "mmap";
-    let maps = if mmap { Access::mapping(c.base + file_base, file_size, 0, 0) } else { Vec::new() };
+    let maps = Access::mapping(c.base + file_base, file_size, 0, 0);
     Ok(Box::new(FileIo {
         c,
         file_base: c.base + file_base,
