@@ -497,3 +497,24 @@ fn page_cache_invariants_over_random_mixes() {
         assert_eq!(u(sw, &["device", "bytes_read"]), (u(pc, &["pages_read"]) + swapped_in) * 4096, "round {round}: {pc} {sw}");
     }
 }
+
+#[test]
+fn readers_cannot_outrun_the_device_they_read_ahead_from() {
+    // 16 MiB read in order, by 4 KiB read(2) calls or by one load per page of a mapping: the
+    // asynchronous windows run ahead of the reader, but a page is usable only once its read has
+    // completed (the kernel keeps it locked until then), so the run lasts at least as long as
+    // the device takes to deliver the bytes at its peak rate.
+    let p = platform("64MiB", "");
+    let s = p.swap.as_ref().unwrap();
+    let peak = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap().peak_bandwidth();
+    for mmap in [false, true] {
+        let reads = (0..4096).map(|i| if mmap { mapped(Op::Read, i) } else { call(Op::Read, i, 4096) });
+        let r = run(&p, with(map(0, 4096), reads)).unwrap();
+        let s = &r.summary;
+        let bytes = u(s, &["swap", "device", "bytes_read"]);
+        assert!(bytes >= 4096 * 4096, "{bytes}");
+        let floor_ns = bytes as f64 / peak * 1e9;
+        let took = u(s, &["execution_time_ns"]) as f64;
+        assert!(took >= floor_ns, "mmap {mmap}: {took} ns for {bytes} B, the device needs {floor_ns:.0} ns");
+    }
+}

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tiersim_core::{Access, Error, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
@@ -138,6 +138,9 @@ pub(crate) struct FileIo {
     in_flight: VecDeque<(Ns, u64)>,
     pub(crate) dax: Option<Dax>,
     pub(crate) stats: FileStats,
+    /// Pages read ahead asynchronously, and when their read completes: until then they are
+    /// locked, not up to date, and whoever needs one waits (wait_on_page_locked).
+    pub(crate) in_read: FxHashMap<u32, Ns>,
     /// Mapped files by first page.
     maps: BTreeMap<u64, FileMap>,
     warm: bool,
@@ -167,6 +170,7 @@ impl FileIo {
             in_flight: VecDeque::new(),
             dax,
             stats: FileStats::default(),
+            in_read: FxHashMap::default(),
             maps: BTreeMap::new(),
             warm: platform.os.bool("files_start_cached"),
             fault_around: 1 << (63 - path.fault_around_pages.max(1).leading_zeros()),
@@ -361,6 +365,7 @@ impl Engine {
                 *f = (*f & !REFERENCED) | UNMAPPED;
             } else {
                 self.files.stats.hits += measuring;
+                at = self.uptodate_at(p, at);
                 if self.files.streams[c].marker() == Some(vpn) {
                     // The page stays locked while the window's allocations may reclaim.
                     self.pt.entries[p as usize].flags |= LOCKED;
@@ -560,11 +565,30 @@ impl Engine {
                 cpu: c as u32,
                 remote: false,
             };
-            done = done.max(swap.dev.access(&req));
+            let end = swap.dev.access(&req);
+            done = done.max(end);
             requests += 1;
+            if wait.is_none() {
+                // Nobody waits for an asynchronous window now; its pages are locked until
+                // their request completes (end_page_read unlocks them).
+                self.files.in_read.extend(missing[run].iter().map(|&p| (p, end)));
+            }
         }
         self.files.stats.read_requests += measuring * requests;
         Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
+    }
+
+    /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
+    /// brings it in (filemap_get_pages and filemap_fault wait on the locked page).
+    fn uptodate_at(&mut self, p: u32, t: Ns) -> Ns {
+        match self.files.in_read.get(&p) {
+            Some(&ready) if ready > t => ready,
+            Some(_) => {
+                self.files.in_read.remove(&p);
+                t
+            }
+            None => t,
+        }
     }
 
     /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
@@ -827,10 +851,11 @@ impl Engine {
         // a write fault on a shared mapping (do_shared_fault) goes to filemap_fault alone.
         let marker = bounds.and_then(|(lo, _)| self.files.maps[&lo].ra.marker());
         if !write {
-            self.fault_around(vpn, bounds, marker)?;
+            self.fault_around(vpn, bounds, marker, t)?;
         }
         let mut at = t + io.minor_fault;
         if self.pt.entries[p as usize].flags & UNMAPPED != 0 {
+            at = self.uptodate_at(p, at);
             // filemap_fault finds the page: do_async_mmap_readahead counts a hit, and on the
             // PG_readahead page starts the next window without waiting (page_cache_async_ra).
             self.pt.entries[p as usize].flags = (self.pt.entries[p as usize].flags & !UNMAPPED) | LOCKED;
@@ -854,9 +879,10 @@ impl Engine {
     /// do_fault_around (mm/memory.c) with filemap_map_pages (mm/filemap.c): map every cached,
     /// unmapped page of the fault_around_bytes-aligned window around `vpn` that lies in the
     /// same file and page-table page, except the PG_readahead page (left to fault, so that it
-    /// starts the next window). Prefaulted PTEs are young on x86 (do_set_pte), and each page
-    /// mapped counts as an mmap hit (mmap_miss--).
-    fn fault_around(&mut self, vpn: u64, bounds: Option<(u64, u64)>, marker: Option<u64>) -> Result<()> {
+    /// starts the next window) and pages still being read (not up to date at `t`). Prefaulted
+    /// PTEs are young on x86 (do_set_pte), and each page mapped counts as an mmap hit
+    /// (mmap_miss--).
+    fn fault_around(&mut self, vpn: u64, bounds: Option<(u64, u64)>, marker: Option<u64>, t: Ns) -> Result<()> {
         let n = self.files.fault_around;
         if n <= 1 {
             return Ok(());
@@ -869,6 +895,9 @@ impl Engine {
         let mut mapped = 0;
         for v in lo..hi {
             let q = self.pt.slot(v)?;
+            if self.files.in_read.get(&q).is_some_and(|&ready| ready > t) {
+                continue;
+            }
             let e = &mut self.pt.entries[q as usize];
             if e.node < DROPPED && e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED && Some(v) != marker {
                 e.flags = (e.flags & !UNMAPPED) | REFERENCED | if v == vpn { LOCKED } else { 0 };

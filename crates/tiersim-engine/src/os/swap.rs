@@ -105,6 +105,7 @@ impl Engine {
     /// Free the frame of clean file page `p` (already off its LRU list): it stays a file page,
     /// which its next access refaults.
     pub(crate) fn evict_file_page(&mut self, p: u32, node: usize) {
+        self.files.in_read.remove(&p);
         self.nodes[node].release_frame(self.pt.entries[p as usize].frame);
         self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
         self.page_event(PageEvent::Evicted(p, node as NodeId));
