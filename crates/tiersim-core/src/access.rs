@@ -52,10 +52,10 @@ impl Access {
     pub const DIRECT: u8 = 4;
     /// Not an access: a mapping record, an mmap of a file naming where its pages live, so that
     /// the OS model knows the file's bounds (fault read-around stops at them). Set with `FILE`
-    /// only. `addr` is the mapping's first byte (4 KiB-aligned) and `size` its length in 4 KiB
-    /// pages (`MAP_UNIT`); op `Read` starts a mapping, op `Write` continues the one ending at
-    /// `addr` (a file longer than `u16::MAX` units takes several records). It takes effect when
-    /// its CPU reaches it, and its time is that of any record (an instruction gap, or ns).
+    /// only. `addr` is the file's first byte and `size` its length in 4 KiB units
+    /// (`MAP_UNIT`); op `Read` starts a file, op `Write` continues the one ending at `addr` (a
+    /// file longer than `u16::MAX` units takes several records). It takes effect when its CPU
+    /// reaches it, and its time is that of any record (an instruction gap, or ns).
     pub const MAP: u8 = 8;
     /// Bytes per unit of a mapping record's `size`: x86-64's base page, mmap's granularity.
     pub const MAP_UNIT: u64 = 4096;
@@ -82,7 +82,7 @@ impl Access {
         self.flags & Access::MAP != 0
     }
 
-    /// The mapping records of a file mapped at `addr` (4 KiB-aligned) for `bytes` bytes, all at
+    /// The mapping records of a file mapped at `addr` for `bytes` bytes, all at
     /// CPU `cpu` with time `time` on the first and 0 on the continuations.
     pub fn mapping(addr: u64, bytes: u64, cpu: u32, time: Ns) -> Vec<Access> {
         let mut units = bytes.div_ceil(Access::MAP_UNIT).max(1);
