@@ -50,8 +50,17 @@ impl Access {
     /// The system call is on a file opened with O_DIRECT: the data moves between the device and
     /// the user buffer, not through the page cache. Set with `FILE | SYSCALL`.
     pub const DIRECT: u8 = 4;
+    /// Not an access: a mapping record, an mmap of a file naming where its pages live, so that
+    /// the OS model knows the file's bounds (fault read-around stops at them). Set with `FILE`
+    /// only. `addr` is the file's first byte and `size` its length in 4 KiB units
+    /// (`MAP_UNIT`); op `Read` starts a file, op `Write` continues the one ending at `addr` (a
+    /// file longer than `u16::MAX` units takes several records). It takes effect when its CPU
+    /// reaches it, and its time is that of any record (an instruction gap, or ns).
+    pub const MAP: u8 = 8;
+    /// Bytes per unit of a mapping record's `size`: x86-64's base page, mmap's granularity.
+    pub const MAP_UNIT: u64 = 4096;
     /// Every flag bit this build knows; readers reject the others.
-    pub const KNOWN_FLAGS: u8 = Access::FILE | Access::SYSCALL | Access::DIRECT;
+    pub const KNOWN_FLAGS: u8 = Access::FILE | Access::SYSCALL | Access::DIRECT | Access::MAP;
 
     #[inline]
     pub fn is_file(&self) -> bool {
@@ -66,5 +75,50 @@ impl Access {
     #[inline]
     pub fn is_direct(&self) -> bool {
         self.flags & Access::DIRECT != 0
+    }
+
+    #[inline]
+    pub fn is_map(&self) -> bool {
+        self.flags & Access::MAP != 0
+    }
+
+    /// The mapping records of a file mapped at `addr` for `bytes` bytes, all at
+    /// CPU `cpu` with time `time` on the first and 0 on the continuations.
+    pub fn mapping(addr: u64, bytes: u64, cpu: u32, time: Ns) -> Vec<Access> {
+        let mut units = bytes.div_ceil(Access::MAP_UNIT).max(1);
+        let mut out = Vec::new();
+        let mut at = addr;
+        while units > 0 {
+            let n = units.min(u16::MAX as u64);
+            let op = if out.is_empty() { Op::Read } else { Op::Write };
+            out.push(Access { time: if out.is_empty() { time } else { 0 }, addr: at, cpu, size: n as u16, op, flags: Access::FILE | Access::MAP });
+            at += n * Access::MAP_UNIT;
+            units -= n;
+        }
+        out
+    }
+
+    /// A mapping record's bytes, `[addr, addr + map_bytes())`.
+    #[inline]
+    pub fn map_bytes(&self) -> u64 {
+        self.size as u64 * Access::MAP_UNIT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_mapping_takes_continuation_records() {
+        let m = Access::mapping(1 << 30, (1 << 30) + 1, 3, 7);
+        // 262,145 units: four full records and one of 5.
+        assert_eq!(m.iter().map(|a| a.size as u64).collect::<Vec<_>>(), vec![65535, 65535, 65535, 65535, 5]);
+        assert_eq!(m.iter().map(|a| a.op).collect::<Vec<_>>(), vec![Op::Read, Op::Write, Op::Write, Op::Write, Op::Write]);
+        assert_eq!(m[1].addr, m[0].addr + m[0].map_bytes());
+        assert_eq!(m.last().map(|a| a.addr + a.map_bytes()), Some((1 << 30) + 262_145 * 4096));
+        assert!(m.iter().all(|a| a.flags == Access::FILE | Access::MAP && a.cpu == 3));
+        assert_eq!((m[0].time, m[1].time), (7, 0));
+        assert_eq!(Access::mapping(0, 4096, 0, 0).len(), 1);
     }
 }

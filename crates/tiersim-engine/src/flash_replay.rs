@@ -261,6 +261,9 @@ pub fn line_counts(src: &mut dyn AccessSource, line_shift: u32, limit: u64) -> R
                 break 'outer;
             }
             n += 1;
+            if a.is_map() {
+                continue;
+            }
             let c = counts.entry(a.addr >> line_shift).or_insert(0);
             *c = c.saturating_add(1);
         }
@@ -365,6 +368,10 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
             }
             let Some(mut a) = batch.pop() else { continue };
             trace_accesses += 1;
+            // A file mapping record is no device access (the device has no page cache).
+            if a.is_map() {
+                continue;
+            }
             if let Some(sc) = scatter.as_mut() {
                 a.addr = sc.addr(a.addr);
             }

@@ -152,7 +152,10 @@ pub fn profile(source: &mut dyn AccessSource, page_size: u64) -> Result<Vec<(u64
     let shift = page_size.trailing_zeros();
     let mut counts: rustc_hash::FxHashMap<u64, u64> = Default::default();
     tiersim_trace::for_each_access(source, |a| {
-        *counts.entry(a.addr >> shift).or_default() += 1;
+        // A file mapping record touches no page.
+        if !a.is_map() {
+            *counts.entry(a.addr >> shift).or_default() += 1;
+        }
         Ok(())
     })?;
     let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
@@ -183,7 +186,10 @@ pub fn profile_epochs(source: &mut dyn AccessSource, page_size: u64, per_epoch: 
         epochs.push(v);
     };
     tiersim_trace::for_each_access(source, |a| {
-        *counts.entry(a.addr >> shift).or_default() += 1;
+        // Spans count records, as the engine's epochs do; a mapping record touches no page.
+        if !a.is_map() {
+            *counts.entry(a.addr >> shift).or_default() += 1;
+        }
         seen += 1;
         if seen % per_epoch == 0 {
             close(&mut counts, &mut epochs);

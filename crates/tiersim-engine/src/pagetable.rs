@@ -41,6 +41,11 @@ pub const LOCKED: u8 = 64;
 /// swap slot still holds a copy, so reclaim drops it without a write; its first access is a
 /// minor fault (do_swap_page finding the page in the swap cache).
 pub const SWAPCACHE: u8 = 128;
+/// With `FILE`, the same bit: a page-cache page no PTE of the program maps yet (read by a call,
+/// read around a fault, or made warm). Its first access through the mapping is a minor fault
+/// (filemap_map_pages or filemap_fault finding it cached). File pages are never in the swap
+/// cache, so the bit means one or the other by `FILE`.
+pub const UNMAPPED: u8 = SWAPCACHE;
 
 /// Per-page state only NUMA balancing needs, beside the hot entry so the access path does not
 /// pay for it.

@@ -59,6 +59,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("dirty_ratio", ParamKind::Int, "20", "vm.dirty_ratio: percent of dirtyable memory dirty at which writers are throttled (balance_dirty_pages)")
         .min(1.0)
         .max(100.0),
+    ParamSpec::new("files_start_cached", ParamKind::Bool, "false", "files the trace names by mapping records start in the page cache (warm: clean, unmapped, no device read); false: cold, so the first read(2) or mmap fault of each page reads the device"),
     ParamSpec::new("new_anon_list", ParamKind::Str, "inactive", "LRU list of a new anonymous page: inactive (Linux 5.9+) or active (5.3, AutoTiering's base)")
         .choices(&["inactive", "active"]),
     // Costs of NUMA balancing and migration (policies.md 1.4 and 9: the mechanisms are from the

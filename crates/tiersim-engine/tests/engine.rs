@@ -463,6 +463,35 @@ fn reclaim_drops_file_pages_first_and_writes_back_dirty_ones() {
 }
 
 #[test]
+fn reclaim_of_a_mapped_file_refaults_with_read_around() {
+    // The trace above with the three file pages named by a mapping record (a 3-page file).
+    let text = one_node("reclaim_batch = 1\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
+    let anon = |i: u64| acc(0, i * 4096, Op::Write, 0);
+    let file = |i: u64, op| Access { flags: Access::FILE, ..acc(0, (100 + i) * 4096, op, 0) };
+    let mut a = Access::mapping(100 * 4096, 3 * 4096, 0, 0);
+    a.extend((0..4).map(anon));
+    a.extend([file(0, Op::Read), file(1, Op::Write), file(2, Op::Read), anon(4), anon(5), file(0, Op::Read)]);
+    let r = run(&p, "linux_default", a).unwrap();
+    let s = &r.summary;
+    let f = &s["faults"];
+    let sw = |k: &str| u(s, &["swap", k]);
+    // f0's first touch is a major fault reading the whole file around it (3 pages, cut at its
+    // end); f1's store and f2's load find their pages cached: minor faults.
+    assert_eq!((u(f, &["major"]), u(f, &["minor_file"]), u(f, &["first_touch"])), (2, 2, 6), "{f}");
+    // a4 and a5 drop f0 and then f1 (dirty: written back), as above. f0's refault reads around
+    // again: f0's frame comes from dropping f2; for f1's the only file page left is f0, locked
+    // by the fault, so an anon page is swapped out; for f2's, f1, just read and unreferenced,
+    // is dropped again. 3 + 3 pages read; 4 drops, 1 write-back, 1 refault, 1 swap-out.
+    assert_eq!(u(&s["page_cache"], &["mmap", "fault_read_pages"]), 3 + 3);
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 6 * 4096);
+    assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults")), (4, 1, 1), "{s}");
+    assert_eq!((sw("swap_outs"), sw("swap_ins")), (1, 0));
+    let lru = |k: &str| u(&s["nodes"][0], &["lru_pages", k]);
+    assert_eq!((lru("inactive_anon") + lru("active_anon"), lru("inactive_file") + lru("active_file")), (5, 2));
+}
+
+#[test]
 fn out_of_memory_without_swap_is_an_error() {
     let p = plat(&one_node(""), &["nodes.dram0.capacity=\"32KiB\""]);
     // 8 frames: 7 above the watermark, the last one by the allocator's last resort.

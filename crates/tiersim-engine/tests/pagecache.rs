@@ -40,6 +40,11 @@ fn mapped(op: Op, page: u64) -> Access {
 
 /// One DRAM node of `capacity`, an NVMe SSD as swap and as the files' block device, plus `extra`.
 fn platform(capacity: &str, extra: &str) -> platform::Platform {
+    platform_with(capacity, extra, &[])
+}
+
+/// `platform` with `key=value` overrides.
+fn platform_with(capacity: &str, extra: &str, overrides: &[&str]) -> platform::Platform {
     let text = format!(
         r#"name = "t"
 [host]
@@ -61,7 +66,7 @@ capacity = "16MiB"
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.toml");
     std::fs::write(&path, text).unwrap();
-    platform::load(path.to_str().unwrap(), &[]).unwrap()
+    platform::load(path.to_str().unwrap(), &overrides.iter().map(|o| o.to_string()).collect::<Vec<_>>()).unwrap()
 }
 
 fn run(p: &platform::Platform, trace: Vec<Access>) -> Result<SimResult> {
@@ -330,4 +335,186 @@ fn o_direct_calls_go_to_the_device_and_leave_the_page_cache_alone() {
     // The O_DIRECT bit alone, without a system call on a file, is refused.
     let e = run(&p, vec![Access { flags: Access::DIRECT, ..call(Op::Read, 0, 64) }]).err().unwrap().to_string();
     assert!(e.contains("access #0") && e.contains("O_DIRECT") && e.contains("0x04"), "{e}");
+}
+
+/// The mapping record(s) of a file of `pages` pages whose first page is page `first` of the
+/// file area.
+fn map(first: u64, pages: u64) -> Vec<Access> {
+    Access::mapping(FILE_BASE + first * PAGE, pages * PAGE, 0, 10)
+}
+
+fn with(mut head: Vec<Access>, tail: impl IntoIterator<Item = Access>) -> Vec<Access> {
+    head.extend(tail);
+    head
+}
+
+#[test]
+fn a_cold_mapped_read_is_a_major_fault_that_reads_around_it() {
+    // A 1 MiB file (256 pages); read_ahead 128 KiB = 32 pages (ra_pages); fault-around off.
+    let p = platform("4MiB", "[storage]\nfault_around_pages = 1");
+    // Its first page: do_sync_mmap_readahead reads [0, 32) (the window would start 16 pages
+    // earlier, before the file), one 128 KiB request; the thread waits: lookup 50, 32 page
+    // allocations of 250, fs_map 400, block layer 1000 + driver 500, the device read, the
+    // interrupt 3000, then the fault itself (minor_fault 1000) maps the page.
+    let r = run(&p, with(map(0, 256), [mapped(Op::Read, 0)])).unwrap();
+    let s = &r.summary;
+    let f = &s["faults"];
+    assert_eq!((u(f, &["major"]), u(f, &["minor_file"]), u(f, &["first_touch"]), u(f, &["file_unread"])), (1, 0, 0, 0), "{f}");
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 32 * 4096);
+    assert_eq!(u(&s["page_cache"], &["read_requests"]), 1);
+    assert_eq!(u(&s["page_cache"], &["mmap", "fault_read_pages"]), 32);
+    assert_eq!(lru(s, "inactive_file"), 32);
+    let dev = device_ns(&p, Op::Read, 32 * 4096);
+    assert_eq!(u(f, &["fault_time_ns"]), 50 + 32 * 250 + 400 + 1000 + 500 + dev + 3000 + 1000, "{f}");
+    assert!(s.get("notes").is_none());
+    // The next 31 pages were read around: each touch is a minor fault (1 us), no read waits.
+    // Page 24 carries PG_readahead (the window's last quarter, 8 pages): its fault starts the
+    // next window, [32, 64), asynchronously.
+    let r = run(&p, with(map(0, 256), (0..32).map(|i| mapped(Op::Read, i)))).unwrap();
+    let s = &r.summary;
+    let f = &s["faults"];
+    assert_eq!((u(f, &["major"]), u(f, &["minor_file"])), (1, 31), "{f}");
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 64 * 4096);
+    assert_eq!(u(&s["page_cache"], &["mmap", "fault_read_pages"]), 32, "the async window is not the fault's read");
+    // With fault-around (16 pages, the default), the faults at pages 1 and 16 map the cached
+    // pages of their aligned 16-page windows; page 24, the PG_readahead page, is left to fault.
+    let p16 = platform("4MiB", "");
+    let r = run(&p16, with(map(0, 256), (0..32).map(|i| mapped(Op::Read, i)))).unwrap();
+    let s = &r.summary;
+    assert_eq!((u(&s["faults"], &["major"]), u(&s["faults"], &["minor_file"])), (1, 3), "{}", s["faults"]);
+    assert_eq!(u(&s["page_cache"], &["mmap", "fault_around_pages"]), 14 + 14);
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 64 * 4096);
+}
+
+#[test]
+fn read_around_stays_inside_the_file() {
+    let p = platform("4MiB", "[storage]\nfault_around_pages = 1");
+    let dev_pages = |trace: Vec<Access>| {
+        let r = run(&p, trace).unwrap();
+        (u(&r.summary, &["faults", "major"]), u(&r.summary, &["swap", "device", "bytes_read"]) / 4096)
+    };
+    // The middle of the file: [84, 116). 84 and 115 are then cached; 83 and 116 are not, and
+    // their read-arounds, [67, 99) and [100, 132), read only the pages not cached yet.
+    let t = with(map(0, 256), [100, 84, 115].map(|i| mapped(Op::Read, i)));
+    assert_eq!(dev_pages(t.clone()), (1, 32));
+    assert_eq!(dev_pages(with(t, [83, 116].map(|i| mapped(Op::Read, i)))), (3, 32 + 17 + 16));
+    // Near the end: [234, 256), the 10 pages past the end are not read.
+    assert_eq!(dev_pages(with(map(0, 256), [mapped(Op::Read, 250)])), (1, 22));
+    // A file starting at page 64, anonymous pages untouched right before and after it: the
+    // faults at its second and last pages read [64, 96) and [80, 100), and the neighbours,
+    // touched afterwards, are anonymous first touches.
+    let t = with(map(64, 36), [mapped(Op::Read, 65), mapped(Op::Write, 99)]);
+    let neighbours = [63, 100].map(|i| Access { addr: FILE_BASE + i * PAGE, ..anon(Op::Write, 0) });
+    let r = run(&p, with(t, neighbours)).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 36 * 4096);
+    assert_eq!((u(s, &["faults", "major"]), u(s, &["faults", "first_touch"])), (2, 2), "{}", s["faults"]);
+    assert_eq!((lru(s, "inactive_file") + lru(s, "active_file"), lru(s, "inactive_anon") + lru(s, "active_anon")), (36, 2));
+}
+
+#[test]
+fn warm_files_and_pages_read_by_calls_are_minor_faults() {
+    // files_start_cached: the mapping record puts the 256 pages in the page cache unmapped, no
+    // device read; reading them all through the mapping takes one minor fault per aligned
+    // 16-page fault-around window.
+    let base = platform("4MiB", "");
+    let warm = platform_with("4MiB", "", &["os.files_start_cached=true"]);
+    let r = run(&warm, with(map(0, 256), (0..256).map(|i| mapped(Op::Read, i)))).unwrap();
+    let s = &r.summary;
+    assert_eq!((u(&s["faults"], &["major"]), u(&s["faults"], &["minor_file"])), (0, 16), "{}", s["faults"]);
+    assert_eq!(u(&s["page_cache"], &["mmap", "warm_pages"]), 256);
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 0);
+    // Cold, the same file read by read(2) first: the call reads 4 pages (get_init_ra_size), and
+    // the mapped read of page 0 finds them cached: a minor fault mapping all 4.
+    let r = run(&base, with(map(0, 256), [call(Op::Read, 0, 4096), mapped(Op::Read, 0)])).unwrap();
+    let s = &r.summary;
+    assert_eq!((u(&s["faults"], &["major"]), u(&s["faults"], &["minor_file"])), (0, 1), "{}", s["faults"]);
+    assert_eq!(u(&s["page_cache"], &["mmap", "fault_around_pages"]), 3);
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 4 * 4096);
+}
+
+#[test]
+fn mapped_pages_without_bounds_keep_the_old_first_touch() {
+    // No mapping record: the first touch is a zeroed page (os.fault_latency), nothing read, and
+    // the summary says so.
+    let p = platform("4MiB", "");
+    let r = run(&p, vec![mapped(Op::Read, 0), mapped(Op::Read, 1)]).unwrap();
+    let s = &r.summary;
+    assert_eq!((u(&s["faults"], &["first_touch"]), u(&s["faults"], &["file_unread"]), u(&s["faults"], &["major"])), (2, 2, 0));
+    assert_eq!(u(s, &["swap", "device", "bytes_read"]), 0);
+    let note = s["notes"][0].as_str().unwrap();
+    assert!(note.starts_with("2 first touches") && note.contains("no mapping record"), "{note}");
+}
+
+#[test]
+fn bad_mapping_records_are_clear_errors() {
+    let p = platform("4MiB", "");
+    let err = |t: Vec<Access>| run(&p, t).err().unwrap().to_string();
+    let e = err(with(map(0, 16), map(8, 16)));
+    assert!(e.contains("access #1") && e.contains("overlaps"), "{e}");
+    let e = err(vec![Access { op: Op::Write, ..map(0, 16)[0] }]);
+    assert!(e.contains("access #0") && e.contains("continuation"), "{e}");
+    let e = err(vec![Access { flags: Access::FILE | Access::MAP | Access::SYSCALL, ..map(0, 16)[0] }]);
+    assert!(e.contains("access #0") && e.contains("bit 3"), "{e}");
+    let e = err(with(map(0, 16), [Access { addr: FILE_BASE + 3 * PAGE, ..anon(Op::Read, 0) }]));
+    assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
+    // The same file mapped again is no error, and maps nothing new.
+    let r = run(&p, with(with(map(0, 16), map(0, 16)), [mapped(Op::Read, 0)])).unwrap();
+    assert_eq!(u(&r.summary, &["page_cache", "mmap", "mappings"]), 1);
+}
+
+#[test]
+fn page_cache_invariants_over_random_mixes() {
+    // Two files (pages [0, 100) and [300, 337)) with anonymous pages between, right before and
+    // right after them, in 256 KiB of memory (reclaim drops and swaps), random loads, stores
+    // and calls. Every access the engine checks that no page of a mapped file is anonymous;
+    // at the end the device read exactly the pages the page cache took in, plus the swap-ins.
+    let p = platform("256KiB", "");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for round in 0..6 {
+        let mut t = with(map(0, 100), map(300, 37));
+        for _ in 0..1500 {
+            let file_page = if next(3) == 0 { 300 + next(37) } else { next(100) };
+            let op = if next(4) == 0 { Op::Write } else { Op::Read };
+            t.push(match next(5) {
+                0 => call(op, file_page, 1 + next(4096) as u16),
+                1 => Access { addr: FILE_BASE + [299, 337, 100 + next(200)][next(3) as usize] * PAGE, ..anon(op, 0) },
+                _ => mapped(op, file_page),
+            });
+        }
+        let r = run(&p, t).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let s = &r.summary;
+        let pc = &s["page_cache"];
+        let sw = &s["swap"];
+        assert!(u(sw, &["file_drops"]) > 0 && u(&s["faults"], &["major"]) > 0, "round {round}: {s}");
+        let swapped_in = u(sw, &["swap_ins"]) + u(sw, &["readahead_pages"]);
+        assert_eq!(u(sw, &["device", "bytes_read"]), (u(pc, &["pages_read"]) + swapped_in) * 4096, "round {round}: {pc} {sw}");
+    }
+}
+
+#[test]
+fn readers_cannot_outrun_the_device_they_read_ahead_from() {
+    // 16 MiB read in order, by 4 KiB read(2) calls or by one load per page of a mapping: the
+    // asynchronous windows run ahead of the reader, but a page is usable only once its read has
+    // completed (the kernel keeps it locked until then), so the run lasts at least as long as
+    // the device takes to deliver the bytes at its peak rate.
+    let p = platform("64MiB", "");
+    let s = p.swap.as_ref().unwrap();
+    let peak = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap().peak_bandwidth();
+    for mmap in [false, true] {
+        let reads = (0..4096).map(|i| if mmap { mapped(Op::Read, i) } else { call(Op::Read, i, 4096) });
+        let r = run(&p, with(map(0, 4096), reads)).unwrap();
+        let s = &r.summary;
+        let bytes = u(s, &["swap", "device", "bytes_read"]);
+        assert!(bytes >= 4096 * 4096, "{bytes}");
+        let floor_ns = bytes as f64 / peak * 1e9;
+        let took = u(s, &["execution_time_ns"]) as f64;
+        assert!(took >= floor_ns, "mmap {mmap}: {took} ns for {bytes} B, the device needs {floor_ns:.0} ns");
+    }
 }

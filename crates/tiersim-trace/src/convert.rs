@@ -541,7 +541,12 @@ impl LineParser for Csv {
             Some(&"1") => Access::FILE,
             Some(&"3") => Access::FILE | Access::SYSCALL,
             Some(&"7") => Access::FILE | Access::SYSCALL | Access::DIRECT,
-            Some(v) => return Err(format!("file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call) or 7 (O_DIRECT call)")),
+            Some(&"9") => Access::FILE | Access::MAP,
+            Some(v) => {
+                return Err(format!(
+                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call) or 9 (file mapping record)"
+                ))
+            }
         };
         out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags });
         Ok(())
@@ -552,6 +557,8 @@ impl LineParser for Csv {
 // writers
 
 trait LineFormatter {
+    /// The format has a place for mapping records (`Access::MAP`); the others refuse them.
+    const MAPS: bool = false;
     fn line(&mut self, a: &Access, w: &mut dyn Write) -> std::io::Result<std::result::Result<(), String>>;
     fn end(&mut self, _w: &mut dyn Write) -> std::io::Result<()> {
         Ok(())
@@ -582,6 +589,13 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
     fn write(&mut self, a: &Access) -> Result<()> {
         let out = self.out.as_mut().expect("written after finish");
         self.count += 1;
+        if a.is_map() && !F::MAPS {
+            return Err(Error::Sim(format!(
+                "{}: access {}: a file mapping record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                self.path.display(),
+                self.count
+            )));
+        }
         match self.fmt.line(a, out) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(m)) => Err(Error::Sim(format!("{}: access {}: {m}", self.path.display(), self.count))),
@@ -701,6 +715,7 @@ struct CsvOut {
 }
 
 impl LineFormatter for CsvOut {
+    const MAPS: bool = true;
     fn line(&mut self, a: &Access, w: &mut dyn Write) -> std::io::Result<std::result::Result<(), String>> {
         if !self.started {
             self.started = true;

@@ -128,7 +128,14 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let mut stride = 1u64;
     let mut points: Vec<(u64, u64)> = Vec::new();
     let mut n = 0u64;
+    let (mut mappings, mut mapped_bytes) = (0u64, 0u64);
     crate::for_each_access(r.as_mut(), |a| {
+        if a.is_map() {
+            // Not an access: counted apart, outside reuse and hotness.
+            mappings += 1;
+            mapped_bytes += a.map_bytes();
+            return Ok(());
+        }
         let page = a.addr >> shift;
         match rd.access(page) {
             Some(d) => reuse[bucket(d)] += 1,
@@ -162,6 +169,8 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         "accesses": n,
         "page_size": page_size,
         "pages": counts.len(),
+        "mapping_records": mappings,
+        "mapped_bytes": mapped_bytes,
         "reuse_distance": {
             "unit": "distinct pages",
             "cold": cold,

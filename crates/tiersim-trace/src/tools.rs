@@ -25,7 +25,8 @@ pub struct SampleOptions {
 
 /// Write the accesses of `src` (native, or `src_format`) that `opts` selects to the native
 /// trace `dst`. In instruction traces a kept access's gap absorbs its CPU's dropped gaps, so
-/// each CPU's instruction count stays that of the original program.
+/// each CPU's instruction count stays that of the original program. File mapping records are
+/// all kept, in place.
 pub fn sample(src: &Path, src_format: Option<Format>, dst: &Path, opts: &SampleOptions, text: &TextOptions) -> Result<TraceStats> {
     if opts.every == 0 {
         return Err(Error::arg("every", "must be at least 1"));
@@ -69,6 +70,15 @@ pub fn sample(src: &Path, src_format: Option<Format>, dst: &Path, opts: &SampleO
                 now[cpu]
             }
         };
+        if a.is_map() {
+            // A mapping holds for the rest of the run whatever is sampled: kept, taking no
+            // instructions of its own (the next kept access of its CPU carries the gap).
+            let mut out = *a;
+            if h.time_unit == TimeUnit::Instructions {
+                out.time = 0;
+            }
+            return w.write(&out);
+        }
         if t < start || t >= end {
             return Ok(());
         }

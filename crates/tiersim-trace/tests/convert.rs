@@ -46,6 +46,63 @@ fn regenerate_data_when_asked() {
     }
 }
 
+/// `TIERSIM_REGEN_TEST_DATA=1 cargo test -p tiersim-trace --test convert regenerate_mapped`
+/// rewrites mapped.trace from mapped.csv (written by hand).
+#[test]
+fn regenerate_mapped_data_when_asked() {
+    if std::env::var_os("TIERSIM_REGEN_TEST_DATA").is_none() {
+        return;
+    }
+    convert::convert(&data("mapped.csv"), Some(Format::Csv), &data("mapped.trace"), Format::Native, &TextOptions::default()).unwrap();
+}
+
+/// The committed mapped trace (mapped.csv, written by hand, and mapped.trace from it): a file
+/// mapping of 65,537 pages in two records (the second continues the first), loads and stores
+/// through it, a buffered and an O_DIRECT call and anonymous accesses, on two CPUs.
+#[test]
+fn mapping_records_travel_through_every_format_that_can_hold_them() {
+    let csv = read(&data("mapped.csv"), Some(Format::Csv));
+    assert_eq!(read(&data("mapped.trace"), None), csv);
+    let maps: Vec<&Access> = csv.iter().filter(|a| a.is_map()).collect();
+    assert_eq!(maps.len(), 2);
+    assert_eq!((maps[0].op, maps[0].map_bytes(), maps[1].op, maps[1].addr), (Op::Read, 65535 * 4096, Op::Write, 0x4000_0000 + 65535 * 4096));
+    assert_eq!(csv.iter().map(|a| a.flags).collect::<Vec<_>>(), vec![9, 9, 1, 1, 0, 3, 7, 0]);
+    // The header's statistics count the records but neither their bytes nor their pages.
+    let h = tiersim_trace::TraceReader::open(&data("mapped.trace")).unwrap();
+    let st = h.header().stats.clone().unwrap();
+    assert_eq!((st.accesses, st.bytes, st.footprint_pages), (8, 8 + 16 + 8 + 4096 + 512 + 8, 6));
+    let d = tempfile::tempdir().unwrap();
+    let o = TextOptions::default();
+    // CSV round-trips byte for byte; lackey and MQSim have no place for them and say so, naming
+    // the record, and write nothing.
+    let back = d.path().join("back.csv");
+    convert::convert(&data("mapped.trace"), None, &back, Format::Csv, &o).unwrap();
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(data("mapped.csv")).unwrap());
+    for f in [Format::Lackey, Format::Mqsim] {
+        let out = d.path().join("out.txt");
+        let e = convert::convert(&data("mapped.trace"), None, &out, f, &o).unwrap_err().to_string();
+        assert!(e.contains("access 1") && e.contains("mapping record") && e.contains("out.txt"), "{f:?}: {e}");
+        assert!(!out.exists());
+    }
+    // A CSV file column of 9 is the only way to write one; 8 (bit 3 without bit 0) is refused.
+    let bad = d.path().join("bad.csv");
+    std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,8\n").unwrap();
+    let e = read_err(&bad, Format::Csv);
+    assert!(e.contains("bad.csv:2:") && e.contains("9 (file mapping record)"), "{e}");
+    // Sampling keeps every mapping record, whatever the filters, with no gap of its own.
+    let sampled = d.path().join("s.trace");
+    let opts = tiersim_trace::tools::SampleOptions { window: (Some(5), None), cpus: Some(vec![1]), every: 2 };
+    tiersim_trace::tools::sample(&data("mapped.trace"), None, &sampled, &opts, &o).unwrap();
+    let kept = read(&sampled, None);
+    assert_eq!(kept.iter().filter(|a| a.is_map()).map(|a| (a.time, a.addr)).collect::<Vec<_>>(), vec![(0, maps[0].addr), (0, maps[1].addr)]);
+    // CPU 1 at instructions 2, 7, 9: from 5 on, 7 and 9 pass; every 2nd keeps 7, its gap
+    // counted from the window's start (2).
+    assert_eq!(kept.iter().filter(|a| !a.is_map()).map(|a| (a.time, a.flags)).collect::<Vec<_>>(), vec![(2, 3)]);
+    // `trace stats` counts them apart from the accesses.
+    let st = tiersim_trace::stats::trace_stats(&data("mapped.trace"), None, &o, &Default::default()).unwrap();
+    assert_eq!((st["accesses"].as_u64(), st["mapping_records"].as_u64(), st["mapped_bytes"].as_u64()), (Some(6), Some(2), Some(65537 * 4096)));
+}
+
 /// MQSim_CXL's trace format as its simulator reads it: each line one 64 B access whatever the
 /// size field says (8 sectors, 1, 64), at the 64 B block of a decimal, hex or octal address.
 #[test]

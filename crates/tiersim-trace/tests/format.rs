@@ -730,8 +730,8 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
     // The committed trace predates both flag bits: it still reads, as anonymous loads and stores.
     let old = read_all(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/small.trace")), 1000).unwrap();
     assert!(!old.is_empty() && old.iter().all(|a| a.flags == 0));
-    let flags = [0, Access::FILE, Access::FILE | Access::SYSCALL, Access::FILE | Access::SYSCALL | Access::DIRECT];
-    let accesses: Vec<Access> = (0..3000u64).map(|i| Access { flags: flags[i as usize % 4], ..acc(i, i * 4096, 0, 4096, Op::Read) }).collect();
+    let flags = [0, Access::FILE, Access::FILE | Access::SYSCALL, Access::FILE | Access::SYSCALL | Access::DIRECT, Access::FILE | Access::MAP];
+    let accesses: Vec<Access> = (0..3000u64).map(|i| Access { flags: flags[i as usize % 5], ..acc(i, i * 4096, 0, 4096, Op::Read) }).collect();
     for shuffle in [true, false] {
         let p = d.path().join("f.trace");
         write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { frame_records: 700, shuffle, ..Default::default() }, &accesses);
@@ -739,11 +739,11 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
         let v1 = put(&d.path().join("f1.trace"), &as_v1(&std::fs::read(&p).unwrap()));
         assert_eq!(read_all(&v1, 333).unwrap(), accesses, "v1, shuffle {shuffle}");
     }
-    // Bit 3 means nothing yet: the record is refused, naming the bits that exist.
+    // Bit 4 means nothing yet: the record is refused, naming the bits that exist.
     let mut bad = accesses.clone();
-    bad[1234].flags = 8 | Access::FILE;
+    bad[1234].flags = 16 | Access::FILE;
     let p = d.path().join("bad.trace");
     write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { frame_records: 700, shuffle: false, ..Default::default() }, &bad);
     let (_, msg) = trace_err(read_all(&p, 333));
-    assert!(msg.contains("0x09") && msg.contains("bit 2 (O_DIRECT call)"), "{msg}");
+    assert!(msg.contains("0x11") && msg.contains("bit 3 (file mapping record)"), "{msg}");
 }

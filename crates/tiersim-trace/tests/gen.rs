@@ -63,6 +63,9 @@ fn random_file_share_marks_the_top_of_the_footprint_file_backed() {
     let (_, plain, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000", 3);
     let (_, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000\nfile_share = 0.25", 3);
     let base = gen::DEFAULT_BASE_ADDR;
+    // The trace opens with the file's mapping record: the upper 256 KiB, 64 pages.
+    assert_eq!(a[0], Access { time: 0, addr: base + (768 << 10), cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    let a = &a[1..];
     // Same addresses; exactly the upper 256 KiB (pages 192..256) carry the file flag, and the
     // trace file keeps it.
     for (x, y) in a.iter().zip(&plain) {
@@ -72,6 +75,12 @@ fn random_file_share_marks_the_top_of_the_footprint_file_backed() {
     }
     let files = a.iter().filter(|x| x.is_file()).count();
     assert!((4000..6000).contains(&files), "{files}");
+    // A share that does not end on a page: the file starts at the next page, so no page holds
+    // both anonymous and file lines (0.3 of 16384 lines is line 11469 of 16384, in page 179;
+    // the file starts at page 180).
+    let (_, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000\nfile_share = 0.3", 3);
+    assert_eq!((a[0].addr - base, a[0].size), (180 << 12, 256 - 180));
+    assert!(a[1..].iter().all(|x| x.is_file() == (x.addr - base >= 180 << 12)));
 }
 
 #[test]
@@ -184,8 +193,9 @@ fn headers_say_instructions_and_virtual() {
         let h = r.header();
         assert_eq!((h.time_unit, h.addr_kind, h.page_size), (TimeUnit::Instructions, AddrKind::Virtual, 2 << 20));
         // phased counts only its hot kernel's accesses; its fill and build phases come first.
+        // fileio's file mapping record is a record too.
         if e.info.name != "phased" {
-            assert_eq!(h.stats.as_ref().unwrap().accesses, 10);
+            assert_eq!(h.stats.as_ref().unwrap().accesses, 10 + (e.info.name == "fileio") as u64, "{}", e.info.name);
         }
     }
 }
@@ -211,6 +221,9 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     let params = "footprint = \"1MiB\"\nfile_size = \"256KiB\"\naccesses = 4000\nthreads = 2\nfile_share = 0.25\nio_size = \"8KiB\"\nfile_write_ratio = 0.5";
     let (_, a, _) = run("fileio", params, 3);
     let file_base = base + (2 << 20);
+    // First the file's mapping record: 256 KiB at the 2 MiB boundary.
+    assert_eq!(a[0], Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    let a = a[1..].to_vec();
     let calls: Vec<&Access> = a.iter().filter(|x| x.is_syscall()).collect();
     assert_eq!(calls.len() + a.iter().filter(|x| x.flags == 0).count(), 4000);
     assert!((900..1100).contains(&calls.len()), "{}", calls.len());
@@ -227,7 +240,8 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     }
     // Through a mapping, each operation is 8 KiB of 64-byte lines, same choices, same offsets.
     let (_, m, _) = run("fileio", &format!("{params}\nfile_access = \"mmap\""), 3);
-    let lines: Vec<&Access> = m.iter().filter(|x| x.is_file()).collect();
+    assert_eq!(m[0], Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    let lines: Vec<&Access> = m[1..].iter().filter(|x| x.is_file()).collect();
     assert_eq!(lines.len(), calls.len() * 128);
     assert!(lines.iter().all(|x| x.flags == Access::FILE && x.size == 64));
     for (k, c) in calls.iter().enumerate() {
@@ -236,6 +250,7 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     }
     // O_DIRECT: the same trace with the direct bit on every call, nothing else changed.
     let (_, d, _) = run("fileio", &format!("{params}\ndirect = true"), 3);
+    let d = d[1..].to_vec();
     assert_eq!(d.len(), a.len());
     for (x, y) in a.iter().zip(&d) {
         let flags = if x.is_syscall() { x.flags | Access::DIRECT } else { x.flags };

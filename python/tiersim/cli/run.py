@@ -123,6 +123,11 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
     if faults:
         touch, swap_in = _int(faults.get("first_touch")), _int(faults.get("swap_in"))
         rows.append(("page faults", f"{touch} first touch, {swap_in} swap-in"))
+        if faults.get("major") or faults.get("minor_file"):
+            rows.append(("file mapping faults", f"{_int(faults.get('major'))} major (read the device), "
+                                                f"{_int(faults.get('minor_file'))} minor (page cached)"))
+    for note in s.get("notes") or []:
+        rows.append(("note", str(note)))
     swap = s.get("swap") or {}
     if swap.get("swap_ins") or swap.get("swap_outs"):
         rows.append(("swap ins / outs", f"{_int(swap.get('swap_ins'))} / {_int(swap.get('swap_outs'))}"))

@@ -5,16 +5,19 @@
 //! sourced costs; misses read ahead as mm/readahead.c does; written pages stay dirty until the
 //! flusher writes them back (mm/page-writeback.c); with `[dax]` file pages live on the PMEM
 //! device and neither calls nor loads touch the page cache (fs/dax.c). O_DIRECT calls
-//! (`Access::DIRECT`) go between the device and the user buffer (fs/iomap/direct-io.c).
+//! (`Access::DIRECT`) go between the device and the user buffer (fs/iomap/direct-io.c). Loads
+//! and stores through a file mapping fault as filemap_fault does (mm/filemap.c, Linux 5.15):
+//! a missing page is read with read-around inside the file's bounds, which the trace's mapping
+//! records (`Access::MAP`) give; a cached but unmapped page is a minor fault with fault-around.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tiersim_core::{Access, Error, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
 use super::page_runs;
-use crate::pagetable::{DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNTOUCHED};
+use crate::pagetable::{CHUNK, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
 use crate::platform::Platform;
 use crate::sim::Engine;
 use crate::storage::iopath::{Driver, IoPath};
@@ -23,6 +26,21 @@ use crate::storage::pagecache::{init_ra_size, next_ra_size};
 /// Pages a task dirties between two checks of the dirty limits: balance_dirty_pages_ratelimited
 /// starts each task at nr_dirtied_pause = 128 KiB of pages (mm/page-writeback.c).
 const RATELIMIT_PAGES: u64 = 32;
+
+/// do_sync_mmap_readahead stops reading around faults of a file once its faults that found
+/// nothing cached outnumber those that did by this many (mm/filemap.c).
+const MMAP_LOTSAMISS: u32 = 100;
+
+/// A file the trace mapped (mapping records): its pages `[start, end)` and the struct file's
+/// readahead state, which the kernel keeps per open file (file->f_ra, with mmap_miss).
+#[derive(Debug, Clone, Copy)]
+struct FileMap {
+    end: u64,
+    /// Where the last record of the file ended, for a continuation record.
+    end_byte: u64,
+    ra: Stream,
+    mmap_miss: u32,
+}
 
 /// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
 /// the trace names no files, so each CPU is one stream.
@@ -87,6 +105,23 @@ pub(crate) struct FileStats {
     pub dax_accesses: u64,
     pub dax_bytes: u64,
     pub dax_latency_ns: u64,
+    /// Files mapped (mapping records that start one).
+    pub mappings: u64,
+    /// Faults through a mapping that read the device (filemap_fault on a page not cached,
+    /// the thread waiting), faults that found the page cached, pages those mapped beside the
+    /// faulting one (fault-around), and pages read from the device by the major faults.
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    pub fault_around_pages: u64,
+    pub fault_read_pages: u64,
+    /// Pages read from the device into the page cache, by calls, faults and refaults.
+    pub pages_read: u64,
+    /// First touches of file pages served without a device read (a zeroed page, as before
+    /// mapping records existed): no mapping record names their file, or no block device
+    /// (`[swap]`) holds the files.
+    pub unread_first_touches: u64,
+    /// Pages put in the page cache by `os.files_start_cached`.
+    pub warm_pages: u64,
 }
 
 pub(crate) struct FileIo {
@@ -103,6 +138,14 @@ pub(crate) struct FileIo {
     in_flight: VecDeque<(Ns, u64)>,
     pub(crate) dax: Option<Dax>,
     pub(crate) stats: FileStats,
+    /// Pages read ahead asynchronously, and when their read completes: until then they are
+    /// locked, not up to date, and whoever needs one waits (wait_on_page_locked).
+    pub(crate) in_read: FxHashMap<u32, Ns>,
+    /// Mapped files by first page.
+    maps: BTreeMap<u64, FileMap>,
+    warm: bool,
+    /// fault_around_bytes in pages, a power of two as the kernel rounds it.
+    fault_around: u64,
 }
 
 impl FileIo {
@@ -118,7 +161,6 @@ impl FileIo {
             }),
         };
         Ok(FileIo {
-            path,
             ra_pages: (platform.os.bytes("read_ahead") / platform.page_size).max(1),
             background_ratio: platform.os.uint("dirty_background_ratio"),
             dirty_ratio: platform.os.uint("dirty_ratio"),
@@ -128,12 +170,35 @@ impl FileIo {
             in_flight: VecDeque::new(),
             dax,
             stats: FileStats::default(),
+            in_read: FxHashMap::default(),
+            maps: BTreeMap::new(),
+            warm: platform.os.bool("files_start_cached"),
+            fault_around: 1 << (63 - path.fault_around_pages.max(1).leading_zeros()),
+            path,
         })
     }
 
     pub(crate) fn active(&self) -> bool {
         let s = &self.stats;
-        self.dax.is_some() || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
+        self.dax.is_some()
+            || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
+            || s.mappings + s.major_faults + s.minor_faults + s.unread_first_touches > 0
+    }
+
+    /// The mapped file holding page `vpn`: its first page and its end.
+    fn bounds(&self, vpn: u64) -> Option<(u64, u64)> {
+        let (&lo, m) = self.maps.range(..=vpn).next_back()?;
+        (vpn < m.end).then_some((lo, m.end))
+    }
+
+    /// The pages `[start, end)` of every mapped file.
+    pub(crate) fn mapped_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.maps.iter().map(|(&lo, m)| (lo, m.end))
+    }
+
+    /// Page `vpn` belongs to a file a mapping record named.
+    pub(crate) fn mapped(&self, vpn: u64) -> bool {
+        self.bounds(vpn).is_some()
     }
 
     pub(crate) fn summary(&self, page_size: u64) -> serde_json::Value {
@@ -179,15 +244,28 @@ impl FileIo {
                 "invalidated_pages": s.direct_invalidated,
             },
             "dax": dax,
+            "mmap": {
+                "mappings": s.mappings,
+                "major_faults": s.major_faults,
+                "minor_faults": s.minor_faults,
+                "fault_around_pages": s.fault_around_pages,
+                "fault_read_pages": s.fault_read_pages,
+                "unread_first_touches": s.unread_first_touches,
+                "warm_pages": s.warm_pages,
+            },
+            "pages_read": s.pages_read,
         })
     }
 }
 
 impl Engine {
     /// A file access the page cache of the OS model does not serve as a plain load or store: a
-    /// system call, or any file access when the files are on DAX. Completes the access, or asks
+    /// mapping record, a system call, or any file access when the files are on DAX. Completes the access, or asks
     /// for it to be issued again after a DAX fault (`Ok(Some(ps))`).
     pub(crate) fn file_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        if a.is_map() {
+            return self.map_record(c, a, issue_ps);
+        }
         if a.is_direct() && !(a.is_syscall() && a.is_file()) {
             return Err(Error::Sim(format!(
                 "access #{}: flags {:#04x} mark an O_DIRECT call (bit 2) without bits 0 and 1 (a system call on a file)",
@@ -281,9 +359,13 @@ impl Engine {
                 } else {
                     self.sync_readahead(c, vpn, last - vpn + 1, at)?
                 };
-                self.pt.entries[p as usize].flags &= !REFERENCED;
+                // In the page cache, not mapped: a later load or store through a mapping takes
+                // a minor fault.
+                let f = &mut self.pt.entries[p as usize].flags;
+                *f = (*f & !REFERENCED) | UNMAPPED;
             } else {
                 self.files.stats.hits += measuring;
+                at = self.uptodate_at(p, at);
                 if self.files.streams[c].marker() == Some(vpn) {
                     // The page stays locked while the window's allocations may reclaim.
                     self.pt.entries[p as usize].flags |= LOCKED;
@@ -417,6 +499,7 @@ impl Engine {
             // "Standalone, small random read": read as is, leave the state alone.
             (vpn, want)
         };
+        let size = size.min(self.file_end(start) - start);
         self.read_window(c, start, size, Some(vpn), at)
     }
 
@@ -427,7 +510,14 @@ impl Engine {
         let s = &mut self.files.streams[c];
         let (start, size) = (s.start + s.size, next_ra_size(s.size.max(1), max));
         (s.start, s.size, s.async_size) = (start, size, size);
+        let size = size.min(self.file_end(start).saturating_sub(start));
         self.read_window(c, start, size, None, at)
+    }
+
+    /// Where the file holding page `vpn` ends, if a mapping record named it (do_page_cache_ra
+    /// reads nothing past end of file); else nowhere.
+    fn file_end(&self, vpn: u64) -> u64 {
+        self.files.bounds(vpn).map_or(u64::MAX, |(_, hi)| hi)
     }
 
     /// Read the missing pages of `[start, start + size)` into the page cache: each is allocated
@@ -452,11 +542,13 @@ impl Engine {
             let (_, reclaim_ps) = self.alloc(p, c, v, at + cpu, FILE)?;
             cpu += io.page_alloc + reclaim_ps / 1000;
             if Some(v) != wait {
-                self.pt.entries[p as usize].flags &= !(LOCKED | REFERENCED);
+                let f = &mut self.pt.entries[p as usize].flags;
+                *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
                 self.files.stats.readahead_pages += measuring;
             }
             missing.push(p);
         }
+        self.files.stats.pages_read += measuring * missing.len() as u64;
         let (block, driver, completion) = io.request_overhead(Driver::Nvme);
         let mut submit = at + cpu + io.fs_map;
         let mut done = submit;
@@ -473,11 +565,30 @@ impl Engine {
                 cpu: c as u32,
                 remote: false,
             };
-            done = done.max(swap.dev.access(&req));
+            let end = swap.dev.access(&req);
+            done = done.max(end);
             requests += 1;
+            if wait.is_none() {
+                // Nobody waits for an asynchronous window now; its pages are locked until
+                // their request completes (end_page_read unlocks them).
+                self.files.in_read.extend(missing[run].iter().map(|&p| (p, end)));
+            }
         }
         self.files.stats.read_requests += measuring * requests;
         Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
+    }
+
+    /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
+    /// brings it in (filemap_get_pages and filemap_fault wait on the locked page).
+    fn uptodate_at(&mut self, p: u32, t: Ns) -> Ns {
+        match self.files.in_read.get(&p) {
+            Some(&ready) if ready > t => ready,
+            Some(_) => {
+                self.files.in_read.remove(&p);
+                t
+            }
+            None => t,
+        }
     }
 
     /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
@@ -612,5 +723,192 @@ impl Engine {
         }
         self.retire(c, a, issue_ps, issue_ps + (latency * 1_000_000).div_ceil(self.mlp_milli));
         Ok(None)
+    }
+}
+
+impl Engine {
+    /// A mapping record (`Access::MAP`): the file whose pages live at `[addr, addr + size x 4
+    /// KiB)` is mapped from here on. Opening the same file again changes nothing; a mapping
+    /// that overlaps another is refused, as is anything but bit 0 beside bit 3. With
+    /// `os.files_start_cached` the file's uncached pages enter the page cache clean and
+    /// unmapped, with no device read and no time charged (a warm file). The record costs a
+    /// system call (do_mmap's VMA setup is not charged).
+    pub(crate) fn map_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let n = self.processed;
+        if a.flags != Access::FILE | Access::MAP {
+            return Err(Error::Sim(format!("access #{n}: flags {:#04x} mark a file mapping record (bit 3) with bits other than bit 0", a.flags)));
+        }
+        let Some(end_byte) = a.addr.checked_add(a.map_bytes()).filter(|&e| e < u64::MAX - self.page_size) else {
+            return Err(Error::Sim(format!("access #{n}: a file mapping of {} bytes at {:#x} runs past the end of the address space", a.map_bytes(), a.addr)));
+        };
+        let (lo, hi) = (a.addr >> self.page_shift, ((end_byte - 1) >> self.page_shift) + 1);
+        let overlap = |maps: &BTreeMap<u64, FileMap>, skip: Option<u64>| {
+            maps.range(..hi).rev().find(|(&l, m)| Some(l) != skip && m.end > lo).map(|(&l, m)| (l, m.end))
+        };
+        let (first, fresh) = match a.op {
+            Op::Read => match overlap(&self.files.maps, None) {
+                Some((l, _)) if l == lo && self.files.maps[&l].end_byte == end_byte => (lo, false),
+                Some((l, e)) => {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: the file mapping [{:#x}, {end_byte:#x}) overlaps the one of pages [{l:#x}, {e:#x}); unmapping is not in the trace format",
+                        a.addr
+                    )))
+                }
+                None => {
+                    self.files.maps.insert(lo, FileMap { end: hi, end_byte, ra: Stream::default(), mmap_miss: 0 });
+                    self.files.stats.mappings += self.measuring as u64;
+                    (lo, true)
+                }
+            },
+            Op::Write => {
+                let Some((&l, _)) = self.files.maps.range(..=lo).rev().find(|(_, m)| m.end_byte == a.addr) else {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: a continuation mapping record (op write) at {:#x}, where no mapped file ends",
+                        a.addr
+                    )));
+                };
+                if let Some((o, e)) = overlap(&self.files.maps, Some(l)) {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: the file mapping continued to {end_byte:#x} overlaps the one of pages [{o:#x}, {e:#x})"
+                    )));
+                }
+                let m = self.files.maps.get_mut(&l).expect("found above");
+                (m.end, m.end_byte) = (hi, end_byte);
+                (lo, true)
+            }
+        };
+        if self.files.warm && fresh && self.swap.is_some() {
+            self.warm_file(c, first, hi, issue_ps / 1000)?;
+        }
+        let end_ps = issue_ps + self.files.path.syscall * 1000;
+        self.retire(c, a, issue_ps, end_ps);
+        Ok(None)
+    }
+
+    /// Put the uncached pages of `[lo, hi)` in the page cache as a warm file's are: clean, not
+    /// mapped, not referenced, on the inactive file list.
+    fn warm_file(&mut self, c: usize, lo: u64, hi: u64, t: Ns) -> Result<()> {
+        for v in lo..hi {
+            let p = self.file_page(v)?;
+            let node = self.pt.entries[p as usize].node;
+            if node != UNTOUCHED && node != DROPPED {
+                continue;
+            }
+            if node == UNTOUCHED {
+                self.pt.touched += 1;
+            }
+            self.alloc(p, c, v, t, FILE)?;
+            let f = &mut self.pt.entries[p as usize].flags;
+            *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
+            self.files.stats.warm_pages += self.measuring as u64;
+        }
+        Ok(())
+    }
+
+    /// A load or store by CPU `c` through a file mapping at `t` to page `p` (`vpn`), which no
+    /// PTE maps: not cached (a first touch, or dropped by reclaim) in a file a mapping record
+    /// names, or cached but unmapped. Returns the fault's time (ps).
+    pub(crate) fn filemap_fault(&mut self, c: usize, p: u32, vpn: u64, t: Ns, write: bool) -> Result<u64> {
+        let io = self.files.path;
+        let measuring = self.measuring as u64;
+        let bounds = self.files.bounds(vpn);
+        let node = self.pt.entries[p as usize].node;
+        if node >= DROPPED {
+            let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");
+            if node == DROPPED {
+                if let Some(s) = self.swap.as_mut() {
+                    s.file_refaults += measuring;
+                }
+            }
+            let ra_pages = self.files.ra_pages;
+            let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
+            // do_sync_mmap_readahead (mm/filemap.c): count the miss; past MMAP_LOTSAMISS read
+            // only the page. Else read around it: ra_pages from ra_pages/2 before it (not
+            // before the file's start), the last quarter marked for async readahead;
+            // do_page_cache_ra cuts the window at the file's end. Deviation: no madvise in
+            // traces, so neither MADV_RANDOM (only the page) nor MADV_SEQUENTIAL (sync
+            // readahead) is modelled.
+            m.mmap_miss = (m.mmap_miss + 1).min(MMAP_LOTSAMISS * 10);
+            let (start, size) = if m.mmap_miss > MMAP_LOTSAMISS {
+                (vpn, 1)
+            } else {
+                let start = vpn.saturating_sub(ra_pages / 2).max(lo);
+                let size = ra_pages.min(hi - start);
+                let lookahead = ra_pages / 4;
+                m.ra = Stream { start, size, async_size: if size >= lookahead { lookahead } else { 0 }, ..m.ra };
+                (start, size)
+            };
+            let before = self.files.stats.pages_read;
+            let done = self.read_window(c, start, size, Some(vpn), t + io.page_cache_lookup)?;
+            let s = &mut self.files.stats;
+            s.major_faults += measuring;
+            s.fault_read_pages += s.pages_read - before;
+            // The page is mapped (finish_fault) and stays locked until the access replays.
+            self.pt.entries[p as usize].flags &= !UNMAPPED;
+            return Ok((done - t + io.minor_fault) * 1000);
+        }
+        // The page is cached. do_read_fault maps the cached neighbours first (do_fault_around);
+        // a write fault on a shared mapping (do_shared_fault) goes to filemap_fault alone.
+        let marker = bounds.and_then(|(lo, _)| self.files.maps[&lo].ra.marker());
+        if !write {
+            self.fault_around(vpn, bounds, marker, t)?;
+        }
+        let mut at = t + io.minor_fault;
+        if self.pt.entries[p as usize].flags & UNMAPPED != 0 {
+            at = self.uptodate_at(p, at);
+            // filemap_fault finds the page: do_async_mmap_readahead counts a hit, and on the
+            // PG_readahead page starts the next window without waiting (page_cache_async_ra).
+            self.pt.entries[p as usize].flags = (self.pt.entries[p as usize].flags & !UNMAPPED) | LOCKED;
+            if let Some((lo, hi)) = bounds {
+                let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
+                m.mmap_miss = m.mmap_miss.saturating_sub(1);
+                if marker == Some(vpn) {
+                    let max = self.files.ra_pages;
+                    let start = m.ra.start + m.ra.size;
+                    let size = next_ra_size(m.ra.size.max(1), max);
+                    m.ra = Stream { start, size, async_size: size, ..m.ra };
+                    let size = size.min(hi.saturating_sub(start));
+                    at = self.read_window(c, start, size, None, at)?;
+                }
+            }
+        }
+        self.files.stats.minor_faults += measuring;
+        Ok((at - t) * 1000)
+    }
+
+    /// do_fault_around (mm/memory.c) with filemap_map_pages (mm/filemap.c): map every cached,
+    /// unmapped page of the fault_around_bytes-aligned window around `vpn` that lies in the
+    /// same file and page-table page, except the PG_readahead page (left to fault, so that it
+    /// starts the next window) and pages still being read (not up to date at `t`). Prefaulted
+    /// PTEs are young on x86 (do_set_pte), and each page mapped counts as an mmap hit
+    /// (mmap_miss--).
+    fn fault_around(&mut self, vpn: u64, bounds: Option<(u64, u64)>, marker: Option<u64>, t: Ns) -> Result<()> {
+        let n = self.files.fault_around;
+        if n <= 1 {
+            return Ok(());
+        }
+        let pmd = vpn & !(CHUNK as u64 - 1);
+        let (mut lo, mut hi) = ((vpn & !(n - 1)).max(pmd), ((vpn & !(n - 1)) + n).min(pmd + CHUNK as u64));
+        if let Some((a, b)) = bounds {
+            (lo, hi) = (lo.max(a), hi.min(b));
+        }
+        let mut mapped = 0;
+        for v in lo..hi {
+            let q = self.pt.slot(v)?;
+            if self.files.in_read.get(&q).is_some_and(|&ready| ready > t) {
+                continue;
+            }
+            let e = &mut self.pt.entries[q as usize];
+            if e.node < DROPPED && e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED && Some(v) != marker {
+                e.flags = (e.flags & !UNMAPPED) | REFERENCED | if v == vpn { LOCKED } else { 0 };
+                mapped += (v != vpn) as u64;
+                if let Some((a, _)) = bounds {
+                    let m = self.files.maps.get_mut(&a).expect("bounds come from the map");
+                    m.mmap_miss = m.mmap_miss.saturating_sub(1);
+                }
+            }
+        }
+        self.files.stats.fault_around_pages += self.measuring as u64 * mapped;
+        Ok(())
     }
 }

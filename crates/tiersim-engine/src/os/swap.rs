@@ -105,6 +105,7 @@ impl Engine {
     /// Free the frame of clean file page `p` (already off its LRU list): it stays a file page,
     /// which its next access refaults.
     pub(crate) fn evict_file_page(&mut self, p: u32, node: usize) {
+        self.files.in_read.remove(&p);
         self.nodes[node].release_frame(self.pt.entries[p as usize].frame);
         self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
         self.page_event(PageEvent::Evicted(p, node as NodeId));
@@ -332,6 +333,7 @@ impl Engine {
         let done = swap.dev.access(&req);
         if self.measuring {
             swap.file_refaults += 1;
+            self.files.stats.pages_read += 1;
         }
         let io_ps = (done - t) * 1000 + self.swap_fault_ps;
         let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, FILE)?;

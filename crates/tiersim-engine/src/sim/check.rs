@@ -1,13 +1,13 @@
 //! The OS model's invariants, verified every `SimOptions::check_every` accesses (for tests):
 //! each page in one place, frames unique per node, capacities respected, LRU lists well linked
-//! and counted.
+//! and counted, no anonymous page inside a mapped file.
 
 use rustc_hash::FxHashMap;
 use tiersim_core::{Error, Result};
 
 use super::Engine;
 use crate::os::lru;
-use crate::pagetable::{DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED, UNTOUCHED};
+use crate::pagetable::{CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED, UNTOUCHED};
 
 impl Engine {
     /// Each page on exactly one node or in swap, frames unique per node, no node over capacity,
@@ -73,6 +73,17 @@ impl Engine {
             let e = self.pt.entries[q as usize];
             if e.node >= DROPPED || e.flags & SWAPCACHE == 0 || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q) {
                 return fail(format!("swap-cache page {q} (slot {slot}) is not a resident SWAPCACHE page owning its slot"));
+            }
+        }
+        // Read-around never takes a page of anonymous memory: inside a mapped file every page
+        // in memory, swapped or dropped is a file page.
+        for (lo, hi) in self.files.mapped_ranges() {
+            for v in lo..hi {
+                let Some(&base) = self.pt.by_address.get(&(v >> CHUNK_SHIFT)) else { continue };
+                let e = self.pt.entries[base as usize + (v as usize & (CHUNK - 1))];
+                if e.node != UNTOUCHED && (e.node == SWAPPED || e.flags & FILE == 0) {
+                    return fail(format!("page {v:#x} of a mapped file is anonymous memory"));
+                }
             }
         }
         let dirty_file = self.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();

@@ -22,7 +22,7 @@ use crate::os::lru::LruStats;
 use crate::os::scan::DeviceHints;
 use crate::os::swap::Swap;
 use crate::os::PageEvent;
-use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNTOUCHED};
+use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
 pub use stats::LatencyBins;
@@ -377,7 +377,7 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns);
             return Ok(Some(issue_ps + cost));
         }
-        if a.flags & (Access::SYSCALL | Access::DIRECT) != 0 || (a.is_file() && self.files.dax.is_some()) {
+        if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some()) {
             return self.file_access(c, a, issue_ps);
         }
         let entry = self.pt.entries[p as usize];
@@ -438,9 +438,23 @@ impl Engine {
     #[inline(never)]
     fn fault(&mut self, c: usize, p: u32, vpn: u64, issue_ps: u64, a: &Access) -> Result<Option<u64>> {
         let issue_ns = issue_ps / 1000;
-        let fault_ps = match self.pt.entries[p as usize].node {
+        let e = self.pt.entries[p as usize];
+        let fault_ps = match e.node {
+            // A page of a file a mapping record names: filemap_fault, with read-around.
+            UNTOUCHED | DROPPED if (a.is_file() || e.node == DROPPED) && self.swap.is_some() && self.files.mapped(vpn) => {
+                self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?
+            }
             UNTOUCHED => {
                 self.pt.touched += 1;
+                if a.is_file() {
+                    self.files.stats.unread_first_touches += self.measuring as u64;
+                } else if self.files.mapped(vpn) {
+                    return Err(tiersim_core::Error::Sim(format!(
+                        "access #{}: an anonymous access to page {vpn:#x}, inside a file a mapping record maps; \
+                         accesses to a mapped file carry flag bit 0",
+                        self.processed
+                    )));
+                }
                 // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
                 let flags = if a.is_file() { FILE } else if self.new_anon_active { ACTIVE } else { 0 };
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
@@ -452,7 +466,9 @@ impl Engine {
             // Also on the cached path: another CPU's reclaim may have swapped the page out.
             SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
             DROPPED => self.file_refault(p, c, vpn, issue_ns)?,
-            _ if self.pt.entries[p as usize].flags & SWAPCACHE != 0 => self.swap_cache_map(p),
+            // A page-cache page no PTE maps yet: a minor fault, with fault-around.
+            _ if e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED => self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?,
+            _ if e.flags & SWAPCACHE != 0 => self.swap_cache_map(p),
             _ => 0,
         };
         if fault_ps > 0 {

@@ -206,6 +206,9 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "faults": {
             "first_touch": eng.first_touch_faults,
             "swap_in": eng.swap.as_ref().map_or(0, |s| s.swap_ins),
+            "major": eng.files.stats.major_faults,
+            "minor_file": eng.files.stats.minor_faults,
+            "file_unread": eng.files.stats.unread_first_touches,
             "fault_time_ns": eng.fault_time_ps / 1000,
         },
         "out_of_order_issues": eng.time_went_back,
@@ -246,6 +249,14 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     });
     if eng.files.active() {
         summary["page_cache"] = eng.files.summary(eng.page_size);
+    }
+    let unread = eng.files.stats.unread_first_touches;
+    if unread > 0 {
+        summary["notes"] = json!([format!(
+            "{unread} first touches of file pages through a mapping read nothing from the device (zeroed pages, minor \
+             faults): the trace has no mapping record for their file{}, so mmap reads of cold files are overstated",
+            if eng.swap.is_none() { ", or the platform no block device for files ([swap])" } else { "" }
+        )]);
     }
     SimResult { summary, timeseries: eng.ts, latency_hist: latency_bins }
 }

@@ -235,7 +235,9 @@ impl StatsBuilder {
             Op::Read => s.reads += 1,
             Op::Write => s.writes += 1,
         }
-        s.bytes = s.bytes.saturating_add(a.size as u64);
+        // A mapping record moves no bytes and touches no page.
+        let map = a.is_map();
+        s.bytes = s.bytes.saturating_add(if map { 0 } else { a.size as u64 });
         match self.time_unit {
             TimeUnit::Ns => {
                 if s.accesses == 1 {
@@ -251,6 +253,9 @@ impl StatsBuilder {
                 self.instr[cpu] = t;
                 s.time_last = s.time_last.max(t);
             }
+        }
+        if map {
+            return;
         }
         let first = a.addr >> self.page_shift;
         let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;

@@ -7,6 +7,10 @@
 //! `accesses` counts operations: a mapped file operation is io_size / access_size accesses.
 //! `write_ratio` is the anonymous accesses', `file_write_ratio` the file operations'.
 //! `direct = true` makes the system calls O_DIRECT (`Access::DIRECT`): straight to the device.
+//! The trace opens with the file's mapping record(s) (`Access::MAP`, CPU 0, no gap), so that
+//! the OS model's readahead and fault read-around stop at the file's bounds and
+//! `os.files_start_cached` knows which pages to warm, whether the file is read by calls or
+//! through a mapping.
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -61,6 +65,8 @@ struct FileIo {
     cursor: Vec<u64>,
     /// A mapped operation in progress: (cpu, next address, end, write).
     pending: Option<(u32, u64, u64, bool)>,
+    /// The file's mapping records, emitted first.
+    maps: std::vec::IntoIter<Access>,
     rng: ChaCha8Rng,
     i: u64,
 }
@@ -82,6 +88,8 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     let file_base = c.footprint.next_multiple_of(2 << 20);
     c.check_span(file_base + file_size)?;
     let slots = file_size / io_size;
+    let mmap = p.str("file_access") == "mmap";
+    let maps = Access::mapping(c.base + file_base, file_size, 0, 0);
     Ok(Box::new(FileIo {
         c,
         file_base: c.base + file_base,
@@ -91,10 +99,11 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
         anon_write_ratio: p.float("write_ratio"),
         write_ratio: p.float("file_write_ratio"),
         random: p.str("pattern") == "random",
-        mmap: p.str("file_access") == "mmap",
+        mmap,
         call_flags: Access::FILE | Access::SYSCALL | if direct { Access::DIRECT } else { 0 },
         cursor: (0..c.threads).map(|t| t * (slots / c.threads)).collect(),
         pending: None,
+        maps: maps.into_iter(),
         rng: ChaCha8Rng::seed_from_u64(seed),
         i: 0,
     }))
@@ -116,6 +125,9 @@ impl Generator for FileIo {
     }
 
     fn next_access(&mut self) -> Option<Access> {
+        if let Some(m) = self.maps.next() {
+            return Some(m);
+        }
         if let Some(a) = self.mapped_line() {
             return Some(a);
         }

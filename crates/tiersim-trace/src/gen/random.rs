@@ -3,7 +3,9 @@
 //! This is the worst case for a fast tier smaller than the footprint and the baseline against
 //! which tiering policies show their gain (the "random" workload of the CXL-flash study).
 //! `file_share` maps the top share of the footprint from a file: its accesses carry
-//! `Access::FILE`, so the OS model keeps those pages in the page cache (file LRU lists).
+//! `Access::FILE`, so the OS model keeps those pages in the page cache (file LRU lists). The
+//! file starts on a 4 KiB boundary, and the trace opens with its mapping record(s)
+//! (`Access::MAP`, CPU 0, no gap) so that fault read-around stops at its bounds.
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -34,6 +36,8 @@ struct Random {
     slots: u64,
     /// Slots from here up are file-backed.
     file_from: u64,
+    /// The file's mapping records, emitted first.
+    maps: std::vec::IntoIter<Access>,
     rng: ChaCha8Rng,
     i: u64,
 }
@@ -41,11 +45,23 @@ struct Random {
 pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     let c = Common::from_params(p)?;
     c.check_span(c.footprint)?;
+    let slots = c.footprint / c.access_size;
+    // The file's first slot starts a page, so no page holds both anonymous and file bytes.
+    let share = p.float("file_share");
+    let raw = (slots as f64 * (1.0 - share)).round() as u64 * c.access_size;
+    let file_from = raw.next_multiple_of(Access::MAP_UNIT).div_ceil(c.access_size).min(slots);
+    let file_start = (file_from * c.access_size).next_multiple_of(Access::MAP_UNIT);
+    let maps = if share > 0.0 && file_start < c.footprint {
+        Access::mapping(c.base + file_start, c.footprint - file_start, 0, 0)
+    } else {
+        Vec::new()
+    };
     Ok(Box::new(Random {
         c,
         write_ratio: p.float("write_ratio"),
-        slots: c.footprint / c.access_size,
-        file_from: ((c.footprint / c.access_size) as f64 * (1.0 - p.float("file_share"))).round() as u64,
+        slots,
+        file_from,
+        maps: maps.into_iter(),
         rng: ChaCha8Rng::seed_from_u64(seed),
         i: 0,
     }))
@@ -57,6 +73,9 @@ impl Generator for Random {
     }
 
     fn next_access(&mut self) -> Option<Access> {
+        if let Some(m) = self.maps.next() {
+            return Some(m);
+        }
         if self.i >= self.c.accesses {
             return None;
         }
