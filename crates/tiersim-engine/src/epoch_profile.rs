@@ -38,10 +38,12 @@ pub struct Lookahead {
     per_epoch: u64,
     top: usize,
     windows: Windows,
+    /// What a write counts for in a page's ranking, reads counting 1.
+    write_weight: u64,
     /// Buffered accesses past which reading stops even if a window is not full.
     cap: u64,
-    /// Per CPU: the pages of its accesses read and not yet passed, the first being its access
-    /// number `first[c]`; `read[c]` of its accesses have been read (accesses numbered below
+    /// Per CPU: the pages of its accesses read and not yet passed (page << 1 | is_write), the
+    /// first being its access number `first[c]`; `read[c]` of its accesses have been read (accesses numbered below
     /// `first[c]` are skipped as they are read).
     pending: Vec<VecDeque<u64>>,
     first: Vec<u64>,
@@ -71,8 +73,9 @@ fn at(v: &[u64], c: usize) -> u64 {
 
 impl Lookahead {
     /// Read `source` ahead of a run cut into epochs of `per_epoch` accesses, keeping the `top`
-    /// hottest pages per epoch; reading stops at `cap` buffered accesses.
-    pub fn new(source: Box<dyn AccessSource>, page_size: u64, per_epoch: u64, top: usize, windows: Windows, cap: u64) -> Lookahead {
+    /// hottest pages per epoch, a write counting `write_weight` reads; reading stops at `cap`
+    /// buffered accesses.
+    pub fn new(source: Box<dyn AccessSource>, page_size: u64, per_epoch: u64, top: usize, windows: Windows, write_weight: u64, cap: u64) -> Lookahead {
         let per_epoch = per_epoch.max(1);
         Lookahead {
             source,
@@ -80,6 +83,7 @@ impl Lookahead {
             per_epoch,
             top,
             windows,
+            write_weight,
             cap: cap.max(per_epoch),
             pending: Vec::new(),
             first: Vec::new(),
@@ -114,7 +118,7 @@ impl Lookahead {
             let c = a.cpu as usize;
             self.ensure(c + 1);
             if self.read[c] >= self.first[c] {
-                self.pending[c].push_back(a.addr >> self.shift);
+                self.pending[c].push_back((a.addr >> self.shift) << 1 | u64::from(a.op.is_write()));
                 self.buffered += 1;
             }
             self.read[c] += 1;
@@ -167,7 +171,7 @@ impl Lookahead {
     }
 
     /// An epoch begins with CPU c having issued `pos[c]` accesses: its hottest pages, at most
-    /// `top`, hottest first (ties: lower page first).
+    /// `top`, with their (write-weighted) accesses, hottest first (ties: lower page first).
     pub fn next(&mut self, pos: &[u64]) -> Result<Vec<(u64, u64)>> {
         if self.epochs > 0 {
             self.close(pos);
@@ -197,8 +201,8 @@ impl Lookahead {
         let mut counts: FxHashMap<u64, u64> = Default::default();
         for (c, &(_, n)) in self.window.iter().enumerate() {
             if let Some(q) = self.pending.get(c) {
-                for &vpn in q.iter().take(n as usize) {
-                    *counts.entry(vpn).or_default() += 1;
+                for &e in q.iter().take(n as usize) {
+                    *counts.entry(e >> 1).or_default() += if e & 1 == 1 { self.write_weight } else { 1 };
                 }
             }
         }
@@ -248,13 +252,32 @@ mod tests {
         }
     }
 
-    /// Two CPUs, interleaved in the trace, 10 accesses each: CPU 0 on pages 0..10, CPU 1 on
-    /// pages 100..110 (the i-th access of a CPU on its i-th page).
-    fn lookahead(windows: Windows) -> Lookahead {
+    fn source(trace: Vec<Access>) -> Box<dyn AccessSource> {
         let meta = TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Virtual, page_size: 4096 };
-        let acc = |cpu: u32, page: u64| Access { time: 0, addr: page << 12, cpu, size: 64, op: Op::Read, flags: 0 };
-        let trace: Vec<Access> = (0..10).flat_map(|i| [acc(0, i), acc(1, 100 + i)]).collect();
-        Lookahead::new(Box::new(Mem(TraceHeader::new(&meta), trace.into_iter())), 4096, 4, 8, windows, 100)
+        Box::new(Mem(TraceHeader::new(&meta), trace.into_iter()))
+    }
+
+    fn acc(cpu: u32, page: u64, op: Op) -> Access {
+        Access { time: 0, addr: page << 12, cpu, size: 64, op, flags: 0 }
+    }
+
+    /// Two CPUs, interleaved in the trace, 10 reads each: CPU 0 on pages 0..10, CPU 1 on pages
+    /// 100..110 (the i-th access of a CPU on its i-th page).
+    fn lookahead(windows: Windows) -> Lookahead {
+        let trace: Vec<Access> = (0..10).flat_map(|i| [acc(0, i, Op::Read), acc(1, 100 + i, Op::Read)]).collect();
+        Lookahead::new(source(trace), 4096, 4, 8, windows, 1, 100)
+    }
+
+    #[test]
+    fn a_write_counts_write_weight_reads() {
+        // One CPU: page 1 read 3 times, page 2 written once, page 3 read once; one page kept.
+        let ops = [(1, Op::Read), (2, Op::Write), (1, Op::Read), (3, Op::Read), (1, Op::Read)];
+        let trace: Vec<Access> = ops.iter().map(|&(p, op)| acc(0, p, op)).collect();
+        let top = |w| Lookahead::new(source(trace.clone()), 4096, 5, 1, Windows::PerCpu, w, 100).next(&[0]).unwrap();
+        assert_eq!(top(1), [(1, 3)]);
+        assert_eq!(top(3), [(1, 3)]);
+        // Ties go to the lower page; at 4 the write outweighs the three reads.
+        assert_eq!(top(4), [(2, 4)]);
     }
 
     fn pages(v: Vec<(u64, u64)>) -> Vec<u64> {

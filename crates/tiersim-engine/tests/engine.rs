@@ -827,7 +827,7 @@ fn dynamic_oracle_follows_a_changing_hot_set() {
             assert_eq!(want.top, 14);
             pol.set_epoch_length(70);
             let ahead = Box::new(Mem::new(TimeUnit::Instructions, a.clone()));
-            future = Some(tiersim_engine::Lookahead::new(ahead, 4096, 70, want.top, tiersim_engine::Windows::PerCpu, 1000));
+            future = Some(tiersim_engine::Lookahead::new(ahead, 4096, 70, want.top, tiersim_engine::Windows::PerCpu, want.write_weight, 1000));
         } else {
             pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
         }

@@ -318,6 +318,8 @@ pub struct EpochProfile {
     /// Predict an epoch's accesses per CPU from its position and speed (true), or as the next
     /// span of the trace (false).
     pub per_cpu: bool,
+    /// What a write counts for when pages are ranked, a read counting 1.
+    pub write_weight: u64,
 }
 
 /// The nearest node of the next lower tier (the kernel's next_demotion_node): smallest distance
