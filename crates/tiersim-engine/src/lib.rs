@@ -103,7 +103,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
             let windows = if want.per_cpu { Windows::PerCpu } else { Windows::TraceOrder };
             // The read-ahead holds the CPUs' lag: a few epochs, plus what the replay itself may
             // read ahead for a thread that waits.
-            let cap = 4 * per_epoch + platform.host.uint("read_ahead");
+            let cap = per_epoch.saturating_mul(4).saturating_add(platform.host.uint("read_ahead"));
             let (again, _, _) = open_source(&req.trace, req.seed)?;
             Some(Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap))
         }
