@@ -104,6 +104,11 @@ def test_autotiering_quick(tmp_path: Path):
     claim = by["graph500: OPMX beats CPMX"]
     assert claim.agree == (opmx < cpmx)
     assert claim.ours.startswith(f"{t[('phased', 'autonuma')] / opmx:.2f}x")
+    # tiersim's own bound: no policy faster than the dynamic oracle with free moves, no slack.
+    for w in ("phased", "kv", "uniform"):
+        bound = t[(w, "oracle_dynamic_free")]
+        assert all(v >= bound for (trace, _), v in t.items() if trace == w), (w, bound)
+    assert by["tiersim's own bound: no policy beats oracle_dynamic with free migrations"].agree
     # The LAP-level claim reads hot_0..hot_8 from the OPMX run's time series.
     assert "levels 7-8: DRAM" in by[next(f for f in by if f.startswith("LAP levels"))].ours
     page = path.read_text()

@@ -17,8 +17,6 @@ from tiersim.studies import scaling
 # another workload instance moves it at one size, each with its residual (docs/model.md, "When a
 # result can be trusted"; measured in docs/reproduce.md, "scaling"):
 NOT_INVARIANT = {
-    # Not isolated: trace-order epochs against time-order issue are suspected; free moves stay put.
-    ("phased", "oracle_dynamic"),
     # kv's zipfian popularity is not self-similar: the hottest fifth of 19k, 38k and 76k records
     # takes 83.9, 84.8 and 85.7 % of the accesses, so what stays in the slow tier falls with size.
     ("kv", "autotiering_cpm"),
@@ -27,12 +25,19 @@ NOT_INVARIANT = {
     ("kv", "numab_tiering"),
     ("kv", "tpp"),
     ("kv", "oracle_static"),
+    ("kv", "oracle_dynamic"),
+    # DCPMM write contention is bistable: a socket's DCPMM serving the bound's few slow accesses
+    # (mostly writes) either stays calm (mean 353 ns) or tips into 32-writer contention (10-15 us),
+    # run by run (seed spread 22 %); without contention the bound stays put.
     ("kv", "oracle_dynamic_free"),
     # One failed promotion per kswapd wake-up (a wake-up makes room for 4 pages at 1/2048, 14 at
     # 1/512, 7,300 on the real machine) on top of the seed spread.
     ("uniform", "tiering06"),
     # Seed 1 is the low one of three instances at the middle size (spread 6.2 %, seeds 4.7 %).
     ("uniform", "oracle_static"),
+    # Every gain on uniform is second order (1.0-1.2x), and the charged oracle's moves of a few
+    # pages per epoch put it at 1.20x, 1.04x, 1.10x with another instance moving it 11.4 %.
+    ("uniform", "oracle_dynamic"),
 }
 
 
@@ -95,15 +100,55 @@ params = { footprint = "8MiB", threads = 4, accesses = 50000 }
     assert page.count("data:image/png;base64,") >= 2
 
 
-def _check_bound(frames: list[pl.DataFrame], exempt: dict[tuple[str, str], float] | None = None) -> None:
-    """No policy is faster than the dynamic oracle with free migrations on any workload and size,
-    but the `exempt` (workload, policy) pairs, by at most their given share."""
+def _check_bound(frames: list[pl.DataFrame]) -> None:
+    """No policy is faster than the dynamic oracle with free migrations on any workload and size."""
     for df in frames:
         for w in scaling.WORKLOADS:
             t = {r["policy"]: r["execution_time_ns"] for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
             bound = t[scaling.ORACLE_FREE]
-            beaten = {p: v for p, v in t.items() if v < bound * (1 - (exempt or {}).get((w, p), 0.0))}
+            beaten = {p: v for p, v in t.items() if v < bound}
             assert not beaten, (w, bound, beaten)
+
+
+def _kv_x1(policy: str, params: dict | None = None, *overrides: str) -> dict:
+    """The full scaling study's smallest kv run (20 MiB, 4M accesses, 1/4096)."""
+    sc = 1 / 4096
+    return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, params=params,
+                       overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides], generator="kv",
+                       generator_params={"footprint": "20MiB", "threads": 32, "accesses": 4_000_000}, seed=1).summary
+
+
+def test_what_the_free_dynamic_oracle_needs_to_bound_time():
+    """Two mechanisms, each shown by a controlled experiment on the run where the static oracle
+    used to beat the free-migration bound (docs/model.md, "When a result can be trusted")."""
+    static = _kv_x1("oracle_static")
+    free = {"migrations": "free"}
+    # 1. Epochs are counts of accesses in simulated issue order, and the CPUs run at different
+    # speeds: a span of the trace is not what an epoch issues (53 % agreement, 21 % in the worst
+    # epoch); each CPU's next accesses from where it stands are (95 %).
+    trace_order = _kv_x1("oracle_dynamic", free | {"windows": "trace_order", "write_weight": 1})
+    per_cpu = _kv_x1("oracle_dynamic", free | {"write_weight": 1})
+    assert trace_order["epoch_profile"]["agreement"] < 0.6
+    assert trace_order["epoch_profile"]["worst_epoch_agreement"] < 0.3
+    assert per_cpu["epoch_profile"]["agreement"] > 0.9
+    # 2. Ranked by accesses, each epoch's hot set keeps a record read in the epoch (16 line reads)
+    # over one only updated (1 write), so the slow tier is left mostly writes, which on DCPMM are
+    # partial-line read-modify-writes slowed by 32 writer threads: more fast-tier hits than the
+    # static oracle (97.9 % vs 85.9 %) and 50 % slower.
+    def pmem_writes(s: dict) -> float:
+        slow = [n for n in s["nodes"] if n["name"].startswith("pmem")]
+        return sum(s["devices"][n["name"]]["writes"] for n in slow) / sum(n["accesses"] for n in slow)
+    assert per_cpu["fast_tier_hit_ratio"] > static["fast_tier_hit_ratio"] + 0.1
+    assert per_cpu["execution_time_ns"] > 1.3 * static["execution_time_ns"]
+    assert pmem_writes(per_cpu) > 0.7 > 0.5 > pmem_writes(static)
+    # Without DCPMM's write contention the same ranking is 33 % faster than the static oracle ...
+    no_contention = [f"nodes.{n}.params.write_contention_penalty=0" for n in ("pmem0", "pmem1")]
+    calm = _kv_x1("oracle_dynamic", free | {"write_weight": 1}, *no_contention)
+    assert calm["execution_time_ns"] < 0.75 * _kv_x1("oracle_static", None, *no_contention)["execution_time_ns"]
+    # ... and with it, a write counting 4 reads (the default: its media time on DCPMM) keeps the
+    # written pages in DRAM: 40 % faster than the static oracle.
+    weighted = _kv_x1("oracle_dynamic", free)
+    assert weighted["execution_time_ns"] < 0.65 * static["execution_time_ns"]
 
 
 def _check_invariance(result: studies.StudyResult) -> None:
@@ -160,10 +205,7 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
 def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
     result, _, _ = studies.reproduce("scaling", tmp_path / "f", quick=False, workers=2)
     frames = _frames(tmp_path / "f", False)
-    # kv at 4x the accesses per page: the static oracle is up to 6.7 % faster than the free
-    # dynamic one at 20 MiB (docs/model.md: the dynamic oracle maximises each epoch's fast-tier
-    # hits, and the DCPMM accesses it leaves queue far longer).
-    _check_bound(frames, exempt={("kv", "oracle_static"): 0.08})
+    _check_bound(frames)
     _check_lens_regime(frames)
     _check_invariance(result)
 

@@ -9,6 +9,7 @@ use tiersim_core::{Error, Result};
 use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::AccessSource;
 
+mod epoch_profile;
 pub mod flash_replay;
 pub mod node;
 mod os;
@@ -19,6 +20,7 @@ pub mod regime;
 pub mod sim;
 pub mod storage;
 
+pub use epoch_profile::{Lookahead, Windows};
 pub use platform::Platform;
 pub use sim::{LatencyBins, SimOptions, SimResult, Timeseries};
 
@@ -80,26 +82,34 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
         let (mut again, _, _) = open_source(&req.trace, req.seed)?;
         policy.set_profile(&profile(again.as_mut(), platform.page_size)?);
     }
-    if let Some(want) = policy.epoch_profile() {
-        let total = match source.header().stats.as_ref() {
-            Some(st) => st.accesses,
-            None => {
-                let (mut again, _, _) = open_source(&req.trace, req.seed)?;
-                let mut n = 0u64;
-                tiersim_trace::for_each_access(again.as_mut(), |_| {
-                    n += 1;
-                    Ok(())
-                })?;
-                n
-            }
-        };
-        let per_epoch = total.div_ceil(want.epochs).max(1);
-        let (mut again, _, _) = open_source(&req.trace, req.seed)?;
-        policy.set_epoch_profile(per_epoch, profile_epochs(again.as_mut(), platform.page_size, per_epoch, want.top)?);
-    }
     let header = source.header().clone();
     let scanner = policy.scanner();
-    let result = with_progress(source.as_mut(), progress, |src| sim::simulate(platform, policy, src, req.options))?;
+    let future = match policy.epoch_profile() {
+        Some(want) => {
+            let total = match source.header().stats.as_ref() {
+                Some(st) => st.accesses,
+                None => {
+                    let (mut again, _, _) = open_source(&req.trace, req.seed)?;
+                    let mut n = 0u64;
+                    tiersim_trace::for_each_access(again.as_mut(), |_| {
+                        n += 1;
+                        Ok(())
+                    })?;
+                    n
+                }
+            };
+            let per_epoch = total.div_ceil(want.epochs).max(1);
+            policy.set_epoch_length(per_epoch);
+            let windows = if want.per_cpu { Windows::PerCpu } else { Windows::TraceOrder };
+            // The read-ahead holds the CPUs' lag: a few epochs, plus what the replay itself may
+            // read ahead for a thread that waits.
+            let cap = per_epoch.saturating_mul(4).saturating_add(platform.host.uint("read_ahead"));
+            let (again, _, _) = open_source(&req.trace, req.seed)?;
+            Some(Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap))
+        }
+        None => None,
+    };
+    let result = with_progress(source.as_mut(), progress, |src| sim::simulate_with_future(platform, policy, src, future, req.options))?;
     let mut summary = result.summary;
     let (lens, lens_warning) = regime::lens(platform);
     let (regime, regime_warnings) = regime::diagnostics(&summary, scanner);
@@ -159,47 +169,8 @@ pub fn profile(source: &mut dyn AccessSource, page_size: u64) -> Result<Vec<(u64
         Ok(())
     })?;
     let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
-    v.sort_unstable_by(hottest_first);
+    v.sort_unstable_by(epoch_profile::hottest_first);
     Ok(v)
-}
-
-/// (page, accesses) by decreasing accesses, ties by lower page.
-fn hottest_first(a: &(u64, u64), b: &(u64, u64)) -> std::cmp::Ordering {
-    b.1.cmp(&a.1).then(a.0.cmp(&b.0))
-}
-
-/// Per span of `per_epoch` accesses (trace order), its `top` most-accessed pages with their
-/// access counts, hottest first (ties: lower page first). Streamed: one span's counts are in
-/// memory at a time, and only the top pages of each span are kept.
-pub fn profile_epochs(source: &mut dyn AccessSource, page_size: u64, per_epoch: u64, top: usize) -> Result<Vec<Vec<(u64, u64)>>> {
-    let shift = page_size.trailing_zeros();
-    let mut counts: rustc_hash::FxHashMap<u64, u64> = Default::default();
-    let mut epochs = Vec::new();
-    let mut seen = 0u64;
-    let close = |counts: &mut rustc_hash::FxHashMap<u64, u64>, epochs: &mut Vec<Vec<(u64, u64)>>| {
-        let mut v: Vec<(u64, u64)> = counts.drain().collect();
-        if v.len() > top && top > 0 {
-            v.select_nth_unstable_by(top - 1, hottest_first);
-        }
-        v.truncate(top);
-        v.sort_unstable_by(hottest_first);
-        epochs.push(v);
-    };
-    tiersim_trace::for_each_access(source, |a| {
-        // Spans count records, as the engine's epochs do; a mapping record touches no page.
-        if !a.is_map() {
-            *counts.entry(a.addr >> shift).or_default() += 1;
-        }
-        seen += 1;
-        if seen % per_epoch == 0 {
-            close(&mut counts, &mut epochs);
-        }
-        Ok(())
-    })?;
-    if !counts.is_empty() {
-        close(&mut counts, &mut epochs);
-    }
-    Ok(epochs)
 }
 
 /// Every registered plugin and preset, with parameters and defaults, for `tiersim list`.

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use tiersim_core::{Access, Op, Result};
-use tiersim_engine::sim::{simulate, SimOptions, SimResult};
+use tiersim_engine::sim::{simulate, simulate_with_future, SimOptions, SimResult};
 use tiersim_engine::{platform, Platform};
 use tiersim_trace::format::TraceMeta;
 use tiersim_trace::{AccessSource, AddrKind, TimeUnit, TraceHeader};
@@ -851,15 +851,17 @@ fn dynamic_oracle_follows_a_changing_hot_set() {
     let profiled = |name: &str, params: &str| {
         let t: toml::Table = toml::from_str(params).unwrap();
         let (mut pol, _) = tiersim_policies::build(name, Some(&t), &topo(&p)).unwrap();
+        let mut future = None;
         if let Some(want) = pol.epoch_profile() {
             assert_eq!(want.top, 14);
-            let epochs = tiersim_engine::profile_epochs(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096, 70, want.top).unwrap();
-            assert_eq!(epochs, vec![(0..14).map(|p| (p, 5)).collect::<Vec<_>>(), (20..34).map(|p| (p, 5)).collect()]);
-            pol.set_epoch_profile(70, epochs);
+            pol.set_epoch_length(70);
+            let ahead = Box::new(Mem::new(TimeUnit::Instructions, a.clone()));
+            future = Some(tiersim_engine::Lookahead::new(ahead, 4096, 70, want.top, tiersim_engine::Windows::PerCpu, want.write_weight, 1000));
         } else {
             pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
         }
-        simulate(&p, pol, &mut Mem::new(TimeUnit::Instructions, a.clone()), SimOptions { check_every: 1 }).unwrap().summary
+        let r = simulate_with_future(&p, pol, &mut Mem::new(TimeUnit::Instructions, a.clone()), future, SimOptions { check_every: 1 });
+        r.unwrap().summary
     };
     // The static oracle keeps phase A's pages (ties go to lower pages): 70 of 140 fast.
     let stat = profiled("oracle_static", "");
@@ -872,6 +874,9 @@ fn dynamic_oracle_follows_a_changing_hot_set() {
         assert_eq!(u(&s["nodes"][0], &["accesses"]), 140, "{migrations}: {s}");
         assert_eq!(u(&s, &["tiering", "demotions"]), 14);
         assert_eq!(u(&s["policy_stats"], &["epoch_moves"]), 14);
+        // One CPU: its windows are the trace's spans, and every access came when foreseen.
+        assert_eq!(s["epoch_profile"]["agreement"], 1.0, "{s}");
+        assert_eq!(u(&s["epoch_profile"], &["epochs"]), 2);
         let copies = u(&s["devices"]["slow0"], &["writes"]);
         let migration_ns = u(&s, &["tiering", "migration_time_ns"]);
         // A migration thread of its own: no CPU time either way; charged copies load the devices.

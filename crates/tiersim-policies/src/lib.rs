@@ -279,26 +279,27 @@ pub trait Policy: Send {
     /// first, ties by lower page number. Called once before the run if `wants_profile`.
     fn set_profile(&mut self, _hottest_first: &[(u64, u64)]) {}
 
-    /// Per-epoch knowledge of the future (oracle_dynamic): the trace is cut into `epochs` equal
-    /// spans of accesses and, for each, the `top` most-accessed pages are computed before the run.
+    /// Per-epoch knowledge of the future (oracle_dynamic): the run is cut into `epochs` equal
+    /// counts of accesses, and at each epoch's start the policy is told the `top` pages the
+    /// epoch will use most.
     fn epoch_profile(&self) -> Option<EpochProfile> {
         None
     }
 
-    /// Per epoch of `accesses_per_epoch` accesses, its most-accessed pages as (virtual page
-    /// number, accesses in the epoch), hottest first (ties: lower page first), at most `top` of
-    /// them; called once before the run if `epoch_profile` asks for it.
-    fn set_epoch_profile(&mut self, _accesses_per_epoch: u64, _hottest_per_epoch: Vec<Vec<(u64, u64)>>) {}
+    /// Accesses per epoch, set once before the run if `epoch_profile` asks for epochs.
+    fn set_epoch_length(&mut self, _accesses_per_epoch: u64) {}
 
-    /// Accesses per epoch once `set_epoch_profile` has run: the engine calls `on_epoch` every
+    /// Accesses per epoch once `set_epoch_length` has run: the engine calls `on_epoch` every
     /// this many accesses.
     fn epoch_length(&self) -> Option<u64> {
         None
     }
 
-    /// Epoch `epoch` of `epoch_profile` begins (before its first access, in simulated issue
-    /// order); `os` carries out the moves, charged as their mode says to the CPU about to issue.
-    fn on_epoch(&mut self, _epoch: usize, _topo: &Topology, _os: &mut dyn MemOps) {}
+    /// Epoch `epoch` begins (before its first access, in simulated issue order); `hottest` are
+    /// the pages it will use most as (virtual page number, accesses in the epoch), hottest first
+    /// (ties: lower page first), at most `top`; `os` carries out the moves, charged as their mode
+    /// says to the CPU about to issue.
+    fn on_epoch(&mut self, _epoch: usize, _hottest: &[(u64, u64)], _topo: &Topology, _os: &mut dyn MemOps) {}
 
     /// A promotion into `node` failed for lack of free memory; return the free-page goal kswapd
     /// should reclaim (demote) the node to, if the policy wakes it (NUMAB-2's promo watermark).
@@ -307,13 +308,18 @@ pub trait Policy: Send {
     }
 }
 
-/// What a policy asks of the per-epoch profiling pass.
+/// What a policy asks to know of each epoch's future.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochProfile {
-    /// Equal spans of accesses (trace order) the trace is cut into.
+    /// Equal counts of accesses (simulated issue order) the run is cut into.
     pub epochs: u64,
-    /// Pages kept per epoch, hottest first.
+    /// Pages told per epoch, hottest first.
     pub top: usize,
+    /// Predict an epoch's accesses per CPU from its position and speed (true), or as the next
+    /// span of the trace (false).
+    pub per_cpu: bool,
+    /// What a write counts for when pages are ranked, a read counting 1.
+    pub write_weight: u64,
 }
 
 /// The nearest node of the next lower tier (the kernel's next_demotion_node): smallest distance

@@ -43,8 +43,8 @@ POLICIES = [
 ]
 # Tiering-0.6 with a 10x rate limit: shows what its 30 MB/s limit costs on the phased hot set.
 TIERING06_FAST = "tiering06_300MBps"
-# The dynamic oracle with free migrations: the bound on each epoch's fast-tier hits, which no
-# online policy should beat (the static oracle can, by a little: docs/model.md).
+# The dynamic oracle with free migrations: tiersim's bound, which no policy beat on these
+# workloads (what it bounds: docs/model.md).
 ORACLE_FREE = "oracle_dynamic_free"
 EXTRA = [TIERING06_FAST, ORACLE_FREE]
 

@@ -4,7 +4,7 @@
 //! A policy with epochs of known future (oracle_dynamic) gets the same `MemOps` at each epoch's
 //! start, charged to the CPU about to issue.
 
-use tiersim_core::{NodeId, Ns};
+use tiersim_core::{NodeId, Ns, Result};
 use tiersim_policies::{FaultDecision, HintCtx, MemOps, MoveMode, PageView, Policy};
 
 use crate::pagetable::{ACTIVE, DROPPED, FILE, NIL, PROT_NONE};
@@ -104,15 +104,19 @@ impl Engine {
 
 impl Engine {
     /// Start the next policy epoch at `t`; returns the time (ps) charged to the issuing CPU.
-    pub(crate) fn policy_epoch(&mut self, t: Ns) -> u64 {
+    pub(crate) fn policy_epoch(&mut self, t: Ns) -> Result<u64> {
         let epoch = self.policy_epoch;
         self.policy_epoch += 1;
+        let hottest = match self.future.as_mut() {
+            Some(future) => future.next(&self.cpus.iter().map(|c| c.done).collect::<Vec<_>>())?,
+            None => Vec::new(),
+        };
         self.policy_epoch_at = self.policy_epoch_at.saturating_add(self.policy_epoch_len);
         let topo = std::mem::take(&mut self.topo);
         let mut policy = std::mem::replace(&mut self.policy, Box::new(Parked));
         self.parked = true;
         let mut ops = Ops { eng: self, t, cost_ps: 0 };
-        policy.on_epoch(epoch, &topo, &mut ops);
+        policy.on_epoch(epoch, &hottest, &topo, &mut ops);
         let cost = ops.cost_ps;
         self.policy = policy;
         self.parked = false;
@@ -120,7 +124,7 @@ impl Engine {
         for ev in std::mem::take(&mut self.page_events) {
             self.page_event(ev);
         }
-        cost
+        Ok(cost)
     }
 }
 

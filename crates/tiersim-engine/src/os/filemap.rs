@@ -297,6 +297,7 @@ impl Engine {
         cpu.clock_ps = if self.open_loop { issue_ps } else { end_ps };
         cpu.prev_trace_time = a.time;
         cpu.started = true;
+        cpu.done += 1;
         self.processed += 1;
     }
 

@@ -16,6 +16,7 @@ use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
 use tiersim_trace::{AccessSource, TimeUnit};
 
+use crate::epoch_profile::Lookahead;
 use crate::node::Node;
 use crate::os::filemap::FileIo;
 use crate::os::lru::LruStats;
@@ -42,6 +43,8 @@ pub(crate) struct Cpu {
     pub(crate) prev_trace_time: u64,
     pub(crate) last_vpn: u64,
     pub(crate) last_page: u32,
+    /// Accesses of this CPU served so far: its position when a policy epoch begins.
+    pub(crate) done: u64,
     pub(crate) queue: CpuQueue,
 }
 
@@ -139,6 +142,8 @@ pub(crate) struct Engine {
     pub(crate) policy_epoch_len: u64,
     pub(crate) policy_epoch_at: u64,
     pub(crate) policy_epoch: usize,
+    /// The trace read ahead for such a policy: each epoch's most-used pages.
+    pub(crate) future: Option<Lookahead>,
 }
 
 /// The machine as policies see it.
@@ -234,6 +239,7 @@ impl Engine {
                 prev_trace_time: 0,
                 last_vpn: u64::MAX,
                 last_page: 0,
+                done: 0,
                 queue: CpuQueue::default(),
             })
             .collect();
@@ -319,6 +325,7 @@ impl Engine {
             policy_epoch_len: epoch_len.unwrap_or(u64::MAX),
             policy_epoch_at: if epoch_len.is_some() { 0 } else { u64::MAX },
             policy_epoch: 0,
+            future: None,
         })
     }
 
@@ -374,7 +381,7 @@ impl Engine {
             }
         }
         if self.processed >= self.policy_epoch_at {
-            let cost = self.policy_epoch(issue_ns);
+            let cost = self.policy_epoch(issue_ns)?;
             return Ok(Some(issue_ps + cost));
         }
         if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some()) {
@@ -427,6 +434,7 @@ impl Engine {
         cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + stall_ps };
         cpu.prev_trace_time = a.time;
         cpu.started = true;
+        cpu.done += 1;
         self.processed += 1;
         Ok(None)
     }
@@ -509,8 +517,21 @@ pub fn simulate(
     source: &mut dyn AccessSource,
     opts: SimOptions,
 ) -> Result<SimResult> {
+    simulate_with_future(platform, policy, source, None, opts)
+}
+
+/// `simulate`, telling a policy with epochs (`Policy::epoch_profile`) each epoch's most-used
+/// pages from `future`, which reads the same trace ahead of the run.
+pub fn simulate_with_future(
+    platform: &Platform,
+    policy: Box<dyn Policy>,
+    source: &mut dyn AccessSource,
+    future: Option<Lookahead>,
+    opts: SimOptions,
+) -> Result<SimResult> {
     let header = source.header().clone();
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
+    eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
     // Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
     // longer holds the others back (its next access may then be issued out of time order).

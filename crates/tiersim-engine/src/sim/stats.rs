@@ -258,5 +258,9 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             if eng.swap.is_none() { ", or the platform no block device for files ([swap])" } else { "" }
         )]);
     }
+    if let Some(future) = eng.future.as_mut() {
+        let pos: Vec<u64> = eng.cpus.iter().map(|c| c.done).collect();
+        summary["epoch_profile"] = future.finish(&pos);
+    }
     SimResult { summary, timeseries: eng.ts, latency_hist: latency_bins }
 }
