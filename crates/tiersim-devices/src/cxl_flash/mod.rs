@@ -308,6 +308,11 @@ pub struct CxlFlash {
     write_allocate: bool,
     write_validate: bool,
     ack_fill: bool,
+    /// A completed read never finds its line cached: with MSHRs a line has one row at most and
+    /// is not cached while it has one, unless write_validate cached part of it.
+    fills_are_new: bool,
+    /// (bytes, `dram.idle` of a write of them): the last posted write's acknowledgement delay.
+    posted_memo: (u64, Ps),
     write_buffer_units: u64,
     prefetch_max: u32,
     pollution: Vec<u64>,
@@ -474,6 +479,8 @@ impl CxlFlash {
             write_allocate,
             write_validate,
             ack_fill: compat || p.str("write_ack") == "fill",
+            fills_are_new: u32_param(p, "mshr_rows")? > 0 && !write_validate,
+            posted_memo: (u64::MAX, 0),
             write_buffer_units: (p.bytes("write_buffer") / line).max(1),
             prefetch_max: u32_param(p, "prefetch_max_inflight")?,
             pollution: vec![0; p.uint("pollution_filter") as usize],

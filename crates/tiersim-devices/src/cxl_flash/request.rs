@@ -61,7 +61,13 @@ impl CxlFlash {
         let t = row.ready;
         let line_bytes = 1u64 << self.line_shift;
         let Some(cache) = self.cache.as_mut() else { return };
-        if let Some(slot) = cache.lookup(row.line) {
+        let cached = if self.fills_are_new {
+            debug_assert!(cache.lookup(row.line).is_none());
+            None
+        } else {
+            cache.lookup(row.line)
+        };
+        if let Some(slot) = cached {
             // Already there: a partly valid line (write_validate) completed by this read, or a
             // duplicate read without MSHR.
             let s = slot as usize;
@@ -240,7 +246,13 @@ impl CxlFlash {
                 self.c.stall_mshr_rows += 1;
                 self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
                 t = next;
-                continue;
+                if !(self.mshr.merging() && cached.is_none() && self.mq.is_none()) {
+                    continue;
+                }
+                // Retiring rows only fills their own lines and evicts: the line is still neither
+                // cached nor in flight (merging keeps one row per line), and at least one row is
+                // free now, so the checks above would come out the same.
+                self.retire_until(t);
             }
             if self.cache.is_some() && self.ftl.pending(t) >= self.write_buffer_units {
                 if let Some(next) = self.ftl.next_program_done() {
@@ -280,8 +292,11 @@ impl CxlFlash {
 
     /// The acknowledgement of a write whose `bytes` wait in an MSHR row: as a DRAM write would take.
     #[inline]
-    fn posted(&self, bytes: u64, t: Ps) -> Ps {
-        t + self.dram.idle(Op::Write, bytes as u32)
+    fn posted(&mut self, bytes: u64, t: Ps) -> Ps {
+        if self.posted_memo.0 != bytes {
+            self.posted_memo = (bytes, self.dram.idle(Op::Write, bytes as u32));
+        }
+        t + self.posted_memo.1
     }
 
     fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
