@@ -131,6 +131,8 @@ pub struct ChannelGroup {
     burst_shift: u32,
     /// Channel time of one read and one write burst, the usual requests.
     burst_service: [Ps; 2],
+    /// Channel time of a read and a write of one whole interleave block (a CXL-flash cache line).
+    block_service: [Ps; 2],
     /// Channel time of a write relative to a read of the same bytes.
     write_cost: f64,
     hash: bool,
@@ -177,8 +179,10 @@ impl ChannelGroup {
         let proto = Pipe::new(bandwidth);
         let write_cost = p.float(&key("write_cost"));
         let read_burst = proto.service(1 << burst_shift);
+        let read_block = proto.service(1 << interleave_shift);
         Ok(ChannelGroup {
             burst_service: [read_burst, scale(read_burst, write_cost)],
+            block_service: [read_block, scale(read_block, write_cost)],
             write_cost,
             channels: vec![proto; n as usize],
             mask: n.is_power_of_two().then_some(n - 1),
@@ -296,7 +300,11 @@ impl ChannelGroup {
         let (done, queued, bytes) = if (addr ^ last) >> self.interleave_shift == 0 {
             let bytes = self.span_bytes(addr, last);
             let ch = self.channel_of(addr);
-            let service = self.service(&self.channels[ch], bytes, op);
+            let service = if bytes == self.interleave {
+                self.block_service[usize::from(op.is_write())]
+            } else {
+                self.service(&self.channels[ch], bytes, op)
+            };
             let (start, finish) = self.channels[ch].serve_for(at, bytes, service);
             (finish, start - at, bytes)
         } else {

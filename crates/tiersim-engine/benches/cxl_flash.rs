@@ -1,7 +1,8 @@
 //! Device-mode replay speed of cxl_flash (issue 5 target: 10M requests/s; MQSim_CXL does about
 //! 85k/s): 10M-access native traces (random 64 B accesses over 4 GiB with 30% writes, so most
-//! requests miss the 64 MiB cache and reach flash; and a 64 B stride, mostly hits) replayed open
-//! loop against the default 1 TiB device with CFLRU and best-offset, decoding included.
+//! requests miss the 64 MiB cache and reach flash; a 64 B stride, mostly hits; and issue 17's
+//! mix of sequential streams and uniform accesses over 1 GiB, 100 ns apart) replayed open loop
+//! against the default 1 TiB device with CFLRU and best-offset, decoding included.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_engine::flash_replay::{replay_input, Input, ReplayOptions};

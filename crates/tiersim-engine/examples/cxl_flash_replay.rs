@@ -1,10 +1,10 @@
-//! One replay of the cxl_flash benchmark's trace (benches/cxl_flash.rs: 10M random or stride
+//! One replay of the cxl_flash benchmark's trace (benches/cxl_flash.rs: 10M random, stride or mixed
 //! accesses, cflru + best_offset, default 1 TiB device), printing requests/s (by wall time, and by
 //! the thread's CPU time, which other jobs on a shared machine disturb less), the process's peak
 //! resident set (VmHWM) and the summary's key figures, for profiling (`perf record`, callgrind)
 //! and for the peak memory of the benchmark configuration.
 //!
-//! cargo run --release -p tiersim-engine --example cxl_flash_replay -- [random|stride] [accesses] [out.json]
+//! cargo run --release -p tiersim-engine --example cxl_flash_replay -- [random|stride|mixed] [accesses] [out.json]
 //!
 //! `out.json` receives the summary and histogram bins, to check that a change to the code left
 //! the results byte-identical.

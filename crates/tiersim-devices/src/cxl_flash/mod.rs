@@ -22,7 +22,7 @@
 //! it delays requests behind it but a miss's own response does not queue on the link.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
@@ -284,14 +284,60 @@ struct Counters {
     hint_pins_replaced: u64,
 }
 
+/// Deferred responses by time: posted-write acknowledgements (issue time plus a constant, so in
+/// order while writes are one size) queue in a FIFO; one that would break its order goes to a
+/// heap. The earliest is the earlier of the two heads.
+#[derive(Default)]
+struct Deferred {
+    fifo: VecDeque<(Ps, u64)>,
+    heap: BinaryHeap<Reverse<(Ps, u64)>>,
+}
+
+impl Deferred {
+    #[inline]
+    fn push(&mut self, when: Ps, bytes: u64) {
+        match self.fifo.back() {
+            Some(&last) if last > (when, bytes) => self.heap.push(Reverse((when, bytes))),
+            _ => self.fifo.push_back((when, bytes)),
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<(Ps, u64)> {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(&f), Some(&Reverse(h))) => Some(f.min(h)),
+            (f, h) => f.copied().or(h.map(|r| r.0)),
+        }
+    }
+
+    /// Remove `peek`'s response.
+    #[inline]
+    fn pop(&mut self) {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(&f), Some(&Reverse(h))) if h < f => {
+                self.heap.pop();
+            }
+            (Some(_), _) => {
+                self.fifo.pop_front();
+            }
+            _ => {
+                self.heap.pop();
+            }
+        }
+    }
+}
+
 pub struct CxlFlash {
     h2d: Pipe,
     d2h: Pipe,
     link_latency: Ps,
     header: u64,
     link_read_bandwidth: f64,
-    /// Responses of requests served later than they were computed: (time, bytes).
-    deferred: BinaryHeap<Reverse<(Ps, u64)>>,
+    /// Responses of requests served later than they were computed, other than those waiting
+    /// for an MSHR row (kept in the row): (time, bytes).
+    deferred: Deferred,
+    /// The MSHR row the last line's response waits for (set by misses and hits under miss).
+    resp_row: Option<u32>,
     dram: ChannelGroup,
     cache: Option<Cache>,
     mshr: Mshr,
@@ -308,6 +354,11 @@ pub struct CxlFlash {
     write_allocate: bool,
     write_validate: bool,
     ack_fill: bool,
+    /// A completed read never finds its line cached: with MSHRs a line has one row at most and
+    /// is not cached while it has one, unless write_validate cached part of it.
+    fills_are_new: bool,
+    /// (bytes, `dram.idle` of a write of them): the last posted write's acknowledgement delay.
+    posted_memo: (u64, Ps),
     write_buffer_units: u64,
     prefetch_max: u32,
     pollution: Vec<u64>,
@@ -458,10 +509,11 @@ impl CxlFlash {
             link_latency: ps_from_ns(p.duration("link_latency")),
             header: p.bytes("link_header"),
             link_read_bandwidth: p.bandwidth("link_read_bandwidth"),
-            deferred: BinaryHeap::new(),
+            deferred: Deferred::default(),
+            resp_row: None,
             dram,
             cache,
-            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?, u32_param(p, "no_mshr_max_inflight")?),
+            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?, u32_param(p, "no_mshr_max_inflight")?, geo.dies()),
             flash,
             ftl,
             prefetcher,
@@ -474,6 +526,8 @@ impl CxlFlash {
             write_allocate,
             write_validate,
             ack_fill: compat || p.str("write_ack") == "fill",
+            fills_are_new: u32_param(p, "mshr_rows")? > 0 && !write_validate,
+            posted_memo: (u64::MAX, 0),
             write_buffer_units: (p.bytes("write_buffer") / line).max(1),
             prefetch_max: u32_param(p, "prefetch_max_inflight")?,
             pollution: vec![0; p.uint("pollution_filter") as usize],
@@ -562,6 +616,7 @@ impl Device for CxlFlash {
         let line_mask = (1u64 << self.line_shift) - 1;
         let mut done = arrive;
         let mut class = Class::Hit;
+        self.resp_row = None;
         for line in first_line..=last_line {
             let lo = if line == first_line { addr & line_mask } else { 0 };
             let hi = if line == last_line { last_byte & line_mask } else { line_mask };
@@ -577,7 +632,14 @@ impl Device for CxlFlash {
             let returned = if class == Class::Hit {
                 self.d2h.serve(done, down).1
             } else {
-                self.deferred.push(Reverse((done, down)));
+                let row = self.resp_row.filter(|_| first_line == last_line).map(|r| self.mshr.row_mut(r));
+                match row {
+                    Some(row) if row.ready == done && (row.resp_count == 0 || row.resp_bytes == down) => {
+                        row.resp_bytes = down;
+                        row.resp_count += 1;
+                    }
+                    _ => self.deferred.push(done, down),
+                }
                 done + self.d2h.service(down)
             };
             (completion(req.now, returned.saturating_add(self.link_latency)), req.now)

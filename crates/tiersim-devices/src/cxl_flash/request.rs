@@ -30,20 +30,28 @@ impl CxlFlash {
         (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize % self.pollution.len()
     }
 
-    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then.
+    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then, in
+    /// time order (the rows' own responses with them).
     pub(super) fn retire_until(&mut self, t: Ps) {
-        while let Some(row) = self.mshr.pop_ready(t) {
-            self.retire(row);
+        loop {
+            let deferred = self.deferred.peek().filter(|&(when, _)| when <= t);
+            match self.mshr.next_ready() {
+                Some(ready) if ready <= t && deferred.is_none_or(|(when, _)| ready <= when) => {
+                    let row = self.mshr.pop_ready(t).expect("a row ready by t");
+                    for _ in 0..row.resp_count {
+                        self.d2h.serve(row.ready, row.resp_bytes);
+                    }
+                    self.retire(row);
+                }
+                _ => {
+                    let Some((when, bytes)) = deferred else { break };
+                    self.deferred.pop();
+                    self.d2h.serve(when, bytes);
+                }
+            }
         }
         if let Some(mq) = self.mq.as_mut() {
             mq.advance(t);
-        }
-        while let Some(&Reverse((when, bytes))) = self.deferred.peek() {
-            if when > t {
-                break;
-            }
-            self.deferred.pop();
-            self.d2h.serve(when, bytes);
         }
     }
 
@@ -61,7 +69,13 @@ impl CxlFlash {
         let t = row.ready;
         let line_bytes = 1u64 << self.line_shift;
         let Some(cache) = self.cache.as_mut() else { return };
-        if let Some(slot) = cache.lookup(row.line) {
+        let cached = if self.fills_are_new {
+            debug_assert!(cache.lookup(row.line).is_none());
+            None
+        } else {
+            cache.lookup(row.line)
+        };
+        if let Some(slot) = cached {
             // Already there: a partly valid line (write_validate) completed by this read, or a
             // duplicate read without MSHR.
             let s = slot as usize;
@@ -120,16 +134,16 @@ impl CxlFlash {
     }
 
     /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
-    /// controller, and whether flash was read.
-    fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, bool) {
+    /// controller, and the die read (None: the write buffer).
+    fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
                 self.ftl.buffer_read();
                 self.c.write_buffer_hits += 1;
                 let bytes = 1u64 << self.line_shift;
-                (self.dram.serve(t, 0, bytes as u32, Op::Read), false)
+                (self.dram.serve(t, 0, bytes as u32, Op::Read), None)
             }
-            Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), true),
+            Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), Some(die)),
         }
     }
 
@@ -174,14 +188,14 @@ impl CxlFlash {
             self.c.prefetch_dropped += 1;
             return false;
         }
-        let (ready, flash) = self.read_unit(line, t);
-        self.c.flash_reads_prefetch += u64::from(flash);
+        let (ready, die) = self.read_unit(line, t);
+        self.c.flash_reads_prefetch += u64::from(die.is_some());
         if let Some(mq) = self.mq.as_mut() {
             // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
             mq.due.push(Reverse(ready));
         }
         self.pf.issued += 1;
-        self.mshr.alloc(Row {
+        let row = Row {
             line,
             ready,
             kind: Kind::Fill,
@@ -190,8 +204,11 @@ impl CxlFlash {
             demanded: false,
             dirty: 0,
             resp_bytes: 0,
+            resp_count: 0,
             pin,
-        });
+            die,
+        };
+        self.mshr.alloc(row);
         true
     }
 
@@ -240,7 +257,13 @@ impl CxlFlash {
                 self.c.stall_mshr_rows += 1;
                 self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
                 t = next;
-                continue;
+                if !(self.mshr.merging() && cached.is_none() && self.mq.is_none()) {
+                    continue;
+                }
+                // Retiring rows only fills their own lines and evicts: the line is still neither
+                // cached nor in flight (merging keeps one row per line), and at least one row is
+                // free now, so the checks above would come out the same.
+                self.retire_until(t);
             }
             if self.cache.is_some() && self.ftl.pending(t) >= self.write_buffer_units {
                 if let Some(next) = self.ftl.next_program_done() {
@@ -280,8 +303,11 @@ impl CxlFlash {
 
     /// The acknowledgement of a write whose `bytes` wait in an MSHR row: as a DRAM write would take.
     #[inline]
-    fn posted(&self, bytes: u64, t: Ps) -> Ps {
-        t + self.dram.idle(Op::Write, bytes as u32)
+    fn posted(&mut self, bytes: u64, t: Ps) -> Ps {
+        if self.posted_memo.0 != bytes {
+            self.posted_memo = (bytes, self.dram.idle(Op::Write, bytes as u32));
+        }
+        t + self.posted_memo.1
     }
 
     fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
@@ -305,6 +331,7 @@ impl CxlFlash {
         if write && !self.ack_fill {
             self.posted(bytes, t)
         } else {
+            self.resp_row = Some(r);
             ready.max(t)
         }
     }
@@ -362,9 +389,9 @@ impl CxlFlash {
             self.pf.pollution_misses += 1;
         }
         self.pf.demand_misses += 1;
-        let (ready, flash) = self.read_unit(line, t);
-        self.c.flash_reads_demand += u64::from(flash);
-        self.mshr.alloc(Row {
+        let (ready, die) = self.read_unit(line, t);
+        self.c.flash_reads_demand += u64::from(die.is_some());
+        let row = Row {
             line,
             ready,
             kind,
@@ -373,8 +400,11 @@ impl CxlFlash {
             demanded: true,
             dirty: if write { mask } else { 0 },
             resp_bytes: 0,
+            resp_count: 0,
             pin: false,
-        });
+            die,
+        };
+        let r = self.mshr.alloc(row);
         if kind == Kind::Fill {
             self.trigger(line, true, t);
         }
@@ -385,6 +415,7 @@ impl CxlFlash {
         if write && !self.ack_fill {
             self.posted(bytes, t)
         } else {
+            self.resp_row = Some(r);
             ready
         }
     }

@@ -40,9 +40,19 @@ impl Replacement for Cflru {
         self.lists.push_front(set, slot);
     }
     fn victim(&mut self, v: &SetView<'_>) -> u32 {
-        self.lists
-            .from_tail(v.set, self.window)
-            .find(|&s| !v.pinned(s) && v.dirty[s as usize] == 0)
-            .unwrap_or_else(|| self.lists.oldest_unpinned(v))
+        // The window walked by hand (it runs on every fill of a full set, and clean-first
+        // eviction leaves mostly dirty lines at the tail to step over).
+        let mut cur = self.lists.tail[v.set];
+        for _ in 0..self.window {
+            if cur == 0 {
+                break;
+            }
+            let s = cur - 1;
+            if v.dirty[s as usize] == 0 && !v.pinned(s) {
+                return s;
+            }
+            cur = self.lists.prev[s as usize];
+        }
+        self.lists.oldest_unpinned(v)
     }
 }
