@@ -88,7 +88,7 @@ mod request;
 mod summary;
 
 use cache::{Cache, PinOutcome};
-use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS};
+use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS};
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
@@ -414,7 +414,10 @@ impl CxlFlash {
         };
         // MQSim_CXL's ONFI t_RC truncates to 0 ns above 1000 MT/s (B2): channels move data in no time.
         let channel_bandwidth = if compat { f64::INFINITY } else { p.bandwidth("flash_channel_bandwidth") };
-        let flash = Flash::new(geo, timing, channel_bandwidth);
+        let mut flash = Flash::new(geo, timing, channel_bandwidth);
+        if compat {
+            flash.batch_reads(ps_from_ns(MQSIM_READ_PLANE_NS));
+        }
         let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
 
         let cache_size = p.bytes("cache_size");

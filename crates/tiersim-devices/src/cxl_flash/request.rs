@@ -11,7 +11,7 @@ use super::cache::{Evicted, PREFETCHED};
 use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row};
-use super::compat::{ProgramBatch, MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -109,6 +109,10 @@ impl CxlFlash {
         if self.mq.is_none() {
             self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
         }
+        if self.mq.is_some() {
+            self.mqsim_program(e.line, t);
+            return;
+        }
         let at = if e.valid != self.full_mask {
             // Partly valid: the rest of the unit comes from flash first.
             self.c.flash_reads_rmw += 1;
@@ -122,6 +126,9 @@ impl CxlFlash {
     /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
     /// controller, and whether flash was read.
     fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, bool) {
+        if self.mq.is_some() {
+            return (self.mqsim_read(line, t), true);
+        }
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
                 self.ftl.buffer_read();
@@ -331,26 +338,9 @@ impl CxlFlash {
         }
         if write && self.cache.is_none() && self.mq.is_some() {
             // Without a cache MQSim_CXL sends each write to flash as its own program, with no
-            // read, acknowledged when the program is done (process_requests returns before the
-            // cache; request_serviced's no-cache branch completes it). Its location is static,
-            // where a read of the line goes.
-            // Its scheduler (TSU_OutofOrder) joins writes waiting for the same die into one
-            // multi-plane program of up to planes x units-per-page units.
+            // read, acknowledged when the program is done (request_serviced's no-cache branch).
             self.c.evictions_dirty += 1;
-            let Location::Flash { die, page } = self.ftl.locate(&self.flash, line) else {
-                unreachable!("no-cache compat writes bypass the FTL's buffer")
-            };
-            let per_program = self.flash.geo.planes * self.flash.geo.units_per_page;
-            let mq = self.mq.as_mut().expect("compat mode");
-            let batch = &mut mq.programs[die as usize];
-            if batch.start > t && batch.units < per_program {
-                batch.units += 1;
-                return batch.done;
-            }
-            let done = self.flash.program(die, page, 1u64 << self.line_shift, t);
-            let start = done.saturating_sub(self.flash.timing.program_command + self.flash.timing.program[0]);
-            *batch = ProgramBatch { start, done, units: 1 };
-            return done;
+            return self.mqsim_program(line, t);
         }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
         if self.mshr.find(line).is_some() {

@@ -1,0 +1,110 @@
+//! `compat = "mqsim_cxl"`: MQSim_CXL's flash scheduling, with completion times worked out by
+//! hand (ns). The device: 1 channel x 2 dies, no link, flash data moves in no time; a read holds
+//! the channel 290 ns for its command, each further plane of a multi-plane read 650 ns more; a
+//! program 361 ns, then 100 us; a read 3 us; a miss ends with one 46 ns DRAM event. Units sit
+//! where MQSim_CXL's PCWD allocation puts them: plane = unit % planes, then channel, then die.
+
+use tiersim_core::{Op, Params};
+use tiersim_devices::cxl_flash::{CxlFlash, SPECS};
+use tiersim_devices::{Device, DeviceRequest};
+
+const BASE: &str = r#"
+compat = "mqsim_cxl"
+cache_size = "64KiB"
+cache_line = "4KiB"
+cache_ways = 4
+replacement = "lru"
+prefetcher = "none"
+mshr_rows = 8
+mshr_entries = 2
+flash_channels = 1
+flash_ways = 2
+flash_planes = 1
+flash_blocks_per_plane = 8
+flash_pages_per_block = 4
+flash_page_size = "16KiB"
+flash_read_latency_us = [3]
+flash_program_latency_us = [100]
+overprovisioning = 0.25
+"#;
+
+fn device(extra: &str) -> CxlFlash {
+    let mut t: toml::Table = toml::from_str(BASE).unwrap();
+    t.extend(toml::from_str::<toml::Table>(extra).unwrap());
+    CxlFlash::from_params(&Params::resolve(SPECS, Some(&t)).unwrap()).unwrap()
+}
+
+fn req(now: u64, line: u64, op: Op) -> DeviceRequest {
+    DeviceRequest { now, addr: line * 4096, size: 64, op, socket: 0, cpu: 0, remote: false }
+}
+
+fn stat(d: &CxlFlash, path: &str) -> u64 {
+    let mut v = d.stats();
+    for k in path.split('.') {
+        v = v[k].clone();
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path}: {v}"))
+}
+
+/// With 4 planes, units 0-3 are planes 0-3 of die 0 and units 4-7 of die 1 (then die 0 again).
+/// Reads waiting for die 0 on distinct planes go out as one command at page 0 (every unit here
+/// is unwritten), its command 290 + 650 ns long: the read on a plane already taken waits for
+/// the next command.
+#[test]
+fn reads_waiting_for_a_die_share_one_multi_plane_command() {
+    let mut d = device("flash_planes = 4\ncache_size = \"256KiB\"\ncache_ways = 16");
+    // Die 0 idle: 290 + 3000, + 46.
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3336);
+    // Unit 1 (plane 1) waits for die 0: a command at 3290, 290 + 3000 -> 6580, + 46.
+    assert_eq!(d.access(&req(100, 1, Op::Read)), 6626);
+    // Unit 2 (plane 2) joins it before it starts: the command takes 940 ns -> 7230, + 46.
+    assert_eq!(d.access(&req(200, 2, Op::Read)), 7276);
+    // Unit 9 is plane 1 of die 0 again: taken in the waiting command, so the next one, after
+    // the die frees at 7230: 7230 + 290 + 3000 = 10_520, + 46.
+    assert_eq!(d.access(&req(300, 9, Op::Read)), 10_566);
+    // Unit 4 is on die 1, idle: its command 400..690, sensed at 3690, but its data leaves only
+    // when the channel stops moving die 0's command (3290..4230): 4230, + 46.
+    assert_eq!(d.access(&req(400, 4, Op::Read)), 4276);
+    assert_eq!(stat(&d, "flash.backend.multiplane_read_commands"), 1);
+    assert_eq!(stat(&d, "flash.reads_demand"), 5);
+}
+
+/// A dirty victim goes to flash at once as a 4 KiB program of its own (MQSim_CXL's flush), not
+/// into the FTL's write buffer; a read of its die that arrives after the program started waits
+/// for it.
+#[test]
+fn a_dirty_eviction_is_programmed_at_once() {
+    let mut d = device("");
+    // Set 0 (4 ways) holds lines 0, 4, 8, 12; line 0 is dirty (a write miss fetches it).
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 3336);
+    for (i, line) in [4u64, 8, 12].into_iter().enumerate() {
+        let t = 10_000 * (i as u64 + 1);
+        assert_eq!(d.access(&req(t, line, Op::Read)), t + 3336);
+    }
+    // Line 16 evicts line 0 when its data arrives at 43_290.
+    assert_eq!(d.access(&req(40_000, 16, Op::Read)), 43_336);
+    assert_eq!(stat(&d, "flash.programs"), 0);
+    // At 43_300 the fill has happened: line 0 was programmed on die 0 from 43_290 (361 ns of
+    // command, 100 us), so this read of die 0 starts at 143_651: + 3290, + 46.
+    assert_eq!(d.access(&req(43_300, 18, Op::Read)), 146_987);
+    assert_eq!(stat(&d, "flash.programs"), 1);
+    assert_eq!(stat(&d, "cache.flushes"), 1);
+}
+
+/// Without a cache every write is a program. A die serves the reads waiting for it before a
+/// waiting program; the program's completion is computed when the write arrives (103_651),
+/// before the read that went first pushed it to 106_941.
+#[test]
+fn reads_go_before_a_waiting_program() {
+    let mut d = device("cache_size = 0");
+    // Unit 0 on die 0: 290 + 3000 (no DRAM event without a cache).
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3290);
+    // Unit 2, die 0: waits for the die (3290), then 361 + 100_000.
+    assert_eq!(d.access(&req(100, 2, Op::Write)), 103_651);
+    // Unit 4, die 0, arrives while the program waits: it goes first, at 3290.
+    assert_eq!(d.access(&req(200, 4, Op::Read)), 6580);
+    // By 7000 the die freed (6580) with no read waiting: the program runs 6580..106_941, and
+    // this read of die 0 follows it.
+    assert_eq!(d.access(&req(7_000, 6, Op::Read)), 106_941 + 3290);
+    assert_eq!(stat(&d, "flash.programs"), 1);
+}
