@@ -48,8 +48,8 @@ fn stat(d: &CxlFlash, path: &str) -> u64 {
 
 /// With 4 planes, units 0-3 are planes 0-3 of die 0 and units 4-7 of die 1 (then die 0 again).
 /// Reads waiting for die 0 on distinct planes go out as one command at page 0 (every unit here
-/// is unwritten), its command 290 + 650 ns long: the read on a plane already taken waits for
-/// the next command.
+/// is unwritten), its command 290 ns long and 650 ns more per added plane: a read joins the
+/// earliest waiting command without its plane, and the commands behind it start later.
 #[test]
 fn reads_waiting_for_a_die_share_one_multi_plane_command() {
     let mut d = device("flash_planes = 4\ncache_size = \"256KiB\"\ncache_ways = 16");
@@ -62,11 +62,17 @@ fn reads_waiting_for_a_die_share_one_multi_plane_command() {
     // Unit 9 is plane 1 of die 0 again: taken in the waiting command, so the next one, after
     // the die frees at 7230: 7230 + 290 + 3000 = 10_520, + 46.
     assert_eq!(d.access(&req(300, 9, Op::Read)), 10_566);
+    // Unit 3 (plane 3) joins the earliest waiting command without its plane, the first: 1590 ns
+    // of command from 3290, sensed at 7880, + 46. The second command starts 650 ns later (7880).
+    assert_eq!(d.access(&req(350, 3, Op::Read)), 7926);
+    // Unit 10 (plane 2 of die 0) is taken in the first, so it joins the second: command
+    // 7880..8170 + 650, sensed at 11_820, + 46.
+    assert_eq!(d.access(&req(360, 10, Op::Read)), 11_866);
     // Unit 4 is on die 1, idle: its command 400..690, sensed at 3690, but its data leaves only
-    // when the channel stops moving die 0's command (3290..4230): 4230, + 46.
-    assert_eq!(d.access(&req(400, 4, Op::Read)), 4276);
-    assert_eq!(stat(&d, "flash.backend.multiplane_read_commands"), 1);
-    assert_eq!(stat(&d, "flash.reads_demand"), 5);
+    // when the channel stops moving die 0's first command (3290..4880): 4880, + 46.
+    assert_eq!(d.access(&req(400, 4, Op::Read)), 4926);
+    assert_eq!(stat(&d, "flash.backend.multiplane_read_commands"), 2);
+    assert_eq!(stat(&d, "flash.reads_demand"), 7);
 }
 
 /// A dirty victim goes to flash at once as a 4 KiB program of its own (MQSim_CXL's flush), not

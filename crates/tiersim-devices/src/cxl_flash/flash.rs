@@ -136,8 +136,9 @@ pub struct Timing {
     pub program_command: Ps,
 }
 
-/// The last read command of a die in compat mode: reads that arrive before it starts join it
-/// while their plane is free and their page is the first one's (MQSim_CXL's multi-plane reads).
+/// A read command of a die in compat mode that has not started: reads that arrive before it
+/// starts join it while their plane is free and their page is the first one's (MQSim_CXL's
+/// multi-plane reads).
 #[derive(Debug, Clone, Copy, Default)]
 struct ReadBatch {
     command_start: Ps,
@@ -178,8 +179,8 @@ pub struct Flash {
     instant: bool,
     channel_busy: Ps,
     pub ops: OpCounts,
-    /// Per die, the read command waiting reads may join (`batch_reads`); empty otherwise.
-    batches: Vec<ReadBatch>,
+    /// Per die, the read commands not started yet, in order (`batch_reads`); empty otherwise.
+    batches: Vec<Vec<ReadBatch>>,
     /// Channel time each plane added to a multi-plane read holds the channel for.
     plane_command: Ps,
     /// Read commands issued with more than one plane.
@@ -207,7 +208,7 @@ impl Flash {
     /// Issue reads waiting for one die as one multi-plane command (`read_plane`), each plane
     /// after the first holding the channel `plane_command` longer.
     pub fn batch_reads(&mut self, plane_command: Ps) {
-        self.batches = vec![ReadBatch::default(); self.dies.len()];
+        self.batches = vec![Vec::new(); self.dies.len()];
         self.plane_command = plane_command;
     }
 
@@ -278,37 +279,52 @@ impl Flash {
         done
     }
 
-    /// Read `bytes` of `page` on `plane` of `die` from `at`, joining the die's read command that
-    /// has not started yet if its planes leave room (after `batch_reads`; otherwise `read`).
+    /// Read `bytes` of `page` on `plane` of `die` from `at`, joining a read command of the die
+    /// that has not started yet if one leaves room (after `batch_reads`; otherwise `read`).
     /// As MQSim_CXL's TSU_OutofOrder::service_read_transaction (ssd/TSU_OutofOrder.cpp:359-399):
-    /// when a die frees, every waiting read on another plane of it whose page address is the
-    /// first one's goes out in one command, whose command cycles grow by t_DBSY + 6 t_WC per
-    /// plane (ssd/ONFI_Channel_NVDDR2.cpp:16-19). The data of each leaves the die at the first
-    /// moment its channel is not moving a command (ssd/NVM_PHY_ONFI_NVDDR2.cpp: a read waits in
-    /// WaitingReadTX while the channel is busy). Deviation: the reads that joined first keep the
-    /// completion computed when they arrived, up to `plane_command` per later plane early.
+    /// when a die frees, the read at the head of its queue and the first waiting read of each
+    /// other plane whose page address is the head's go out in one command, whose command cycles
+    /// grow by t_DBSY + 6 t_WC per plane (ssd/ONFI_Channel_NVDDR2.cpp:16-19). So a read joins the
+    /// earliest waiting command without its plane, and the commands after it start later. The
+    /// data of each leaves the die at the first moment its channel is not moving a command
+    /// (ssd/NVM_PHY_ONFI_NVDDR2.cpp: a read waits in WaitingReadTX while the channel is busy).
+    /// Deviations (timing is computed at arrival): the reads already in a command keep the
+    /// completion computed when they arrived, `plane_command` per later plane early, and the
+    /// channel bookings of the commands that start later do not move.
     pub fn read_plane(&mut self, die: u32, plane: u32, page: u32, bytes: u64, at: Ps) -> Ps {
         if self.batches.is_empty() {
             return self.read(die, page, bytes, at);
         }
         let ch = self.geo.channel_of(die) as usize;
         let bit = 1u64 << plane;
-        let b = self.batches[die as usize];
-        let d = &self.dies[die as usize];
-        if b.command_start > at && d.free == b.done && b.planes & bit == 0 && b.page == page {
-            let command_end = self.book_channel(die, b.command_end, self.plane_command).1;
+        let waiting = &mut self.batches[die as usize];
+        let started = waiting.iter().take_while(|b| b.command_start <= at).count();
+        waiting.drain(..started);
+        self.ops.reads += 1;
+        self.ops.read_bytes += bytes;
+        if let Some(i) = waiting.iter().position(|b| b.planes & bit == 0 && b.page == page) {
+            let b = waiting[i];
+            // The command grows in place; the channel time it adds is booked at the first gap
+            // from its end, so that it delays later transfers (which are booked already).
+            self.book_channel(die, b.command_end, self.plane_command);
+            let command_end = b.command_end + self.plane_command;
             let sensed = command_end.saturating_add(Self::latency(&self.timing.read, page));
             let out = self.channels[ch].free_at(sensed);
             let done = self.channel(die, out, bytes);
+            let shift = done.saturating_sub(b.done);
             let d = &mut self.dies[die as usize];
-            d.busy = d.busy.saturating_add(done - b.done);
-            d.free = done;
+            d.busy = d.busy.saturating_add(shift);
+            d.free = d.free.saturating_add(shift);
             if b.planes.count_ones() == 1 {
                 self.multiplane_reads += 1;
             }
-            self.batches[die as usize] = ReadBatch { command_end, done, planes: b.planes | bit, ..b };
-            self.ops.reads += 1;
-            self.ops.read_bytes += bytes;
+            let waiting = &mut self.batches[die as usize];
+            waiting[i] = ReadBatch { command_end, done, planes: b.planes | bit, ..b };
+            for later in &mut waiting[i + 1..] {
+                later.command_start += shift;
+                later.command_end += shift;
+                later.done += shift;
+            }
             return done;
         }
         let start = self.acquire(die, at);
@@ -317,9 +333,9 @@ impl Flash {
         let out = self.channels[ch].free_at(sensed);
         let done = self.channel(die, out, bytes);
         self.release(die, start, done);
-        self.batches[die as usize] = ReadBatch { command_start, command_end, done, planes: bit, page };
-        self.ops.reads += 1;
-        self.ops.read_bytes += bytes;
+        if command_start > at {
+            self.batches[die as usize].push(ReadBatch { command_start, command_end, done, planes: bit, page });
+        }
         done
     }
 
