@@ -114,3 +114,32 @@ fn reads_go_before_a_waiting_program() {
     assert_eq!(d.access(&req(7_000, 6, Op::Read)), 106_941 + 3290);
     assert_eq!(stat(&d, "flash.programs"), 1);
 }
+
+/// `prefetcher = "best_offset"` in compat mode is MQSim_CXL's variant, triggered by every demand
+/// hit on a prefetched line (not only the first) and not by hits under miss. With offsets 1..2
+/// of which only 1 is tested, one round a phase: every trigger ends a learning phase.
+#[test]
+fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
+    let mut d = device(
+        "prefetcher = \"best_offset\"\nmbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1",
+    );
+    assert_eq!(d.stats()["prefetch"]["prefetcher"], "best_offset_mqsim");
+    // Miss on line 10: phase 1, nothing learned. Miss on line 11: 10 was a trigger, offset 1
+    // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3290 + 10_000).
+    d.access(&req(0, 10, Op::Read));
+    d.access(&req(10_000, 11, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 2);
+    assert_eq!(stat(&d, "prefetch.issued"), 1);
+    // A hit under miss on line 12 while it is read: no trigger.
+    d.access(&req(10_100, 12, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 2);
+    // Three hits on line 12 once it is filled: three triggers; the first prefetches line 13.
+    for t in [20_000, 21_000, 22_000] {
+        d.access(&req(t, 12, Op::Read));
+    }
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 5);
+    assert_eq!(stat(&d, "prefetch.issued"), 2);
+    // Hits on line 11, a demand line: no trigger.
+    d.access(&req(30_000, 11, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 5);
+}

@@ -5,7 +5,7 @@
 //! in docs/cxl_flash.md.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 
 use tiersim_core::Ns;
 
@@ -44,6 +44,9 @@ pub(super) struct MqsimDram {
     pub(super) server: Pipe,
     /// Events of misses and merged requests, due when their line arrives from flash.
     pub(super) due: BinaryHeap<Reverse<Ps>>,
+    /// Lines a prefetch was issued for and not evicted since (`prefetched_lba`,
+    /// cxl/Host_Interface_CXL.cpp:262; erased on eviction, cxl/DRAM_Subsystem.cpp:808).
+    pub(super) prefetched: HashSet<u64>,
     /// Per die, the programs waiting for it, in order.
     pub(super) programs: Vec<Vec<PendingProgram>>,
 
@@ -62,6 +65,7 @@ impl MqsimDram {
         MqsimDram {
             server: Pipe::new(64.0 / (MQSIM_DRAM_EVENT_NS as f64 * 1e-9)),
             due: BinaryHeap::new(),
+            prefetched: HashSet::new(),
             programs: vec![Vec::new(); dies as usize],
 
         }

@@ -91,6 +91,9 @@ impl CxlFlash {
 
     fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
         self.pf.evictions += 1;
+        if let Some(mq) = self.mq.as_mut() {
+            mq.prefetched.remove(&e.line);
+        }
         if e.flags & PREFETCHED != 0 {
             self.c.prefetch_unused_evicted += 1;
         }
@@ -186,6 +189,7 @@ impl CxlFlash {
         if let Some(mq) = self.mq.as_mut() {
             // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
             mq.due.push(Reverse(ready));
+            mq.prefetched.insert(line);
         }
         self.pf.issued += 1;
         self.mshr.alloc(Row {
@@ -281,6 +285,8 @@ impl CxlFlash {
             cache.flags[s] &= !PREFETCHED;
             self.pf.useful += 1;
             self.trigger(line, false, t);
+        } else if self.mq.as_ref().is_some_and(|mq| mq.prefetched.contains(&line)) && self.prefetcher.trigger_on_every_hit() {
+            self.trigger(line, false, t);
         }
         done
     }
@@ -304,7 +310,9 @@ impl CxlFlash {
         if first_use {
             self.pf.useful += 1;
             self.pf.late += 1;
-            self.trigger(line, false, t);
+            if self.mq.is_none() || !self.prefetcher.trigger_on_every_hit() {
+                self.trigger(line, false, t);
+            }
         }
         if let Some(mq) = self.mq.as_mut() {
             return mq.arrival_event(ready.max(t), merged);
