@@ -143,3 +143,20 @@ fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
     d.access(&req(30_000, 11, Op::Read));
     assert_eq!(stat(&d, "prefetch.state.learning_phases"), 5);
 }
+
+/// MQSim_CXL stops its host feed while 1024 flash accesses, reads or writes, are in its back
+/// end. Without a cache, 1024 writes to die 0 (units 0, 2, 4, ...) fill it: unit 0's program
+/// starts at once, alone, and ends at 100_361; the other 1023 wait, 4 to a program (one plane of
+/// 4 units a page). A read of die 1 then waits for the first program to end.
+#[test]
+fn the_host_feed_stops_while_1024_flash_accesses_are_in_flight() {
+    let mut d = device("cache_size = 0\nmshr_rows = 1024");
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 100_361);
+    for i in 1..1024u64 {
+        d.access(&req(i, 2 * i, Op::Write));
+    }
+    assert_eq!(stat(&d, "flash.programs"), 1 + 256);
+    // Accepted at 100_361, then 290 + 3000 on idle die 1.
+    assert_eq!(d.access(&req(2_000, 1, Op::Read)), 100_361 + 3290);
+    assert_eq!(stat(&d, "mshr.stall_rows"), 1);
+}

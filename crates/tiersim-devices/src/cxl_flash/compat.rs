@@ -19,6 +19,9 @@ pub(super) const MQSIM_DRAM_EVENT_NS: Ns = 46;
 pub(super) const MQSIM_DRAM_QUEUE: Ns = 9;
 pub(super) const MQSIM_READ_COMMAND_NS: Ns = 290;
 pub(super) const MQSIM_PROGRAM_COMMAND_NS: Ns = 361;
+/// Flash accesses (reads and writes) the back end holds before MQSim_CXL stops its host feed
+/// (`flash_back_end_queue_size`, cxl/Host_Interface_CXL.h:90; counted at :934,942, checked at :947).
+pub(super) const MQSIM_BACKEND_QUEUE: usize = 1024;
 /// Command cycles each plane after the first adds to a multi-plane read: t_DBSY + 6 t_WC
 /// (ssd/ONFI_Channel_NVDDR2.cpp:16-19: 290, 940, 1590, 2240 ns for 1-4 planes).
 pub(super) const MQSIM_READ_PLANE_NS: Ns = 650;
@@ -49,6 +52,8 @@ pub(super) struct MqsimDram {
     pub(super) prefetched: HashSet<u64>,
     /// Per die, the programs waiting for it, in order.
     pub(super) programs: Vec<Vec<PendingProgram>>,
+    /// Completions of the writes in the flash back end (each holds one place of its queue).
+    pub(super) writes: BinaryHeap<Reverse<Ps>>,
 
 }
 
@@ -67,6 +72,7 @@ impl MqsimDram {
             due: BinaryHeap::new(),
             prefetched: HashSet::new(),
             programs: vec![Vec::new(); dies as usize],
+            writes: BinaryHeap::new(),
 
         }
     }
@@ -76,6 +82,19 @@ impl MqsimDram {
     pub(super) fn arrival_event(&mut self, ready: Ps, nth: u32) -> Ps {
         self.due.push(Reverse(ready));
         ready + ps_from_ns(MQSIM_DRAM_EVENT_NS) * Ps::from(nth)
+    }
+
+    /// With `reads` flash reads in flight at `t`: if the back-end queue is full, when a place
+    /// frees (`next_read`: when the earliest read completes); `None` if a request may go on.
+    pub(super) fn backend_full(&mut self, t: Ps, reads: u32, next_read: Option<Ps>) -> Option<Ps> {
+        while self.writes.peek().is_some_and(|&Reverse(done)| done <= t) {
+            self.writes.pop();
+        }
+        if reads as usize + self.writes.len() < MQSIM_BACKEND_QUEUE {
+            return None;
+        }
+        let next_write = self.writes.peek().map(|&Reverse(done)| done);
+        next_read.into_iter().chain(next_write).min()
     }
 
     /// Serve every due event up to `t`, in time order.
@@ -140,11 +159,15 @@ impl super::CxlFlash {
         let start = waiting.first().map_or(t, |p| p.earliest).max(free);
         if let Some(p) = waiting.last_mut().filter(|p| p.units < per_program) {
             p.units += 1;
-            return start + ahead + duration;
+            let done = start + ahead + duration;
+            mq.writes.push(Reverse(done));
+            return done;
         }
         let queued = if waiting.is_empty() { 0 } else { ahead + duration };
         waiting.push(PendingProgram { earliest: t, units: 1 });
+        let done = start + queued + duration;
+        mq.writes.push(Reverse(done));
         self.flash.count_program(bytes);
-        start + queued + duration
+        done
     }
 }

@@ -246,6 +246,14 @@ impl CxlFlash {
                     continue;
                 }
             }
+            if let Some(mq) = self.mq.as_mut() {
+                if let Some(next) = mq.backend_full(t, self.mshr.in_use(), self.mshr.next_ready()) {
+                    self.c.stall_mshr_rows += 1;
+                    self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                    t = next;
+                    continue;
+                }
+            }
             if self.mshr.full() {
                 let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
                 self.c.stall_mshr_rows += 1;
