@@ -48,7 +48,7 @@ pub(super) struct MqsimDram {
     /// Events of misses and merged requests, due when their line arrives from flash.
     pub(super) due: BinaryHeap<Reverse<Ps>>,
     /// Lines a prefetch was issued for and not evicted since (`prefetched_lba`,
-    /// cxl/Host_Interface_CXL.cpp:262; erased on eviction, cxl/DRAM_Subsystem.cpp:808).
+    /// cxl/Host_Interface_CXL.cpp:261; erased on eviction, cxl/DRAM_Subsystem.cpp:808).
     pub(super) prefetched: HashSet<u64>,
     /// Per die, the programs waiting for it, in order.
     pub(super) programs: Vec<Vec<PendingProgram>>,
