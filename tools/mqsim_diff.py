@@ -9,6 +9,7 @@ checks each summary against the reference within the tolerances in `TOLERANCE`.
 
     python tools/mqsim_diff.py --mqsim /tmp/mqsim/linux/MQSim      # regenerate the reference
     python tools/mqsim_diff.py                                     # print tiersim against it
+    python tools/mqsim_diff.py --markdown                          # the table of docs/cxl_flash.md
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ MATRIX: dict[str, tuple[dict, dict]] = {
     "footprint_32mib": ({"footprint": 32 * MIB}, {}),
     "slow_arrivals": ({"gap_ns": 3000.0}, {}),
     "saturated": ({"gap_ns": 10.0, "seq_share": 0.0}, {}),
+    "saturated_writes": ({"gap_ns": 10.0, "seq_share": 0.0, "read_share": 0.3}, {}),
     "lru": ({}, {"policy": "LRU"}),
     "fifo": ({}, {"policy": "FIFO"}),
     "no_mshr": ({}, {"mshr": False}),
@@ -221,10 +223,31 @@ def agrees(metric: str, ours: float, ref: float) -> bool:
     return abs(ours - ref) <= tol * abs(ref) if ref else ours == 0
 
 
-def compare(ref: dict, names: list[str]) -> list[tuple[str, list[str]]]:
-    """Per point, `metric ours/MQSim` cells; `X` marks a disagreement, `(marked)` one the
-    reference data explains."""
-    out = []
+def _cell(metric: str, ours: float, theirs: float) -> str:
+    if metric == "under_1us":
+        return f"{ours:.1%} / {theirs:.1%}"
+    if metric == "end_ns":
+        return f"{ours / 1000:.0f} / {theirs / 1000:.0f}"
+    return f"{ours} / {theirs}"
+
+
+def markdown(ref: dict, names: list[str]) -> str:
+    """The table of docs/cxl_flash.md: tiersim (compat) / MQSim_CXL per point and metric,
+    **x** on a metric that does not agree, and the count."""
+    head = "| point | hits + HUM | flash reads | under 1 us | p50 (ns) | end (us) |\n|---|---|---|---|---|---|\n"
+    rows, total, bad = [], 0, 0
+    for name, (ours, theirs) in _results(ref, names):
+        cells = []
+        for m in TOLERANCE:
+            ok = agrees(m, ours[m], theirs[m])
+            total += 1
+            bad += not ok
+            cells.append(_cell(m, ours[m], theirs[m]) + ("" if ok else " **x**"))
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return head + "\n".join(rows) + f"\n\n{total - bad} of {total} point-metrics agree within the tolerances, {bad} do not.\n"
+
+
+def _results(ref: dict, names: list[str]):
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             if name not in ref["points"]:
@@ -232,14 +255,20 @@ def compare(ref: dict, names: list[str]) -> list[tuple[str, list[str]]]:
             mix, dev = point(name)
             trace = Path(tmp) / f"{name}.trace"
             make_trace(mix, trace)
-            ours = run_tiersim(dev, trace)
-            theirs = ref["points"][name]["mqsim"]
-            marked = ref["points"][name].get("disagrees", {})
-            cells = []
-            for m in TOLERANCE:
-                flag = "" if agrees(m, ours[m], theirs[m]) else (" X(marked)" if m in marked else " X")
-                cells.append(f"{m} {ours[m]}/{theirs[m]}{flag}")
-            out.append((name, cells))
+            yield name, (run_tiersim(dev, trace), ref["points"][name]["mqsim"])
+
+
+def compare(ref: dict, names: list[str]) -> list[tuple[str, list[str]]]:
+    """Per point, `metric ours/MQSim` cells; `X` marks a disagreement, `(marked)` one the
+    reference data explains."""
+    out = []
+    for name, (ours, theirs) in _results(ref, names):
+        marked = ref["points"][name].get("disagrees", {})
+        cells = []
+        for m in TOLERANCE:
+            flag = "" if agrees(m, ours[m], theirs[m]) else (" X(marked)" if m in marked else " X")
+            cells.append(f"{m} {ours[m]}/{theirs[m]}{flag}")
+        out.append((name, cells))
     return out
 
 
@@ -247,6 +276,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mqsim", type=Path, help="MQSim_CXL binary: regenerate the reference data")
     ap.add_argument("--only", nargs="*", help="matrix points (default: all)")
+    ap.add_argument("--markdown", action="store_true", help="print the table of docs/cxl_flash.md")
     args = ap.parse_args()
     names = args.only or list(MATRIX)
     ref = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else {"points": {}}
@@ -264,6 +294,9 @@ def main() -> int:
         ref["source"] = "spypaul/MQSim_CXL_Linux 3701f7b, examples/real world workloads, Block_No_Per_Plane 32"
         ref["tolerance"] = {k: list(v) for k, v in TOLERANCE.items()}
         REFERENCE.write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
+    if args.markdown:
+        print(markdown(ref, names), end="")
+        return 0
     for name, row in compare(ref, names):
         print(f"{name:16} " + "  ".join(row))
     return 0

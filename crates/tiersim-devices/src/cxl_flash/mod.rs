@@ -88,7 +88,7 @@ mod request;
 mod summary;
 
 use cache::{Cache, PinOutcome};
-use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS};
+use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS};
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
@@ -138,7 +138,7 @@ const BASE: &[ParamSpec] = channel_specs! {
         ParamSpec::new("write_buffer", ParamKind::Bytes, "4MiB",
             "written-back lines waiting for or in a flash program; a miss waits while it is full \
              (MQSim_CXL: 1024 queued 4 KiB flash operations)").min(1.0),
-        ParamSpec::new("prefetcher", ParamKind::Str, "best_offset", "prefetcher (parameters: nl_*, fdp_*, bo_*, leap_*)")
+        ParamSpec::new("prefetcher", ParamKind::Str, "best_offset", "prefetcher (parameters: nl_*, fdp_*, bo_*, mbo_*, leap_*)")
             .choices(&prefetch::NAMES),
         ParamSpec::new("prefetch_max_inflight", ParamKind::Int, "768",
             "prefetch reads in flight at most (they also need a free MSHR row; MQSim_CXL: a 1024-entry queue)")
@@ -465,7 +465,10 @@ impl CxlFlash {
         };
         // MQSim_CXL's ONFI t_RC truncates to 0 ns above 1000 MT/s (B2): channels move data in no time.
         let channel_bandwidth = if compat { f64::INFINITY } else { p.bandwidth("flash_channel_bandwidth") };
-        let flash = Flash::new(geo, timing, channel_bandwidth);
+        let mut flash = Flash::new(geo, timing, channel_bandwidth);
+        if compat {
+            flash.batch_reads(ps_from_ns(MQSIM_READ_PLANE_NS));
+        }
         let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
 
         let cache_size = p.bytes("cache_size");
@@ -496,7 +499,12 @@ impl CxlFlash {
         if write_validate && !write_allocate {
             return Err(Error::config("write_validate", "needs write_allocate = true"));
         }
-        let prefetcher_name = p.str("prefetcher").to_owned();
+        let prefetcher_name = match p.str("prefetcher") {
+            // MQSim_CXL's best-offset is its own algorithm (B11).
+            "best_offset" if compat => "best_offset_mqsim",
+            name => name,
+        }
+        .to_owned();
         let prefetcher = (prefetch::find(&prefetcher_name)?.build)(p)?;
         let sub_shift = line_shift.saturating_sub(6).max(6);
         let subs = 1u32 << (line_shift - sub_shift);

@@ -11,7 +11,7 @@ use super::cache::{Evicted, PREFETCHED};
 use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row};
-use super::compat::{ProgramBatch, MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::compat::{self, MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -105,6 +105,9 @@ impl CxlFlash {
 
     fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
         self.pf.evictions += 1;
+        if let Some(mq) = self.mq.as_mut() {
+            mq.prefetched.remove(&e.line);
+        }
         if e.flags & PREFETCHED != 0 {
             self.c.prefetch_unused_evicted += 1;
         }
@@ -123,6 +126,10 @@ impl CxlFlash {
         if self.mq.is_none() {
             self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
         }
+        if self.mq.is_some() {
+            self.mqsim_program(e.line, t);
+            return;
+        }
         let at = if e.valid != self.full_mask {
             // Partly valid: the rest of the unit comes from flash first.
             self.c.flash_reads_rmw += 1;
@@ -136,6 +143,10 @@ impl CxlFlash {
     /// Read a line's unit from flash (or from the write buffer) at `t`; returns when it is at the
     /// controller, and the die read (None: the write buffer).
     fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
+        if self.mq.is_some() {
+            let (die, _) = compat::pcwd(&self.flash.geo, line);
+            return (self.mqsim_read(line, t), Some(die));
+        }
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
                 self.ftl.buffer_read();
@@ -193,6 +204,7 @@ impl CxlFlash {
         if let Some(mq) = self.mq.as_mut() {
             // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
             mq.due.push(Reverse(ready));
+            mq.prefetched.insert(line);
         }
         self.pf.issued += 1;
         let row = Row {
@@ -252,6 +264,14 @@ impl CxlFlash {
                     continue;
                 }
             }
+            if let Some(mq) = self.mq.as_mut() {
+                if let Some(next) = mq.backend_full(t, self.mshr.in_use(), self.mshr.next_ready()) {
+                    self.c.stall_mshr_rows += 1;
+                    self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                    t = next;
+                    continue;
+                }
+            }
             if self.mshr.full() {
                 let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
                 self.c.stall_mshr_rows += 1;
@@ -297,6 +317,8 @@ impl CxlFlash {
             cache.flags[s] &= !PREFETCHED;
             self.pf.useful += 1;
             self.trigger(line, false, t);
+        } else if self.mq.as_ref().is_some_and(|mq| mq.prefetched.contains(&line)) && self.prefetcher.trigger_on_every_hit() {
+            self.trigger(line, false, t);
         }
         done
     }
@@ -323,7 +345,9 @@ impl CxlFlash {
         if first_use {
             self.pf.useful += 1;
             self.pf.late += 1;
-            self.trigger(line, false, t);
+            if self.mq.is_none() || !self.prefetcher.trigger_on_every_hit() {
+                self.trigger(line, false, t);
+            }
         }
         if let Some(mq) = self.mq.as_mut() {
             return mq.arrival_event(ready.max(t), merged);
@@ -358,26 +382,9 @@ impl CxlFlash {
         }
         if write && self.cache.is_none() && self.mq.is_some() {
             // Without a cache MQSim_CXL sends each write to flash as its own program, with no
-            // read, acknowledged when the program is done (process_requests returns before the
-            // cache; request_serviced's no-cache branch completes it). Its location is static,
-            // where a read of the line goes.
-            // Its scheduler (TSU_OutofOrder) joins writes waiting for the same die into one
-            // multi-plane program of up to planes x units-per-page units.
+            // read, acknowledged when the program is done (request_serviced's no-cache branch).
             self.c.evictions_dirty += 1;
-            let Location::Flash { die, page } = self.ftl.locate(&self.flash, line) else {
-                unreachable!("no-cache compat writes bypass the FTL's buffer")
-            };
-            let per_program = self.flash.geo.planes * self.flash.geo.units_per_page;
-            let mq = self.mq.as_mut().expect("compat mode");
-            let batch = &mut mq.programs[die as usize];
-            if batch.start > t && batch.units < per_program {
-                batch.units += 1;
-                return batch.done;
-            }
-            let done = self.flash.program(die, page, 1u64 << self.line_shift, t);
-            let start = done.saturating_sub(self.flash.timing.program_command + self.flash.timing.program[0]);
-            *batch = ProgramBatch { start, done, units: 1 };
-            return done;
+            return self.mqsim_program(line, t);
         }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
         if self.mshr.find(line).is_some() {

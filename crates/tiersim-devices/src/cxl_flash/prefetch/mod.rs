@@ -9,6 +9,7 @@
 use tiersim_core::{Params, PluginInfo, Result};
 
 pub mod best_offset;
+pub mod best_offset_mqsim;
 pub mod feedback_directed;
 pub mod leap;
 pub mod next_n_line;
@@ -47,6 +48,12 @@ pub trait Prefetcher: Send {
     fn on_trigger(&mut self, ctx: &Context<'_>, out: &mut Vec<u64>);
     /// A line was filled into the cache (`prefetched`: by a prefetch).
     fn on_fill(&mut self, _line: u64, _prefetched: bool) {}
+    /// Triggered by every demand hit on a line a prefetch brought in, until it is evicted, and
+    /// not by hits under miss (MQSim_CXL's `prefetched_lba`; in compat mode only). Otherwise
+    /// by its first use.
+    fn trigger_on_every_hit(&self) -> bool {
+        false
+    }
     /// Internal state for the summary (current degree, learned offset, ...).
     fn stats(&self) -> serde_json::Value {
         serde_json::json!({})
@@ -78,6 +85,7 @@ pub const REGISTRY: &[Entry] = &[
     Entry { info: next_n_line::INFO, build: next_n_line::build },
     Entry { info: feedback_directed::INFO, build: feedback_directed::build },
     Entry { info: best_offset::INFO, build: best_offset::build },
+    Entry { info: best_offset_mqsim::INFO, build: best_offset_mqsim::build },
     Entry { info: leap::INFO, build: leap::build },
 ];
 

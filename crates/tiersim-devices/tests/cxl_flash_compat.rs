@@ -1,0 +1,162 @@
+//! `compat = "mqsim_cxl"`: MQSim_CXL's flash scheduling, with completion times worked out by
+//! hand (ns). The device: 1 channel x 2 dies, no link, flash data moves in no time; a read holds
+//! the channel 290 ns for its command, each further plane of a multi-plane read 650 ns more; a
+//! program 361 ns, then 100 us; a read 3 us; a miss ends with one 46 ns DRAM event. Units sit
+//! where MQSim_CXL's PCWD allocation puts them: plane = unit % planes, then channel, then die.
+
+use tiersim_core::{Op, Params};
+use tiersim_devices::cxl_flash::{CxlFlash, SPECS};
+use tiersim_devices::{Device, DeviceRequest};
+
+const BASE: &str = r#"
+compat = "mqsim_cxl"
+cache_size = "64KiB"
+cache_line = "4KiB"
+cache_ways = 4
+replacement = "lru"
+prefetcher = "none"
+mshr_rows = 8
+mshr_entries = 2
+flash_channels = 1
+flash_ways = 2
+flash_planes = 1
+flash_blocks_per_plane = 8
+flash_pages_per_block = 4
+flash_page_size = "16KiB"
+flash_read_latency_us = [3]
+flash_program_latency_us = [100]
+overprovisioning = 0.25
+"#;
+
+fn device(extra: &str) -> CxlFlash {
+    let mut t: toml::Table = toml::from_str(BASE).unwrap();
+    t.extend(toml::from_str::<toml::Table>(extra).unwrap());
+    CxlFlash::from_params(&Params::resolve(SPECS, Some(&t)).unwrap()).unwrap()
+}
+
+fn req(now: u64, line: u64, op: Op) -> DeviceRequest {
+    DeviceRequest { now, addr: line * 4096, size: 64, op, socket: 0, cpu: 0, remote: false }
+}
+
+fn stat(d: &CxlFlash, path: &str) -> u64 {
+    let mut v = d.stats();
+    for k in path.split('.') {
+        v = v[k].clone();
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path}: {v}"))
+}
+
+/// With 4 planes, units 0-3 are planes 0-3 of die 0 and units 4-7 of die 1 (then die 0 again).
+/// Reads waiting for die 0 on distinct planes go out as one command at page 0 (every unit here
+/// is unwritten), its command 290 ns long and 650 ns more per added plane: a read joins the
+/// earliest waiting command without its plane, and the commands behind it start later.
+#[test]
+fn reads_waiting_for_a_die_share_one_multi_plane_command() {
+    let mut d = device("flash_planes = 4\ncache_size = \"256KiB\"\ncache_ways = 16");
+    // Die 0 idle: 290 + 3000, + 46.
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3336);
+    // Unit 1 (plane 1) waits for die 0: a command at 3290, 290 + 3000 -> 6580, + 46.
+    assert_eq!(d.access(&req(100, 1, Op::Read)), 6626);
+    // Unit 2 (plane 2) joins it before it starts: the command takes 940 ns -> 7230, + 46.
+    assert_eq!(d.access(&req(200, 2, Op::Read)), 7276);
+    // Unit 9 is plane 1 of die 0 again: taken in the waiting command, so the next one, after
+    // the die frees at 7230: 7230 + 290 + 3000 = 10_520, + 46.
+    assert_eq!(d.access(&req(300, 9, Op::Read)), 10_566);
+    // Unit 3 (plane 3) joins the earliest waiting command without its plane, the first: 1590 ns
+    // of command from 3290, sensed at 7880, + 46. The second command starts 650 ns later (7880).
+    assert_eq!(d.access(&req(350, 3, Op::Read)), 7926);
+    // Unit 10 (plane 2 of die 0) is taken in the first, so it joins the second: command
+    // 7880..8170 + 650, sensed at 11_820, + 46.
+    assert_eq!(d.access(&req(360, 10, Op::Read)), 11_866);
+    // Unit 4 is on die 1, idle: its command 400..690, sensed at 3690, but its data leaves only
+    // when the channel stops moving die 0's first command (3290..4880): 4880, + 46.
+    assert_eq!(d.access(&req(400, 4, Op::Read)), 4926);
+    assert_eq!(stat(&d, "flash.backend.multiplane_read_commands"), 2);
+    assert_eq!(stat(&d, "flash.reads_demand"), 7);
+}
+
+/// A dirty victim goes to flash at once as a 4 KiB program of its own (MQSim_CXL's flush), not
+/// into the FTL's write buffer; a read of its die that arrives after the program started waits
+/// for it.
+#[test]
+fn a_dirty_eviction_is_programmed_at_once() {
+    let mut d = device("");
+    // Set 0 (4 ways) holds lines 0, 4, 8, 12; line 0 is dirty (a write miss fetches it).
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 3336);
+    for (i, line) in [4u64, 8, 12].into_iter().enumerate() {
+        let t = 10_000 * (i as u64 + 1);
+        assert_eq!(d.access(&req(t, line, Op::Read)), t + 3336);
+    }
+    // Line 16 evicts line 0 when its data arrives at 43_290.
+    assert_eq!(d.access(&req(40_000, 16, Op::Read)), 43_336);
+    assert_eq!(stat(&d, "flash.programs"), 0);
+    // At 43_300 the fill has happened: line 0 was programmed on die 0 from 43_290 (361 ns of
+    // command, 100 us), so this read of die 0 starts at 143_651: + 3290, + 46.
+    assert_eq!(d.access(&req(43_300, 18, Op::Read)), 146_987);
+    assert_eq!(stat(&d, "flash.programs"), 1);
+    assert_eq!(stat(&d, "cache.flushes"), 1);
+}
+
+/// Without a cache every write is a program. A die serves the reads waiting for it before a
+/// waiting program; the program's completion is computed when the write arrives (103_651),
+/// before the read that went first pushed it to 106_941.
+#[test]
+fn reads_go_before_a_waiting_program() {
+    let mut d = device("cache_size = 0");
+    // Unit 0 on die 0: 290 + 3000 (no DRAM event without a cache).
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3290);
+    // Unit 2, die 0: waits for the die (3290), then 361 + 100_000.
+    assert_eq!(d.access(&req(100, 2, Op::Write)), 103_651);
+    // Unit 4, die 0, arrives while the program waits: it goes first, at 3290.
+    assert_eq!(d.access(&req(200, 4, Op::Read)), 6580);
+    // By 7000 the die freed (6580) with no read waiting: the program runs 6580..106_941, and
+    // this read of die 0 follows it.
+    assert_eq!(d.access(&req(7_000, 6, Op::Read)), 106_941 + 3290);
+    assert_eq!(stat(&d, "flash.programs"), 1);
+}
+
+/// `prefetcher = "best_offset"` in compat mode is MQSim_CXL's variant, triggered by every demand
+/// hit on a prefetched line (not only the first) and not by hits under miss. With offsets 1..2
+/// of which only 1 is tested, one round a phase: every trigger ends a learning phase.
+#[test]
+fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
+    let mut d = device(
+        "prefetcher = \"best_offset\"\nmbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1",
+    );
+    assert_eq!(d.stats()["prefetch"]["prefetcher"], "best_offset_mqsim");
+    // Miss on line 10: phase 1, nothing learned. Miss on line 11: 10 was a trigger, offset 1
+    // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3290 + 10_000).
+    d.access(&req(0, 10, Op::Read));
+    d.access(&req(10_000, 11, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 2);
+    assert_eq!(stat(&d, "prefetch.issued"), 1);
+    // A hit under miss on line 12 while it is read: no trigger.
+    d.access(&req(10_100, 12, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 2);
+    // Three hits on line 12 once it is filled: three triggers; the first prefetches line 13.
+    for t in [20_000, 21_000, 22_000] {
+        d.access(&req(t, 12, Op::Read));
+    }
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 5);
+    assert_eq!(stat(&d, "prefetch.issued"), 2);
+    // Hits on line 11, a demand line: no trigger.
+    d.access(&req(30_000, 11, Op::Read));
+    assert_eq!(stat(&d, "prefetch.state.learning_phases"), 5);
+}
+
+/// MQSim_CXL stops its host feed while 1024 flash accesses, reads or writes, are in its back
+/// end. Without a cache, 1024 writes to die 0 (units 0, 2, 4, ...) fill it: unit 0's program
+/// starts at once, alone, and ends at 100_361; the other 1023 wait, 4 to a program (one plane of
+/// 4 units a page). A read of die 1 then waits for the first program to end.
+#[test]
+fn the_host_feed_stops_while_1024_flash_accesses_are_in_flight() {
+    let mut d = device("cache_size = 0\nmshr_rows = 1024");
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 100_361);
+    for i in 1..1024u64 {
+        d.access(&req(i, 2 * i, Op::Write));
+    }
+    assert_eq!(stat(&d, "flash.programs"), 1 + 256);
+    // Accepted at 100_361, then 290 + 3000 on idle die 1.
+    assert_eq!(d.access(&req(2_000, 1, Op::Read)), 100_361 + 3290);
+    assert_eq!(stat(&d, "mshr.stall_rows"), 1);
+}
