@@ -28,7 +28,8 @@ pub use epoch::Timeseries;
 pub use stats::LatencyBins;
 use issue::IssueOrder;
 use queue::CpuQueue;
-use stats::{finish, LatencyHist, TieringStats};
+pub(crate) use stats::LatencyHist;
+use stats::{finish, TieringStats};
 
 const BATCH: usize = 1 << 14;
 
@@ -93,8 +94,6 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    /// Access latency per node (the run's histogram is their sum).
-    pub(crate) hists: Vec<LatencyHist>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -281,7 +280,6 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hists: (0..n).map(|_| LatencyHist::new()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -403,14 +401,12 @@ impl Engine {
         let latency = done - t + penalty;
 
         if self.measuring {
-            for ctr in [&mut n.total, &mut n.epoch] {
-                ctr.accesses += 1;
-                ctr.bytes += a.size as u64;
-                ctr.latency_sum += latency;
-                ctr.writes += w as u64;
-                ctr.reads += 1 - w as u64;
-            }
-            self.hists[node].record(latency.max(1));
+            let ctr = &mut n.epoch;
+            ctr.accesses += 1;
+            ctr.bytes += a.size as u64;
+            ctr.latency_sum += latency;
+            ctr.writes += w as u64;
+            n.hist.record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
@@ -549,7 +545,7 @@ pub fn simulate(
         }
         if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpus[c].next_issue_ps = retry_ps;
-            order.set(c, retry_ps);
+            order.set_first(c, retry_ps);
             continue;
         }
         buffered -= 1;
@@ -573,7 +569,7 @@ pub fn simulate(
                     cpu.last_page = p;
                 }
                 cpu.next_issue_ps = issue;
-                order.set(c, issue);
+                order.set_first(c, issue);
             }
             None => {
                 order.idle(c);
