@@ -326,15 +326,14 @@ impl Engine {
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
     /// that first appears late in the stream starts at the current simulated time.
     fn first_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
+        let clock = IssueClock::of(self);
+        if cpu.started || (self.open_loop && self.time_unit == TimeUnit::Ns) {
+            return clock.next_issue_ps(cpu, a, t0);
+        }
         let now_ps = self.last_issue_ns * 1000;
-        match (self.time_unit, cpu.started) {
-            (TimeUnit::Ns, _) if self.open_loop => a.time.saturating_sub(t0) * 1000,
-            (TimeUnit::Ns, false) => (a.time.saturating_sub(t0) * 1000).max(now_ps),
-            (TimeUnit::Ns, true) => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
-            (TimeUnit::Instructions, started) => {
-                let base = if started { cpu.clock_ps } else { now_ps };
-                base + instr_ps(a.time, self.ps_per_instr)
-            }
+        match self.time_unit {
+            TimeUnit::Ns => (a.time.saturating_sub(t0) * 1000).max(now_ps),
+            TimeUnit::Instructions => now_ps + instr_ps(a.time, self.ps_per_instr),
         }
     }
 
@@ -466,6 +465,32 @@ impl Engine {
 }
 
 
+/// What sets issue times, copied out of the engine so the event loop can use it while it
+/// holds a CPU mutably.
+#[derive(Clone, Copy)]
+struct IssueClock {
+    time_unit: TimeUnit,
+    open_loop: bool,
+    ps_per_instr: f64,
+}
+
+impl IssueClock {
+    fn of(eng: &Engine) -> IssueClock {
+        IssueClock { time_unit: eng.time_unit, open_loop: eng.open_loop, ps_per_instr: eng.ps_per_instr }
+    }
+
+    /// `Engine::first_issue_ps` for a CPU that has issued before (or any CPU of an open loop
+    /// on a ns trace), the case of every access but a CPU's first.
+    #[inline(always)]
+    fn next_issue_ps(self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
+        match self.time_unit {
+            TimeUnit::Instructions => cpu.clock_ps + instr_ps(a.time, self.ps_per_instr),
+            TimeUnit::Ns if self.open_loop => a.time.saturating_sub(t0) * 1000,
+            TimeUnit::Ns => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
+        }
+    }
+}
+
 /// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
 /// Below 2^63 on both sides the signed conversions give the same values in one instruction
 /// each, where the unsigned ones take a dozen.
@@ -503,6 +528,7 @@ pub fn simulate(
     let mut eof = false;
     let mut read = 0u64;
     let mut t0_trace: Option<u64> = None;
+    let clock = IssueClock::of(&eng);
     if warmup == 0 {
         eng.start_measuring(0);
     }
@@ -552,22 +578,20 @@ pub fn simulate(
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
+        let page_shift = eng.page_shift;
         let cpu = &mut eng.cpus[c];
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
                 // This CPU's next access comes up about `ncpus` accesses from now: time enough
                 // for its page entry to arrive from memory.
-                let vpn = next.addr >> eng.page_shift;
+                let vpn = next.addr >> page_shift;
                 // Page ids never move, so this stands in for the lookup at issue time.
-                let cached = eng.pt.prefetch(vpn);
-                let cpu = &eng.cpus[c];
-                let issue = eng.first_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
-                let cpu = &mut eng.cpus[c];
-                if let Some(p) = cached {
+                if let Some(p) = eng.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
+                let issue = clock.next_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
                 cpu.next_issue_ps = issue;
                 order.set_first(c, issue);
             }
