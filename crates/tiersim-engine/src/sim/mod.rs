@@ -396,7 +396,7 @@ impl Engine {
         let penalty = self.penalty[cpu_node * self.nodes.len() + node];
         let n = &mut self.nodes[node];
         let remote = socket != n.spec.socket;
-        let done = n.dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
+        let done = n.dev.access_local(&mut DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
         let latency = done - t + penalty;
 
         if self.measuring {
