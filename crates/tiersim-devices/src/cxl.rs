@@ -74,6 +74,8 @@ pub struct Cxl {
     one_line: [(Ps, Ps); 2],
     /// Their (request, response) link bytes.
     one_line_bytes: [(u64, u64); 2],
+    /// A link line fits in a media burst, so a one-line request is one burst on the media.
+    line_in_burst: bool,
     media: ChannelGroup,
     load: Loaded,
     /// Idle latency of a one-line read and write: the floor the load term raises.
@@ -91,6 +93,7 @@ impl Cxl {
         crate::loaded::check(p)?;
         let media = ChannelGroup::from_params(p, "media_")?;
         let link_latency = ps_from_ns(p.duration("link_latency"));
+        let line_in_burst = line.is_power_of_two() && line.trailing_zeros() <= media.burst_shift();
         let idle = [Op::Read, Op::Write].map(|op| {
             let (up, down) = one_line[usize::from(op.is_write())];
             up + media.idle_burst(op) + down + link_latency
@@ -105,6 +108,7 @@ impl Cxl {
             header,
             one_line,
             one_line_bytes,
+            line_in_burst,
             media,
             load: Loaded::from_params(p),
             idle,
@@ -161,7 +165,12 @@ impl Device for Cxl {
             (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel())
         });
         let (_, arrived) = self.h2d.serve_for(at, up, up_t);
-        let media_done = self.media.serve(arrived, req.addr, req.size, req.op);
+        let media_done = if lines == 1 && self.line_in_burst {
+            // What `serve` would choose, without its second look at the request's span.
+            self.media.serve_burst(arrived, req.addr, req.op)
+        } else {
+            self.media.serve(arrived, req.addr, req.size, req.op)
+        };
         let (_, returned) = self.d2h.serve_for(media_done, down, down_t);
         let floor = at.saturating_add(extra + self.idle[w]);
         completion(req.now, returned.saturating_add(self.link_latency).max(floor))

@@ -200,6 +200,11 @@ impl ChannelGroup {
         })
     }
 
+    /// log2 of the burst size.
+    pub fn burst_shift(&self) -> u32 {
+        self.burst_shift
+    }
+
     pub fn num_channels(&self) -> usize {
         self.channels.len()
     }
@@ -279,7 +284,7 @@ impl ChannelGroup {
     /// A request within one burst (so within one interleave block): a cache line, nearly every
     /// request. The same arithmetic as `serve_long` on that case, without its size computations.
     #[inline(always)]
-    fn serve_burst(&mut self, at: Ps, addr: u64, op: Op) -> Ps {
+    pub(crate) fn serve_burst(&mut self, at: Ps, addr: u64, op: Op) -> Ps {
         let w = usize::from(op.is_write());
         let ch = self.channel_of(addr);
         let (start, finish) = self.channels[ch].serve_for(at, 1 << self.burst_shift, self.burst_service[w]);

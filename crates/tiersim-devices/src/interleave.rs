@@ -26,6 +26,13 @@ impl InterleaveSet {
 
     #[inline]
     pub fn access(&mut self, req: &DeviceRequest) -> Ns {
+        self.access_local(&mut DeviceRequest { ..*req })
+    }
+
+    /// `access`, rewriting `req.addr` to the address within the device that serves it: no
+    /// copy of the request when the caller has no further use for it (the engine's access path).
+    #[inline]
+    pub fn access_local(&mut self, req: &mut DeviceRequest) -> Ns {
         let n = self.devices.len() as u64;
         if n == 1 {
             return self.devices[0].access(req);
@@ -36,8 +43,8 @@ impl InterleaveSet {
             Some(k) => (chunk >> k, chunk & (n - 1)),
             None => (chunk / n, chunk % n),
         };
-        let local = DeviceRequest { addr: (row << self.shift) | (req.addr & mask), ..*req };
-        self.devices[dev as usize].access(&local)
+        req.addr = (row << self.shift) | (req.addr & mask);
+        self.devices[dev as usize].access(req)
     }
 
     /// Pass a host hint to the devices holding `[addr, addr + size)`, chunk by chunk.

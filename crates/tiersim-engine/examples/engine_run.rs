@@ -5,8 +5,8 @@
 //!
 //! cargo run --release -p tiersim-engine --example engine_run -- PLATFORM POLICY TRACE [KEY=VALUE...] [--out FILE]
 //!
-//! `--out FILE` receives the summary and the time series, to check that a change to the code
-//! left the results byte-identical.
+//! `--out FILE` receives the summary, the time series and the latency histogram, to check that a
+//! change to the code left the results byte-identical.
 
 use std::path::Path;
 use std::time::Instant;
@@ -57,7 +57,7 @@ fn main() {
         accesses / cpu_secs / 1e6
     );
     if let Some(out) = out {
-        let body = format!("{}\n{:?}\n", run.summary, run.timeseries);
+        let body = format!("{}\n{:?}\n{:?}\n", run.summary, run.timeseries, run.latency_hist);
         std::fs::write(&out, body).unwrap_or_else(|e| {
             eprintln!("writing {out}: {e}");
             std::process::exit(1);

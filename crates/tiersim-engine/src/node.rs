@@ -6,8 +6,11 @@ use tiersim_core::Result;
 use tiersim_devices::InterleaveSet;
 
 use crate::platform::NodeSpec;
+use crate::sim::LatencyHist;
 
-/// Counters kept per node; `Epoch` is the same shape reset every epoch.
+/// Counters kept per node: `epoch` counts the current epoch, `total` the epochs flushed, so
+/// an access updates one set. An access does not count `reads` (reads = accesses - writes,
+/// filled in when an epoch is flushed).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counters {
     pub accesses: u64,
@@ -18,6 +21,18 @@ pub struct Counters {
     /// Pages migrated into / out of the node (promotions, demotions, NUMA moves).
     pub migrated_in: u64,
     pub migrated_out: u64,
+}
+
+impl Counters {
+    fn add(&mut self, c: &Counters) {
+        self.accesses += c.accesses;
+        self.reads += c.reads;
+        self.writes += c.writes;
+        self.bytes += c.bytes;
+        self.latency_sum += c.latency_sum;
+        self.migrated_in += c.migrated_in;
+        self.migrated_out += c.migrated_out;
+    }
 }
 
 pub use crate::pagetable::NIL;
@@ -53,6 +68,8 @@ pub struct Node {
     pub scanned: [u64; 2],
     pub total: Counters,
     pub epoch: Counters,
+    /// Latencies of the node's measured accesses (the run's histogram is the nodes' sum).
+    pub(crate) hist: LatencyHist,
 }
 
 impl Node {
@@ -75,7 +92,16 @@ impl Node {
             scanned: [0; 2],
             total: Counters::default(),
             epoch: Counters::default(),
+            hist: LatencyHist::new()?,
         })
+    }
+
+    /// End the epoch: its counters, with reads filled in, are added to the total and returned.
+    pub fn fold_epoch(&mut self) -> Counters {
+        let mut c = std::mem::take(&mut self.epoch);
+        c.reads = c.accesses - c.writes;
+        self.total.add(&c);
+        c
     }
 
     #[inline]

@@ -61,10 +61,8 @@ impl Engine {
             }
             st.ping_pong += back as u64;
             let src = &mut self.nodes[from];
-            src.total.migrated_out += 1;
             src.epoch.migrated_out += 1;
             let dst = &mut self.nodes[to];
-            dst.total.migrated_in += 1;
             dst.epoch.migrated_in += 1;
         }
     }

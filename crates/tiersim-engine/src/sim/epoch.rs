@@ -75,7 +75,7 @@ impl Engine {
         let span = (end - start).max(1) as f64;
         let hot = self.policy.hotness().map(|h| h.to_vec());
         for i in 0..self.nodes.len() {
-            let c = std::mem::take(&mut self.nodes[i].epoch);
+            let c = self.nodes[i].fold_epoch();
             let used = self.nodes[i].used;
             self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c, span);
             if let Some(h) = &hot {

@@ -105,11 +105,20 @@ impl<K: Key> Tree<K> {
             self.rebuild();
             return;
         }
+        self.replay(cpu, key);
+    }
+
+    /// The first CPU's new key played up its path: one match per level.
+    #[inline(always)]
+    fn replay(&mut self, cpu: usize, key: K) {
+        let leaves = self.keys.len();
+        // A local slice: stores through it cannot move the Vec, so its pointer stays in a register.
+        let nodes = &mut self.nodes[..leaves];
         let mut won = key;
-        let mut i = (self.keys.len() + cpu) >> 1;
+        let mut i = (leaves + cpu) >> 1;
         while i > 0 {
             // SAFETY: 0 < i < leaves = nodes.len().
-            let node = unsafe { self.nodes.get_unchecked_mut(i) };
+            let node = unsafe { nodes.get_unchecked_mut(i) };
             // Selects, not a branch: whether the replayed key wins a match is close to a coin
             // toss on interleaved CPUs (63 % of matches on the engine bench's trace).
             let lost = *node;
@@ -117,7 +126,15 @@ impl<K: Key> Tree<K> {
             won = lost.min(won);
             i >>= 1;
         }
-        self.nodes[0] = won;
+        nodes[0] = won;
+    }
+
+    /// `change` for the CPU that holds the first place, the one that just issued.
+    #[inline(always)]
+    fn change_first(&mut self, cpu: usize, key: K) {
+        debug_assert_eq!(cpu, self.nodes[0].cpu());
+        self.keys[cpu] = key;
+        self.replay(cpu, key);
     }
 
     #[cold]
@@ -177,6 +194,16 @@ impl IssueOrder {
         }
     }
 
+    /// `set` for the CPU `first` returned, the one that just issued: no leaf to add and no
+    /// rebuild, so the whole re-key is the replay up its path.
+    #[inline(always)]
+    pub(crate) fn set_first(&mut self, cpu: usize, issue_ps: u64) {
+        match self {
+            IssueOrder::Narrow(t) if issue_ps < NARROW_LIMIT => t.change_first(cpu, u64::new(issue_ps, cpu)),
+            _ => self.set_wide(cpu, issue_ps),
+        }
+    }
+
     /// CPU `cpu` has nothing queued.
     #[inline]
     pub(crate) fn idle(&mut self, cpu: usize) {
@@ -233,7 +260,12 @@ mod tests {
                 } else {
                     let t = t + rng.gen_range(0..20u64);
                     *heap.peek_mut().unwrap() = Reverse((t, c as u32));
-                    order.set(c, t);
+                    // The engine re-keys the first CPU with set_first; both must agree.
+                    if rng.gen_bool(0.5) {
+                        order.set_first(c, t);
+                    } else {
+                        order.set(c, t);
+                    }
                 }
             }
             assert_eq!(matches!(order, IssueOrder::Wide(_)), base > 0, "{cpus} cpus");

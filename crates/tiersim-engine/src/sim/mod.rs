@@ -29,7 +29,8 @@ pub use epoch::Timeseries;
 pub use stats::LatencyBins;
 use issue::IssueOrder;
 use queue::CpuQueue;
-use stats::{finish, LatencyHist, TieringStats};
+pub(crate) use stats::LatencyHist;
+use stats::{finish, TieringStats};
 
 const BATCH: usize = 1 << 14;
 
@@ -96,8 +97,6 @@ pub(crate) struct Engine {
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    /// Access latency per node (the run's histogram is their sum).
-    pub(crate) hists: Vec<LatencyHist>,
     pub(crate) first_touch_faults: u64,
     pub(crate) fault_time_ps: u64,
     pub(crate) max_completion_ns: Ns,
@@ -287,7 +286,6 @@ impl Engine {
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            hists: (0..n).map(|_| LatencyHist::new()).collect::<Result<_>>()?,
             first_touch_faults: 0,
             fault_time_ps: 0,
             max_completion_ns: 0,
@@ -335,15 +333,14 @@ impl Engine {
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
     /// that first appears late in the stream starts at the current simulated time.
     fn first_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
+        let clock = IssueClock::of(self);
+        if cpu.started || (self.open_loop && self.time_unit == TimeUnit::Ns) {
+            return clock.next_issue_ps(cpu, a, t0);
+        }
         let now_ps = self.last_issue_ns * 1000;
-        match (self.time_unit, cpu.started) {
-            (TimeUnit::Ns, _) if self.open_loop => a.time.saturating_sub(t0) * 1000,
-            (TimeUnit::Ns, false) => (a.time.saturating_sub(t0) * 1000).max(now_ps),
-            (TimeUnit::Ns, true) => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
-            (TimeUnit::Instructions, started) => {
-                let base = if started { cpu.clock_ps } else { now_ps };
-                base + instr_ps(a.time, self.ps_per_instr)
-            }
+        match self.time_unit {
+            TimeUnit::Ns => (a.time.saturating_sub(t0) * 1000).max(now_ps),
+            TimeUnit::Instructions => now_ps + instr_ps(a.time, self.ps_per_instr),
         }
     }
 
@@ -406,18 +403,16 @@ impl Engine {
         let penalty = self.penalty[cpu_node * self.nodes.len() + node];
         let n = &mut self.nodes[node];
         let remote = socket != n.spec.socket;
-        let done = n.dev.access(&DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
+        let done = n.dev.access_local(&mut DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
         let latency = done - t + penalty;
 
         if self.measuring {
-            for ctr in [&mut n.total, &mut n.epoch] {
-                ctr.accesses += 1;
-                ctr.bytes += a.size as u64;
-                ctr.latency_sum += latency;
-                ctr.writes += w as u64;
-                ctr.reads += 1 - w as u64;
-            }
-            self.hists[node].record(latency.max(1));
+            let ctr = &mut n.epoch;
+            ctr.accesses += 1;
+            ctr.bytes += a.size as u64;
+            ctr.latency_sum += latency;
+            ctr.writes += w as u64;
+            n.hist.record(latency.max(1));
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
 
@@ -494,6 +489,32 @@ impl Engine {
 }
 
 
+/// What sets issue times, copied out of the engine so the event loop can use it while it
+/// holds a CPU mutably.
+#[derive(Clone, Copy)]
+struct IssueClock {
+    time_unit: TimeUnit,
+    open_loop: bool,
+    ps_per_instr: f64,
+}
+
+impl IssueClock {
+    fn of(eng: &Engine) -> IssueClock {
+        IssueClock { time_unit: eng.time_unit, open_loop: eng.open_loop, ps_per_instr: eng.ps_per_instr }
+    }
+
+    /// `Engine::first_issue_ps` for a CPU that has issued before (or any CPU of an open loop
+    /// on a ns trace), the case of every access but a CPU's first.
+    #[inline(always)]
+    fn next_issue_ps(self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
+        match self.time_unit {
+            TimeUnit::Instructions => cpu.clock_ps + instr_ps(a.time, self.ps_per_instr),
+            TimeUnit::Ns if self.open_loop => a.time.saturating_sub(t0) * 1000,
+            TimeUnit::Ns => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
+        }
+    }
+}
+
 /// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
 /// Below 2^63 on both sides the signed conversions give the same values in one instruction
 /// each, where the unsigned ones take a dozen.
@@ -544,6 +565,7 @@ pub fn simulate_with_future(
     let mut eof = false;
     let mut read = 0u64;
     let mut t0_trace: Option<u64> = None;
+    let clock = IssueClock::of(&eng);
     if warmup == 0 {
         eng.start_measuring(0);
     }
@@ -586,31 +608,29 @@ pub fn simulate_with_future(
         }
         if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpus[c].next_issue_ps = retry_ps;
-            order.set(c, retry_ps);
+            order.set_first(c, retry_ps);
             continue;
         }
         buffered -= 1;
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
+        let page_shift = eng.page_shift;
         let cpu = &mut eng.cpus[c];
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
                 // This CPU's next access comes up about `ncpus` accesses from now: time enough
                 // for its page entry to arrive from memory.
-                let vpn = next.addr >> eng.page_shift;
+                let vpn = next.addr >> page_shift;
                 // Page ids never move, so this stands in for the lookup at issue time.
-                let cached = eng.pt.prefetch(vpn);
-                let cpu = &eng.cpus[c];
-                let issue = eng.first_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
-                let cpu = &mut eng.cpus[c];
-                if let Some(p) = cached {
+                if let Some(p) = eng.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
+                let issue = clock.next_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
                 cpu.next_issue_ps = issue;
-                order.set(c, issue);
+                order.set_first(c, issue);
             }
             None => {
                 order.idle(c);

@@ -107,18 +107,22 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     if end_ns > start || eng.ts.epoch.is_empty() {
         eng.flush_epoch(end_ns.max(start + 1));
     }
+    // Counts of an epoch not flushed (nothing of it reached the series) still belong to the run.
+    for n in &mut eng.nodes {
+        n.fold_epoch();
+    }
     let exec = end_ns - eng.measure_start_ns;
     let total: u64 = eng.nodes.iter().map(|n| n.total.accesses).sum();
     let fast: u64 = eng.nodes.iter().filter(|n| n.spec.tier == 0).map(|n| n.total.accesses).sum();
     let reads: u64 = eng.nodes.iter().map(|n| n.total.reads).sum();
     let mut all = LatencyHist::new().expect("constant bounds are valid");
     let mut latency_bins = LatencyBins::default();
-    for node_hist in &mut eng.hists {
-        all.add(node_hist);
+    for n in &mut eng.nodes {
+        all.add(&mut n.hist);
     }
     latency_bins.push("all", all.histogram());
-    for (n, node_hist) in eng.nodes.iter().zip(&mut eng.hists) {
-        latency_bins.push(&n.spec.name, node_hist.histogram());
+    for n in &mut eng.nodes {
+        latency_bins.push(&n.spec.name, n.hist.histogram());
     }
     let h = all.histogram();
     let pct = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
