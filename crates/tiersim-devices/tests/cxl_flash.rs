@@ -375,23 +375,23 @@ fn a_bad_hint_pin_full_lists_the_valid_ones() {
 
 /// `compat = "mqsim_cxl"` on the base device: no link, the channel moves data in no time (B2), a
 /// read holds the channel 290 ns for its command cycles, and every request ends with one 46 ns
-/// event of a single device-DRAM server. A miss on an idle die: 290 + 3000 (array) = ready at
-/// 3290 ns, + 46 = 3336 ns. Requests merged into its row drain one event after the other.
+/// event of a single device-DRAM server. A miss on an idle die: 290 + 3000 (array) + 20 (the
+/// ready/busy signal) = ready at 3310 ns, + 46 = 3356 ns. Requests merged into its row drain one event after the other.
 #[test]
 fn mqsim_compat_timing() {
     let mut d = device("compat = \"mqsim_cxl\"\nmshr_entries = 4");
-    assert_eq!(d.access(&rd(0, 0)), 3336);
-    assert_eq!(d.access(&rd(1_000, 64)), 3290 + 2 * 46);
-    assert_eq!(d.access(&rd(1_100, 128)), 3290 + 3 * 46);
-    // Latency counts from acceptance: 3336, 2336 and 2284 ns.
-    assert_eq!(stat(&d, "latency_ns.all.max"), 3336);
+    assert_eq!(d.access(&rd(0, 0)), 3356);
+    assert_eq!(d.access(&rd(1_000, 64)), 3310 + 2 * 46);
+    assert_eq!(d.access(&rd(1_100, 128)), 3310 + 3 * 46);
+    // Latency counts from acceptance: 3356, 2402 and 2348 ns.
+    assert_eq!(stat(&d, "latency_ns.all.max"), 3356);
     // A hit long after the fill: one DRAM event, 46 ns.
     assert_eq!(d.access(&rd(10_000, 192)), 10_046);
     // Hits back to back queue on the one server: the second waits for the first.
     assert_eq!(d.access(&rd(10_010, 256)), 10_092);
     // A write miss fetches its line and is acknowledged with the fill, as a read (line 1 is on
-    // die 1, idle): 20_000 + 290 + 3000 + 46.
-    assert_eq!(d.access(&wr(20_000, LINE)), 23_336);
+    // die 1, idle): 20_000 + 290 + 3020 + 46.
+    assert_eq!(d.access(&wr(20_000, LINE)), 23_356);
     assert_eq!(stat(&d, "flash.reads_demand"), 2);
     assert_eq!(stat(&d, "hits_under_miss"), 2);
     // The corrected model on the same requests is slower on a miss (the 4 KiB channel transfer,

@@ -49,28 +49,29 @@ fn stat(d: &CxlFlash, path: &str) -> u64 {
 /// With 4 planes, units 0-3 are planes 0-3 of die 0 and units 4-7 of die 1 (then die 0 again).
 /// Reads waiting for die 0 on distinct planes go out as one command at page 0 (every unit here
 /// is unwritten), its command 290 ns long and 650 ns more per added plane: a read joins the
-/// earliest waiting command without its plane, and the commands behind it start later.
+/// earliest waiting command without its plane, and the commands behind it start later. A die's
+/// read takes 3000 ns of array time + 20 ns of ready/busy signal (MQSim_CXL's _RBSignalDelayRead).
 #[test]
 fn reads_waiting_for_a_die_share_one_multi_plane_command() {
     let mut d = device("flash_planes = 4\ncache_size = \"256KiB\"\ncache_ways = 16");
-    // Die 0 idle: 290 + 3000, + 46.
-    assert_eq!(d.access(&req(0, 0, Op::Read)), 3336);
-    // Unit 1 (plane 1) waits for die 0: a command at 3290, 290 + 3000 -> 6580, + 46.
-    assert_eq!(d.access(&req(100, 1, Op::Read)), 6626);
-    // Unit 2 (plane 2) joins it before it starts: the command takes 940 ns -> 7230, + 46.
-    assert_eq!(d.access(&req(200, 2, Op::Read)), 7276);
+    // Die 0 idle: 290 + 3020, + 46.
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3356);
+    // Unit 1 (plane 1) waits for die 0: a command at 3310, 290 + 3020 -> 6620, + 46.
+    assert_eq!(d.access(&req(100, 1, Op::Read)), 6666);
+    // Unit 2 (plane 2) joins it before it starts: the command takes 940 ns -> 7270, + 46.
+    assert_eq!(d.access(&req(200, 2, Op::Read)), 7316);
     // Unit 9 is plane 1 of die 0 again: taken in the waiting command, so the next one, after
-    // the die frees at 7230: 7230 + 290 + 3000 = 10_520, + 46.
-    assert_eq!(d.access(&req(300, 9, Op::Read)), 10_566);
+    // the die frees at 7270: 7270 + 290 + 3020 = 10_580, + 46.
+    assert_eq!(d.access(&req(300, 9, Op::Read)), 10_626);
     // Unit 3 (plane 3) joins the earliest waiting command without its plane, the first: 1590 ns
-    // of command from 3290, sensed at 7880, + 46. The second command starts 650 ns later (7880).
-    assert_eq!(d.access(&req(350, 3, Op::Read)), 7926);
+    // of command from 3310, sensed at 7920, + 46. The second command starts 650 ns later (7920).
+    assert_eq!(d.access(&req(350, 3, Op::Read)), 7966);
     // Unit 10 (plane 2 of die 0) is taken in the first, so it joins the second: command
-    // 7880..8170 + 650, sensed at 11_820, + 46.
-    assert_eq!(d.access(&req(360, 10, Op::Read)), 11_866);
-    // Unit 4 is on die 1, idle: its command 400..690, sensed at 3690, but its data leaves only
-    // when the channel stops moving die 0's first command (3290..4880): 4880, + 46.
-    assert_eq!(d.access(&req(400, 4, Op::Read)), 4926);
+    // 7920..8210 + 650, sensed at 11_880, + 46.
+    assert_eq!(d.access(&req(360, 10, Op::Read)), 11_926);
+    // Unit 4 is on die 1, idle: its command 400..690, sensed at 3710, but its data leaves only
+    // when the channel stops moving die 0's first command (3310..4900): 4900, + 46.
+    assert_eq!(d.access(&req(400, 4, Op::Read)), 4946);
     assert_eq!(stat(&d, "flash.backend.multiplane_read_commands"), 2);
     assert_eq!(stat(&d, "flash.reads_demand"), 7);
 }
@@ -82,36 +83,36 @@ fn reads_waiting_for_a_die_share_one_multi_plane_command() {
 fn a_dirty_eviction_is_programmed_at_once() {
     let mut d = device("");
     // Set 0 (4 ways) holds lines 0, 4, 8, 12; line 0 is dirty (a write miss fetches it).
-    assert_eq!(d.access(&req(0, 0, Op::Write)), 3336);
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 3356);
     for (i, line) in [4u64, 8, 12].into_iter().enumerate() {
         let t = 10_000 * (i as u64 + 1);
-        assert_eq!(d.access(&req(t, line, Op::Read)), t + 3336);
+        assert_eq!(d.access(&req(t, line, Op::Read)), t + 3356);
     }
-    // Line 16 evicts line 0 when its data arrives at 43_290.
-    assert_eq!(d.access(&req(40_000, 16, Op::Read)), 43_336);
+    // Line 16 evicts line 0 when its data arrives at 43_310.
+    assert_eq!(d.access(&req(40_000, 16, Op::Read)), 43_356);
     assert_eq!(stat(&d, "flash.programs"), 0);
-    // At 43_300 the fill has happened: line 0 was programmed on die 0 from 43_290 (361 ns of
-    // command, 100 us), so this read of die 0 starts at 143_651: + 3290, + 46.
-    assert_eq!(d.access(&req(43_300, 18, Op::Read)), 146_987);
+    // At 43_320 the fill has happened: line 0 was programmed on die 0 from 43_310 (361 ns of
+    // command, 100 us), so this read of die 0 starts at 143_671: + 3310, + 46.
+    assert_eq!(d.access(&req(43_320, 18, Op::Read)), 147_027);
     assert_eq!(stat(&d, "flash.programs"), 1);
     assert_eq!(stat(&d, "cache.flushes"), 1);
 }
 
 /// Without a cache every write is a program. A die serves the reads waiting for it before a
-/// waiting program; the program's completion is computed when the write arrives (103_651),
-/// before the read that went first pushed it to 106_941.
+/// waiting program; the program's completion is computed when the write arrives (103_671),
+/// before the read that went first pushed it to 106_981.
 #[test]
 fn reads_go_before_a_waiting_program() {
     let mut d = device("cache_size = 0");
-    // Unit 0 on die 0: 290 + 3000 (no DRAM event without a cache).
-    assert_eq!(d.access(&req(0, 0, Op::Read)), 3290);
-    // Unit 2, die 0: waits for the die (3290), then 361 + 100_000.
-    assert_eq!(d.access(&req(100, 2, Op::Write)), 103_651);
-    // Unit 4, die 0, arrives while the program waits: it goes first, at 3290.
-    assert_eq!(d.access(&req(200, 4, Op::Read)), 6580);
-    // By 7000 the die freed (6580) with no read waiting: the program runs 6580..106_941, and
+    // Unit 0 on die 0: 290 + 3020 (no DRAM event without a cache).
+    assert_eq!(d.access(&req(0, 0, Op::Read)), 3310);
+    // Unit 2, die 0: waits for the die (3310), then 361 + 100_000.
+    assert_eq!(d.access(&req(100, 2, Op::Write)), 103_671);
+    // Unit 4, die 0, arrives while the program waits: it goes first, at 3310.
+    assert_eq!(d.access(&req(200, 4, Op::Read)), 6620);
+    // By 7000 the die freed (6620) with no read waiting: the program runs 6620..106_981, and
     // this read of die 0 follows it.
-    assert_eq!(d.access(&req(7_000, 6, Op::Read)), 106_941 + 3290);
+    assert_eq!(d.access(&req(7_000, 6, Op::Read)), 106_981 + 3310);
     assert_eq!(stat(&d, "flash.programs"), 1);
 }
 
@@ -125,7 +126,7 @@ fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
     );
     assert_eq!(d.stats()["prefetch"]["prefetcher"], "best_offset_mqsim");
     // Miss on line 10: phase 1, nothing learned. Miss on line 11: 10 was a trigger, offset 1
-    // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3290 + 10_000).
+    // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3310 + 10_000).
     d.access(&req(0, 10, Op::Read));
     d.access(&req(10_000, 11, Op::Read));
     assert_eq!(stat(&d, "prefetch.state.learning_phases"), 2);
@@ -156,7 +157,7 @@ fn the_host_feed_stops_while_1024_flash_accesses_are_in_flight() {
         d.access(&req(i, 2 * i, Op::Write));
     }
     assert_eq!(stat(&d, "flash.programs"), 1 + 256);
-    // Accepted at 100_361, then 290 + 3000 on idle die 1.
-    assert_eq!(d.access(&req(2_000, 1, Op::Read)), 100_361 + 3290);
+    // Accepted at 100_361, then 290 + 3020 on idle die 1.
+    assert_eq!(d.access(&req(2_000, 1, Op::Read)), 100_361 + 3310);
     assert_eq!(stat(&d, "mshr.stall_rows"), 1);
 }

@@ -18,6 +18,10 @@ pub(super) const MQSIM_DRAM_EVENT_NS: Ns = 46;
 /// Events the DRAM model's wait queue holds, plus the one in service (`max_wait_queue_size` 8).
 pub(super) const MQSIM_DRAM_QUEUE: Ns = 9;
 pub(super) const MQSIM_READ_COMMAND_NS: Ns = 290;
+/// What a die's read takes beyond its sensing time: the ready/busy signal delay of a read
+/// command (`_RBSignalDelayRead`, default `commProtocolDelayRead = 20`, ssd/Flash_Chip.h:29, added
+/// to every read command's latency at :101). Programs and erases add 0.
+pub(super) const MQSIM_READ_RB_DELAY_NS: Ns = 20;
 pub(super) const MQSIM_PROGRAM_COMMAND_NS: Ns = 361;
 /// Flash accesses (reads and writes) the back end holds before MQSim_CXL stops its host feed
 /// (`flash_back_end_queue_size`, cxl/Host_Interface_CXL.h:90; counted at :934,942, checked at :947).

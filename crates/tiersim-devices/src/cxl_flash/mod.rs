@@ -88,7 +88,7 @@ mod request;
 mod summary;
 
 use cache::{Cache, PinOutcome};
-use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS};
+use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS, MQSIM_READ_RB_DELAY_NS};
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
@@ -453,8 +453,12 @@ impl CxlFlash {
             return Err(Error::config("overprovisioning", "leaves no logical space"));
         }
         let compat = p.str("compat") == "mqsim_cxl";
+        let mut read = latencies_us(p, "flash_read_latency_us")?;
+        if compat {
+            read.iter_mut().for_each(|r| *r += ps_from_ns(MQSIM_READ_RB_DELAY_NS));
+        }
         let timing = Timing {
-            read: latencies_us(p, "flash_read_latency_us")?,
+            read,
             program: latencies_us(p, "flash_program_latency_us")?,
             erase: ps_from_ns(p.duration("flash_erase_latency")),
             // ONFI_Channel_NVDDR2's default cycle times: a single-plane read command is
