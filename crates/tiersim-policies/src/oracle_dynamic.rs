@@ -27,6 +27,13 @@ const PARAMS: &[ParamSpec] = &[
     )
     .choices(&["charged", "free"]),
     ParamSpec::new(
+        "free_targets",
+        ParamKind::Str,
+        "users",
+        "with free moves, where a page goes: `users`, to the nodes under the socket whose CPUs make most of its (weighted) accesses in the epoch, slow pages it uses moving there too; `kernel`, as charged moves, a demoted page to the next tier under the fast node it leaves (next_demotion_node), a promoted one to the fast node nearest its slow node",
+    )
+    .choices(&["users", "kernel"]),
+    ParamSpec::new(
         "windows",
         ParamKind::Str,
         "per_cpu",
@@ -65,6 +72,8 @@ const UNKNOWN: u64 = u64::MAX;
 struct OracleDynamic {
     profile: EpochProfile,
     mode: MoveMode,
+    /// Free moves place pages under their users' node (`free_targets = "users"`).
+    near_users: bool,
     /// Accesses in an epoch that make a resident page worth promoting (1 with free moves).
     min_accesses: u64,
     epoch_length: Option<u64>,
@@ -88,6 +97,7 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     Ok(Box::new(OracleDynamic {
         profile: EpochProfile { epochs: p.uint("epochs"), top, per_cpu: p.str("windows") == "per_cpu", write_weight: p.uint("write_weight") },
         mode,
+        near_users: mode == MoveMode::Free && p.str("free_targets") == "users",
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
         epoch_length: None,
         hot: HashSet::new(),
@@ -139,12 +149,9 @@ impl OracleDynamic {
 
     /// Where a page leaving fast node `f` goes: with charged moves the next tier under `f` (the
     /// kernel's next_demotion_node, so the charged oracle differs from a kernel policy only in
-    /// what it knows); with free moves the next tier under the node of the page's users.
+    /// what it knows); with free moves to users, the next tier under the node of its users.
     fn slow_target(&self, page: u32, f: NodeId, topo: &Topology) -> Option<NodeId> {
-        let from = match self.mode {
-            MoveMode::Free => self.home.get(page as usize).copied().unwrap_or(f),
-            _ => f,
-        };
+        let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(f) } else { f };
         next_tier_node(from, topo)
     }
 }
@@ -194,7 +201,7 @@ impl Policy for OracleDynamic {
 
     fn on_epoch(&mut self, _epoch: usize, hottest: &[(u64, u64)], near: &[(u64, NodeId)], topo: &Topology, os: &mut dyn MemOps) {
         self.hot = hottest.iter().map(|&(vpn, _)| vpn).collect();
-        if self.mode == MoveMode::Free {
+        if self.near_users {
             self.rehome(near, topo, os);
         }
         // Fast pages this epoch does not need, per node; the coldest are not known (only the
@@ -219,7 +226,7 @@ impl Policy for OracleDynamic {
             // The nearest fast node that has room or can make room by demoting a page the epoch
             // does not need: local DRAM before remote, as first touch would choose; with free
             // moves, local to the page's users.
-            let from = if self.mode == MoveMode::Free { self.home.get(page as usize).copied().unwrap_or(n) } else { n };
+            let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(n) } else { n };
             let fast: Vec<NodeId> = topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo)).collect();
             let target = fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
             if let Some(f) = target {
@@ -256,11 +263,15 @@ mod tests {
     use crate::testutil::{two_socket, FakeOs};
 
     fn oracle(migrations: &str, usable: u64) -> (Box<dyn Policy>, Topology) {
+        oracle_to(migrations, "users", usable)
+    }
+
+    fn oracle_to(migrations: &str, targets: &str, usable: u64) -> (Box<dyn Policy>, Topology) {
         let mut topo = two_socket();
         for n in &mut topo.nodes {
             n.usable_pages = usable;
         }
-        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"")).unwrap();
+        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"\nfree_targets = \"{targets}\"")).unwrap();
         (build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap(), topo)
     }
 
@@ -303,15 +314,17 @@ mod tests {
 
     #[test]
     fn free_moves_send_a_page_to_the_slow_node_under_its_users() {
-        for (migrations, log) in [
+        for (migrations, targets, log) in [
             // Free: page 0 sat on dram1 (first touched by CPU 4 of socket 1), but epoch 1's only
             // user of it is a CPU of socket 0, so it goes to pmem0; page 1, not hot, moves from
             // pmem1 to pmem0 for the same reason.
-            ("free", ["migrate 1 -> 2 Free", "demote 0 -> 2 Free"]),
-            // Charged: the kernel's demotion, to pmem1 under dram1; slow pages stay put.
-            ("charged", ["demote 0 -> 3 Background", ""]),
+            ("free", "users", ["migrate 1 -> 2 Free", "demote 0 -> 2 Free"]),
+            // Free moves to the kernel's targets, and charged moves: the kernel's demotion, to
+            // pmem1 under dram1; slow pages stay put.
+            ("free", "kernel", ["demote 0 -> 3 Free", ""]),
+            ("charged", "users", ["demote 0 -> 3 Background", ""]),
         ] {
-            let (mut p, topo) = oracle(migrations, 1);
+            let (mut p, topo) = oracle_to(migrations, targets, 1);
             p.set_epoch_length(100);
             let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
             p.on_epoch(0, &[(10, 40)], &[], &topo, &mut os);
@@ -327,7 +340,7 @@ mod tests {
             os.free = vec![0, 0, 1000, 1000];
             p.on_epoch(1, &[(20, 40), (21, 40)], &[(10, 0), (11, 0)], &topo, &mut os);
             let want: Vec<&str> = log.into_iter().filter(|l| !l.is_empty()).collect();
-            assert_eq!(os.log, want, "{migrations}");
+            assert_eq!(os.log, want, "{migrations} {targets}");
         }
     }
 
