@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 use serde_json::json;
-use tiersim_core::{Access, Result};
+use tiersim_core::{Access, NodeId, Result};
 use tiersim_trace::AccessSource;
 
 /// A buffered record that is not a page access (a mapping record).
@@ -68,10 +68,27 @@ pub struct Lookahead {
     issued: u64,
     worst: f64,
     epochs: u64,
+    /// Per CPU its local memory node; with CPUs on more than one node, `near` holds, for every
+    /// page the current windows use, the node whose CPUs make most of its (weighted) accesses.
+    cpu_node: Vec<NodeId>,
+    near: Vec<(u64, NodeId)>,
 }
 
 fn at(v: &[u64], c: usize) -> u64 {
     v.get(c).copied().unwrap_or(0)
+}
+
+fn at_node(v: &[NodeId], c: usize) -> NodeId {
+    v.get(c).copied().unwrap_or(0)
+}
+
+/// Per page, the node with most of its accesses (ties: lower node), by page.
+fn near_nodes(node_counts: FxHashMap<(u64, NodeId), u64>) -> Vec<(u64, NodeId)> {
+    let mut v: Vec<((u64, NodeId), u64)> = node_counts.into_iter().collect();
+    // By page, then the most accesses first, then the lower node: the first of each page wins.
+    v.sort_unstable_by(|a, b| a.0 .0.cmp(&b.0 .0).then(b.1.cmp(&a.1)).then(a.0 .1.cmp(&b.0 .1)));
+    v.dedup_by_key(|e| e.0 .0);
+    v.into_iter().map(|(k, _)| k).collect()
 }
 
 impl Lookahead {
@@ -103,7 +120,22 @@ impl Lookahead {
             issued: 0,
             worst: 1.0,
             epochs: 0,
+            cpu_node: Vec::new(),
+            near: Vec::new(),
         }
+    }
+
+    /// Also find, per page of each epoch, the node whose CPUs use it most (`near`); `cpu_node[c]`
+    /// is CPU c's local node.
+    pub fn with_cpu_nodes(mut self, cpu_node: Vec<NodeId>) -> Lookahead {
+        self.cpu_node = cpu_node;
+        self
+    }
+
+    /// The current epoch's pages with the node whose CPUs make most of their (weighted) accesses
+    /// (ties: lower node), by page; empty unless the CPUs span more than one node.
+    pub fn near(&self) -> &[(u64, NodeId)] {
+        &self.near
     }
 
     /// Read one batch; false at the end of the trace.
@@ -203,13 +235,21 @@ impl Lookahead {
             self.read_batch()?;
         }
         let mut counts: FxHashMap<u64, u64> = Default::default();
+        let by_node = self.cpu_node.iter().any(|&n| Some(&n) != self.cpu_node.first());
+        let mut node_counts: FxHashMap<(u64, NodeId), u64> = Default::default();
         for (c, &(_, n)) in self.window.iter().enumerate() {
+            let node = at_node(&self.cpu_node, c);
             if let Some(q) = self.pending.get(c) {
                 for &e in q.iter().take(n as usize).filter(|&&e| e != NO_PAGE) {
-                    *counts.entry(e >> 1).or_default() += if e & 1 == 1 { self.write_weight } else { 1 };
+                    let w = if e & 1 == 1 { self.write_weight } else { 1 };
+                    *counts.entry(e >> 1).or_default() += w;
+                    if by_node {
+                        *node_counts.entry((e >> 1, node)).or_default() += w;
+                    }
                 }
             }
         }
+        self.near = near_nodes(node_counts);
         let mut v: Vec<(u64, u64)> = counts.into_iter().collect();
         if v.len() > self.top && self.top > 0 {
             v.select_nth_unstable_by(self.top - 1, hottest_first);
@@ -282,6 +322,23 @@ mod tests {
         assert_eq!(top(3), [(1, 3)]);
         // Ties go to the lower page; at 4 the write outweighs the three reads.
         assert_eq!(top(4), [(2, 4)]);
+    }
+
+    #[test]
+    fn near_is_the_node_whose_cpus_use_a_page_most() {
+        // CPU 0 (node 0) reads page 5 twice and writes page 6; CPU 1 (node 1) reads page 5 three
+        // times and page 6 once, and page 7 once; CPU 2 (node 0) reads page 7 once.
+        let ops = [(0, 5, Op::Read), (1, 5, Op::Read), (0, 5, Op::Read), (1, 5, Op::Read), (0, 6, Op::Write), (1, 5, Op::Read), (1, 6, Op::Read), (1, 7, Op::Read), (2, 7, Op::Read)];
+        let trace: Vec<Access> = ops.iter().map(|&(c, p, op)| acc(c, p, op)).collect();
+        let mut la = Lookahead::new(source(trace.clone()), 4096, 9, 1, Windows::PerCpu, 4, 100).with_cpu_nodes(vec![0, 1, 0]);
+        // Page 6: 4 (the write) on node 0 against 1; page 7: a tie, to the lower node. Every page
+        // used has its node, not only the `top` hottest.
+        assert_eq!(la.next(&[0, 0, 0]).unwrap(), [(5, 5)]);
+        assert_eq!(la.near(), [(5, 1), (6, 0), (7, 0)]);
+        // CPUs on one node: nothing to choose.
+        let mut one = Lookahead::new(source(trace), 4096, 9, 1, Windows::PerCpu, 4, 100).with_cpu_nodes(vec![0, 0, 0]);
+        one.next(&[0, 0, 0]).unwrap();
+        assert!(one.near().is_empty());
     }
 
     #[test]

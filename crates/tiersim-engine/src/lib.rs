@@ -105,7 +105,7 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
             // read ahead for a thread that waits.
             let cap = per_epoch.saturating_mul(4).saturating_add(platform.host.uint("read_ahead"));
             let (again, _, _) = open_source(&req.trace, req.seed)?;
-            Some(Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap))
+            Some(Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap).with_cpu_nodes(platform.cpu_node.clone()))
         }
         None => None,
     };

@@ -298,8 +298,9 @@ pub trait Policy: Send {
     /// Epoch `epoch` begins (before its first access, in simulated issue order); `hottest` are
     /// the pages it will use most as (virtual page number, accesses in the epoch), hottest first
     /// (ties: lower page first), at most `top`; `os` carries out the moves, charged as their mode
-    /// says to the CPU about to issue.
-    fn on_epoch(&mut self, _epoch: usize, _hottest: &[(u64, u64)], _topo: &Topology, _os: &mut dyn MemOps) {}
+    /// says to the CPU about to issue. `near` holds, by virtual page number, every page the epoch
+    /// uses with the node whose CPUs make most of its accesses (empty if the CPUs share one node).
+    fn on_epoch(&mut self, _epoch: usize, _hottest: &[(u64, u64)], _near: &[(u64, NodeId)], _topo: &Topology, _os: &mut dyn MemOps) {}
 
     /// A promotion into `node` failed for lack of free memory; return the free-page goal kswapd
     /// should reclaim (demote) the node to, if the policy wakes it (NUMAB-2's promo watermark).

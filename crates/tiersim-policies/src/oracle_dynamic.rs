@@ -5,7 +5,9 @@
 //! pages the epoch does not need to make room, and places first touches the same way. Charged moves
 //! are a migration thread's on a core of its own (their copies load the devices); with
 //! `migrations = "free"` moves cost nothing at all: tiersim's own bound, as the tiering papers'
-//! "ideal" (what it bounds: docs/model.md).
+//! "ideal" (what it bounds: docs/model.md). Free moves also use the foresight for where a page
+//! goes: to the nodes nearest the socket whose CPUs use it most, not to the slow node under the
+//! fast node it leaves as the kernel's demotion (next_demotion_node) sends it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,6 +26,13 @@ const PARAMS: &[ParamSpec] = &[
         "`charged`: a migration thread on a core of its own moves the pages, so the copies take device bandwidth as any migration's (as kdemoted's); `free`: no copy traffic either (the bound on fast-tier hits)",
     )
     .choices(&["charged", "free"]),
+    ParamSpec::new(
+        "free_targets",
+        ParamKind::Str,
+        "users",
+        "with free moves, where a page goes: `users`, to the nodes under the socket whose CPUs make most of its (weighted) accesses in the epoch, slow pages it uses moving there too; `kernel`, as charged moves, a demoted page to the next tier under the fast node it leaves (next_demotion_node), a promoted one to the fast node nearest its slow node",
+    )
+    .choices(&["users", "kernel"]),
     ParamSpec::new(
         "windows",
         ParamKind::Str,
@@ -63,6 +72,8 @@ const UNKNOWN: u64 = u64::MAX;
 struct OracleDynamic {
     profile: EpochProfile,
     mode: MoveMode,
+    /// Free moves place pages under their users' node (`free_targets = "users"`).
+    near_users: bool,
     /// Accesses in an epoch that make a resident page worth promoting (1 with free moves).
     min_accesses: u64,
     epoch_length: Option<u64>,
@@ -73,6 +84,10 @@ struct OracleDynamic {
     page_of: HashMap<u64, u32>,
     /// The vpn of the allocation in progress: `place` sees the vpn, `on_page_placed` the id.
     placing: u64,
+    /// Per dense page id, the node whose CPUs used it most in the last epoch that used it (the
+    /// first-touching CPU's node before that); `placing_node` is the allocation's local node.
+    home: Vec<NodeId>,
+    placing_node: NodeId,
     moves: u64,
 }
 
@@ -82,12 +97,15 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     Ok(Box::new(OracleDynamic {
         profile: EpochProfile { epochs: p.uint("epochs"), top, per_cpu: p.str("windows") == "per_cpu", write_weight: p.uint("write_weight") },
         mode,
+        near_users: mode == MoveMode::Free && p.str("free_targets") == "users",
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
         epoch_length: None,
         hot: HashSet::new(),
         vpn_of: Vec::new(),
         page_of: HashMap::new(),
         placing: UNKNOWN,
+        home: Vec::new(),
+        placing_node: 0,
         moves: 0,
     }))
 }
@@ -101,8 +119,8 @@ fn has_room(n: NodeId, free: &[u64], topo: &Topology) -> bool {
 impl OracleDynamic {
     /// Make room on fast node `f` by demoting one of its pages the epoch does not need.
     fn evict_from(&mut self, f: NodeId, cold: &mut [Vec<u32>], topo: &Topology, os: &mut dyn MemOps) -> bool {
-        let Some(to) = next_tier_node(f, topo) else { return false };
         while let Some(victim) = cold[f as usize].pop() {
+            let Some(to) = self.slow_target(victim, f, topo) else { return false };
             if os.page_node(victim) == Some(f) && os.demote(victim, to, self.mode, false) {
                 self.moves += 1;
                 return true;
@@ -110,11 +128,38 @@ impl OracleDynamic {
         }
         false
     }
+
+    /// Free moves: record the epoch's users of each page, and move the pages it uses from the slow
+    /// tier but not hot (left in the slow tier) to the slow node under their users' node.
+    fn rehome(&mut self, near: &[(u64, NodeId)], topo: &Topology, os: &mut dyn MemOps) {
+        for &(vpn, node) in near {
+            let Some(&page) = self.page_of.get(&vpn) else { continue };
+            self.home[page as usize] = node;
+            let Some(n) = os.page_node(page).filter(|&n| !is_top_tier(n, topo)) else { continue };
+            if self.hot.contains(&vpn) {
+                continue;
+            }
+            if let Some(to) = next_tier_node(node, topo).filter(|&to| to != n) {
+                if os.migrate(page, to, self.mode) {
+                    self.moves += 1;
+                }
+            }
+        }
+    }
+
+    /// Where a page leaving fast node `f` goes: with charged moves the next tier under `f` (the
+    /// kernel's next_demotion_node, so the charged oracle differs from a kernel policy only in
+    /// what it knows); with free moves to users, the next tier under the node of its users.
+    fn slow_target(&self, page: u32, f: NodeId, topo: &Topology) -> Option<NodeId> {
+        let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(f) } else { f };
+        next_tier_node(from, topo)
+    }
 }
 
 impl Policy for OracleDynamic {
     fn place(&mut self, ctx: &PlaceCtx) -> NodeId {
         self.placing = ctx.vpn;
+        self.placing_node = ctx.local_node;
         let local = ctx.local_node;
         if !is_top_tier(local, ctx.topo) {
             return local;
@@ -135,6 +180,10 @@ impl Policy for OracleDynamic {
         if self.vpn_of[i] == UNKNOWN && self.placing != UNKNOWN {
             self.vpn_of[i] = self.placing;
             self.page_of.insert(self.placing, page);
+            if i >= self.home.len() {
+                self.home.resize(i + 1, self.placing_node);
+            }
+            self.home[i] = self.placing_node;
         }
     }
 
@@ -150,8 +199,11 @@ impl Policy for OracleDynamic {
         self.epoch_length
     }
 
-    fn on_epoch(&mut self, _epoch: usize, hottest: &[(u64, u64)], topo: &Topology, os: &mut dyn MemOps) {
+    fn on_epoch(&mut self, _epoch: usize, hottest: &[(u64, u64)], near: &[(u64, NodeId)], topo: &Topology, os: &mut dyn MemOps) {
         self.hot = hottest.iter().map(|&(vpn, _)| vpn).collect();
+        if self.near_users {
+            self.rehome(near, topo, os);
+        }
         // Fast pages this epoch does not need, per node; the coldest are not known (only the
         // top pages are kept), so they leave in page-id order.
         let mut cold: Vec<Vec<u32>> = vec![Vec::new(); topo.nodes.len()];
@@ -172,8 +224,10 @@ impl Policy for OracleDynamic {
             };
             let Some(n) = os.page_node(page).filter(|&n| !is_top_tier(n, topo)) else { continue };
             // The nearest fast node that has room or can make room by demoting a page the epoch
-            // does not need: local DRAM before remote, as first touch would choose.
-            let fast: Vec<NodeId> = topo.zonelists[n as usize].iter().copied().filter(|&f| is_top_tier(f, topo)).collect();
+            // does not need: local DRAM before remote, as first touch would choose; with free
+            // moves, local to the page's users.
+            let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(n) } else { n };
+            let fast: Vec<NodeId> = topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo)).collect();
             let target = fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
             if let Some(f) = target {
                 if os.migrate(page, f, self.mode) {
@@ -209,11 +263,15 @@ mod tests {
     use crate::testutil::{two_socket, FakeOs};
 
     fn oracle(migrations: &str, usable: u64) -> (Box<dyn Policy>, Topology) {
+        oracle_to(migrations, "users", usable)
+    }
+
+    fn oracle_to(migrations: &str, targets: &str, usable: u64) -> (Box<dyn Policy>, Topology) {
         let mut topo = two_socket();
         for n in &mut topo.nodes {
             n.usable_pages = usable;
         }
-        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"")).unwrap();
+        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"\nfree_targets = \"{targets}\"")).unwrap();
         (build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap(), topo)
     }
 
@@ -229,7 +287,7 @@ mod tests {
         // Epoch 0 uses pages 10 and 11 most, epoch 1 pages 12 and 13.
         p.set_epoch_length(100);
         let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
-        p.on_epoch(0, &[(10, 9), (11, 8)], &topo, &mut os);
+        p.on_epoch(0, &[(10, 9), (11, 8)], &[], &topo, &mut os);
         assert!(os.log.is_empty());
         let place = |p: &mut Box<dyn Policy>, os: &mut FakeOs, id: u32, vpn: u64| {
             // Room on dram0 for one page in the topology's terms (free > 1000 - 2).
@@ -246,12 +304,44 @@ mod tests {
         assert_eq!(place(&mut p, &mut os, 2, 13), 2);
         // dram0 now has no room (free 7 is not > high 6 + 1), dram1 has.
         os.free = vec![7, 100, 98, 100];
-        p.on_epoch(1, &[(12, 5), (13, 5)], &topo, &mut os);
+        p.on_epoch(1, &[(12, 5), (13, 5)], &[], &topo, &mut os);
         // Page 12 takes dram0, the nearest, by demoting page 0, which epoch 1 does not use (free
         // 7 -> 8 > 7: room); page 13 then finds dram0 full with no such page left and goes to
         // dram1, which has room; moves are free.
         assert_eq!(os.log, ["demote 0 -> 2 Free", "migrate 1 -> 0 Free", "migrate 2 -> 1 Free"]);
         assert_eq!(p.stats()["epoch_moves"], 3);
+    }
+
+    #[test]
+    fn free_moves_send_a_page_to_the_slow_node_under_its_users() {
+        for (migrations, targets, log) in [
+            // Free: page 0 sat on dram1 (first touched by CPU 4 of socket 1), but epoch 1's only
+            // user of it is a CPU of socket 0, so it goes to pmem0; page 1, not hot, moves from
+            // pmem1 to pmem0 for the same reason.
+            ("free", "users", ["migrate 1 -> 2 Free", "demote 0 -> 2 Free"]),
+            // Free moves to the kernel's targets, and charged moves: the kernel's demotion, to
+            // pmem1 under dram1; slow pages stay put.
+            ("free", "kernel", ["demote 0 -> 3 Free", ""]),
+            ("charged", "users", ["demote 0 -> 3 Background", ""]),
+        ] {
+            let (mut p, topo) = oracle_to(migrations, targets, 1);
+            p.set_epoch_length(100);
+            let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
+            p.on_epoch(0, &[(10, 40)], &[], &topo, &mut os);
+            for (id, vpn, want) in [(0, 10, 1), (1, 11, 3)] {
+                let free = [1000; 4];
+                let node = p.place(&PlaceCtx { topo: &topo, cpu: 4, local_node: 1, vpn, free_pages: &free, file: false });
+                assert_eq!(node, want);
+                p.on_page_placed(id, node);
+                os.node.insert(id, node);
+            }
+            // dram0 and dram1 are full: epoch 1's two hot pages, not yet touched, need a page
+            // demoted from each; only dram1 has one the epoch does not need.
+            os.free = vec![0, 0, 1000, 1000];
+            p.on_epoch(1, &[(20, 40), (21, 40)], &[(10, 0), (11, 0)], &topo, &mut os);
+            let want: Vec<&str> = log.into_iter().filter(|l| !l.is_empty()).collect();
+            assert_eq!(os.log, want, "{migrations} {targets}");
+        }
     }
 
     #[test]
@@ -262,21 +352,21 @@ mod tests {
         assert_eq!(p.epoch_length(), Some(100));
         let free = [100; 4];
         let mut os = FakeOs::new(&free);
-        p.on_epoch(0, &[], &topo, &mut os);
+        p.on_epoch(0, &[], &[], &topo, &mut os);
         let node = p.place(&PlaceCtx { topo: &topo, cpu: 4, local_node: 1, vpn: 7, free_pages: &free, file: false });
         // Not hot in epoch 0: the local socket's slow node.
         assert_eq!(node, 3);
         p.on_page_placed(0, node);
         os.node.insert(0, node);
         // 31 accesses in epoch 1 do not pay for a charged move (min_accesses 32) ...
-        p.on_epoch(1, &[(7, 31)], &topo, &mut os);
+        p.on_epoch(1, &[(7, 31)], &[], &topo, &mut os);
         assert!(os.log.is_empty());
         // ... 32 in epoch 2 do; the nearest fast node from pmem1 is dram1.
-        p.on_epoch(2, &[(7, 32)], &topo, &mut os);
+        p.on_epoch(2, &[(7, 32)], &[], &topo, &mut os);
         assert_eq!(os.log, ["migrate 0 -> 1 Background"]);
         // An epoch that uses nothing moves nothing: no hot page lacks room.
         os.log.clear();
-        p.on_epoch(3, &[], &topo, &mut os);
+        p.on_epoch(3, &[], &[], &topo, &mut os);
         assert!(os.log.is_empty());
     }
 }

@@ -107,16 +107,16 @@ impl Engine {
     pub(crate) fn policy_epoch(&mut self, t: Ns) -> Result<u64> {
         let epoch = self.policy_epoch;
         self.policy_epoch += 1;
-        let hottest = match self.future.as_mut() {
-            Some(future) => future.next(&self.cpus.iter().map(|c| c.done).collect::<Vec<_>>())?,
-            None => Vec::new(),
+        let (hottest, near) = match self.future.as_mut() {
+            Some(future) => (future.next(&self.cpus.iter().map(|c| c.done).collect::<Vec<_>>())?, future.near().to_vec()),
+            None => (Vec::new(), Vec::new()),
         };
         self.policy_epoch_at = self.policy_epoch_at.saturating_add(self.policy_epoch_len);
         let topo = std::mem::take(&mut self.topo);
         let mut policy = std::mem::replace(&mut self.policy, Box::new(Parked));
         self.parked = true;
         let mut ops = Ops { eng: self, t, cost_ps: 0 };
-        policy.on_epoch(epoch, &hottest, &topo, &mut ops);
+        policy.on_epoch(epoch, &hottest, &near, &topo, &mut ops);
         let cost = ops.cost_ps;
         self.policy = policy;
         self.parked = false;
