@@ -120,3 +120,17 @@ def test_cli_verify_rejects_swapped_frames_that_inspect_passes(tmp_path: Path, r
         assert r.returncode == 1
         assert f"{bad}: at byte offset 96: header checksum mismatch" in r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_cli_stats_counts_mapping_records_apart(tmp_path: Path):
+    # A 300 MiB mapped file takes two mapping records (256 MiB each at most); they are no accesses.
+    t = tmp_path / "f.trace"
+    tiersim.generate("fileio", t, accesses=2000, file_access="mmap", file_size="300MiB")
+    st = tiersim.trace_stats(t)
+    assert st["mapping_records"] == 2
+    assert st["mapped_bytes"] == 300 << 20
+    assert tiersim.inspect(t)["accesses"] == st["accesses"] + 2
+    r = run_cli("trace", "stats", str(t))
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if "file mapping records" in l)
+    assert "2 (300.00 MiB of files)" in line, line

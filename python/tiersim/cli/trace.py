@@ -167,6 +167,9 @@ def trace_stats_cmd(
          f"{100 * stats['hotness']['top_10pct_share']:.1f}% of accesses"),
         ("first touches", _int(stats["reuse_distance"]["cold"])),
     ]
+    if stats.get("mapping_records"):
+        # Not accesses: the file bounds of mapped files, which the counts above leave out.
+        rows.append(("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)"))
     tables: list[Any] = [_kv_table("trace statistics", rows)]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),
