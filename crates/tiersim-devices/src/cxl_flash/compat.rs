@@ -115,11 +115,12 @@ impl MqsimDram {
 
 impl super::CxlFlash {
     /// Read unit `line` from flash in compat mode: at its PCWD plane, page 0, joining a
-    /// multi-plane read waiting for the die, ahead of a program waiting for it.
-    pub(super) fn mqsim_read(&mut self, line: u64, t: Ps) -> Ps {
+    /// multi-plane read waiting for the die, ahead of a program waiting for it. Returns when the
+    /// data is at the controller, and the die.
+    pub(super) fn mqsim_read(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
         let (die, plane) = pcwd(&self.flash.geo, line);
         self.mqsim_start_program(die, t);
-        self.flash.read_plane(die, plane, 0, 1u64 << self.line_shift, t)
+        (self.flash.read_plane(die, plane, 0, 1u64 << self.line_shift, t), Some(die))
     }
 
     /// Book `die`'s waiting program if the die has freed for it by `t`. MQSim_CXL serves a

@@ -11,7 +11,7 @@ use super::cache::{Evicted, PREFETCHED};
 use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row};
-use super::compat::{self, MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -144,8 +144,7 @@ impl CxlFlash {
     /// controller, and the die read (None: the write buffer).
     fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
         if self.mq.is_some() {
-            let (die, _) = compat::pcwd(&self.flash.geo, line);
-            return (self.mqsim_read(line, t), Some(die));
+            return self.mqsim_read(line, t);
         }
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
