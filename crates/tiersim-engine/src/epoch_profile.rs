@@ -74,12 +74,9 @@ pub struct Lookahead {
     near: Vec<(u64, NodeId)>,
 }
 
-fn at(v: &[u64], c: usize) -> u64 {
-    v.get(c).copied().unwrap_or(0)
-}
-
-fn at_node(v: &[NodeId], c: usize) -> NodeId {
-    v.get(c).copied().unwrap_or(0)
+/// Entry `c` of a per-CPU vector, zero for a CPU it does not reach yet.
+fn at<T: Copy + Default>(v: &[T], c: usize) -> T {
+    v.get(c).copied().unwrap_or_default()
 }
 
 /// Per page, the node with most of its accesses (ties: lower node), by page.
@@ -238,7 +235,7 @@ impl Lookahead {
         let by_node = self.cpu_node.iter().any(|&n| Some(&n) != self.cpu_node.first());
         let mut node_counts: FxHashMap<(u64, NodeId), u64> = Default::default();
         for (c, &(_, n)) in self.window.iter().enumerate() {
-            let node = at_node(&self.cpu_node, c);
+            let node = at(&self.cpu_node, c);
             if let Some(q) = self.pending.get(c) {
                 for &e in q.iter().take(n as usize).filter(|&&e| e != NO_PAGE) {
                     let w = if e & 1 == 1 { self.write_weight } else { 1 };
