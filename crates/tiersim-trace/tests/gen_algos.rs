@@ -300,3 +300,30 @@ fn new_generators_are_deterministic_and_multithreaded() {
         assert!(s.footprint_pages <= 256 + 8, "{name}: {} pages", s.footprint_pages);
     }
 }
+
+#[test]
+fn self_similar_shares_do_not_depend_on_the_key_count() {
+    // hot_fraction 0.2: rank < n/5 iff u < 0.2^(ln 0.8 / ln 0.2), an 80 % chance at every n,
+    // where YCSB's zipfian (theta 0.99) gives the hottest fifth more as n grows. The flat head
+    // (the hottest 1 %) takes 0.01^(ln 0.8 / ln 0.2) = 52.8 %, spread evenly over its keys.
+    let draws = 400_000;
+    let h = |k: u64| (1..=k).map(|i| 1.0 / (i as f64).powf(0.99)).sum::<f64>();
+    let mut zipf_shares = vec![];
+    for n in [1_000u64, 100_000] {
+        let s = kv::SelfSimilar::new(n, 0.2, 0.01);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let ranks: Vec<u64> = (0..draws).map(|_| s.sample(&mut rng)).collect();
+        let share = |k: u64| ranks.iter().filter(|&&r| r < k).count() as f64 / draws as f64;
+        assert!((share(n / 5) - 0.8).abs() < 0.003, "n {n}: hottest fifth takes {}", share(n / 5));
+        assert!((share(n / 100) - 0.528).abs() < 0.003, "n {n}: head takes {}", share(n / 100));
+        // Half the head, half its share.
+        assert!((share(n / 200) - 0.264).abs() < 0.003, "n {n}: half the head takes {}", share(n / 200));
+        zipf_shares.push(h(n / 5) / h(n));
+    }
+    assert!(zipf_shares[1] - zipf_shares[0] > 0.03, "{zipf_shares:?}");
+    // Without the head (Gray's form) rank 0 alone takes n^-(ln 0.8 / ln 0.2): 25.5 % of 19k keys.
+    let g = kv::SelfSimilar::new(19_000, 0.2, 0.0);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let top = (0..draws).filter(|_| g.sample(&mut rng) == 0).count() as f64 / draws as f64;
+    assert!((top - 0.255).abs() < 0.003, "rank 0 takes {top}");
+}
