@@ -3,6 +3,8 @@ README's three workloads under every tiering policy on cascadelake_dcpmm at thre
 sizes: footprint, kernel accesses, `scale` and (by the lens default) `os.daemon_time_scale` all
 doubled from one size to the next. Through the lens each size stands for the same run on the same
 machine, so each policy's speedup over autonuma should not move (docs/model.md, "Time scale").
+The full variant also shows what moves them where they do: kv on self-similar keys beside YCSB's
+zipfian, and kv and uniform again without DCPMM's write contention.
 """
 
 from __future__ import annotations
@@ -202,7 +204,14 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "sizes and for kv, 1/2048, 1/1024, 1/512 otherwise); os.daemon_time_scale follows scale (the lens default), so "
         "accesses per page and per scan pass, scan passes per run and the share of time in hint faults stay the same. "
         "The spread is the largest deviation from the middle size; the seed spread, at the middle size, the largest "
-        "deviation of another workload instance (generator seeds 2 and 3) from seed 1's.",
+        "deviation of another workload instance (generator seeds 2 and 3) from seed 1's. The slow-tier share is the "
+        "share of the run's accesses served by the slow tier at each size.",
+        "Full variant: kv_self_similar is kv with Gray et al.'s self-similar key popularity (the kv generator's "
+        "popularity = self_similar), whose hottest fraction of the keys takes the same share of the accesses at every "
+        "size, where YCSB's zipfian gives its hottest keys more as the store grows. 'No write contention' is the "
+        "controlled run of kv, kv_self_similar and uniform at each size with DCPMM's write contention off "
+        "(write_contention_penalty = 0 on both sockets), with its spread: the contention is bistable, so a run's "
+        "DCPMM either stays calm or tips over.",
         f"All pairs, warned regimes included: {within} of {len(rows)} within {100 * TOLERANCE:.0f}%; "
         "docs/model.md (\"When a result can be trusted\") says why the others move.",
     ]
@@ -239,6 +248,6 @@ STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source="tiersim's own model (docs/model.md, \"Time scale\")",
-    runtime="--quick about 3 min, full about 7 min (195 runs, 2 workers)",
+    runtime="--quick about 3 min, full about 10 min (377 runs, 2 workers)",
     run=run,
 )
