@@ -244,7 +244,7 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
         assert r["no write contention"] == "-"
 
 
-@pytest.mark.slow  # about 7 min on 2 cores: 195 runs up to the README's size
+@pytest.mark.slow  # about 6-10 min on 2 cores: 377 runs up to the README's size
 def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
     result, _, _ = studies.reproduce("scaling", tmp_path / "f", quick=False, workers=2)
     frames = _frames(tmp_path / "f", False)

@@ -86,7 +86,7 @@ impl Zipf {
 /// "When a result can be trusted"). Deviation from Gray: the ranks below `head` n are equally
 /// popular. In Gray's form rank 0 alone takes n^-(ln(1-h) / ln h) of the draws (25 % of 19k keys
 /// with h = 0.2, 21 % of 76k), and where that one record's page lands (DRAM or DCPMM, which
-/// socket) differs with n; a head of a thousand keys or more lands evenly at every size.
+/// socket) differs with n; a head of many keys spreads over many pages at every size.
 pub struct SelfSimilar {
     n: u64,
     exponent: f64,
