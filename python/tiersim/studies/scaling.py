@@ -248,6 +248,6 @@ STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source="tiersim's own model (docs/model.md, \"Time scale\")",
-    runtime="--quick about 2 min, full about 6 min (377 runs, 2 workers)",
+    runtime="--quick about 1 min (117 runs), full about 6 min (377 runs), 2 workers",
     run=run,
 )
