@@ -29,6 +29,7 @@ use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use tiersim_devices::cxl_flash::{self, CxlFlash};
+use crate::readahead::ReadAhead;
 use tiersim_devices::{presets, Device, DeviceRequest};
 
 const HOST_LINE: u64 = 64;
@@ -446,7 +447,10 @@ impl Input<'_> {
     fn open(&self) -> Result<Box<dyn AccessSource>> {
         match self {
             Input::File { path, format } => {
-                tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())
+                // Decoded (zstd frames, byte planes, or text) on a thread of its own, as the
+                // engine's traces are: the replay's core only simulates.
+                let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
+                Ok(Box::new(ReadAhead::boxed(reader)?))
             }
             Input::Generator { name, params, seed } => {
                 let g = tiersim_trace::open_generator(name, *params, *seed)?;
