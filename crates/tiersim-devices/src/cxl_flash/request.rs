@@ -172,10 +172,13 @@ impl CxlFlash {
 
     /// Ask the prefetcher and issue what it proposes.
     fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
-        let mut proposals = std::mem::take(&mut self.proposals);
-        proposals.clear();
+        self.proposals.clear();
         let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
-        self.prefetcher.on_trigger(&ctx, &mut proposals);
+        self.prefetcher.on_trigger(&ctx, &mut self.proposals);
+        if self.proposals.is_empty() {
+            return;
+        }
+        let proposals = std::mem::take(&mut self.proposals);
         for &l in &proposals {
             self.prefetch(l, t, false);
         }
