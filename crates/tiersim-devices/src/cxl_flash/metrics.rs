@@ -24,7 +24,7 @@ pub const CLASS_NAMES: [&str; 3] = ["hit", "hit_under_miss", "miss"];
 pub const SUB_US: Ns = 1000;
 
 pub struct Latency {
-    /// Requests per class (`class * BUCKETS + bucket_index(ns)`).
+    /// Requests per class and histogram index (`class * INDEXES + bucket_index(ns)`).
     buckets: Vec<u64>,
     count: [u64; 3],
     /// Exact maxima per class (the histograms round to 0.1%).
@@ -47,7 +47,8 @@ fn histogram() -> Histogram<u64> {
 /// 2^b and shares its lower half with bucket b - 1. 31 buckets cover 2^40 (up to 2^41 - 1).
 const SUB_BUCKET_MAGNITUDE: u32 = 11;
 const HALF: u64 = 1 << (SUB_BUCKET_MAGNITUDE - 1);
-const BUCKETS: usize = 32 << (SUB_BUCKET_MAGNITUDE - 1);
+/// Entries of its counts array: (31 + 1) half-buckets of 2^10.
+const INDEXES: usize = 32 << (SUB_BUCKET_MAGNITUDE - 1);
 
 /// hdrhistogram's counts index of `ns` (at least 1) for `histogram()`, values past the array
 /// clamped to `MAX_TRACKED_NS` as its `saturating_record` does.
@@ -55,7 +56,7 @@ const BUCKETS: usize = 32 << (SUB_BUCKET_MAGNITUDE - 1);
 fn bucket_index(ns: u64) -> usize {
     let b = (64 - SUB_BUCKET_MAGNITUDE) - (ns | ((1 << SUB_BUCKET_MAGNITUDE) - 1)).leading_zeros();
     let i = (u64::from(b) * HALF + (ns >> b)) as usize;
-    if i < BUCKETS {
+    if i < INDEXES {
         i
     } else {
         bucket_index(MAX_TRACKED_NS)
@@ -75,13 +76,13 @@ fn bucket_value(i: usize) -> u64 {
 
 impl Latency {
     pub fn new() -> Latency {
-        Latency { buckets: vec![0; 3 * BUCKETS], count: [0; 3], max: [0; 3], under_1us: 0, sum: 0 }
+        Latency { buckets: vec![0; 3 * INDEXES], count: [0; 3], max: [0; 3], under_1us: 0, sum: 0 }
     }
 
     #[inline]
     pub fn record(&mut self, ns: Ns, class: Class) {
         let c = class as usize;
-        self.buckets[c * BUCKETS + bucket_index(ns.max(1))] += 1;
+        self.buckets[c * INDEXES + bucket_index(ns.max(1))] += 1;
         self.count[c] += 1;
         self.max[c] = self.max[c].max(ns);
         self.under_1us += u64::from(ns < SUB_US);
@@ -91,7 +92,7 @@ impl Latency {
     /// The histogram of one class, from its bucket counts.
     fn class_histogram(&self, class: usize) -> Histogram<u64> {
         let mut h = histogram();
-        for (i, &n) in self.buckets[class * BUCKETS..(class + 1) * BUCKETS].iter().enumerate() {
+        for (i, &n) in self.buckets[class * INDEXES..(class + 1) * INDEXES].iter().enumerate() {
             if n > 0 {
                 h.record_n(bucket_value(i), n).expect("a bucket's value is in range");
             }
@@ -203,7 +204,7 @@ mod tests {
             lat.record(v, Class::Miss);
             want.saturating_record(v);
             let i = bucket_index(v);
-            assert!(i < BUCKETS, "{v}");
+            assert!(i < INDEXES, "{v}");
             assert_eq!(bucket_value(i), want.lowest_equivalent(bucket_value(i)), "{v}");
             if v <= MAX_TRACKED_NS {
                 assert_eq!(bucket_value(i), want.lowest_equivalent(v), "{v}");
