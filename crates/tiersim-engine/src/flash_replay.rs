@@ -29,6 +29,7 @@ use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::{AccessSource, TimeUnit};
 
 use tiersim_devices::cxl_flash::{self, CxlFlash};
+use crate::readahead::ReadAhead;
 use tiersim_devices::{presets, Device, DeviceRequest};
 
 const HOST_LINE: u64 = 64;
@@ -298,6 +299,52 @@ fn check_hot_hints(h: &HotHints) -> Result<()> {
     Ok(())
 }
 
+const BATCH: usize = 1 << 14;
+
+/// The trace's accesses in order, up to the limit, with their issue times (file mapping
+/// records skipped, pages scattered).
+struct Feed {
+    /// The current batch, reversed (the next access last).
+    batch: Vec<Access>,
+    eof: bool,
+    /// Trace accesses read, mapping records included.
+    read: u64,
+    limit: u64,
+}
+
+impl Feed {
+    #[inline]
+    fn next(&mut self, src: &mut dyn AccessSource, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<Option<(Access, Ns)>> {
+        loop {
+            let mut a = match self.batch.pop() {
+                Some(a) => a,
+                None => {
+                    if self.eof || (self.limit > 0 && self.read >= self.limit) {
+                        self.eof = true;
+                        return Ok(None);
+                    }
+                    let want = if self.limit > 0 { (self.limit - self.read).min(BATCH as u64) as usize } else { BATCH };
+                    if src.read_batch(&mut self.batch, want)? == 0 {
+                        self.eof = true;
+                        return Ok(None);
+                    }
+                    self.batch.reverse();
+                    continue;
+                }
+            };
+            self.read += 1;
+            // A file mapping record is no device access (the device has no page cache).
+            if a.is_map() {
+                continue;
+            }
+            if let Some(sc) = scatter.as_mut() {
+                a.addr = sc.addr(a.addr);
+            }
+            return Ok(Some((a, clock.issue(&a))));
+        }
+    }
+}
+
 pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
     if let Some(0) = opts.closed_loop {
         return Err(Error::arg("closed_loop", "needs at least 1 outstanding access"));
@@ -327,11 +374,9 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     let mut ahead: VecDeque<(Access, Ns)> = VecDeque::with_capacity(lead + 1);
     let mut outstanding: std::collections::BinaryHeap<std::cmp::Reverse<Ns>> = Default::default();
     let mut last_issue: Ns = 0;
-    let mut trace_accesses = 0u64;
     let mut device_requests = 0u64;
     let mut hints_sent = 0u64;
-    let mut batch = Vec::with_capacity(1 << 14);
-    let mut eof = false;
+    let mut feed = Feed { batch: Vec::with_capacity(BATCH), eof: false, read: 0, limit: opts.limit };
 
     // Issue one device request at (at least) `t`; returns its issue time.
     let mut issue = |dev: &mut CxlFlash, t: Ns, addr: u64, size: u32, op: Op, cpu: u32| -> Ns {
@@ -352,41 +397,27 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     };
 
     loop {
-        // Keep `lead` accesses read ahead (at least one).
-        while !eof && ahead.len() <= lead {
-            if batch.is_empty() {
-                if opts.limit > 0 && trace_accesses >= opts.limit {
-                    eof = true;
-                    break;
+        let (a, t) = match (opts.hot_hints, hot) {
+            (Some(h), Some(set)) => {
+                // Keep `lead` accesses read ahead (at least one).
+                while ahead.len() <= lead {
+                    let Some((a, t)) = feed.next(src, &mut scatter, &mut clock)? else { break };
+                    if set.contains(&(a.addr >> line_shift)) && rng.gen::<f64>() < h.probability {
+                        // Announced now, `lead` accesses before its use.
+                        let at = ahead.front().map_or(t, |f| f.1);
+                        dev.hint(at, a.addr, 1);
+                        hints_sent += 1;
+                    }
+                    ahead.push_back((a, t));
                 }
-                let want = if opts.limit > 0 { (opts.limit - trace_accesses).min(1 << 14) as usize } else { 1 << 14 };
-                if src.read_batch(&mut batch, want)? == 0 {
-                    eof = true;
-                    break;
-                }
-                batch.reverse();
+                let Some(next) = ahead.pop_front() else { break };
+                next
             }
-            let Some(mut a) = batch.pop() else { continue };
-            trace_accesses += 1;
-            // A file mapping record is no device access (the device has no page cache).
-            if a.is_map() {
-                continue;
-            }
-            if let Some(sc) = scatter.as_mut() {
-                a.addr = sc.addr(a.addr);
-            }
-            let t = clock.issue(&a);
-            if let (Some(h), Some(set)) = (opts.hot_hints, hot) {
-                if set.contains(&(a.addr >> line_shift)) && rng.gen::<f64>() < h.probability {
-                    // Announced now, `lead` accesses before its use.
-                    let at = ahead.front().map_or(t, |f| f.1);
-                    dev.hint(at, a.addr, 1);
-                    hints_sent += 1;
-                }
-            }
-            ahead.push_back((a, t));
-        }
-        let Some((a, t)) = ahead.pop_front() else { break };
+            _ => match feed.next(src, &mut scatter, &mut clock)? {
+                Some(next) => next,
+                None => break,
+            },
+        };
         if let Some(h) = hints.as_mut() {
             while let Some((ht, addr, bytes)) = h.next {
                 if ht > t {
@@ -418,6 +449,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
             }
         }
     }
+    let trace_accesses = feed.read;
     let mut summary = dev.summary();
     let span = dev.span_ns();
     summary["replay"] = json!({
@@ -446,7 +478,10 @@ impl Input<'_> {
     fn open(&self) -> Result<Box<dyn AccessSource>> {
         match self {
             Input::File { path, format } => {
-                tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())
+                // Decoded (zstd frames, byte planes, or text) on a thread of its own, as the
+                // engine's traces are: the replay's core only simulates.
+                let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
+                Ok(Box::new(ReadAhead::boxed(reader)?))
             }
             Input::Generator { name, params, seed } => {
                 let g = tiersim_trace::open_generator(name, *params, *seed)?;

@@ -47,6 +47,10 @@ impl ReadAhead {
         Ok(ReadAhead { header, full: Some(full_rx), empty: empty_tx, batch: Vec::new(), pos: 0, worker: Some(worker) })
     }
 
+    pub fn boxed(source: Box<dyn AccessSource + Send>) -> Result<ReadAhead> {
+        ReadAhead::new(Boxed(source))
+    }
+
     /// The next decoded batch into `self.batch`; false at the end of the trace.
     fn next_batch(&mut self) -> Result<bool> {
         let Some(full) = &self.full else { return Ok(false) };
@@ -97,6 +101,19 @@ impl AccessSource for ReadAhead {
         out.extend_from_slice(&self.batch[self.pos..self.pos + n]);
         self.pos += n;
         Ok(n)
+    }
+}
+
+/// An opened trace reader of any kind (`convert::open`'s), for `ReadAhead::boxed`.
+struct Boxed(Box<dyn AccessSource + Send>);
+
+impl AccessSource for Boxed {
+    fn header(&self) -> &TraceHeader {
+        self.0.header()
+    }
+
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        self.0.read_batch(out, max)
     }
 }
 

@@ -62,6 +62,36 @@ fn mqsim_text_and_native_replay_identically() {
     assert_eq!(c.summary["replay"]["mode"], "closed(1)");
 }
 
+/// `limit` replays the trace's first accesses and nothing else: the same result as a trace cut
+/// after them, whether the limit falls inside a decoded batch or at its end, with pages
+/// scattered; behind an LLC, its misses and write-backs are the device requests.
+#[test]
+fn a_limit_replays_exactly_the_first_accesses() {
+    let d = tempfile::tempdir().unwrap();
+    let text = d.path().join("walk.trace");
+    write_mqsim(&text);
+    let lines = std::fs::read_to_string(&text).unwrap();
+    let p = params("");
+    for (limit, llc_bytes) in [(1, 0), (2999, 0), (2999, 64 << 10), (4000, 0)] {
+        let cut = d.path().join(format!("cut{limit}.trace"));
+        std::fs::write(&cut, lines.lines().take(limit).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        let opts = ReplayOptions { scatter: Some(9), llc_bytes, llc_ways: 8, ..Default::default() };
+        let limited = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &p, &ReplayOptions { limit: limit as u64, ..opts.clone() }).unwrap();
+        let whole = replay_input(&Input::File { path: &cut, format: Some(Format::Mqsim) }, &p, &opts).unwrap();
+        assert_eq!(limited.summary, whole.summary, "limit {limit}");
+        assert_eq!(limited.bins, whole.bins);
+        assert_eq!(limited.summary["replay"]["trace_accesses"], limit as u64);
+        let requests = limited.summary["requests"].as_u64().unwrap();
+        if llc_bytes == 0 {
+            assert_eq!(requests, limit as u64);
+        } else {
+            let llc = &limited.summary["replay"]["llc"];
+            assert_eq!(llc["hits"].as_u64().unwrap() + llc["misses"].as_u64().unwrap(), limit as u64);
+            assert_eq!(requests, llc["misses"].as_u64().unwrap() + llc["writebacks"].as_u64().unwrap());
+        }
+    }
+}
+
 #[test]
 fn malformed_input_names_file_and_line() {
     let d = tempfile::tempdir().unwrap();

@@ -96,8 +96,9 @@ pub fn is_native(path: &Path) -> Result<bool> {
     Ok(got == m.len() && m == MAGIC)
 }
 
-/// Open a trace: `format` as named, or `None` for a native file (checked by its magic).
-pub fn open(path: &Path, format: Option<Format>, opts: &TextOptions) -> Result<Box<dyn AccessSource>> {
+/// Open a trace: `format` as named, or `None` for a native file (checked by its magic). The
+/// reader can move to another thread (to decode there, ahead of a replay).
+pub fn open(path: &Path, format: Option<Format>, opts: &TextOptions) -> Result<Box<dyn AccessSource + Send>> {
     let format = match format {
         Some(f) => f,
         None if is_native(path)? => Format::Native,

@@ -92,6 +92,9 @@ pub struct Ftl {
     inflight: BinaryHeap<Reverse<(Ps, u32)>>,
     inflight_units: u64,
     pub counts: FtlCounts,
+    /// With a power-of-two geometry, where an unwritten unit sits by masks and a shift: (dies
+    /// - 1, log2 of dies x planes x units per page, pages per block - 1).
+    stripe_masks: Option<(u64, u32, u64)>,
 }
 
 impl Ftl {
@@ -108,6 +111,13 @@ impl Ftl {
             inflight: BinaryHeap::new(),
             inflight_units: 0,
             counts: FtlCounts::default(),
+            stripe_masks: [geo.dies(), geo.planes, geo.units_per_page, geo.pages_per_block]
+                .iter()
+                .all(|n| n.is_power_of_two())
+                .then(|| {
+                    let shift = geo.dies().trailing_zeros() + geo.planes.trailing_zeros() + geo.units_per_page.trailing_zeros();
+                    (u64::from(geo.dies()) - 1, shift, u64::from(geo.pages_per_block) - 1)
+                }),
         }
     }
 
@@ -146,6 +156,9 @@ impl Ftl {
         match self.get(lpn) {
             0 => {
                 // Written before the trace: striped over dies, then planes, then pages.
+                if let Some((die_mask, shift, page_mask)) = self.stripe_masks {
+                    return Location::Flash { die: (lpn & die_mask) as u32, page: ((lpn >> shift) & page_mask) as u32 };
+                }
                 let dies = u64::from(g.dies());
                 let die = (lpn % dies) as u32;
                 let page = (lpn / dies / u64::from(g.planes) / u64::from(g.units_per_page) % u64::from(g.pages_per_block)) as u32;
@@ -442,6 +455,24 @@ mod tests {
         let flash = Flash::new(geo, timing, 4e9);
         let ftl = Ftl::new(&flash, 192, 0.0);
         (flash, ftl)
+    }
+
+    /// Unwritten units sit where the striping rule puts them, whether the geometry's powers of
+    /// two let `locate` use masks (8 x 4 dies) or not (3 x 5).
+    #[test]
+    fn unwritten_units_are_striped_over_dies_planes_then_pages() {
+        for (channels, ways, masks) in [(8, 4, true), (3, 5, false)] {
+            let geo = Geometry { channels, ways, planes: 4, blocks_per_plane: 8, pages_per_block: 16, page_size: 16384, unit: 4096, units_per_page: 4 };
+            let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
+            let flash = Flash::new(geo, timing, 4e9);
+            let ftl = Ftl::new(&flash, geo.physical_units() / 2, 0.0);
+            assert_eq!(ftl.stripe_masks.is_some(), masks);
+            let dies = u64::from(channels * ways);
+            for lpn in (0..ftl.logical_units).step_by(7) {
+                let page = (lpn / (dies * 4 * 4) % 16) as u32;
+                assert_eq!(ftl.locate(&flash, lpn), Location::Flash { die: (lpn % dies) as u32, page }, "lpn {lpn}");
+            }
+        }
     }
 
     #[test]

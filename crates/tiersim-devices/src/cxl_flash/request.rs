@@ -27,7 +27,20 @@ impl CxlFlash {
 
     #[inline]
     fn pollution_slot(&self, line: u64) -> usize {
-        (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize % self.pollution.len()
+        let (h, n) = ((line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize, self.pollution.len());
+        // The remainder by a mask when it is one (a division costs tens of cycles).
+        if n.is_power_of_two() {
+            h & (n - 1)
+        } else {
+            h % n
+        }
+    }
+
+    /// Whether a request looks for its line's MSHR row to merge into (MQSim_CXL without a cache
+    /// has no MSHR: every request goes to flash).
+    #[inline]
+    fn merges(&self) -> bool {
+        self.mshr.merging() && (self.cache.is_some() || self.mq.is_none())
     }
 
     /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then, in
@@ -159,10 +172,13 @@ impl CxlFlash {
 
     /// Ask the prefetcher and issue what it proposes.
     fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
-        let mut proposals = std::mem::take(&mut self.proposals);
-        proposals.clear();
+        self.proposals.clear();
         let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
-        self.prefetcher.on_trigger(&ctx, &mut proposals);
+        self.prefetcher.on_trigger(&ctx, &mut self.proposals);
+        if self.proposals.is_empty() {
+            return;
+        }
+        let proposals = std::mem::take(&mut self.proposals);
         for &l in &proposals {
             self.prefetch(l, t, false);
         }
@@ -249,8 +265,7 @@ impl CxlFlash {
                     return (self.hit(slot, line, lo, hi, op, t), Class::Hit);
                 }
             }
-            // MQSim_CXL without a cache has no MSHR: every request goes to flash.
-            if self.mshr.merging() && (self.cache.is_some() || self.mq.is_none()) {
+            if self.merges() {
                 if let Some(r) = self.mshr.find(line) {
                     let row = *self.mshr.row(r);
                     if row.merged < self.mshr.entries {
@@ -386,7 +401,8 @@ impl CxlFlash {
             return self.mqsim_program(line, t);
         }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
-        if self.mshr.find(line).is_some() {
+        // A request that merges has just found no row for its line.
+        if !self.merges() && self.mshr.find(line).is_some() {
             self.c.flash_reads_duplicate += 1;
         }
         let slot = self.pollution_slot(line);
