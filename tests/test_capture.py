@@ -109,7 +109,8 @@ def test_llc_that_holds_the_table_fills_each_line_once_and_twins_agree(hashmap: 
         table_pages = pages.filter((pl.col("v") >= lo) & (pl.col("v") < hi))
         last = table_pages.group_by("v", maintain_order=True).last()
         assert last.height == last["p"].n_unique() == c["pages"]
-        assert r["remaps"] > 0
+        # Not asserted: `remaps` > 0. Whether the translator still sees a page's zero-page frame
+        # before the program writes it depends on how far it lags the live program (0 under load).
         # A page touched only between lackey's last flush and the exit can be missed.
         assert r["pages_unresolved"] <= 2
     else:
