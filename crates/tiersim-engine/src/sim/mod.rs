@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
-use tiersim_trace::{AccessSource, TimeUnit};
+use tiersim_trace::{AccessSource, SplitBatch, TimeUnit};
 
 use crate::epoch_profile::Lookahead;
 use crate::node::Node;
@@ -559,7 +559,7 @@ pub fn simulate_with_future(
     let max_buffered = platform.host.uint("read_ahead") as usize;
     let ncpus = eng.cpus.len();
     let mut order = IssueOrder::new();
-    let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
+    let mut batch = SplitBatch::default();
     let mut buffered = 0usize;
     let mut dry = 0usize;
     let mut eof = false;
@@ -572,29 +572,32 @@ pub fn simulate_with_future(
 
     loop {
         while !eof && (order.first().is_none() || (dry > 0 && buffered < max_buffered)) {
-            buf.clear();
-            if source.read_batch(&mut buf, BATCH)? == 0 {
+            // Split by CPU on the decoding thread when the source has one: each CPU's part
+            // joins its queue whole.
+            let n = source.read_split(&mut batch, BATCH, ncpus)?;
+            if n == 0 {
                 eof = true;
                 break;
             }
-            for a in buf.drain(..) {
-                let c = a.cpu as usize;
-                if c >= ncpus {
-                    return Err(Error::Sim(format!(
-                        "access #{read} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
-                         use a platform with more CPUs or remap the trace"
-                    )));
-                }
-                read += 1;
+            if let Some((i, c)) = batch.beyond {
+                return Err(Error::Sim(format!(
+                    "access #{} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
+                     use a platform with more CPUs or remap the trace",
+                    read + i as u64
+                )));
+            }
+            read += n as u64;
+            buffered += n;
+            let t0 = *t0_trace.get_or_insert(batch.first_time.unwrap_or(0));
+            for &c in &batch.cpus {
+                let (c, part) = (c as usize, &batch.per_cpu[c as usize]);
                 let was_empty = eng.cpus[c].queue.is_empty();
-                eng.cpus[c].queue.push_back(a);
-                buffered += 1;
+                eng.cpus[c].queue.extend_from_slice(part);
                 if was_empty {
                     if eng.cpus[c].started {
                         dry -= 1;
                     }
-                    let t0 = *t0_trace.get_or_insert(a.time);
-                    let issue = eng.first_issue_ps(&eng.cpus[c], &a, t0);
+                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
                 }
