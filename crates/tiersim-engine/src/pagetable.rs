@@ -156,6 +156,22 @@ impl PageTable {
         Ok(base as u32)
     }
 
+    /// The entry of page `p`, an id `slot` or `prefetch` handed out: ids are below
+    /// `entries.len()` when handed out and `entries` only grows, so no bounds check.
+    #[inline(always)]
+    pub fn entry(&self, p: u32) -> &PageEntry {
+        debug_assert!((p as usize) < self.entries.len());
+        // SAFETY: p < entries.len(), as above.
+        unsafe { self.entries.get_unchecked(p as usize) }
+    }
+
+    #[inline(always)]
+    pub fn entry_mut(&mut self, p: u32) -> &mut PageEntry {
+        debug_assert!((p as usize) < self.entries.len());
+        // SAFETY: as in `entry`.
+        unsafe { self.entries.get_unchecked_mut(p as usize) }
+    }
+
     /// Hint the CPU to fetch `vpn`'s entry; returns the page id if its chunk exists, so the
     /// caller can keep it and skip the lookup when the access comes up.
     #[inline]

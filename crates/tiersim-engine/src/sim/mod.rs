@@ -344,13 +344,30 @@ impl Engine {
         }
     }
 
+    /// CPU `c`, one the issue order handed out. Every CPU the order holds passed the check
+    /// `c < ncpus` (the batch split's limit) when its accesses were read, and `cpus` never
+    /// changes length, so the index needs no bounds check on the access path.
+    #[inline(always)]
+    fn cpu(&self, c: usize) -> &Cpu {
+        debug_assert!(c < self.cpus.len());
+        // SAFETY: c < cpus.len(), as above.
+        unsafe { self.cpus.get_unchecked(c) }
+    }
+
+    #[inline(always)]
+    fn cpu_mut(&mut self, c: usize) -> &mut Cpu {
+        debug_assert!(c < self.cpus.len());
+        // SAFETY: as in `cpu`.
+        unsafe { self.cpus.get_unchecked_mut(c) }
+    }
+
     /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
     /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
     /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
     /// always see requests in time order.
     fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
         // The CPU's fields read up front: one bounds check instead of one per use.
-        let cpu = &self.cpus[c];
+        let cpu = self.cpu(c);
         let (issue_ps, cached_vpn, cached_page) = (cpu.next_issue_ps, cpu.last_vpn, cpu.last_page);
         let (cpu_node, socket) = (cpu.node as usize, cpu.socket);
         let issue_ns = issue_ps / 1000;
@@ -366,7 +383,7 @@ impl Engine {
             cached_page
         } else {
             let p = self.pt.slot(vpn)?;
-            let cpu = &mut self.cpus[c];
+            let cpu = self.cpu_mut(c);
             cpu.last_vpn = vpn;
             cpu.last_page = p;
             p
@@ -384,7 +401,7 @@ impl Engine {
         if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some()) {
             return self.file_access(c, a, issue_ps);
         }
-        let entry = self.pt.entries[p as usize];
+        let entry = *self.pt.entry(p);
         // Not resident, mapped from the swap cache or PROT_NONE: the OS model first.
         if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
             if let Some(retry_ps) = self.fault(c, p, vpn, issue_ps, &a)? {
@@ -392,7 +409,7 @@ impl Engine {
             }
         }
         let w = usize::from(a.op.is_write());
-        let entry = &mut self.pt.entries[p as usize];
+        let entry = self.pt.entry_mut(p);
         let dirtied_file = w == 1 && entry.flags & (FILE | DIRTY) == FILE;
         entry.flags = (entry.flags & !LOCKED) | REFERENCED | [0, DIRTY][w];
         let node = entry.node as usize;
@@ -425,8 +442,9 @@ impl Engine {
             Some(k) => latency * k,
             None => (latency * 1_000_000).div_ceil(self.mlp_milli),
         };
-        let cpu = &mut self.cpus[c];
-        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + stall_ps };
+        let open_loop = self.open_loop;
+        let cpu = self.cpu_mut(c);
+        cpu.clock_ps = if open_loop { t_ps } else { t_ps + stall_ps };
         cpu.prev_trace_time = a.time;
         cpu.started = true;
         cpu.done += 1;
@@ -516,15 +534,17 @@ impl IssueClock {
 }
 
 /// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
-/// Below 2^63 on both sides the signed conversions give the same values in one instruction
-/// each, where the unsigned ones take a dozen.
+/// For gaps below 2^32 (all but absurd ones) the conversions take one instruction each, where
+/// the unsigned 64-bit ones take a dozen (x86-64 before AVX-512 converts only signed integers).
 #[inline]
 fn instr_ps(instructions: u64, ps_per_instr: f64) -> u64 {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    if let Ok(n) = i64::try_from(instructions) {
-        let ps = n as f64 * ps_per_instr;
+    if let Ok(n) = u32::try_from(instructions) {
+        let ps = f64::from(n) * ps_per_instr;
         if (0.0..LIMIT).contains(&ps) {
-            return ps as i64 as u64;
+            // SAFETY: ps is in [0, 2^63), so truncated it fits an i64: the same value `as`
+            // gives, without its saturation and NaN tests.
+            return unsafe { ps.to_int_unchecked::<i64>() } as u64;
         }
     }
     (instructions as f64 * ps_per_instr) as u64
@@ -604,13 +624,13 @@ pub fn simulate_with_future(
             }
         }
         let Some((_, c)) = order.first() else { break };
-        let a = *eng.cpus[c].queue.front().expect("a CPU in the issue order has work");
+        let a = *eng.cpu(c).queue.front().expect("a CPU in the issue order has work");
         if !eng.measuring && eng.processed == warmup {
-            let t = eng.cpus[c].next_issue_ps / 1000;
+            let t = eng.cpu(c).next_issue_ps / 1000;
             eng.start_measuring(t);
         }
         if let Some(retry_ps) = eng.access(c, a)? {
-            eng.cpus[c].next_issue_ps = retry_ps;
+            eng.cpu_mut(c).next_issue_ps = retry_ps;
             order.set_first(c, retry_ps);
             continue;
         }
@@ -619,7 +639,8 @@ pub fn simulate_with_future(
             eng.check()?;
         }
         let page_shift = eng.page_shift;
-        let cpu = &mut eng.cpus[c];
+        // SAFETY: as in `Engine::cpu`; a field borrow, so the page table stays usable beside it.
+        let cpu = unsafe { eng.cpus.get_unchecked_mut(c) };
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
@@ -667,8 +688,8 @@ mod tests {
     fn instr_ps_matches_unsigned_conversions() {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let plain = |n: u64, k: f64| (n as f64 * k) as u64;
-        let edges = [0, 1, 3, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
-        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9] {
+        let edges = [0, 1, 3, u32::MAX as u64, 1 << 32, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
+        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9, 3e9, f64::INFINITY, f64::NAN] {
             for n in edges {
                 assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
             }
