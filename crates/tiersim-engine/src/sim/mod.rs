@@ -550,6 +550,64 @@ fn instr_ps(instructions: u64, ps_per_instr: f64) -> u64 {
     (instructions as f64 * ps_per_instr) as u64
 }
 
+/// The trace's side of the event loop: its batches, the accesses queued and not yet issued, the
+/// CPUs whose queues ran dry.
+struct Feed {
+    batch: SplitBatch,
+    eof: bool,
+    read: u64,
+    buffered: usize,
+    /// CPUs the issue order holds with nothing queued.
+    dry: usize,
+    /// The trace's first access time.
+    t0: Option<u64>,
+    /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
+    /// longer holds the others back (its next access may then be issued out of time order).
+    max_buffered: usize,
+}
+
+impl Feed {
+    /// Read batches while no CPU has work, or while a CPU's queue ran dry and fewer than
+    /// `max_buffered` accesses wait. Out of line: the event loop calls it about once a batch.
+    #[inline(never)]
+    fn fill(&mut self, source: &mut dyn AccessSource, eng: &mut Engine, order: &mut IssueOrder) -> Result<()> {
+        let ncpus = eng.cpus.len();
+        while !self.eof && (order.first().is_none() || (self.dry > 0 && self.buffered < self.max_buffered)) {
+            // Split by CPU on the decoding thread when the source has one: each CPU's part
+            // joins its queue whole.
+            let n = source.read_split(&mut self.batch, BATCH, ncpus)?;
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+            if let Some((i, c)) = self.batch.beyond {
+                return Err(Error::Sim(format!(
+                    "access #{} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
+                     use a platform with more CPUs or remap the trace",
+                    self.read + i as u64
+                )));
+            }
+            self.read += n as u64;
+            self.buffered += n;
+            let t0 = *self.t0.get_or_insert(self.batch.first_time.unwrap_or(0));
+            for &c in &self.batch.cpus {
+                let (c, part) = (c as usize, &self.batch.per_cpu[c as usize]);
+                let was_empty = eng.cpus[c].queue.is_empty();
+                eng.cpus[c].queue.extend_from_slice(part);
+                if was_empty {
+                    if eng.cpus[c].started {
+                        self.dry -= 1;
+                    }
+                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
+                    eng.cpus[c].next_issue_ps = issue;
+                    order.set(c, issue);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Replay `source` on `platform` under `policy`. Errors leave nothing behind: results only exist
 /// once the whole trace has run.
 pub fn simulate(
@@ -574,54 +632,26 @@ pub fn simulate_with_future(
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
-    // Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
-    // longer holds the others back (its next access may then be issued out of time order).
-    let max_buffered = platform.host.uint("read_ahead") as usize;
-    let ncpus = eng.cpus.len();
+    let mut feed = Feed {
+        batch: SplitBatch::default(),
+        eof: false,
+        read: 0,
+        buffered: 0,
+        dry: 0,
+        t0: None,
+        max_buffered: platform.host.uint("read_ahead") as usize,
+    };
     let mut order = IssueOrder::new();
-    let mut batch = SplitBatch::default();
-    let mut buffered = 0usize;
-    let mut dry = 0usize;
-    let mut eof = false;
-    let mut read = 0u64;
-    let mut t0_trace: Option<u64> = None;
     let clock = IssueClock::of(&eng);
     if warmup == 0 {
         eng.start_measuring(0);
     }
 
     loop {
-        while !eof && (order.first().is_none() || (dry > 0 && buffered < max_buffered)) {
-            // Split by CPU on the decoding thread when the source has one: each CPU's part
-            // joins its queue whole.
-            let n = source.read_split(&mut batch, BATCH, ncpus)?;
-            if n == 0 {
-                eof = true;
-                break;
-            }
-            if let Some((i, c)) = batch.beyond {
-                return Err(Error::Sim(format!(
-                    "access #{} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
-                     use a platform with more CPUs or remap the trace",
-                    read + i as u64
-                )));
-            }
-            read += n as u64;
-            buffered += n;
-            let t0 = *t0_trace.get_or_insert(batch.first_time.unwrap_or(0));
-            for &c in &batch.cpus {
-                let (c, part) = (c as usize, &batch.per_cpu[c as usize]);
-                let was_empty = eng.cpus[c].queue.is_empty();
-                eng.cpus[c].queue.extend_from_slice(part);
-                if was_empty {
-                    if eng.cpus[c].started {
-                        dry -= 1;
-                    }
-                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
-                    eng.cpus[c].next_issue_ps = issue;
-                    order.set(c, issue);
-                }
-            }
+        // Once the first batch is in, every CPU the order holds without work counts in `dry`,
+        // so `fill`'s condition can only hold when `dry > 0`.
+        if feed.dry > 0 || feed.read == 0 {
+            feed.fill(source, &mut eng, &mut order)?;
         }
         let Some((_, c)) = order.first() else { break };
         let a = *eng.cpu(c).queue.front().expect("a CPU in the issue order has work");
@@ -634,7 +664,7 @@ pub fn simulate_with_future(
             order.set_first(c, retry_ps);
             continue;
         }
-        buffered -= 1;
+        feed.buffered -= 1;
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
@@ -652,19 +682,20 @@ pub fn simulate_with_future(
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
-                let issue = clock.next_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
+                let issue = clock.next_issue_ps(cpu, &next, feed.t0.unwrap_or(0));
                 cpu.next_issue_ps = issue;
                 order.set_first(c, issue);
             }
             None => {
                 order.idle(c);
-                dry += 1;
+                feed.dry += 1;
             }
         }
     }
     if opts.check_every > 0 {
         eng.check()?;
     }
+    let read = feed.read;
     if read == 0 {
         return Err(Error::Sim("the trace holds no accesses".into()));
     }
