@@ -417,8 +417,13 @@ impl Engine {
 
         let t_ps = issue_ps;
         let t = t_ps / 1000;
-        let penalty = self.penalty[cpu_node * self.nodes.len() + node];
-        let n = &mut self.nodes[node];
+        // Resident pages hold a node id below nodes.len() (the OS model sets no other), and
+        // a CPU's node is one of the platform's: both indexes are in bounds.
+        debug_assert!(node < self.nodes.len() && cpu_node < self.nodes.len());
+        // SAFETY: penalty has nodes.len()^2 entries; see above.
+        let penalty = unsafe { *self.penalty.get_unchecked(cpu_node * self.nodes.len() + node) };
+        // SAFETY: as above.
+        let n = unsafe { self.nodes.get_unchecked_mut(node) };
         let remote = socket != n.spec.socket;
         let done = n.dev.access_local(&mut DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
         let latency = done - t + penalty;
