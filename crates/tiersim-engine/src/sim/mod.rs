@@ -599,16 +599,14 @@ impl Feed {
             self.buffered += n;
             let t0 = *self.t0.get_or_insert(self.batch.first_time.unwrap_or(0));
             for &c in &self.batch.cpus {
-                // The part moves to the queue whole; the decoding thread fills a new one.
-                let (c, part) = (c as usize, std::mem::take(&mut self.batch.per_cpu[c as usize]));
-                let first = part[0];
+                let (c, part) = (c as usize, &self.batch.per_cpu[c as usize]);
                 let was_empty = eng.cpus[c].queue.is_empty();
-                eng.cpus[c].queue.append(part);
+                eng.cpus[c].queue.extend_from_slice(part);
                 if was_empty {
                     if eng.cpus[c].started {
                         self.dry -= 1;
                     }
-                    let issue = eng.first_issue_ps(&eng.cpus[c], &first, t0);
+                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
                 }

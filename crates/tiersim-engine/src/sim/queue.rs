@@ -1,60 +1,66 @@
-//! A CPU's accesses read from the trace and not yet issued: the parts of trace batches the
-//! decoding thread split off for this CPU, kept as they came (no copy), the first one read by
-//! position.
-
-use std::collections::VecDeque;
+//! A CPU's accesses read from the trace and not yet issued: a ring buffer of power-of-two
+//! capacity. `VecDeque` does the same with more work per call (its index wrap compares against
+//! the capacity); the engine appends each CPU's part of a trace batch whole.
 
 use tiersim_core::Access;
 
+const EMPTY: Access = Access { time: 0, addr: 0, cpu: 0, size: 0, op: tiersim_core::Op::Read, flags: 0 };
+
 #[derive(Default)]
 pub(crate) struct CpuQueue {
-    /// The part being issued from, `pos` its next access. Once it is used up, the next part
-    /// takes its place at once, so the queue is empty exactly when `pos == cur.len()`.
-    cur: Vec<Access>,
-    pos: usize,
-    /// Parts after `cur`, none of them empty.
-    rest: VecDeque<Vec<Access>>,
+    /// Capacity a power of two (or zero), so a position wraps with `mask`.
+    buf: Vec<Access>,
+    head: usize,
+    len: usize,
 }
 
 impl CpuQueue {
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.pos == self.cur.len()
+        self.len == 0
     }
 
     #[inline]
     pub(crate) fn front(&self) -> Option<&Access> {
-        self.cur.get(self.pos)
+        if self.len == 0 {
+            return None;
+        }
+        debug_assert!(self.head < self.buf.len());
+        // SAFETY: head is masked by the capacity - 1 (or 0 after a growth), and a queue that
+        // holds anything has a capacity, so head < buf.len().
+        Some(unsafe { self.buf.get_unchecked(self.head) })
     }
 
     #[inline]
     pub(crate) fn pop_front(&mut self) {
-        debug_assert!(self.pos < self.cur.len());
-        self.pos += 1;
-        if self.pos == self.cur.len() {
-            self.next_part();
+        debug_assert!(self.len > 0);
+        self.head = (self.head + 1) & (self.buf.len().wrapping_sub(1));
+        self.len -= 1;
+    }
+
+    /// Append `accesses`, in order.
+    pub(crate) fn extend_from_slice(&mut self, accesses: &[Access]) {
+        while self.buf.len() - self.len < accesses.len() {
+            self.grow();
         }
+        let cap = self.buf.len();
+        let tail = (self.head + self.len) & (cap - 1);
+        // Up to the end of the buffer, then from its start.
+        let first = accesses.len().min(cap - tail);
+        self.buf[tail..tail + first].copy_from_slice(&accesses[..first]);
+        self.buf[..accesses.len() - first].copy_from_slice(&accesses[first..]);
+        self.len += accesses.len();
     }
 
     #[cold]
-    fn next_part(&mut self) {
-        if let Some(part) = self.rest.pop_front() {
-            self.cur = part;
-            self.pos = 0;
-        }
-    }
-
-    /// Append `part`'s accesses, in order.
-    pub(crate) fn append(&mut self, part: Vec<Access>) {
-        if part.is_empty() {
-            return;
-        }
-        if self.is_empty() {
-            self.cur = part;
-            self.pos = 0;
-        } else {
-            self.rest.push_back(part);
-        }
+    fn grow(&mut self) {
+        let cap = (self.buf.len() * 2).max(64);
+        let mut buf = Vec::with_capacity(cap);
+        let mask = self.buf.len().wrapping_sub(1);
+        buf.extend((0..self.len).map(|k| self.buf[(self.head + k) & mask]));
+        buf.resize(cap, EMPTY);
+        self.buf = buf;
+        self.head = 0;
     }
 }
 
@@ -67,26 +73,24 @@ mod tests {
 
     use super::*;
 
-    const EMPTY: Access = Access { time: 0, addr: 0, cpu: 0, size: 0, op: tiersim_core::Op::Read, flags: 0 };
-
-    /// Against `VecDeque` over random pushes, runs of pushes (empty ones too) and pops, through
-    /// many parts.
+    /// Against `VecDeque` over random pushes, runs of pushes and pops, through several growths
+    /// and wraps.
     #[test]
     fn same_as_vecdeque() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let (mut q, mut d) = (CpuQueue::default(), VecDeque::new());
         let mut emptied = 0;
         for i in 0..40_000u64 {
-            // Pushes outnumber pops early on, then pops catch up (emptying).
+            // Pushes outnumber pops early on (growth), then pops catch up (wraps, emptying).
             if rng.gen_bool(if i < 10_000 { 0.75 } else { 0.3 }) {
                 let a = Access { time: i, addr: rng.gen(), ..EMPTY };
-                q.append(vec![a]);
+                q.extend_from_slice(&[a]);
                 d.push_back(a);
             } else if rng.gen_bool(0.005) {
-                // A run at once.
+                // A run at once, across the wrap and past the capacity at times.
                 let run: Vec<Access> = (0..rng.gen_range(0..100u64)).map(|k| Access { time: i, addr: k, ..EMPTY }).collect();
-                d.extend(run.iter().copied());
-                q.append(run);
+                q.extend_from_slice(&run);
+                d.extend(run);
             } else if !d.is_empty() {
                 q.pop_front();
                 d.pop_front();
