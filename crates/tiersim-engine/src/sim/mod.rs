@@ -366,7 +366,7 @@ impl Engine {
     /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
     /// always see requests in time order.
     fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
-        // The CPU's fields read up front: one bounds check instead of one per use.
+        // The CPU's fields read up front, once.
         let cpu = self.cpu(c);
         let (issue_ps, cached_vpn, cached_page) = (cpu.next_issue_ps, cpu.last_vpn, cpu.last_page);
         let (cpu_node, socket) = (cpu.node as usize, cpu.socket);
@@ -417,8 +417,9 @@ impl Engine {
 
         let t_ps = issue_ps;
         let t = t_ps / 1000;
-        // Resident pages hold a node id below nodes.len() (the OS model sets no other), and
-        // a CPU's node is one of the platform's: both indexes are in bounds.
+        // Resident pages hold a node id below nodes.len() (allocation and migration set no
+        // other), and a CPU's node indexed the platform's nodes when the engine was built: both
+        // indexes are in bounds.
         debug_assert!(node < self.nodes.len() && cpu_node < self.nodes.len());
         // SAFETY: penalty has nodes.len()^2 entries; see above.
         let penalty = unsafe { *self.penalty.get_unchecked(cpu_node * self.nodes.len() + node) };
