@@ -79,8 +79,11 @@ impl Pipe {
         let start = at.max(self.busy_until);
         let end = start.saturating_add(service);
         self.busy_until = end;
-        self.busy = self.busy.saturating_add(service);
-        self.bytes = self.bytes.saturating_add(bytes);
+        // Plain sums, without saturation tests on the per-request path: the transfers occupy
+        // disjoint spans of [0, busy_until], so `busy` cannot pass 2^64 ps before the clock
+        // itself saturates (213 days of simulated time), and `bytes` would need 2^58 lines.
+        self.busy = self.busy.wrapping_add(service);
+        self.bytes = self.bytes.wrapping_add(bytes);
         (start, end)
     }
 

@@ -87,13 +87,12 @@ const RECENT: usize = 4096;
 /// An empty slot of the chunk cache (no chunk number reaches it: vpn >> CHUNK_SHIFT < 2^55).
 const NO_CHUNK: (u64, u32) = (u64::MAX, 0);
 
-#[derive(Default)]
 pub struct PageTable {
     chunk_of: FxHashMap<u64, u32>,
     /// Chunk number -> base id for recently used chunks, slot `chunk % RECENT`: a compare
     /// instead of a hash probe per lookup. A chunk's base never changes, so a slot holding a
     /// chunk is always right; a miss falls back to `chunk_of`.
-    recent: Vec<(u64, u32)>,
+    recent: Box<[(u64, u32); RECENT]>,
     pub entries: Vec<PageEntry>,
     /// LRU list links, touched only by allocation, migration and reclaim; prev and next side by
     /// side so linking a new page costs one cache miss, not two.
@@ -109,7 +108,16 @@ pub struct PageTable {
 
 impl PageTable {
     pub fn new(prefetch_ext: bool) -> PageTable {
-        PageTable { prefetch_ext, recent: vec![NO_CHUNK; RECENT], ..PageTable::default() }
+        PageTable {
+            chunk_of: FxHashMap::default(),
+            recent: Box::new([NO_CHUNK; RECENT]),
+            entries: Vec::new(),
+            lru: Vec::new(),
+            ext: Vec::new(),
+            by_address: BTreeMap::new(),
+            touched: 0,
+            prefetch_ext,
+        }
     }
 
     /// The page id of `vpn`, creating its chunk if needed (the page itself stays UNTOUCHED).
@@ -126,9 +134,8 @@ impl PageTable {
     /// Base id of `chunk`, if it exists.
     #[inline]
     fn base(&mut self, chunk: u64) -> Option<u32> {
-        let i = chunk as usize % RECENT;
-        match self.recent.get(i) {
-            Some(&(c, base)) if c == chunk => Some(base),
+        match self.recent[chunk as usize % RECENT] {
+            (c, base) if c == chunk => Some(base),
             _ => self.base_slow(chunk),
         }
     }
@@ -136,9 +143,7 @@ impl PageTable {
     #[inline(never)]
     fn base_slow(&mut self, chunk: u64) -> Option<u32> {
         let base = *self.chunk_of.get(&chunk)?;
-        if let Some(slot) = self.recent.get_mut(chunk as usize % RECENT) {
-            *slot = (chunk, base);
-        }
+        self.recent[chunk as usize % RECENT] = (chunk, base);
         Some(base)
     }
 
@@ -154,6 +159,22 @@ impl PageTable {
         self.chunk_of.insert(chunk, base as u32);
         self.by_address.insert(chunk, base as u32);
         Ok(base as u32)
+    }
+
+    /// The entry of page `p`, an id `slot` or `prefetch` handed out: ids are below
+    /// `entries.len()` when handed out and `entries` only grows, so no bounds check.
+    #[inline(always)]
+    pub fn entry(&self, p: u32) -> &PageEntry {
+        debug_assert!((p as usize) < self.entries.len());
+        // SAFETY: p < entries.len(), as above.
+        unsafe { self.entries.get_unchecked(p as usize) }
+    }
+
+    #[inline(always)]
+    pub fn entry_mut(&mut self, p: u32) -> &mut PageEntry {
+        debug_assert!((p as usize) < self.entries.len());
+        // SAFETY: as in `entry`.
+        unsafe { self.entries.get_unchecked_mut(p as usize) }
     }
 
     /// Hint the CPU to fetch `vpn`'s entry; returns the page id if its chunk exists, so the

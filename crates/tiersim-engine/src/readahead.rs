@@ -1,13 +1,16 @@
 //! Trace decoding on a thread of its own: a worker reads batches from the source (zstd frames,
 //! byte planes) a few batches ahead of the engine and hands them over a bounded channel, so the
-//! event loop's core spends no time decoding. The engine sees the same accesses in the same
-//! order, and a decoding error where it would have met it.
+//! event loop's core spends no time decoding. Once the engine has asked for batches split by CPU
+//! (`read_split`), the worker splits them too. The engine sees the same accesses in the same
+//! batches and order, and a decoding error where it would have met it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tiersim_core::{Access, Error, Result};
-use tiersim_trace::{AccessSource, TraceHeader};
+use tiersim_trace::{AccessSource, SplitBatch, TraceHeader};
 
 const BATCH: usize = 1 << 14;
 /// Batches decoded ahead of the engine at most (about 1.5 MiB of accesses).
@@ -15,27 +18,43 @@ const AHEAD: usize = 4;
 
 pub struct ReadAhead {
     header: TraceHeader,
-    /// Decoded batches in trace order; an empty batch marks the end. None once it has ended.
-    full: Option<Receiver<Result<Vec<Access>>>>,
+    /// Decoded batches in trace order (in `raw`, and split if the worker knew the CPU limit); an
+    /// empty batch marks the end. None once it has ended.
+    full: Option<Receiver<Result<SplitBatch>>>,
     /// Spent buffers back to the worker, so batches allocate nothing in the steady state.
-    empty: SyncSender<Vec<Access>>,
-    batch: Vec<Access>,
+    empty: SyncSender<SplitBatch>,
+    batch: SplitBatch,
     pos: usize,
+    /// The CPU limit of `read_split`'s last call, for the worker (0: split nothing).
+    split_limit: Arc<AtomicUsize>,
     worker: Option<JoinHandle<()>>,
 }
 
 impl ReadAhead {
     pub fn new<S: AccessSource + Send + 'static>(mut source: S) -> Result<ReadAhead> {
         let header = source.header().clone();
-        let (full_tx, full_rx) = sync_channel::<Result<Vec<Access>>>(AHEAD);
-        let (empty_tx, empty_rx) = sync_channel::<Vec<Access>>(AHEAD + 2);
+        let (full_tx, full_rx) = sync_channel::<Result<SplitBatch>>(AHEAD);
+        let (empty_tx, empty_rx) = sync_channel::<SplitBatch>(AHEAD + 2);
+        let split_limit = Arc::new(AtomicUsize::new(0));
+        let limit = split_limit.clone();
         let worker = std::thread::Builder::new()
             .name("tiersim-decode".into())
             .spawn(move || loop {
-                let mut buf = empty_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
-                buf.clear();
-                let (batch, last) = match source.read_batch(&mut buf, BATCH) {
-                    Ok(n) => (Ok(buf), n == 0),
+                let mut buf = empty_rx.try_recv().unwrap_or_default();
+                let mut raw = std::mem::take(&mut buf.raw);
+                raw.clear();
+                raw.reserve(BATCH);
+                let (batch, last) = match source.read_batch(&mut raw, BATCH) {
+                    Ok(n) => {
+                        let limit = limit.load(Ordering::Relaxed);
+                        if limit > 0 && n > 0 {
+                            buf.split(&raw, limit);
+                        } else {
+                            buf.limit = 0;
+                        }
+                        buf.raw = raw;
+                        (Ok(buf), n == 0)
+                    }
                     Err(e) => (Err(e), true),
                 };
                 // A send fails only when the engine has stopped reading (an error, or done).
@@ -44,7 +63,15 @@ impl ReadAhead {
                 }
             })
             .map_err(|e| Error::Sim(format!("starting the trace decoding thread: {e}")))?;
-        Ok(ReadAhead { header, full: Some(full_rx), empty: empty_tx, batch: Vec::new(), pos: 0, worker: Some(worker) })
+        Ok(ReadAhead {
+            header,
+            full: Some(full_rx),
+            empty: empty_tx,
+            batch: SplitBatch::default(),
+            pos: 0,
+            split_limit,
+            worker: Some(worker),
+        })
     }
 
     pub fn boxed(source: Box<dyn AccessSource + Send>) -> Result<ReadAhead> {
@@ -69,7 +96,7 @@ impl ReadAhead {
                 return Err(Error::Sim("the trace decoding thread stopped early".into()));
             }
         };
-        if batch.is_empty() {
+        if batch.raw.is_empty() {
             self.full = None;
             return Ok(false);
         }
@@ -86,19 +113,43 @@ impl AccessSource for ReadAhead {
     }
 
     fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
-        if self.pos == self.batch.len() && !self.next_batch()? {
+        if self.pos == self.batch.raw.len() && !self.next_batch()? {
             return Ok(0);
         }
-        let left = self.batch.len() - self.pos;
+        let left = self.batch.raw.len() - self.pos;
         if self.pos == 0 && out.is_empty() && left <= max {
             // Hand the whole batch over and keep the caller's buffer: no copy.
-            std::mem::swap(out, &mut self.batch);
-            self.batch.clear();
+            std::mem::swap(out, &mut self.batch.raw);
+            self.batch.raw.clear();
             self.pos = 0;
             return Ok(left);
         }
         let n = left.min(max);
-        out.extend_from_slice(&self.batch[self.pos..self.pos + n]);
+        out.extend_from_slice(&self.batch.raw[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        self.split_limit.store(limit, Ordering::Relaxed);
+        if self.pos == self.batch.raw.len() && !self.next_batch()? {
+            out.split(&[], limit);
+            return Ok(0);
+        }
+        let left = self.batch.raw.len() - self.pos;
+        if self.pos == 0 && left <= max {
+            // The whole batch, split on the worker unless it was decoded before the limit was known.
+            if self.batch.limit != limit {
+                let raw = std::mem::take(&mut self.batch.raw);
+                self.batch.split(&raw, limit);
+                self.batch.raw = raw;
+            }
+            std::mem::swap(out, &mut self.batch);
+            self.batch.raw.clear();
+            return Ok(left);
+        }
+        let n = left.min(max);
+        out.split(&self.batch.raw[self.pos..self.pos + n], limit);
         self.pos += n;
         Ok(n)
     }
@@ -135,8 +186,8 @@ mod tests {
 
     use super::*;
 
-    /// `len` accesses with addresses 0, 1, 2, ..., in batches of `step`; an error instead of
-    /// the batch that would reach `fail_at`, if given.
+    /// `len` accesses with addresses 0, 1, 2, ... from CPUs addr % 5, in batches of `step`; an
+    /// error instead of the batch that would reach `fail_at`, if given.
     struct Counting {
         header: TraceHeader,
         next: u64,
@@ -154,7 +205,7 @@ mod tests {
             if self.fail_at.is_some_and(|f| self.next + n > f) {
                 return Err(Error::Sim(format!("bad frame after access {}", self.next)));
             }
-            out.extend((self.next..self.next + n).map(|addr| Access { time: 1, addr, cpu: 0, size: 64, op: Op::Read, flags: 0 }));
+            out.extend((self.next..self.next + n).map(|addr| Access { time: 1, addr, cpu: (addr % 5) as u32, size: 64, op: Op::Read, flags: 0 }));
             self.next += n;
             Ok(n as usize)
         }
@@ -196,6 +247,36 @@ mod tests {
             // After the end it stays at the end.
             assert_eq!(src.read_batch(&mut Vec::new(), max).unwrap(), 0);
         }
+    }
+
+    /// Split by CPU, on the worker or (for batches decoded before the engine asked) here: each
+    /// CPU's accesses in order, the same batches as unsplit, and a CPU past the limit reported
+    /// at its position.
+    #[test]
+    fn split_batches_hold_each_cpus_accesses_in_order() {
+        let mut src = ReadAhead::new(counting(200_000, 5000, None)).unwrap();
+        let (mut batch, mut per_cpu, mut total) = (SplitBatch::default(), vec![Vec::new(); 5], 0);
+        loop {
+            let n = src.read_split(&mut batch, 16384, 5).unwrap();
+            if n == 0 {
+                break;
+            }
+            assert_eq!(n, 5000);
+            assert_eq!(batch.beyond, None);
+            assert_eq!(batch.first_time, Some(1));
+            assert_eq!(batch.cpus, [0, 1, 2, 3, 4].map(|c| (total as u32 + c) % 5));
+            for &c in &batch.cpus {
+                per_cpu[c as usize].extend(batch.per_cpu[c as usize].iter().map(|a| a.addr));
+            }
+            total += n;
+        }
+        assert_eq!(total, 200_000);
+        for (c, addrs) in per_cpu.iter().enumerate() {
+            assert_eq!(*addrs, (0..200_000).filter(|a| a % 5 == c as u64).collect::<Vec<_>>(), "cpu {c}");
+        }
+        let mut src = ReadAhead::new(counting(10_000, 5000, None)).unwrap();
+        assert_eq!(src.read_split(&mut batch, 16384, 3).unwrap(), 5000);
+        assert_eq!(batch.beyond, Some((3, 3)));
     }
 
     #[test]

@@ -48,4 +48,64 @@ pub trait AccessSource {
     fn header(&self) -> &TraceHeader;
     /// Append up to `max` accesses to `out`; returns how many were appended (0 at end of trace).
     fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize>;
+
+    /// The next batch (as `read_batch` would read it) split by CPU into `out`, for CPUs below
+    /// `limit`; returns how many accesses it read (0 at end of trace). A source that decodes on
+    /// another thread overrides it to split there, off the engine's core.
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        let mut raw = std::mem::take(&mut out.raw);
+        raw.clear();
+        let n = self.read_batch(&mut raw, max);
+        out.split(&raw, limit);
+        out.raw = raw;
+        n
+    }
+}
+
+/// A batch of accesses split by CPU, each CPU's in trace order: the engine appends each CPU's
+/// part to its queue whole instead of dispatching access by access. The allocations are kept
+/// from batch to batch.
+#[derive(Default)]
+pub struct SplitBatch {
+    /// Per CPU id, its accesses of the batch (only the CPUs in `cpus` hold any).
+    pub per_cpu: Vec<Vec<Access>>,
+    /// The CPUs with accesses in the batch, in the order of their first access.
+    pub cpus: Vec<u32>,
+    /// The batch's first access's time: the trace's time origin, for its first batch.
+    pub first_time: Option<u64>,
+    /// The first access from a CPU at or above the limit, as (position in the batch, CPU): the
+    /// split stops there.
+    pub beyond: Option<(usize, u32)>,
+    /// The limit the batch was split for (0: not split).
+    pub limit: usize,
+    /// The batch unsplit, for a source that fills it on another thread and splits it there.
+    pub raw: Vec<Access>,
+}
+
+impl SplitBatch {
+    /// Split `batch` by CPU for CPUs below `limit` (dropping what this held before).
+    pub fn split(&mut self, batch: &[Access], limit: usize) {
+        for &c in &self.cpus {
+            self.per_cpu[c as usize].clear();
+        }
+        self.cpus.clear();
+        self.first_time = batch.first().map(|a| a.time);
+        self.beyond = None;
+        self.limit = limit;
+        for (i, a) in batch.iter().enumerate() {
+            let c = a.cpu as usize;
+            if c >= limit {
+                self.beyond = Some((i, a.cpu));
+                return;
+            }
+            if c >= self.per_cpu.len() {
+                self.per_cpu.resize_with(c + 1, Vec::new);
+            }
+            let part = &mut self.per_cpu[c];
+            if part.is_empty() {
+                self.cpus.push(a.cpu);
+            }
+            part.push(*a);
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use tiersim_core::{Access, Result};
 
-use crate::{AccessSource, TraceHeader};
+use crate::{AccessSource, SplitBatch, TraceHeader};
 
 /// Called with (accesses read so far, total accesses when known). An error stops the replay
 /// with that error: the caller's way to cancel (Ctrl-C in Python).
@@ -52,6 +52,18 @@ impl AccessSource for Observed<'_, '_> {
 
     fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
         let n = self.inner.read_batch(out, max)?;
+        self.count(n)
+    }
+
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        let n = self.inner.read_split(out, max, limit)?;
+        self.count(n)
+    }
+}
+
+impl Observed<'_, '_> {
+    /// `n` more accesses read: report when an interval is complete or the trace has ended.
+    fn count(&mut self, n: usize) -> Result<usize> {
         self.done += n as u64;
         if n == 0 && !self.finished {
             self.finished = true;

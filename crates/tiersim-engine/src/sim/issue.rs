@@ -111,9 +111,10 @@ impl<K: Key> Tree<K> {
     /// The first CPU's new key played up its path: one match per level.
     #[inline(always)]
     fn replay(&mut self, cpu: usize, key: K) {
-        let leaves = self.keys.len();
-        // A local slice: stores through it cannot move the Vec, so its pointer stays in a register.
-        let nodes = &mut self.nodes[..leaves];
+        // A local slice: stores through it cannot move the Vec, so its pointer stays in a
+        // register. `grow` keeps nodes.len() == keys.len(), at least 1.
+        let nodes = &mut self.nodes[..];
+        let leaves = nodes.len();
         let mut won = key;
         let mut i = (leaves + cpu) >> 1;
         while i > 0 {
@@ -126,14 +127,17 @@ impl<K: Key> Tree<K> {
             won = lost.min(won);
             i >>= 1;
         }
-        nodes[0] = won;
+        // SAFETY: nodes is not empty, as above.
+        unsafe { *nodes.get_unchecked_mut(0) = won };
     }
 
     /// `change` for the CPU that holds the first place, the one that just issued.
     #[inline(always)]
     fn change_first(&mut self, cpu: usize, key: K) {
         debug_assert_eq!(cpu, self.nodes[0].cpu());
-        self.keys[cpu] = key;
+        debug_assert!(cpu < self.keys.len());
+        // SAFETY: the first CPU holds a leaf, so cpu < keys.len().
+        unsafe { *self.keys.get_unchecked_mut(cpu) = key };
         self.replay(cpu, key);
     }
 

@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
-use tiersim_trace::{AccessSource, TimeUnit};
+use tiersim_trace::{AccessSource, SplitBatch, TimeUnit};
 
 use crate::epoch_profile::Lookahead;
 use crate::node::Node;
@@ -344,13 +344,30 @@ impl Engine {
         }
     }
 
+    /// CPU `c`, one the issue order handed out. Every CPU the order holds passed the check
+    /// `c < ncpus` (the batch split's limit) when its accesses were read, and `cpus` never
+    /// changes length, so the index needs no bounds check on the access path.
+    #[inline(always)]
+    fn cpu(&self, c: usize) -> &Cpu {
+        debug_assert!(c < self.cpus.len());
+        // SAFETY: c < cpus.len(), as above.
+        unsafe { self.cpus.get_unchecked(c) }
+    }
+
+    #[inline(always)]
+    fn cpu_mut(&mut self, c: usize) -> &mut Cpu {
+        debug_assert!(c < self.cpus.len());
+        // SAFETY: as in `cpu`.
+        unsafe { self.cpus.get_unchecked_mut(c) }
+    }
+
     /// Serve CPU `c`'s access `a` at its issue time. If the page must first be faulted in, the
     /// fault is handled now and the access is deferred: `Ok(Some(t))` asks the caller to issue
     /// it again at `t` (ps), after the fault, in its turn among the other CPUs, so that devices
     /// always see requests in time order.
     fn access(&mut self, c: usize, a: Access) -> Result<Option<u64>> {
-        // The CPU's fields read up front: one bounds check instead of one per use.
-        let cpu = &self.cpus[c];
+        // The CPU's fields read up front, once.
+        let cpu = self.cpu(c);
         let (issue_ps, cached_vpn, cached_page) = (cpu.next_issue_ps, cpu.last_vpn, cpu.last_page);
         let (cpu_node, socket) = (cpu.node as usize, cpu.socket);
         let issue_ns = issue_ps / 1000;
@@ -366,7 +383,7 @@ impl Engine {
             cached_page
         } else {
             let p = self.pt.slot(vpn)?;
-            let cpu = &mut self.cpus[c];
+            let cpu = self.cpu_mut(c);
             cpu.last_vpn = vpn;
             cpu.last_page = p;
             p
@@ -384,7 +401,7 @@ impl Engine {
         if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some()) {
             return self.file_access(c, a, issue_ps);
         }
-        let entry = self.pt.entries[p as usize];
+        let entry = *self.pt.entry(p);
         // Not resident, mapped from the swap cache or PROT_NONE: the OS model first.
         if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
             if let Some(retry_ps) = self.fault(c, p, vpn, issue_ps, &a)? {
@@ -392,7 +409,7 @@ impl Engine {
             }
         }
         let w = usize::from(a.op.is_write());
-        let entry = &mut self.pt.entries[p as usize];
+        let entry = self.pt.entry_mut(p);
         let dirtied_file = w == 1 && entry.flags & (FILE | DIRTY) == FILE;
         entry.flags = (entry.flags & !LOCKED) | REFERENCED | [0, DIRTY][w];
         let node = entry.node as usize;
@@ -400,8 +417,14 @@ impl Engine {
 
         let t_ps = issue_ps;
         let t = t_ps / 1000;
-        let penalty = self.penalty[cpu_node * self.nodes.len() + node];
-        let n = &mut self.nodes[node];
+        // Resident pages hold a node id below nodes.len() (allocation and migration set no
+        // other), and a CPU's node indexed the platform's nodes when the engine was built: both
+        // indexes are in bounds.
+        debug_assert!(node < self.nodes.len() && cpu_node < self.nodes.len());
+        // SAFETY: penalty has nodes.len()^2 entries; see above.
+        let penalty = unsafe { *self.penalty.get_unchecked(cpu_node * self.nodes.len() + node) };
+        // SAFETY: as above.
+        let n = unsafe { self.nodes.get_unchecked_mut(node) };
         let remote = socket != n.spec.socket;
         let done = n.dev.access_local(&mut DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
         let latency = done - t + penalty;
@@ -425,8 +448,9 @@ impl Engine {
             Some(k) => latency * k,
             None => (latency * 1_000_000).div_ceil(self.mlp_milli),
         };
-        let cpu = &mut self.cpus[c];
-        cpu.clock_ps = if self.open_loop { t_ps } else { t_ps + stall_ps };
+        let open_loop = self.open_loop;
+        let cpu = self.cpu_mut(c);
+        cpu.clock_ps = if open_loop { t_ps } else { t_ps + stall_ps };
         cpu.prev_trace_time = a.time;
         cpu.started = true;
         cpu.done += 1;
@@ -516,18 +540,81 @@ impl IssueClock {
 }
 
 /// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
-/// Below 2^63 on both sides the signed conversions give the same values in one instruction
-/// each, where the unsigned ones take a dozen.
+/// For gaps below 2^52 (all but absurd ones) the integer goes to f64 by placing it in the
+/// mantissa of 2^52 and subtracting 2^52, exact, in two instructions; LLVM lowers the plain
+/// conversion of a non-negative u64 as the unsigned one, a dozen on x86-64 before AVX-512.
 #[inline]
 fn instr_ps(instructions: u64, ps_per_instr: f64) -> u64 {
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    if let Ok(n) = i64::try_from(instructions) {
-        let ps = n as f64 * ps_per_instr;
+    if instructions < 1 << 52 {
+        let n = f64::from_bits(TWO_52.to_bits() | instructions) - TWO_52;
+        let ps = n * ps_per_instr;
         if (0.0..LIMIT).contains(&ps) {
-            return ps as i64 as u64;
+            // SAFETY: ps is in [0, 2^63), so truncated it fits an i64: the same value `as`
+            // gives, without its saturation and NaN tests.
+            return unsafe { ps.to_int_unchecked::<i64>() } as u64;
         }
     }
     (instructions as f64 * ps_per_instr) as u64
+}
+
+/// The trace's side of the event loop: its batches, the accesses queued and not yet issued, the
+/// CPUs whose queues ran dry.
+struct Feed {
+    batch: SplitBatch,
+    eof: bool,
+    read: u64,
+    buffered: usize,
+    /// CPUs the issue order holds with nothing queued.
+    dry: usize,
+    /// The trace's first access time.
+    t0: Option<u64>,
+    /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
+    /// longer holds the others back (its next access may then be issued out of time order).
+    max_buffered: usize,
+}
+
+impl Feed {
+    /// Read batches while no CPU has work, or while a CPU's queue ran dry and fewer than
+    /// `max_buffered` accesses wait. Out of line: the event loop calls it about once a batch.
+    #[inline(never)]
+    fn fill(&mut self, source: &mut dyn AccessSource, eng: &mut Engine, order: &mut IssueOrder) -> Result<()> {
+        let ncpus = eng.cpus.len();
+        while !self.eof && (order.first().is_none() || (self.dry > 0 && self.buffered < self.max_buffered)) {
+            // Split by CPU on the decoding thread when the source has one: each CPU's part
+            // joins its queue whole.
+            let n = source.read_split(&mut self.batch, BATCH, ncpus)?;
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+            if let Some((i, c)) = self.batch.beyond {
+                return Err(Error::Sim(format!(
+                    "access #{} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
+                     use a platform with more CPUs or remap the trace",
+                    self.read + i as u64
+                )));
+            }
+            self.read += n as u64;
+            self.buffered += n;
+            let t0 = *self.t0.get_or_insert(self.batch.first_time.unwrap_or(0));
+            for &c in &self.batch.cpus {
+                let (c, part) = (c as usize, &self.batch.per_cpu[c as usize]);
+                let was_empty = eng.cpus[c].queue.is_empty();
+                eng.cpus[c].queue.extend_from_slice(part);
+                if was_empty {
+                    if eng.cpus[c].started {
+                        self.dry -= 1;
+                    }
+                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
+                    eng.cpus[c].next_issue_ps = issue;
+                    order.set(c, issue);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Replay `source` on `platform` under `policy`. Errors leave nothing behind: results only exist
@@ -554,69 +641,45 @@ pub fn simulate_with_future(
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
-    // Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
-    // longer holds the others back (its next access may then be issued out of time order).
-    let max_buffered = platform.host.uint("read_ahead") as usize;
-    let ncpus = eng.cpus.len();
+    let mut feed = Feed {
+        batch: SplitBatch::default(),
+        eof: false,
+        read: 0,
+        buffered: 0,
+        dry: 0,
+        t0: None,
+        max_buffered: platform.host.uint("read_ahead") as usize,
+    };
     let mut order = IssueOrder::new();
-    let mut buf: Vec<Access> = Vec::with_capacity(BATCH);
-    let mut buffered = 0usize;
-    let mut dry = 0usize;
-    let mut eof = false;
-    let mut read = 0u64;
-    let mut t0_trace: Option<u64> = None;
     let clock = IssueClock::of(&eng);
     if warmup == 0 {
         eng.start_measuring(0);
     }
 
     loop {
-        while !eof && (order.first().is_none() || (dry > 0 && buffered < max_buffered)) {
-            buf.clear();
-            if source.read_batch(&mut buf, BATCH)? == 0 {
-                eof = true;
-                break;
-            }
-            for a in buf.drain(..) {
-                let c = a.cpu as usize;
-                if c >= ncpus {
-                    return Err(Error::Sim(format!(
-                        "access #{read} is from cpu {c}, but the platform has {ncpus} CPUs (host.cpus); \
-                         use a platform with more CPUs or remap the trace"
-                    )));
-                }
-                read += 1;
-                let was_empty = eng.cpus[c].queue.is_empty();
-                eng.cpus[c].queue.push_back(a);
-                buffered += 1;
-                if was_empty {
-                    if eng.cpus[c].started {
-                        dry -= 1;
-                    }
-                    let t0 = *t0_trace.get_or_insert(a.time);
-                    let issue = eng.first_issue_ps(&eng.cpus[c], &a, t0);
-                    eng.cpus[c].next_issue_ps = issue;
-                    order.set(c, issue);
-                }
-            }
+        // Once the first batch is in, every CPU the order holds without work counts in `dry`,
+        // so `fill`'s condition can only hold when `dry > 0`.
+        if feed.dry > 0 || feed.read == 0 {
+            feed.fill(source, &mut eng, &mut order)?;
         }
         let Some((_, c)) = order.first() else { break };
-        let a = *eng.cpus[c].queue.front().expect("a CPU in the issue order has work");
+        let a = *eng.cpu(c).queue.front().expect("a CPU in the issue order has work");
         if !eng.measuring && eng.processed == warmup {
-            let t = eng.cpus[c].next_issue_ps / 1000;
+            let t = eng.cpu(c).next_issue_ps / 1000;
             eng.start_measuring(t);
         }
         if let Some(retry_ps) = eng.access(c, a)? {
-            eng.cpus[c].next_issue_ps = retry_ps;
+            eng.cpu_mut(c).next_issue_ps = retry_ps;
             order.set_first(c, retry_ps);
             continue;
         }
-        buffered -= 1;
+        feed.buffered -= 1;
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
         let page_shift = eng.page_shift;
-        let cpu = &mut eng.cpus[c];
+        // SAFETY: as in `Engine::cpu`; a field borrow, so the page table stays usable beside it.
+        let cpu = unsafe { eng.cpus.get_unchecked_mut(c) };
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
@@ -628,19 +691,20 @@ pub fn simulate_with_future(
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
-                let issue = clock.next_issue_ps(cpu, &next, t0_trace.unwrap_or(0));
+                let issue = clock.next_issue_ps(cpu, &next, feed.t0.unwrap_or(0));
                 cpu.next_issue_ps = issue;
                 order.set_first(c, issue);
             }
             None => {
                 order.idle(c);
-                dry += 1;
+                feed.dry += 1;
             }
         }
     }
     if opts.check_every > 0 {
         eng.check()?;
     }
+    let read = feed.read;
     if read == 0 {
         return Err(Error::Sim("the trace holds no accesses".into()));
     }
@@ -664,8 +728,8 @@ mod tests {
     fn instr_ps_matches_unsigned_conversions() {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let plain = |n: u64, k: f64| (n as f64 * k) as u64;
-        let edges = [0, 1, 3, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
-        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9] {
+        let edges = [0, 1, 3, u32::MAX as u64, 1 << 32, (1 << 52) - 1, 1 << 52, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
+        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9, 3e9, f64::INFINITY, f64::NAN] {
             for n in edges {
                 assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
             }
