@@ -191,6 +191,8 @@ fn writes_waiting_for_a_die_join_on_distinct_planes_of_one_page() {
     assert_eq!(d.access(&req(11, 102, Op::Write)), 100_361 + 1177 + 100_000);
     assert_eq!(d.access(&req(12, 103, Op::Write)), 100_361 + 1993 + 100_000);
     assert_eq!(stat(&d, "flash.programs"), 2);
+    // Every unit counts as written (for the lifetime), joined or not.
+    assert_eq!(stat(&d, "flash.program_bytes"), 4 * 4096);
     assert_eq!(d.access(&req(150_000, 102, Op::Read)), 202_354 + 3310);
     // Line 6 was never written: its static place is plane 2 of die 1 as well (6 % 4 = 2,
     // 6 / 4 % 2 = 1), but at page 0, so it is a read of its own after line 102's.

@@ -175,7 +175,7 @@ impl super::CxlFlash {
             if start > t {
                 break;
             }
-            let command = program_command(&self.flash.timing, p.planes);
+            let command = program_command(self.flash.timing.program_command, p.planes);
             self.flash.book_program_with(die, p.page, command, 1u64 << self.line_shift, start);
             started += 1;
         }
@@ -198,14 +198,18 @@ impl super::CxlFlash {
         self.mqsim_start_program(die, t);
         let bit = 1u64 << plane;
         let timing = &self.flash.timing;
-        let length = |planes: u64| program_command(timing, planes) + timing.program[page as usize % timing.program.len()];
+        let (command, program) = (timing.program_command, timing.program[page as usize % timing.program.len()]);
+        let length = |planes: u64| program_command(command, planes) + program;
         let free = self.flash.die_free(die);
         let mq = self.mq.as_mut().expect("compat mode");
         let waiting = &mut mq.programs[die as usize];
         let mut at = waiting.first().map_or(t, |p| p.earliest).max(free);
         let joined = waiting.iter().position(|p| p.planes & bit == 0 && p.page == page);
+        let bytes = 1u64 << self.line_shift;
         let done = match joined {
             Some(i) => {
+                // One program, one more unit written.
+                self.flash.ops.program_bytes += bytes;
                 waiting[i].planes |= bit;
                 for p in &waiting[..=i] {
                     at += length(p.planes);
@@ -217,7 +221,7 @@ impl super::CxlFlash {
                 for p in waiting.iter() {
                     at += length(p.planes);
                 }
-                self.flash.count_program(1u64 << self.line_shift);
+                self.flash.count_program(bytes);
                 at
             }
         };
@@ -226,7 +230,8 @@ impl super::CxlFlash {
     }
 }
 
-/// Channel time of the command cycles of a program of `planes` (a plane mask).
-fn program_command(timing: &super::flash::Timing, planes: u64) -> Ps {
-    timing.program_command + ps_from_ns(MQSIM_PROGRAM_PLANE_NS) * Ps::from(planes.count_ones().saturating_sub(1))
+/// Channel time of the command cycles of a program of `planes` (a plane mask), `one_plane` for
+/// the first.
+fn program_command(one_plane: Ps, planes: u64) -> Ps {
+    one_plane + ps_from_ns(MQSIM_PROGRAM_PLANE_NS) * Ps::from(planes.count_ones().saturating_sub(1))
 }
