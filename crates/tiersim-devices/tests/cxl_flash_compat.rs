@@ -1,8 +1,10 @@
 //! `compat = "mqsim_cxl"`: MQSim_CXL's flash scheduling, with completion times worked out by
 //! hand (ns). The device: 1 channel x 2 dies, no link, flash data moves in no time; a read holds
 //! the channel 290 ns for its command, each further plane of a multi-plane read 650 ns more; a
-//! program 361 ns, then 100 us; a read 3 us; a miss ends with one 46 ns DRAM event. Units sit
-//! where MQSim_CXL's PCWD allocation puts them: plane = unit % planes, then channel, then die.
+//! program 361 ns, then 100 us; a read 3 us; a miss ends with one 46 ns DRAM event. Units never
+//! written sit where MQSim_CXL's static PCWD allocation puts them (plane = unit % planes, then
+//! channel, then die); writes go where its dynamic allocation does (the same striping of a count
+//! of writes).
 
 use tiersim_core::{Op, Params};
 use tiersim_devices::cxl_flash::{CxlFlash, SPECS};
@@ -146,18 +148,53 @@ fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
 }
 
 /// MQSim_CXL stops its host feed while 1024 flash accesses, reads or writes, are in its back
-/// end. Without a cache, 1024 writes to die 0 (units 0, 2, 4, ...) fill it: unit 0's program
-/// starts at once, alone, and ends at 100_361; the other 1023 wait, 4 to a program (one plane of
-/// 4 units a page). A read of die 1 then waits for the first program to end.
+/// end. Without a cache, 1024 writes fill it. With 2 planes a die, its dynamic allocation puts
+/// the n-th write at slot 204 + n, striped plane, channel, die as PCWD stripes units, and fills
+/// each plane's 4 units a page: write 0 is plane 0 of die 0 (slot 204), write 1 plane 1 of die
+/// 0, writes 2-3 die 1, all at page 0 (slots 204-207 / 4 planes / 4 units = 12 -> page 0), then
+/// slots 208-223 at page 1, and so on. Write 0 starts at once, alone; write 1 finds die 0 busy
+/// and waits, alone too (write 0 has started); write 2 (at 400, once write 0's command has left
+/// the channel) starts at once on die 1, write 3 waits; every later pair of writes of one die
+/// shares a page and plane pair and joins into a two-plane program: 2 x (2 + 255) programs.
 #[test]
 fn the_host_feed_stops_while_1024_flash_accesses_are_in_flight() {
-    let mut d = device("cache_size = 0\nmshr_rows = 1024");
+    let mut d = device("cache_size = 0\nmshr_rows = 1024\nflash_planes = 2");
+    // 361 ns of command, 100 us of program.
     assert_eq!(d.access(&req(0, 0, Op::Write)), 100_361);
-    for i in 1..1024u64 {
-        d.access(&req(i, 2 * i, Op::Write));
+    // Write 1 waits for write 0's program: 100_361 + 361 + 100_000.
+    assert_eq!(d.access(&req(1, 8, Op::Write)), 200_722);
+    assert_eq!(d.access(&req(400, 16, Op::Write)), 400 + 100_361);
+    for i in 3..1024u64 {
+        d.access(&req(400 + i, 8 * i, Op::Write));
     }
-    assert_eq!(stat(&d, "flash.programs"), 1 + 256);
-    // Accepted at 100_361, then 290 + 3020 on idle die 1.
-    assert_eq!(d.access(&req(2_000, 1, Op::Read)), 100_361 + 3310);
+    assert_eq!(stat(&d, "flash.programs"), 2 * (2 + 255));
+    // A read of unit 2 (never written: die 1 under the static PCWD allocation, page 0) is
+    // accepted when write 0 ends (100_361) and goes before die 1's waiting programs when die 1
+    // frees at 100_761: + 290 + 3020.
+    assert_eq!(d.access(&req(2_000, 2, Op::Read)), 100_761 + 3310);
     assert_eq!(stat(&d, "mshr.stall_rows"), 1);
+}
+
+/// Writes waiting for one die on distinct planes at one page join into one multi-plane
+/// program, whose command cycles grow by 816 ns a plane (361, 1177, 1993, 2809 ns). With 4
+/// planes and 2 dies, write 0 (slot 204: plane 0 of die 1, as 204 / 4 = 51 is odd) starts at
+/// once; writes 1-3 (slots 205-207: planes 1-3 of die 1, the same page) wait for it and form one
+/// three-plane program from 100_361: 1993 + 100_000 -> 202_354. Each write's completion is
+/// computed when it arrives, with the planes joined so far (a deviation: MQSim_CXL ends all three
+/// at 202_354, as it forms the command when the die frees). A read of a unit that was written is
+/// read where the write put it, plane 2 of die 1, after that program: + 290 + 3020.
+#[test]
+fn writes_waiting_for_a_die_join_on_distinct_planes_of_one_page() {
+    let mut d = device("cache_size = 0\nflash_planes = 4");
+    assert_eq!(d.access(&req(0, 0, Op::Write)), 100_361);
+    assert_eq!(d.access(&req(10, 101, Op::Write)), 100_361 + 361 + 100_000);
+    assert_eq!(d.access(&req(11, 102, Op::Write)), 100_361 + 1177 + 100_000);
+    assert_eq!(d.access(&req(12, 103, Op::Write)), 100_361 + 1993 + 100_000);
+    assert_eq!(stat(&d, "flash.programs"), 2);
+    // Every unit counts as written (for the lifetime), joined or not.
+    assert_eq!(stat(&d, "flash.program_bytes"), 4 * 4096);
+    assert_eq!(d.access(&req(150_000, 102, Op::Read)), 202_354 + 3310);
+    // Line 6 was never written: its static place is plane 2 of die 1 as well (6 % 4 = 2,
+    // 6 / 4 % 2 = 1), but at page 0, so it is a read of its own after line 102's.
+    assert_eq!(d.access(&req(150_001, 6, Op::Read)), 202_354 + 2 * 3310);
 }

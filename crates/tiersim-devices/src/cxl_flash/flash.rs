@@ -358,8 +358,13 @@ impl Flash {
 
     /// The die and channel time of a program counted already (`count_program`).
     pub fn book_program(&mut self, die: u32, page: u32, bytes: u64, at: Ps) -> Ps {
+        self.book_program_with(die, page, self.timing.program_command, bytes, at)
+    }
+
+    /// `book_program` with `command` of command cycles (a multi-plane program's).
+    pub fn book_program_with(&mut self, die: u32, page: u32, command: Ps, bytes: u64, at: Ps) -> Ps {
         let start = self.acquire(die, at);
-        let commanded = self.channel_for(die, start, self.timing.program_command);
+        let commanded = self.channel_for(die, start, command);
         let loaded = self.channel(die, commanded, bytes);
         let done = loaded.saturating_add(Self::latency(&self.timing.program, page));
         self.release(die, start, done);
