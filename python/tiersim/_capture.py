@@ -194,6 +194,13 @@ def capture(
     progress = _native.CaptureProgress()
     outcome: dict[str, Any] = {}
 
+    # The worker's end is told by an Event, not by `worker.join`: in Python 3.11 a join whose
+    # wait is interrupted by a signal's exception can mark the still-running thread stopped
+    # (threading._wait_for_tstate_lock releases the thread's own lock), so a later join returns at
+    # once and the interpreter finalizes under the native call, which then aborts ("FATAL: exception
+    # not rethrown") when it takes the GIL back.
+    finished = threading.Event()
+
     def work() -> None:
         try:
             outcome["report"] = _native.capture(
@@ -209,18 +216,20 @@ def capture(
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
             outcome["error"] = exc
+        finally:
+            finished.set()
 
     worker = threading.Thread(target=work, name="tiersim-capture", daemon=True)
     try:
         worker.start()
-        while worker.is_alive():
-            worker.join(PROGRESS_PERIOD_S)
+        while not finished.wait(PROGRESS_PERIOD_S):
             if on_progress is not None:
                 on_progress(CaptureProgress(*progress.snapshot(), time.monotonic() - start))
     except BaseException:
         progress.cancel()
         _stop(proc)
-        worker.join()
+        if worker.is_alive():
+            finished.wait()
         os.close(r)
         if "report" in outcome:
             # The filter finished before it saw the cancel: an interrupted run leaves no trace.
