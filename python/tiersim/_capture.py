@@ -222,9 +222,12 @@ def capture(
     worker = threading.Thread(target=work, name="tiersim-capture", daemon=True)
     try:
         worker.start()
-        while not finished.wait(PROGRESS_PERIOD_S):
+        while True:
+            done = finished.wait(PROGRESS_PERIOD_S)
             if on_progress is not None:
                 on_progress(CaptureProgress(*progress.snapshot(), time.monotonic() - start))
+            if done:
+                break
     except BaseException:
         progress.cancel()
         _stop(proc)
