@@ -256,7 +256,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "(20, 40, 80 MiB at 1/4096 .. 1/1024) with kernel accesses in proportion to the footprint (graph 600k per "
         "MiB, the others 400k); matmul, stride and fileio are left out (scaling.py says why).",
         f"All pairs, warned regimes included: {within} of {len(rows)} within {100 * TOLERANCE:.0f}%; "
-        "docs/model.md (\"When a result can be trusted\") says why the others move.",
+        "docs/model.md (\"When a result can be trusted\") says why the README workloads' others move; the "
+        "other generators' are not isolated (docs/reproduce.md, \"scaling\").",
     ]
     return StudyResult(
         claims=claims,
@@ -291,6 +292,6 @@ STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source="tiersim's own model (docs/model.md, \"Time scale\")",
-    runtime="--quick about 1 min (117 runs), full about 6 min (377 runs), 2 workers",
+    runtime="--quick about 1 min (117 runs), full about 12 min (702 runs), 2 workers",
     run=run,
 )
