@@ -64,8 +64,8 @@ SELF_SIMILAR = {"popularity": "self_similar", "hot_fraction": 0.2, "head_fractio
 # stencil: an nx x nx grid per field; stream: its arrays), so with accesses in proportion each
 # size makes the same passes over its data. hashmap and minheap fill their structure first
 # (about 3 accesses per entry, under a third of the run); graph loads and builds its CSR (about
-# 11 accesses per edge: 5.8M of the 12M at 20 MiB), then runs PageRank. The sequential ones
-# (stencil, stream) take few ns per access, so their runs cover 2-3 scanner passes (warned).
+# 11 accesses per edge: 5.8M of the 12M at 20 MiB), then runs PageRank. At these rates the
+# baseline's runs of stencil and minheap cover 3 scanner passes (warned), the others 4 or more.
 # Left out: matmul's order n grows as the square root of the footprint and one multiply takes
 # 2n^3 accesses, so no doubling of footprint and accesses covers the same share of a multiply;
 # stride at its default is stream's sequential sweep without the writes (other strides only thin
