@@ -481,7 +481,7 @@ impl Input<'_> {
                 // Decoded (zstd frames, byte planes, or text) on a thread of its own, as the
                 // engine's traces are: the replay's core only simulates.
                 let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
-                Ok(Box::new(ReadAhead::boxed(reader)?))
+                Ok(Box::new(ReadAhead::new(reader)?))
             }
             Input::Generator { name, params, seed } => {
                 let g = tiersim_trace::open_generator(name, *params, *seed)?;

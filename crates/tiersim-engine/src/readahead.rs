@@ -41,18 +41,16 @@ impl ReadAhead {
             .name("tiersim-decode".into())
             .spawn(move || loop {
                 let mut buf = empty_rx.try_recv().unwrap_or_default();
-                let mut raw = std::mem::take(&mut buf.raw);
-                raw.clear();
-                raw.reserve(BATCH);
-                let (batch, last) = match source.read_batch(&mut raw, BATCH) {
+                buf.raw.clear();
+                buf.raw.reserve(BATCH);
+                let (batch, last) = match source.read_batch(&mut buf.raw, BATCH) {
                     Ok(n) => {
                         let limit = limit.load(Ordering::Relaxed);
                         if limit > 0 && n > 0 {
-                            buf.split(&raw, limit);
+                            buf.split_raw(limit);
                         } else {
                             buf.limit = 0;
                         }
-                        buf.raw = raw;
                         (Ok(buf), n == 0)
                     }
                     Err(e) => (Err(e), true),
@@ -72,10 +70,6 @@ impl ReadAhead {
             split_limit,
             worker: Some(worker),
         })
-    }
-
-    pub fn boxed(source: Box<dyn AccessSource + Send>) -> Result<ReadAhead> {
-        ReadAhead::new(Boxed(source))
     }
 
     /// The next decoded batch into `self.batch`; false at the end of the trace.
@@ -140,9 +134,7 @@ impl AccessSource for ReadAhead {
         if self.pos == 0 && left <= max {
             // The whole batch, split on the worker unless it was decoded before the limit was known.
             if self.batch.limit != limit {
-                let raw = std::mem::take(&mut self.batch.raw);
-                self.batch.split(&raw, limit);
-                self.batch.raw = raw;
+                self.batch.split_raw(limit);
             }
             std::mem::swap(out, &mut self.batch);
             self.batch.raw.clear();
@@ -152,19 +144,6 @@ impl AccessSource for ReadAhead {
         out.split(&self.batch.raw[self.pos..self.pos + n], limit);
         self.pos += n;
         Ok(n)
-    }
-}
-
-/// An opened trace reader of any kind (`convert::open`'s), for `ReadAhead::boxed`.
-struct Boxed(Box<dyn AccessSource + Send>);
-
-impl AccessSource for Boxed {
-    fn header(&self) -> &TraceHeader {
-        self.0.header()
-    }
-
-    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
-        self.0.read_batch(out, max)
     }
 }
 

@@ -53,12 +53,25 @@ pub trait AccessSource {
     /// `limit`; returns how many accesses it read (0 at end of trace). A source that decodes on
     /// another thread overrides it to split there, off the engine's core.
     fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
-        let mut raw = std::mem::take(&mut out.raw);
-        raw.clear();
-        let n = self.read_batch(&mut raw, max);
-        out.split(&raw, limit);
-        out.raw = raw;
+        out.raw.clear();
+        let n = self.read_batch(&mut out.raw, max);
+        out.split_raw(limit);
         n
+    }
+}
+
+/// A boxed reader (`convert::open`'s) is a reader, its own `read_split` included.
+impl<T: AccessSource + ?Sized> AccessSource for Box<T> {
+    fn header(&self) -> &TraceHeader {
+        (**self).header()
+    }
+
+    fn read_batch(&mut self, out: &mut Vec<Access>, max: usize) -> Result<usize> {
+        (**self).read_batch(out, max)
+    }
+
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        (**self).read_split(out, max, limit)
     }
 }
 
@@ -83,6 +96,13 @@ pub struct SplitBatch {
 }
 
 impl SplitBatch {
+    /// Split this batch's own `raw` accesses (which it keeps) for CPUs below `limit`.
+    pub fn split_raw(&mut self, limit: usize) {
+        let raw = std::mem::take(&mut self.raw);
+        self.split(&raw, limit);
+        self.raw = raw;
+    }
+
     /// Split `batch` by CPU for CPUs below `limit` (dropping what this held before).
     pub fn split(&mut self, batch: &[Access], limit: usize) {
         for &c in &self.cpus {
