@@ -79,7 +79,7 @@ def test_import_and_cli_start_without_polars() -> None:
     pay it, and the first use of a name that needs it loads it."""
     code = (
         "import sys, tiersim, tiersim.cli; before = 'polars' in sys.modules; "
-        "tiersim.RunResult; print(before, 'polars' in sys.modules)"
+        "tiersim.Characterization; print(before, 'polars' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True"]

@@ -28,20 +28,26 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
-from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 
 if TYPE_CHECKING:
     import polars as pl
 
+    from tiersim._capture import CaptureResult, capture, capture_instrumented, capture_lackey, runtime_object
     from tiersim._characterize import Characterization
     from tiersim._flash import FlashResult, flash_replay, flash_study
     from tiersim._result import RunResult
 
-# Names whose modules import polars (about 0.15 s of CPU), loaded on first use, so that
-# `import tiersim` and commands that never build a DataFrame (`tiersim --help`) start fast.
+# Names whose modules import polars (about 0.15 s of CPU) or only serve captures, loaded on
+# first use, so that `import tiersim` and the commands that need neither (`tiersim run`,
+# `tiersim --help`) start fast.
 _LAZY = {
+    "CaptureResult": "tiersim._capture",
+    "capture": "tiersim._capture",
+    "capture_instrumented": "tiersim._capture",
+    "capture_lackey": "tiersim._capture",
+    "runtime_object": "tiersim._capture",
     "Characterization": "tiersim._characterize",
     "FlashResult": "tiersim._flash",
     "flash_replay": "tiersim._flash",
@@ -137,7 +143,7 @@ def run(
         raise TiersimError("give exactly one of a trace file and a generator name")
     if generator_params is not None and generator is None:
         raise TiersimError("generator_params given without a generator")
-    from tiersim._result import RunResult, latency_hist_frame, timeseries_frame
+    from tiersim._result import RunResult
 
     raw = _native.run(
         os.fspath(platform),
@@ -153,8 +159,8 @@ def run(
     result = RunResult(
         summary=json.loads(raw["summary"]),
         config=raw["config"],
-        timeseries=timeseries_frame(raw["timeseries"]),
-        latency_hist=latency_hist_frame(raw["latency_hist"]),
+        timeseries=raw["timeseries"],
+        latency_hist=raw["latency_hist"],
     )
     if out_dir is not None:
         result.write(out_dir)

@@ -112,6 +112,11 @@ def flash_replay(
     `src_format`) and `generator` (with TOML `generator_params` and `seed`). `progress` as for
     `run`, over the replay pass."""
 
+def write_parquet(path: str, columns: list[tuple[str, str, list[Any]]]) -> None:
+    """Writes `columns`, (name, kind, values) with kind "i64", "f64" or "str" and None for a
+    null, to `path` as one Parquet file (one row group, zstd, no statistics). A failure to
+    create or write the file raises OSError with its errno and `path`."""
+
 def version() -> str: ...
 
 class CaptureProgress:

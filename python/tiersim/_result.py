@@ -1,4 +1,7 @@
-"""The result of one simulation run, and how it is written to a run directory."""
+"""The result of one simulation run, and how it is written to a run directory.
+
+polars is imported only when a DataFrame is asked for: `tiersim run` writes the Parquet files
+natively (`_native.write_parquet`) and never builds one, which saves it 0.13 s of start-up."""
 
 from __future__ import annotations
 
@@ -9,11 +12,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "timeseries.parquet"
@@ -23,66 +26,116 @@ RUN_FILES = (SUMMARY_FILE, TIMESERIES_FILE, LATENCY_HIST_FILE, CONFIG_FILE)
 # `tiersim report RUN_DIR` adds this; a rerun into the directory replaces it with the rest.
 REPORT_FILE = "report.html"
 
-# Fixed dtypes, so that an empty run or a run whose first rows happen to hold small numbers
-# still yields the same schema (and the same parquet bytes).
-TIMESERIES_SCHEMA: dict[str, pl.DataType] = {
-    "epoch": pl.Int64(),
-    "t_start_ns": pl.Int64(),
-    "t_end_ns": pl.Int64(),
-    "node": pl.Utf8(),
-    "pages": pl.Int64(),
-    "accesses": pl.Int64(),
-    "reads": pl.Int64(),
-    "writes": pl.Int64(),
-    "bytes": pl.Int64(),
-    "bandwidth_gbs": pl.Float64(),
-    "migrated_in": pl.Int64(),
-    "migrated_out": pl.Int64(),
+# Column name -> kind ("i64", "f64", "str": Int64, Float64 and String in polars). Fixed, so
+# that an empty run or a run whose first rows happen to hold small numbers still yields the
+# same schema (and the same parquet bytes).
+TIMESERIES_SCHEMA: dict[str, str] = {
+    "epoch": "i64",
+    "t_start_ns": "i64",
+    "t_end_ns": "i64",
+    "node": "str",
+    "pages": "i64",
+    "accesses": "i64",
+    "reads": "i64",
+    "writes": "i64",
+    "bytes": "i64",
+    "bandwidth_gbs": "f64",
+    "migrated_in": "i64",
+    "migrated_out": "i64",
 }
 
 # One row per non-empty bin of the measured accesses' latency histogram: node "all" (the whole
 # run) first, then each node; a bin holds the accesses with latency in [low_ns, high_ns].
-LATENCY_HIST_SCHEMA: dict[str, pl.DataType] = {
-    "node": pl.Utf8(),
-    "low_ns": pl.Int64(),
-    "high_ns": pl.Int64(),
-    "count": pl.Int64(),
+LATENCY_HIST_SCHEMA: dict[str, str] = {
+    "node": "str",
+    "low_ns": "i64",
+    "high_ns": "i64",
+    "count": "i64",
 }
 
-NODE_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.Utf8(),
-    "device": pl.Utf8(),
-    "socket": pl.Int64(),
-    "capacity_bytes": pl.Int64(),
-    "accesses": pl.Int64(),
-    "reads": pl.Int64(),
-    "writes": pl.Int64(),
-    "bytes": pl.Int64(),
-    "final_pages": pl.Int64(),
-    "peak_pages": pl.Int64(),
-    "mean_latency_ns": pl.Float64(),
+NODE_SCHEMA: dict[str, str] = {
+    "name": "str",
+    "device": "str",
+    "socket": "i64",
+    "capacity_bytes": "i64",
+    "accesses": "i64",
+    "reads": "i64",
+    "writes": "i64",
+    "bytes": "i64",
+    "final_pages": "i64",
+    "peak_pages": "i64",
+    "mean_latency_ns": "f64",
 }
 
-
-def timeseries_frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
-    """Documented columns first with fixed dtypes, then any further columns the engine adds."""
-    series = [pl.Series(name, columns.get(name, []), dtype=dtype) for name, dtype in TIMESERIES_SCHEMA.items()]
-    # hot_0 .. hot_8 (pages per hotness level) come only from policies that keep a history.
-    series += [pl.Series(name, values, dtype=pl.Int64()) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
-    return pl.DataFrame(series)
+Columns = dict[str, list[Any]]
 
 
-def latency_hist_frame(columns: dict[str, list[Any]] | None = None) -> pl.DataFrame:
+def _dtype(kind: str) -> pl.DataType:
+    import polars as pl
+
+    return {"i64": pl.Int64(), "f64": pl.Float64(), "str": pl.Utf8()}[kind]
+
+
+def timeseries_columns(columns: Columns) -> list[tuple[str, str, list[Any]]]:
+    """(name, kind, values): the documented columns first with fixed kinds, then any further
+    columns the engine adds (hot_0 .. hot_8, pages per hotness level, come only from policies
+    that keep a history; all Int64)."""
+    fixed = [(name, kind, columns.get(name, [])) for name, kind in TIMESERIES_SCHEMA.items()]
+    return fixed + [(name, "i64", values) for name, values in columns.items() if name not in TIMESERIES_SCHEMA]
+
+
+def latency_hist_columns(columns: Columns | None = None) -> list[tuple[str, str, list[Any]]]:
     columns = columns or {}
-    return pl.DataFrame([pl.Series(name, columns.get(name, []), dtype=dtype) for name, dtype in LATENCY_HIST_SCHEMA.items()])
+    return [(name, kind, columns.get(name, [])) for name, kind in LATENCY_HIST_SCHEMA.items()]
+
+
+def _frame(columns: list[tuple[str, str, list[Any]]]) -> pl.DataFrame:
+    import polars as pl
+
+    return pl.DataFrame([pl.Series(name, values, dtype=_dtype(kind)) for name, kind, values in columns])
+
+
+def timeseries_frame(columns: Columns) -> pl.DataFrame:
+    """The time series as a DataFrame (columns as `timeseries_columns` orders and types them)."""
+    return _frame(timeseries_columns(columns))
+
+
+def latency_hist_frame(columns: Columns | None = None) -> pl.DataFrame:
+    return _frame(latency_hist_columns(columns))
 
 
 def nodes_frame(nodes: list[dict[str, Any]]) -> pl.DataFrame:
+    import polars as pl
+
+    schema = {name: _dtype(kind) for name, kind in NODE_SCHEMA.items()}
     if not nodes:
-        return pl.DataFrame(schema=NODE_SCHEMA)
-    overrides = {name: dtype for name, dtype in NODE_SCHEMA.items() if name in nodes[0]}
+        return pl.DataFrame(schema=schema)
+    overrides = {name: dtype for name, dtype in schema.items() if name in nodes[0]}
     # socket is null for CPU-less nodes; without the override an all-null column has no type.
     return pl.DataFrame(nodes, schema_overrides=overrides, infer_schema_length=None)
+
+
+# What the summary says about how far a run's figures can be trusted; here, not in report.py,
+# so that `tiersim run` prints them without importing polars.
+def run_warnings(summary: dict[str, Any]) -> list[str]:
+    """What the run says about how far its figures can be trusted (summary.json `warnings`)."""
+    return [str(w) for w in summary.get("warnings") or []]
+
+
+def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
+    r = summary.get("regime") or {}
+    scan = r.get("scanner") or {}
+    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
+    return [
+        ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
+        ("run length / scan_period_min", scan.get("scan_periods_min_covered")),
+        ("accesses per page per scan pass", scan.get("accesses_per_page_per_pass")),
+        ("CPU time in hint faults", share("hint_fault_share")),
+        ("CPU time in migration", share("migration_share")),
+        ("CPU time in scanning", share("scan_share")),
+        ("CPU time in daemons", share("daemon_share")),
+    ]
 
 
 def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_FILES, what: str = "tiersim run") -> Path:
@@ -155,23 +208,47 @@ def writing(target: str | os.PathLike[str]) -> Iterator[None]:
             raise OSError(exc.errno, exc.strerror or text, os.fspath(target)) from exc
         raise
 
-@dataclass(frozen=True)
+
 class RunResult:
     """What one run produced: the summary, the resolved config, the per-epoch time series and
     the latency histogram.
 
     `summary` is the parsed summary JSON; `nodes`, `timeseries` and `latency_hist` are DataFrames
-    built from it and from the native columns (`latency_hist`: see LATENCY_HIST_SCHEMA).
+    built from it and from the native columns on first use (`latency_hist`: see
+    LATENCY_HIST_SCHEMA). `timeseries` and `latency_hist` are given as DataFrames or as the
+    native columns (name -> values).
     """
 
-    summary: dict[str, Any]
-    config: str
-    timeseries: pl.DataFrame
-    latency_hist: pl.DataFrame = field(default_factory=latency_hist_frame)
-    nodes: pl.DataFrame = field(init=False)
+    def __init__(
+        self,
+        summary: dict[str, Any],
+        config: str,
+        timeseries: pl.DataFrame | Columns,
+        latency_hist: pl.DataFrame | Columns | None = None,
+    ) -> None:
+        self.summary = summary
+        self.config = config
+        self._timeseries = timeseries
+        self._latency_hist = {} if latency_hist is None else latency_hist
+        self._nodes: pl.DataFrame | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", nodes_frame(self.summary.get("nodes", [])))
+    @property
+    def timeseries(self) -> pl.DataFrame:
+        if isinstance(self._timeseries, dict):
+            self._timeseries = timeseries_frame(self._timeseries)
+        return self._timeseries
+
+    @property
+    def latency_hist(self) -> pl.DataFrame:
+        if isinstance(self._latency_hist, dict):
+            self._latency_hist = latency_hist_frame(self._latency_hist)
+        return self._latency_hist
+
+    @property
+    def nodes(self) -> pl.DataFrame:
+        if self._nodes is None:
+            self._nodes = nodes_frame(self.summary.get("nodes", []))
+        return self._nodes
 
     @property
     def latency(self) -> dict[str, float]:
@@ -201,12 +278,10 @@ class RunResult:
         try:
             with writing(out / SUMMARY_FILE):
                 (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")
-            # statistics off: min/max blocks add nothing for a table this small, and fewer
-            # metadata fields means fewer ways for the bytes to differ between polars builds.
             with writing(out / TIMESERIES_FILE):
-                self.timeseries.write_parquet(tmp / TIMESERIES_FILE, compression="zstd", statistics=False)
+                _write_parquet(tmp / TIMESERIES_FILE, timeseries_columns(_columns(self._timeseries)))
             with writing(out / LATENCY_HIST_FILE):
-                self.latency_hist.write_parquet(tmp / LATENCY_HIST_FILE, compression="zstd", statistics=False)
+                _write_parquet(tmp / LATENCY_HIST_FILE, latency_hist_columns(_columns(self._latency_hist)))
             with writing(out / CONFIG_FILE):
                 (tmp / CONFIG_FILE).write_text(self.config, encoding="utf-8")
             if out.is_dir():
@@ -225,3 +300,13 @@ class RunResult:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return out
+
+
+def _columns(data: pl.DataFrame | Columns) -> Columns:
+    return data if isinstance(data, dict) else data.to_dict(as_series=False)
+
+
+def _write_parquet(path: Path, columns: list[tuple[str, str, list[Any]]]) -> None:
+    from tiersim._native import write_parquet
+
+    write_parquet(os.fspath(path), columns)

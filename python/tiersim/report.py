@@ -30,7 +30,16 @@ import polars as pl
 
 import tiersim
 from tiersim._native import TiersimError
-from tiersim._result import CONFIG_FILE, LATENCY_HIST_FILE, REPORT_FILE, SUMMARY_FILE, TIMESERIES_FILE, writing
+from tiersim._result import (
+    CONFIG_FILE,
+    LATENCY_HIST_FILE,
+    REPORT_FILE,
+    SUMMARY_FILE,
+    TIMESERIES_FILE,
+    regime_rows,
+    run_warnings,
+    writing,
+)
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -539,27 +548,6 @@ def _lens(summary: dict[str, Any]) -> str | None:
         return None
     mark = "" if lens.get("consistent") else " (differ)"
     return f"{_fmt(lens.get('scale'))} / {_fmt(lens.get('daemon_time_scale'))}{mark}"
-
-
-def run_warnings(summary: dict[str, Any]) -> list[str]:
-    """What the run says about how far its figures can be trusted (summary.json `warnings`)."""
-    return [str(w) for w in summary.get("warnings") or []]
-
-
-def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
-    r = summary.get("regime") or {}
-    scan = r.get("scanner") or {}
-    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
-    return [
-        ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
-        ("run length / scan_period_min", scan.get("scan_periods_min_covered")),
-        ("accesses per page per scan pass", scan.get("accesses_per_page_per_pass")),
-        ("CPU time in hint faults", share("hint_fault_share")),
-        ("CPU time in migration", share("migration_share")),
-        ("CPU time in scanning", share("scan_share")),
-        ("CPU time in daemons", share("daemon_share")),
-    ]
 
 
 def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -20,6 +20,8 @@ use tiersim_trace::stats::StatsOptions;
 use tiersim_trace::tools::{MixInput, SampleOptions};
 use tiersim_trace::{AddrKind, TimeUnit};
 
+mod parquet;
+
 create_exception!(_native, TiersimError, pyo3::exceptions::PyException);
 
 thread_local! {
@@ -568,6 +570,40 @@ fn flash_replay(
     out
 }
 
+/// Write `columns`, a list of (name, kind, values) with kind "i64", "f64" or "str" and None for
+/// a null, to `path` as one Parquet file. A failure to create or write the file is an OSError
+/// with its errno and `path`, as Python's own file functions raise it.
+#[pyfunction]
+fn write_parquet(py: Python<'_>, path: String, columns: Vec<(String, String, Bound<'_, PyAny>)>) -> PyResult<()> {
+    use parquet::{Column, Values, WriteError};
+    let columns = columns
+        .into_iter()
+        .map(|(name, kind, values)| {
+            let values = match kind.as_str() {
+                "i64" => Values::I64(values.extract()?),
+                "f64" => Values::F64(values.extract()?),
+                "str" => Values::Str(values.extract()?),
+                _ => return Err(TiersimError::new_err(format!("column '{name}': kind '{kind}' is not one of i64, f64, str"))),
+            };
+            Ok(Column { name, values })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    match guarded(py, || Ok(parquet::write(Path::new(&path), &columns)))? {
+        Ok(()) => Ok(()),
+        Err(WriteError::Io(e)) => {
+            let text = e.to_string();
+            Err(match e.raw_os_error() {
+                Some(errno) => {
+                    let strerror = text.split(" (os error").next().unwrap_or(&text).to_string();
+                    pyo3::exceptions::PyOSError::new_err((errno, strerror, path))
+                }
+                None => pyo3::exceptions::PyOSError::new_err(format!("{text}: '{path}'")),
+            })
+        }
+        Err(WriteError::Invalid(msg)) => Err(TiersimError::new_err(format!("{path}: cannot write Parquet: {msg}"))),
+    }
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     tiersim_engine::VERSION
@@ -598,6 +634,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_runtime_env, m)?)?;
     m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flash_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -6,8 +6,9 @@ malformed arguments are usage errors (exit 2). Neither prints a traceback; nor d
 error (a bug: one line and exit 2, the traceback only with TIERSIM_DEBUG=1).
 
 One module per command group; `_common` holds the root app, the consoles, error handling,
-option parsing and formatting they share. Importing a module registers its commands, so the
-order below is the order of `tiersim --help`.
+option parsing and formatting they share. Importing a module registers its commands; the root
+group imports a module only when one of its commands runs or a help page lists it, in the
+order of `_common.COMMANDS`.
 """
 
 from __future__ import annotations
@@ -21,28 +22,9 @@ import typer
 from rich.text import Text
 
 import tiersim
-
-# isort: off
-from tiersim.cli import run  # noqa: F401  (importing a command module registers its commands)
-from tiersim.cli import characterize  # noqa: F401
-from tiersim.cli import gen  # noqa: F401
-from tiersim.cli.trace import trace_app
-from tiersim.cli import capture  # noqa: F401
-from tiersim.cli.plugins import platform_app
-from tiersim.cli import sweep  # noqa: F401
-from tiersim.cli import report  # noqa: F401
-from tiersim.cli import reproduce  # noqa: F401
-from tiersim.cli import filebench  # noqa: F401
-from tiersim.cli import demo  # noqa: F401
-from tiersim.cli.flash import flash_app
 from tiersim.cli._common import Terminated, _echo_raw, _install_signal_handlers, app, err
-# isort: on
 
 __all__ = ["app", "main"]
-
-app.add_typer(trace_app, name="trace")
-app.add_typer(platform_app, name="platform")
-app.add_typer(flash_app, name="flash")
 
 
 @app.callback(invoke_without_command=True)

@@ -4,9 +4,10 @@ and the formatting of figures and tables."""
 from __future__ import annotations
 
 import errno
+import importlib
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any, NoReturn
@@ -23,7 +24,93 @@ from tiersim import _options
 from tiersim._convert import parse_cli_pairs
 from tiersim._options import I64_MAX, MAX_NS_PER_INSTRUCTION, MAX_WORKERS, U32_MAX  # noqa: F401 (for the commands)
 
+# Every command and command group: name -> (the module that defines it, the module's Typer for a
+# group, None for a command the module registers on `app`), in the order of `tiersim --help`.
+# A module is imported, and its commands built by typer, only when one of them runs or a help
+# page lists it: `tiersim run` skips the other modules and typer's processing of their
+# parameters (inspect.signature on some 600 callables).
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "run": ("tiersim.cli.run", None),
+    "characterize": ("tiersim.cli.characterize", None),
+    "calibrate": ("tiersim.cli.characterize", None),
+    "gen": ("tiersim.cli.gen", None),
+    "mix": ("tiersim.cli.gen", None),
+    "capture": ("tiersim.cli.capture", None),
+    "list": ("tiersim.cli.plugins", None),
+    "sweep": ("tiersim.cli.sweep", None),
+    "report": ("tiersim.cli.report", None),
+    "compare": ("tiersim.cli.report", None),
+    "reproduce": ("tiersim.cli.reproduce", None),
+    "filebench": ("tiersim.cli.filebench", None),
+    "demo": ("tiersim.cli.demo", None),
+    "trace": ("tiersim.cli.trace", "trace_app"),
+    "platform": ("tiersim.cli.plugins", "platform_app"),
+    "flash": ("tiersim.cli.flash", "flash_app"),
+}
+
+
+def command_name(info: typer.models.CommandInfo) -> str:
+    """The name typer gives a registered command: its own, else its function's, dashed."""
+    return info.name or info.callback.__name__.lower().replace("_", "-")  # type: ignore[union-attr]
+
+
+def _build_command(name: str) -> Any:
+    """The click command (or group) `name` of COMMANDS, built by typer as `app` would build it:
+    through a Typer holding only it, with `app`'s settings."""
+    module, sub_app = COMMANDS[name]
+    mod = importlib.import_module(module)
+    holder = typer.Typer(
+        rich_markup_mode=app.rich_markup_mode,
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        add_completion=False,
+    )
+    if sub_app is not None:
+        holder.add_typer(getattr(mod, sub_app), name=name)
+    else:
+        holder.registered_commands += [c for c in app.registered_commands if command_name(c) == name]
+    # A callback makes typer build a group, whose commands are built as in `app`'s group.
+    holder.callback()(lambda: None)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """A group's commands: the names of COMMANDS, each built on first use."""
+
+    def __init__(self, built: dict[str, Any]) -> None:
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = _build_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("commands are not removed")
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self._built if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS.keys() | self._built.keys())
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """The root group, with its commands built on first use (see COMMANDS). Commands that
+    modules imported beforehand registered on `app` (tests do) arrive built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(dict(self.commands))
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
     name="tiersim",
     help="Trace-driven simulator and policy lab for tiered memory (DRAM, CXL memory, PMEM, swap).",
     no_args_is_help=True,

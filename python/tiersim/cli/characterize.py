@@ -100,7 +100,7 @@ def calibrate_cmd(
             cal = tiersim.calibrate(curves, device, base=base, params=_pairs(param, "--param"), ratios=ratio or ())
         out.print(Text(cal.fitted.rstrip()), soft_wrap=True)
         _print_frame(_ERROR_TITLE, cal.comparison)
-        from tiersim._result import write_text_atomic  # imports polars: not at CLI start-up
+        from tiersim._result import write_text_atomic
 
         write_text_atomic(output, cal.platform_toml)
         out.print(Text(f"wrote {output}"), soft_wrap=True)

@@ -48,7 +48,7 @@ def _load_config(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, 
 def _write(out: Path, summary: dict[str, Any], config: str) -> None:
     """summary.json and config.toml, written beside `out` and renamed into place: a failure
     leaves no directory that looks finished."""
-    from tiersim._result import check_out_dir, files_into, writing  # imports polars: not at CLI start-up
+    from tiersim._result import check_out_dir, files_into, writing
 
     check_out_dir(out, FILES, "tiersim filebench")
     with files_into(out) as tmp:

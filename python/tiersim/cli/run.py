@@ -50,9 +50,9 @@ def _cell(v: object) -> str:
 
 
 def _print_warnings(s: dict[str, object]) -> None:
-    from tiersim.report import run_warnings as report_warnings
+    from tiersim._result import run_warnings
 
-    for w in report_warnings(s):
+    for w in run_warnings(s):
         err.print(Text.assemble(("warning: ", "bold yellow"), w), soft_wrap=True)
 
 
@@ -157,7 +157,7 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
             f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
         ))
 
-    from tiersim.report import regime_rows
+    from tiersim._result import regime_rows
 
     rows += [(label, _cell(v)) for label, v in regime_rows(s) if v is not None]
 
