@@ -5,6 +5,7 @@ and says why."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PLATFORM, run_cli
+
+from tiersim import _native
 
 SWEEP = """
 [sweep]
@@ -77,3 +80,13 @@ def test_every_command_says_no_space_left_writing_the_users_file(full_fs: Path, 
     left = sorted(p.name for p in full_fs.iterdir())
     assert left in (["filler"], ["filler", "sw"]), left
     assert not list((full_fs).glob("*/summary.json")) and not (full_fs / "g.trace").exists()
+
+
+def test_the_native_parquet_writer_reports_a_full_disk_with_errno_and_path(full_fs: Path) -> None:
+    """The run directory's Parquet files are written by the extension: a full disk is an OSError
+    with ENOSPC and the file's path, which `tiersim run` turns into "no space left writing FILE"."""
+    path = full_fs / "t.parquet"
+    with pytest.raises(OSError) as exc:
+        _native.write_parquet(str(path), [("a", "i64", list(range(100_000)))])
+    assert exc.value.errno == errno.ENOSPC and exc.value.filename == str(path)
+    assert exc.value.strerror == "No space left on device"
