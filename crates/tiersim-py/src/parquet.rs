@@ -1,9 +1,10 @@
 //! Parquet files of a run directory (timeseries.parquet, latency_hist.parquet), written here so
 //! that `tiersim run` need not import polars (0.13 s of every run's start-up) only to write them.
-//! The layout is the one polars writes for these frames: every column OPTIONAL, strings as
-//! BYTE_ARRAY annotated String, one row group, zstd pages; no statistics, as before. polars reads
-//! the files back as the same frames (tests/test_run_files.py); the bytes differ from polars'
-//! own (created_by, encodings), and are the same on every run.
+//! Every column OPTIONAL (nullable, like polars' columns), strings as BYTE_ARRAY annotated
+//! String, one row group, zstd pages, no statistics (as the polars writer was called). polars
+//! reads the files back as the same frames (tests/test_run_files.py); the bytes differ from what
+//! polars wrote (no arrow schema in the metadata, parquet-rs's encodings) and are the same on
+//! every run.
 
 use std::fs::File;
 use std::io;
