@@ -4,12 +4,13 @@
 //! (`read_split`), the worker splits them too. The engine sees the same accesses in the same
 //! batches and order, and a decoding error where it would have met it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tiersim_core::{Access, Error, Result};
-use tiersim_trace::{AccessSource, SplitBatch, SplitSpec, TraceHeader};
+use tiersim_trace::{AccessSource, SplitBatch, TraceHeader};
 
 const BATCH: usize = 1 << 14;
 /// Batches decoded ahead of the engine at most (about 1.5 MiB of accesses).
@@ -24,8 +25,8 @@ pub struct ReadAhead {
     empty: SyncSender<SplitBatch>,
     batch: SplitBatch,
     pos: usize,
-    /// The split `read_split`'s last call asked for, for the worker (limit 0: split nothing).
-    split_spec: Arc<Mutex<SplitSpec>>,
+    /// The CPU limit of `read_split`'s last call, for the worker (0: split nothing).
+    split_limit: Arc<AtomicUsize>,
     worker: Option<JoinHandle<()>>,
 }
 
@@ -34,8 +35,8 @@ impl ReadAhead {
         let header = source.header().clone();
         let (full_tx, full_rx) = sync_channel::<Result<SplitBatch>>(AHEAD);
         let (empty_tx, empty_rx) = sync_channel::<SplitBatch>(AHEAD + 2);
-        let split_spec = Arc::new(Mutex::new(SplitSpec::default()));
-        let wanted = split_spec.clone();
+        let split_limit = Arc::new(AtomicUsize::new(0));
+        let limit = split_limit.clone();
         let worker = std::thread::Builder::new()
             .name("tiersim-decode".into())
             .spawn(move || loop {
@@ -44,11 +45,11 @@ impl ReadAhead {
                 buf.raw.reserve(BATCH);
                 let (batch, last) = match source.read_batch(&mut buf.raw, BATCH) {
                     Ok(n) => {
-                        let spec = *wanted.lock().unwrap_or_else(PoisonError::into_inner);
-                        if spec.limit > 0 && n > 0 {
-                            buf.split_raw(spec);
+                        let limit = limit.load(Ordering::Relaxed);
+                        if limit > 0 && n > 0 {
+                            buf.split_raw(limit);
                         } else {
-                            buf.spec = SplitSpec::default();
+                            buf.limit = 0;
                         }
                         (Ok(buf), n == 0)
                     }
@@ -66,7 +67,7 @@ impl ReadAhead {
             empty: empty_tx,
             batch: SplitBatch::default(),
             pos: 0,
-            split_spec,
+            split_limit,
             worker: Some(worker),
         })
     }
@@ -123,24 +124,24 @@ impl AccessSource for ReadAhead {
         Ok(n)
     }
 
-    fn read_split(&mut self, out: &mut SplitBatch, max: usize, spec: SplitSpec) -> Result<usize> {
-        *self.split_spec.lock().unwrap_or_else(PoisonError::into_inner) = spec;
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        self.split_limit.store(limit, Ordering::Relaxed);
         if self.pos == self.batch.raw.len() && !self.next_batch()? {
-            out.split(&[], spec);
+            out.split(&[], limit);
             return Ok(0);
         }
         let left = self.batch.raw.len() - self.pos;
         if self.pos == 0 && left <= max {
-            // The whole batch, split on the worker unless it was decoded before the split was known.
-            if self.batch.spec != spec {
-                self.batch.split_raw(spec);
+            // The whole batch, split on the worker unless it was decoded before the limit was known.
+            if self.batch.limit != limit {
+                self.batch.split_raw(limit);
             }
             std::mem::swap(out, &mut self.batch);
             self.batch.raw.clear();
             return Ok(left);
         }
         let n = left.min(max);
-        out.split(&self.batch.raw[self.pos..self.pos + n], spec);
+        out.split(&self.batch.raw[self.pos..self.pos + n], limit);
         self.pos += n;
         Ok(n)
     }
@@ -228,23 +229,20 @@ mod tests {
     }
 
     /// Split by CPU, on the worker or (for batches decoded before the engine asked) here: each
-    /// CPU's accesses in order with their instruction gaps in ps, the same batches as unsplit,
-    /// and a CPU past the limit reported at its position.
+    /// CPU's accesses in order, the same batches as unsplit, and a CPU past the limit reported
+    /// at its position.
     #[test]
     fn split_batches_hold_each_cpus_accesses_in_order() {
         let mut src = ReadAhead::new(counting(200_000, 5000, None)).unwrap();
         let (mut batch, mut per_cpu, mut total) = (SplitBatch::default(), vec![Vec::new(); 5], 0);
         loop {
-            let n = src.read_split(&mut batch, 16384, SplitSpec { limit: 5, ps_per_instr: Some(2.5) }).unwrap();
+            let n = src.read_split(&mut batch, 16384, 5).unwrap();
             if n == 0 {
                 break;
             }
             assert_eq!(n, 5000);
             assert_eq!(batch.beyond, None);
-            // The batch's time origin stays the trace's; each access's gap of 1 instruction
-            // is 2.5 ps, truncated.
             assert_eq!(batch.first_time, Some(1));
-            assert!(batch.cpus.iter().all(|&c| batch.per_cpu[c as usize].iter().all(|a| a.time == 2)));
             assert_eq!(batch.cpus, [0, 1, 2, 3, 4].map(|c| (total as u32 + c) % 5));
             for &c in &batch.cpus {
                 per_cpu[c as usize].extend(batch.per_cpu[c as usize].iter().map(|a| a.addr));
@@ -256,7 +254,7 @@ mod tests {
             assert_eq!(*addrs, (0..200_000).filter(|a| a % 5 == c as u64).collect::<Vec<_>>(), "cpu {c}");
         }
         let mut src = ReadAhead::new(counting(10_000, 5000, None)).unwrap();
-        assert_eq!(src.read_split(&mut batch, 16384, SplitSpec { limit: 3, ps_per_instr: None }).unwrap(), 5000);
+        assert_eq!(src.read_split(&mut batch, 16384, 3).unwrap(), 5000);
         assert_eq!(batch.beyond, Some((3, 3)));
     }
 

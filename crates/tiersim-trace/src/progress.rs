@@ -4,7 +4,7 @@
 
 use tiersim_core::{Access, Result};
 
-use crate::{AccessSource, SplitBatch, SplitSpec, TraceHeader};
+use crate::{AccessSource, SplitBatch, TraceHeader};
 
 /// Called with (accesses read so far, total accesses when known). An error stops the replay
 /// with that error: the caller's way to cancel (Ctrl-C in Python).
@@ -55,8 +55,8 @@ impl AccessSource for Observed<'_, '_> {
         self.count(n)
     }
 
-    fn read_split(&mut self, out: &mut SplitBatch, max: usize, spec: SplitSpec) -> Result<usize> {
-        let n = self.inner.read_split(out, max, spec)?;
+    fn read_split(&mut self, out: &mut SplitBatch, max: usize, limit: usize) -> Result<usize> {
+        let n = self.inner.read_split(out, max, limit)?;
         self.count(n)
     }
 }

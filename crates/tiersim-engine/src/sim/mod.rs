@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
 use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
-use tiersim_trace::{AccessSource, SplitBatch, SplitSpec, TimeUnit};
+use tiersim_trace::{AccessSource, SplitBatch, TimeUnit};
 
 use crate::epoch_profile::Lookahead;
 use crate::node::Node;
@@ -329,8 +329,7 @@ impl Engine {
 
 
     /// Issue time (ps) of `a`, the next access of CPU `cpu`. Closed loop: the CPU's clock plus the
-    /// compute gap before `a` (instructions x CPI / frequency, which the batch split converted
-    /// into `a.time` as ps, or the trace's ns delta). Open loop
+    /// compute gap before `a` (instructions x CPI / frequency, or the trace's ns delta). Open loop
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
     /// that first appears late in the stream starts at the current simulated time.
     fn first_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
@@ -341,7 +340,7 @@ impl Engine {
         let now_ps = self.last_issue_ns * 1000;
         match self.time_unit {
             TimeUnit::Ns => (a.time.saturating_sub(t0) * 1000).max(now_ps),
-            TimeUnit::Instructions => now_ps + a.time,
+            TimeUnit::Instructions => now_ps + instr_ps(a.time, self.ps_per_instr),
         }
     }
 
@@ -520,19 +519,12 @@ impl Engine {
 struct IssueClock {
     time_unit: TimeUnit,
     open_loop: bool,
+    ps_per_instr: f64,
 }
 
 impl IssueClock {
     fn of(eng: &Engine) -> IssueClock {
-        IssueClock { time_unit: eng.time_unit, open_loop: eng.open_loop }
-    }
-
-    /// The split the engine reads batches with: by CPU, and for a trace timed in instructions
-    /// each gap converted to ps there (on the decoding thread, when the source has one), which
-    /// `next_issue_ps` and `first_issue_ps` rely on.
-    fn split(self, eng: &Engine) -> SplitSpec {
-        let ps_per_instr = (self.time_unit == TimeUnit::Instructions).then_some(eng.ps_per_instr);
-        SplitSpec { limit: eng.cpus.len(), ps_per_instr }
+        IssueClock { time_unit: eng.time_unit, open_loop: eng.open_loop, ps_per_instr: eng.ps_per_instr }
     }
 
     /// `Engine::first_issue_ps` for a CPU that has issued before (or any CPU of an open loop
@@ -540,11 +532,31 @@ impl IssueClock {
     #[inline(always)]
     fn next_issue_ps(self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
         match self.time_unit {
-            TimeUnit::Instructions => cpu.clock_ps + a.time,
+            TimeUnit::Instructions => cpu.clock_ps + instr_ps(a.time, self.ps_per_instr),
             TimeUnit::Ns if self.open_loop => a.time.saturating_sub(t0) * 1000,
             TimeUnit::Ns => cpu.clock_ps + a.time.saturating_sub(cpu.prev_trace_time) * 1000,
         }
     }
+}
+
+/// `instructions * ps_per_instr` in whole ps, as `(instructions as f64 * ps_per_instr) as u64`.
+/// For gaps below 2^52 (all but absurd ones) the integer goes to f64 by placing it in the
+/// mantissa of 2^52 and subtracting 2^52, exact, in two instructions; LLVM lowers the plain
+/// conversion of a non-negative u64 as the unsigned one, a dozen on x86-64 before AVX-512.
+#[inline]
+fn instr_ps(instructions: u64, ps_per_instr: f64) -> u64 {
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if instructions < 1 << 52 {
+        let n = f64::from_bits(TWO_52.to_bits() | instructions) - TWO_52;
+        let ps = n * ps_per_instr;
+        if (0.0..LIMIT).contains(&ps) {
+            // SAFETY: ps is in [0, 2^63), so truncated it fits an i64: the same value `as`
+            // gives, without its saturation and NaN tests.
+            return unsafe { ps.to_int_unchecked::<i64>() } as u64;
+        }
+    }
+    (instructions as f64 * ps_per_instr) as u64
 }
 
 /// The trace's side of the event loop: its batches, the accesses queued and not yet issued, the
@@ -569,11 +581,10 @@ impl Feed {
     #[inline(never)]
     fn fill(&mut self, source: &mut dyn AccessSource, eng: &mut Engine, order: &mut IssueOrder) -> Result<()> {
         let ncpus = eng.cpus.len();
-        let spec = IssueClock::of(eng).split(eng);
         while !self.eof && (order.first().is_none() || (self.dry > 0 && self.buffered < self.max_buffered)) {
             // Split by CPU on the decoding thread when the source has one: each CPU's part
             // joins its queue whole.
-            let n = source.read_split(&mut self.batch, BATCH, spec)?;
+            let n = source.read_split(&mut self.batch, BATCH, ncpus)?;
             if n == 0 {
                 self.eof = true;
                 break;
@@ -703,4 +714,29 @@ pub fn simulate_with_future(
         )));
     }
     Ok(finish(eng, read, warmup))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::instr_ps;
+
+    /// The same product as the plain unsigned conversions, at the edges and over random inputs.
+    #[test]
+    fn instr_ps_matches_unsigned_conversions() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let plain = |n: u64, k: f64| (n as f64 * k) as u64;
+        let edges = [0, 1, 3, u32::MAX as u64, 1 << 32, (1 << 52) - 1, 1 << 52, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
+        for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9, 3e9, f64::INFINITY, f64::NAN] {
+            for n in edges {
+                assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
+            }
+            for _ in 0..10_000 {
+                let n = rng.gen::<u64>() >> rng.gen_range(0..64);
+                assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");
+            }
+        }
+    }
 }
