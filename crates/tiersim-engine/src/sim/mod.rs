@@ -44,9 +44,9 @@ pub(crate) struct Cpu {
     pub(crate) prev_trace_time: u64,
     pub(crate) last_vpn: u64,
     pub(crate) last_page: u32,
-    /// The page and id of the access after the next, looked up when the next came up.
-    pub(crate) ahead_vpn: u64,
-    pub(crate) ahead_page: u32,
+    /// (page, id) of the accesses two and three ahead, looked up when they were three ahead,
+    /// by the parity of their position in the CPU's accesses.
+    pub(crate) ahead: [(u64, u32); 2],
     /// Accesses of this CPU served so far: its position when a policy epoch begins.
     pub(crate) done: u64,
     pub(crate) queue: CpuQueue,
@@ -241,8 +241,7 @@ impl Engine {
                 prev_trace_time: 0,
                 last_vpn: u64::MAX,
                 last_page: 0,
-                ahead_vpn: u64::MAX,
-                ahead_page: 0,
+                ahead: [(u64::MAX, 0); 2],
                 done: 0,
                 queue: CpuQueue::default(),
             })
@@ -688,24 +687,25 @@ pub fn simulate_with_future(
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
-                // The page entry of this CPU's access after the next is fetched now, about
-                // 2 x ncpus accesses before it is used: on a random trace over 1M pages one
+                // The page entry of this CPU's access three ahead is fetched now, about
+                // 3 x ncpus accesses before it is used: on a random trace over 1M pages one
                 // round (ncpus accesses, about 1 us) left a quarter of the loop's time on the
                 // entry's load (perf, BENCHMARKS.md). Page ids never move, so the id looked up
-                // for the prefetch stands in for the lookup at issue time, a round later.
+                // for the prefetch stands in for the lookup at issue time, two rounds later:
+                // `done` is the next access's position, and the one three ahead has its parity.
                 let vpn = next.addr >> page_shift;
-                if cpu.ahead_vpn == vpn {
+                let slot = cpu.done as usize & 1;
+                if cpu.ahead[slot].0 == vpn {
                     cpu.last_vpn = vpn;
-                    cpu.last_page = cpu.ahead_page;
+                    cpu.last_page = cpu.ahead[slot].1;
                 } else if let Some(p) = eng.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
-                if let Some(after) = cpu.queue.second() {
-                    let vpn = after.addr >> page_shift;
+                if let Some(later) = cpu.queue.get(2) {
+                    let vpn = later.addr >> page_shift;
                     if let Some(p) = eng.pt.prefetch(vpn) {
-                        cpu.ahead_vpn = vpn;
-                        cpu.ahead_page = p;
+                        cpu.ahead[slot] = (vpn, p);
                     }
                 }
                 let issue = clock.next_issue_ps(cpu, &next, feed.t0.unwrap_or(0));

@@ -35,14 +35,14 @@ impl CpuQueue {
         Some(unsafe { self.buf.get_unchecked(self.head) })
     }
 
-    /// The access after the front one, if queued.
+    /// The access `k` places after the front one, if queued.
     #[inline]
-    pub(crate) fn second(&self) -> Option<&Access> {
-        if self.len < 2 {
+    pub(crate) fn get(&self, k: usize) -> Option<&Access> {
+        if self.len <= k {
             return None;
         }
         // SAFETY: as in `front`; the position is masked by the capacity - 1.
-        Some(unsafe { self.buf.get_unchecked((self.head + 1) & (self.buf.len() - 1)) })
+        Some(unsafe { self.buf.get_unchecked((self.head + k) & (self.buf.len() - 1)) })
     }
 
     /// Drop the front access, and hint the CPU to fetch the ring's line `AHEAD` accesses on.
@@ -124,7 +124,9 @@ mod tests {
             }
             assert_eq!(q.is_empty(), d.is_empty());
             assert_eq!(q.front().map(|a| (a.time, a.addr)), d.front().map(|a| (a.time, a.addr)));
-            assert_eq!(q.second().map(|a| (a.time, a.addr)), d.get(1).map(|a| (a.time, a.addr)));
+            for k in [1, 2] {
+                assert_eq!(q.get(k).map(|a| (a.time, a.addr)), d.get(k).map(|a| (a.time, a.addr)));
+            }
         }
         assert!(emptied > 10, "the walk should drain the queue repeatedly, drained {emptied} times");
     }
