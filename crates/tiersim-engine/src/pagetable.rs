@@ -153,9 +153,9 @@ impl PageTable {
         if base + CHUNK > NIL as usize {
             return Err(Error::Sim("the trace touches more 2 MiB regions than the page table can index (2^23)".into()));
         }
-        self.entries.resize(base + CHUNK, EMPTY);
-        self.lru.resize(base + CHUNK, Link { prev: NIL, next: NIL });
-        self.ext.resize(base + CHUNK, EXT_EMPTY);
+        grow_huge(&mut self.entries, base + CHUNK, EMPTY);
+        grow_huge(&mut self.lru, base + CHUNK, Link { prev: NIL, next: NIL });
+        grow_huge(&mut self.ext, base + CHUNK, EXT_EMPTY);
         self.chunk_of.insert(chunk, base as u32);
         self.by_address.insert(chunk, base as u32);
         Ok(base as u32)
@@ -196,6 +196,41 @@ impl PageTable {
     }
 }
 
+/// `v.resize(len, fill)`, in memory the kernel may back with 2 MiB pages. The per-page arrays
+/// are read at random addresses (one page entry per access): with 4 KiB pages a 1M-page
+/// footprint spreads its entries, links and NUMA state over 8K pages, beyond what the TLB
+/// holds, so most accesses add a page walk (two-level under a hypervisor) to the entry's cache
+/// miss. Where transparent huge pages are on for advised memory only (the `madvise` setting,
+/// the common default) the arrays ask for them: on growth a new buffer is advised before it is
+/// first written, so its pages are faulted in huge. Layout only: no value changes.
+fn grow_huge<T: Copy>(v: &mut Vec<T>, len: usize, fill: T) {
+    if len > v.capacity() {
+        let cap = len.max(v.capacity() * 2);
+        let mut grown = Vec::with_capacity(cap);
+        advise_huge(grown.as_ptr() as usize, cap * std::mem::size_of::<T>());
+        grown.extend_from_slice(v);
+        *v = grown;
+    }
+    v.resize(len, fill);
+}
+
+/// Ask for huge pages on the 2 MiB-aligned part of `[addr, addr + bytes)`; a hint, so a
+/// refusal (THP off, or an old kernel) changes nothing but speed.
+#[cfg(target_os = "linux")]
+fn advise_huge(addr: usize, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = addr.next_multiple_of(HUGE);
+    let end = (addr + bytes) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: madvise reads no memory; the range lies inside an allocation this process
+        // owns, and MADV_HUGEPAGE changes how its pages are backed, not their contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge(_addr: usize, _bytes: usize) {}
+
 #[cfg(test)]
 mod tests {
     use rand::{Rng, SeedableRng};
@@ -225,5 +260,22 @@ mod tests {
             base_of.entry(chunk).or_insert(want_base);
         }
         assert_eq!(base_of.len(), chunks.len());
+    }
+
+    /// Growth in advised buffers keeps what was there and fills the rest, as `resize` does,
+    /// across reallocations and sizes past the 2 MiB advice threshold.
+    #[test]
+    fn grow_huge_is_resize() {
+        let (mut v, mut w) = (Vec::new(), Vec::new());
+        let mut len = 0;
+        for step in [1usize, 511, 512, 4096, 100_000, 300_000, 1 << 20] {
+            len += step;
+            grow_huge(&mut v, len, (len % 251) as u64);
+            w.resize(len, (len % 251) as u64);
+            let k = v.len() - 1;
+            v[k] = k as u64;
+            w[k] = k as u64;
+            assert_eq!(v, w, "at {len}");
+        }
     }
 }

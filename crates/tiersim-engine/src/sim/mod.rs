@@ -44,6 +44,9 @@ pub(crate) struct Cpu {
     pub(crate) prev_trace_time: u64,
     pub(crate) last_vpn: u64,
     pub(crate) last_page: u32,
+    /// (page, id) of the accesses two and three ahead, looked up when they were three ahead,
+    /// by the parity of their position in the CPU's accesses.
+    pub(crate) ahead: [(u64, u32); 2],
     /// Accesses of this CPU served so far: its position when a policy epoch begins.
     pub(crate) done: u64,
     pub(crate) queue: CpuQueue,
@@ -238,6 +241,7 @@ impl Engine {
                 prev_trace_time: 0,
                 last_vpn: u64::MAX,
                 last_page: 0,
+                ahead: [(u64::MAX, 0); 2],
                 done: 0,
                 queue: CpuQueue::default(),
             })
@@ -683,13 +687,26 @@ pub fn simulate_with_future(
         cpu.queue.pop_front();
         match cpu.queue.front().copied() {
             Some(next) => {
-                // This CPU's next access comes up about `ncpus` accesses from now: time enough
-                // for its page entry to arrive from memory.
+                // The page entry of this CPU's access three ahead is fetched now, about
+                // 3 x ncpus accesses before it is used: on a random trace over 1M pages one
+                // round (ncpus accesses, about 1 us) left a quarter of the loop's time on the
+                // entry's load (perf, BENCHMARKS.md). Page ids never move, so the id looked up
+                // for the prefetch stands in for the lookup at issue time, two rounds later:
+                // `done` is the next access's position, and the one three ahead has its parity.
                 let vpn = next.addr >> page_shift;
-                // Page ids never move, so this stands in for the lookup at issue time.
-                if let Some(p) = eng.pt.prefetch(vpn) {
+                let slot = cpu.done as usize & 1;
+                if cpu.ahead[slot].0 == vpn {
+                    cpu.last_vpn = vpn;
+                    cpu.last_page = cpu.ahead[slot].1;
+                } else if let Some(p) = eng.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
+                }
+                if let Some(later) = cpu.queue.get(2) {
+                    let vpn = later.addr >> page_shift;
+                    if let Some(p) = eng.pt.prefetch(vpn) {
+                        cpu.ahead[slot] = (vpn, p);
+                    }
                 }
                 let issue = clock.next_issue_ps(cpu, &next, feed.t0.unwrap_or(0));
                 cpu.next_issue_ps = issue;

@@ -4,6 +4,10 @@
 
 use tiersim_core::Access;
 
+/// Ring positions ahead of the front that `pop_front` prefetches: 16 accesses of 24 bytes, six
+/// lines, about 16 x ncpus accesses of the run before they are read.
+const AHEAD: usize = 16;
+
 const EMPTY: Access = Access { time: 0, addr: 0, cpu: 0, size: 0, op: tiersim_core::Op::Read, flags: 0 };
 
 #[derive(Default)]
@@ -31,11 +35,33 @@ impl CpuQueue {
         Some(unsafe { self.buf.get_unchecked(self.head) })
     }
 
+    /// The access `k` places after the front one, if queued.
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> Option<&Access> {
+        if self.len <= k {
+            return None;
+        }
+        // SAFETY: as in `front`; the position is masked by the capacity - 1.
+        Some(unsafe { self.buf.get_unchecked((self.head + k) & (self.buf.len() - 1)) })
+    }
+
+    /// Drop the front access, and hint the CPU to fetch the ring's line `AHEAD` accesses on.
+    /// The engine reads 16 rings in turn, each a few accesses per hundred, filled a trace batch
+    /// or more before: by the time an access comes up its line has left the cache, and the
+    /// hardware's stream prefetchers do not follow 16 streams that slow.
     #[inline]
     pub(crate) fn pop_front(&mut self) {
         debug_assert!(self.len > 0);
-        self.head = (self.head + 1) & (self.buf.len().wrapping_sub(1));
+        let mask = self.buf.len().wrapping_sub(1);
+        self.head = (self.head + 1) & mask;
         self.len -= 1;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults; the position is masked into the buffer, which is not
+        // empty (it held the access just popped).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch(self.buf.as_ptr().add((self.head + AHEAD) & mask) as *const i8, _MM_HINT_T0);
+        }
     }
 
     /// Append `accesses`, in order.
@@ -98,6 +124,9 @@ mod tests {
             }
             assert_eq!(q.is_empty(), d.is_empty());
             assert_eq!(q.front().map(|a| (a.time, a.addr)), d.front().map(|a| (a.time, a.addr)));
+            for k in [1, 2] {
+                assert_eq!(q.get(k).map(|a| (a.time, a.addr)), d.get(k).map(|a| (a.time, a.addr)));
+            }
         }
         assert!(emptied > 10, "the walk should drain the queue repeatedly, drained {emptied} times");
     }
