@@ -125,16 +125,26 @@ params = { footprint = "8MiB", threads = 4, accesses = 50000 }
     assert page.count("data:image/png;base64,") >= 2
 
 
-def _check_bound(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] = frozenset()) -> None:
-    """No policy is faster than the dynamic oracle with free migrations on any workload and size,
-    but for the `known` (workload, policy) pairs, each of which is faster at some size."""
-    beaten = set()
+def _check_bound(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] = frozenset(),
+                 free_known: frozenset[tuple[str, str]] | None = None) -> None:
+    """No policy is faster than tiersim's bound (the fastest of the free-migration family) on any
+    workload and size, but for the `known` (workload, policy) pairs, each of which is faster at some
+    size; and which policies beat the family's first member alone (the free bound with every
+    epoch's hot set in the fast tier), when `free_known` is given."""
+    beaten, beat_free = set(), set()
     for df in frames:
         for w in set(df["trace"]):
-            t = {r["policy"]: r["execution_time_ns"] for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
-            bound = t[scaling.ORACLE_FREE]
-            beaten |= {(w, p) for p, v in t.items() if v < bound}
+            rows = list(df.filter(pl.col("trace") == w).iter_rows(named=True))
+            t = {r["policy"]: r["execution_time_ns"] for r in rows}
+            bound = t.pop(scaling.BOUND)
+            member = next(r["bound_member"] for r in rows if r["policy"] == scaling.BOUND)
+            assert bound == min(t[m] for m in scaling.BOUND_MEMBERS) == t[member], (w, member)
+            policies = {p: v for p, v in t.items() if p not in scaling.BOUND_MEMBERS}
+            beaten |= {(w, p) for p, v in policies.items() if v < bound}
+            beat_free |= {(w, p) for p, v in policies.items() if v < t[scaling.ORACLE_FREE]}
     assert beaten == known, sorted(beaten ^ known)
+    if free_known is not None:
+        assert beat_free == free_known, sorted(beat_free ^ free_known)
 
 
 def _kv_x1(policy: str, params: dict | None = None, *overrides: str) -> dict:
@@ -285,7 +295,7 @@ def _check_invariance(result: studies.StudyResult) -> None:
 
 
 def _frames(out: Path, quick: bool) -> list[pl.DataFrame]:
-    return [pl.concat([pl.read_parquet(out / name / "results.parquet") for name, *_ in parts], how="diagonal_relaxed")
+    return [pl.concat([scaling.with_bound(pl.read_parquet(out / name / "results.parquet")) for name, *_ in parts], how="diagonal_relaxed")
             for parts in scaling.sweeps(quick)]
 
 
@@ -309,7 +319,8 @@ def _check_lens_regime(frames: list[pl.DataFrame], known: frozenset[tuple[str, s
 def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
     result, path, _ = studies.reproduce("scaling", tmp_path / "q", quick=True, workers=2)
     frames = _frames(tmp_path / "q", True)
-    assert all((df["status"] == "ok").all() and df.height == 3 * len(scaling.LABELS) for df in frames)
+    runs = len(scaling.POLICIES) + len(scaling.BOUND_MEMBERS) + 1
+    assert all((df["status"] == "ok").all() and df.height == 3 * runs for df in frames)
     _check_bound(frames)
     _check_lens_regime(frames)
     assert "Speedup over autonuma at each size" in path.read_text()

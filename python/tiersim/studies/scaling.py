@@ -16,10 +16,11 @@ import polars as pl
 
 from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
-from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, THREADS, WORKLOADS, workloads_spec
+from tiersim.studies.autotiering import (BASELINE, BOUND, BOUND_MEMBERS, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, THREADS, WORKLOADS,
+                                         with_bound, workloads_spec)
 from tiersim.studies.autotiering import SCALE as README_SCALE
 
-LABELS = [*POLICIES, ORACLE_FREE]
+LABELS = [*POLICIES, ORACLE_FREE, BOUND]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
 # largest size is the README's setting (160 MiB, 8M accesses, 1/512); the quick one stops at
 # 1/4096, below which absolute quantities (AutoTiering's per-CPU pools, 8-page scan windows)
@@ -188,7 +189,7 @@ def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings
             extra = ORACLE_FREE_TOML + (_self_similar_trace(fp, acc, gen_seed) if only is not None and KV in only else "")
         text = workloads_spec(name, fp, acc, sc, POLICIES, extra, gen_seed=gen_seed, only=only,
                               settings={"host.read_ahead": read_ahead(sc)} | (settings or {}))
-        frames.append(study_sweep(out, name, text, workers))
+        frames.append(with_bound(study_sweep(out, name, text, workers)))
     return pl.concat(frames, how="diagonal_relaxed")
 
 
@@ -228,6 +229,11 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     claimed_within = sum(r["within 5%"] for r in claimed)
     claimed_noise = sum(r["within noise"] for r in claimed)
     regimes = _regimes(frames)
+    members = pl.DataFrame([
+        {"workload": w} | {c: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
+                           for c, df in zip(size_cols, frames)}
+        for w in TRACES if all(w in set(df["trace"]) for df in frames)
+    ])
     claims = [
         Claim(
             "speedups over autonuma do not depend on the size a lens-consistent run is simulated at, "
@@ -261,7 +267,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     ]
     return StudyResult(
         claims=claims,
-        tables=[("Speedup over autonuma at each size", table), ("Regime at each size", regimes)],
+        tables=[("Speedup over autonuma at each size", table), ("Regime at each size", regimes),
+                (f"The bound's fastest member at each size (of {len(BOUND_MEMBERS)})", members)],
         sweeps=[SweepPart(f"size {c}", df, out / plan[i][0][0], BASELINE) for i, (c, df) in enumerate(zip(size_cols, frames))],
         notes=notes,
     )
