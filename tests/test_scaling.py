@@ -147,6 +147,18 @@ def _check_bound(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] =
         assert beat_free == free_known, sorted(beat_free ^ free_known)
 
 
+def test_the_bound_is_its_fastest_members_run_named():
+    df = pl.DataFrame({
+        "platform": ["p"] * 6, "seed": [1] * 6, "trace": ["a", "a", "a", "b", "b", "b"],
+        "policy": ["tpp", scaling.ORACLE_FREE, f"{scaling.ORACLE_FREE}_share0.6"] * 2,
+        "execution_time_ns": [5, 7, 6, 5, 4, 9], "hash": ["h1", "h2", "h3", "h4", "h5", "h6"],
+    })
+    bound = scaling.with_bound(df).filter(pl.col("policy") == scaling.BOUND).sort("trace")
+    # a: the 0.6 share (6 < 7), tpp not a member; b: the free run (4 < 9), its run's hash kept.
+    assert bound.select("trace", "execution_time_ns", "bound_member", "hash").rows() == [
+        ("a", 6, f"{scaling.ORACLE_FREE}_share0.6", "h3"), ("b", 4, scaling.ORACLE_FREE, "h5")]
+
+
 def _kv_x1(policy: str, params: dict | None = None, *overrides: str) -> dict:
     """The full scaling study's smallest kv run (20 MiB, 4M accesses, 1/4096)."""
     sc = 1 / 4096
