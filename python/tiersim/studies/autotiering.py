@@ -262,6 +262,6 @@ STUDY = Study(
     name="autotiering",
     title="AutoTiering (CPM/CPMX/OPM/OPMX/OPM-BD) vs Linux and Tiering-0.6 on a 2-socket DRAM + DCPMM machine",
     source="Kim, Choe, Ahn, AutoTiering, USENIX ATC'21 (seed 002)",
-    runtime="--quick 20 s, full about 7 min (56 runs, 2 workers)",
+    runtime="--quick 30 s, full about 9 min (68 runs, 2 workers)",
     run=run,
 )
