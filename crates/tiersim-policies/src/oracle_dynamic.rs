@@ -7,7 +7,10 @@
 //! `migrations = "free"` moves cost nothing at all: tiersim's own bound, as the tiering papers'
 //! "ideal" (what it bounds: docs/model.md). Free moves also use the foresight for where a page
 //! goes: to the nodes nearest the socket whose CPUs use it most, not to the slow node under the
-//! fast node it leaves as the kernel's demotion (next_demotion_node) sends it.
+//! fast node it leaves as the kernel's demotion (next_demotion_node) sends it. `fast_share` below
+//! 1 caps the fast tier's share of the hot set's traffic and leaves the rest in the slow tier, so
+//! a family of runs can spread traffic over the tiers when the fast tier's bandwidth binds (Colloid,
+//! Vuppalapati & Agarwal SOSP'24: balance loaded latency across tiers, not hits).
 
 use std::collections::{HashMap, HashSet};
 
@@ -49,6 +52,14 @@ const PARAMS: &[ParamSpec] = &[
     .min(1.0)
     .max(1e6),
     ParamSpec::new(
+        "fast_share",
+        ParamKind::Float,
+        "1.0",
+        "share of the epoch's hot-set traffic (weighted accesses of the pages the fast tier would hold) the fast tier takes: the hottest pages up to that share are hot, the rest are left in, or demoted to, the slow tier; below 1 it spreads traffic when the fast tier's channels saturate (the bound is the best over a family of shares: docs/model.md)",
+    )
+    .min(0.0)
+    .max(1.0),
+    ParamSpec::new(
         "min_accesses",
         ParamKind::Int,
         "32",
@@ -76,6 +87,10 @@ struct OracleDynamic {
     near_users: bool,
     /// Accesses in an epoch that make a resident page worth promoting (1 with free moves).
     min_accesses: u64,
+    /// Share of the hot set's (weighted) accesses the fast tier takes.
+    fast_share: f64,
+    /// Moves out of the fast tier of hot pages beyond `fast_share`.
+    share_demotions: u64,
     epoch_length: Option<u64>,
     /// The current epoch's hot pages.
     hot: HashSet<u64>,
@@ -99,6 +114,8 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
         mode,
         near_users: mode == MoveMode::Free && p.str("free_targets") == "users",
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
+        fast_share: p.float("fast_share"),
+        share_demotions: 0,
         epoch_length: None,
         hot: HashSet::new(),
         vpn_of: Vec::new(),
@@ -200,9 +217,21 @@ impl Policy for OracleDynamic {
     }
 
     fn on_epoch(&mut self, _epoch: usize, hottest: &[(u64, u64)], near: &[(u64, NodeId)], topo: &Topology, os: &mut dyn MemOps) {
+        let (hottest, spill) = hottest.split_at(share_prefix(hottest, self.fast_share));
         self.hot = hottest.iter().map(|&(vpn, _)| vpn).collect();
         if self.near_users {
             self.rehome(near, topo, os);
+        }
+        // Hot pages beyond the fast tier's share leave it, so their traffic goes to the slow tier.
+        for &(vpn, _) in spill {
+            let Some(&page) = self.page_of.get(&vpn) else { continue };
+            let Some(f) = os.page_node(page).filter(|&n| is_top_tier(n, topo)) else { continue };
+            if let Some(to) = self.slow_target(page, f, topo) {
+                if os.demote(page, to, self.mode, false) {
+                    self.moves += 1;
+                    self.share_demotions += 1;
+                }
+            }
         }
         // Fast pages this epoch does not need, per node; the coldest are not known (only the
         // top pages are kept), so they leave in page-id order.
@@ -253,8 +282,22 @@ impl Policy for OracleDynamic {
     }
 
     fn stats(&self) -> serde_json::Value {
-        serde_json::json!({"epoch_moves": self.moves})
+        serde_json::json!({"epoch_moves": self.moves, "share_demotions": self.share_demotions})
     }
+}
+
+/// How many of the hottest pages (hottest first) take at most `share` of their weighted accesses:
+/// all of them at 1, none at 0.
+fn share_prefix(hottest: &[(u64, u64)], share: f64) -> usize {
+    if share >= 1.0 {
+        return hottest.len();
+    }
+    let limit = share * hottest.iter().map(|&(_, c)| c as f64).sum::<f64>();
+    let mut sum = 0.0;
+    hottest.iter().take_while(|&&(_, c)| {
+        sum += c as f64;
+        sum <= limit
+    }).count()
 }
 
 #[cfg(test)]
@@ -342,6 +385,46 @@ mod tests {
             let want: Vec<&str> = log.into_iter().filter(|l| !l.is_empty()).collect();
             assert_eq!(os.log, want, "{migrations} {targets}");
         }
+    }
+
+    #[test]
+    fn a_fast_share_keeps_the_hottest_pages_up_to_that_share_of_the_hot_traffic() {
+        let hot = [(1, 50), (2, 30), (3, 15), (4, 5)];
+        // 50 + 30 = 80 of 100 fit 0.8; 0.79 takes page 1 alone; ties to the share are kept.
+        assert_eq!(share_prefix(&hot, 1.0), 4);
+        assert_eq!(share_prefix(&hot, 0.95), 3);
+        assert_eq!(share_prefix(&hot, 0.8), 2);
+        assert_eq!(share_prefix(&hot, 0.79), 1);
+        assert_eq!(share_prefix(&hot, 0.0), 0);
+        assert_eq!(share_prefix(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn hot_pages_beyond_the_share_leave_the_fast_tier_and_are_placed_slow() {
+        let mut topo = two_socket();
+        for n in &mut topo.nodes {
+            n.usable_pages = 4;
+        }
+        let t: toml::Table = toml::from_str("epochs = 2\nmigrations = \"free\"\nfast_share = 0.75").unwrap();
+        let mut p = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap();
+        p.set_epoch_length(100);
+        let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
+        // Epoch 0: pages 10 and 12 take 50 + 25 = 75 % of the hot traffic, page 11 the rest.
+        p.on_epoch(0, &[(10, 50), (12, 25), (11, 25)], &[], &topo, &mut os);
+        let free = [999; 4];
+        let place = |p: &mut Box<dyn Policy>, os: &mut FakeOs, id: u32, vpn: u64| {
+            let node = p.place(&PlaceCtx { topo: &topo, cpu: 0, local_node: 0, vpn, free_pages: &free, file: false });
+            p.on_page_placed(id, node);
+            os.node.insert(id, node);
+            node
+        };
+        assert_eq!(place(&mut p, &mut os, 0, 10), 0);
+        assert_eq!(place(&mut p, &mut os, 1, 11), 2);
+        assert_eq!(place(&mut p, &mut os, 2, 12), 0);
+        // Epoch 1 wants page 10 alone at 75 %: page 12, hot but beyond the share, leaves DRAM.
+        p.on_epoch(1, &[(10, 75), (12, 25)], &[], &topo, &mut os);
+        assert_eq!(os.log, ["demote 2 -> 2 Free"]);
+        assert_eq!(p.stats()["share_demotions"], 1);
     }
 
     #[test]

@@ -43,22 +43,43 @@ POLICIES = [
 ]
 # Tiering-0.6 with a 10x rate limit: shows what its 30 MB/s limit costs on the phased hot set.
 TIERING06_FAST = "tiering06_300MBps"
-# The dynamic oracle with free migrations: tiersim's bound, which no policy beat on these
-# workloads (what it bounds: docs/model.md).
+# The dynamic oracle with free migrations: every epoch's hot set in the fast tier, moved at no
+# cost (what it bounds: docs/model.md).
 ORACLE_FREE = "oracle_dynamic_free"
-EXTRA = [TIERING06_FAST, ORACLE_FREE]
+# tiersim's bound: the fastest of a family of free-migration oracle runs. Filling the fast tier
+# with each epoch's hot set loses where the fast tier's channels saturate (stencil: DRAM at 230 ns
+# against 85 ns idle, DCPMM idle), so members cap the fast tier's share of the hot set's traffic
+# (`fast_share`, Colloid's principle of balancing loaded latency rather than maximising hits);
+# on hashmap a finer cut in time (128 epochs) gains more than any share. Members chosen by
+# controlled runs (docs/model.md); the bound costs one run per member.
+BOUND = "oracle_bound"
+BOUND_MEMBERS = {
+    ORACLE_FREE: {"migrations": "free"},
+    f"{ORACLE_FREE}_epochs128": {"migrations": "free", "epochs": 128},
+    **{f"{ORACLE_FREE}_share{s:g}": {"migrations": "free", "fast_share": s} for s in (0.8, 0.6)},
+}
+EXTRA = [TIERING06_FAST, ORACLE_FREE, BOUND]
 
 # The paper's findings (seed 002 sec. 5.2, figs. 9, 11, 15).
 PAPER_GRAPH500 = 6.9  # AutoTiering vs baseline on graph500, "about 6.9x"
 PAPER_CPM_GRAPH500 = 1.17
 
 
-ORACLE_FREE_TOML = f"""
-[[policy]]
-name = "oracle_dynamic"
-label = "{ORACLE_FREE}"
-params = {{ migrations = "free" }}
-"""
+ORACLE_FREE_TOML = "".join(
+    f'\n[[policy]]\nname = "oracle_dynamic"\nlabel = "{label}"\nparams = {inline_table(params)}\n' for label, params in BOUND_MEMBERS.items()
+)
+
+
+def with_bound(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with one more row per trace (and platform, seed): the bound, a copy of its fastest
+    member's run with policy BOUND, its member named in `bound_member`."""
+    members = df.filter(pl.col("policy").is_in(list(BOUND_MEMBERS)))
+    if members.is_empty():
+        return df
+    keys = [k for k in ("platform", "trace", "seed") if k in df.columns]
+    best = (members.sort([*keys, "execution_time_ns", "policy"]).group_by(keys, maintain_order=True).first()
+            .with_columns(pl.col("policy").alias("bound_member"), pl.lit(BOUND).alias("policy")))
+    return pl.concat([df, best.select([*df.columns, "bound_member"])], how="diagonal_relaxed")
 
 
 def workloads_spec(name: str, footprint_mib: int, accesses: int | dict[str, int], scale: float, policies: list[str], extra: str,
@@ -109,7 +130,7 @@ params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, 
 
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     fp, acc = SIZES[quick]
-    df = study_sweep(out, "autotiering", _spec(fp, acc, not quick), workers)
+    df = with_bound(study_sweep(out, "autotiering", _spec(fp, acc, not quick), workers))
     workloads = [*WORKLOADS] + ([] if quick else [KV_LONG])
 
     def t(trace: str, policy: str) -> float:
@@ -182,15 +203,17 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         ),
     ]
     claims.append(_lap_claim(out / "autotiering", df))
-    beaten = [(w, p) for w in workloads for p in [*POLICIES, TIERING06_FAST] if s[w, p] > s[w, ORACLE_FREE]]
+    beaten = [(w, p) for w in workloads for p in [*POLICIES, TIERING06_FAST] if s[w, p] > s[w, BOUND]]
+    chosen = {w: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0] for w in workloads}
     claims.append(Claim(
-        "tiersim's own bound: no policy beats oracle_dynamic with free migrations",
+        "tiersim's own bound: no policy beats the fastest of the free-migration oracle family",
         "(not in the paper)",
-        "; ".join(f"{w} {x(s[w, ORACLE_FREE])}" for w in workloads)
+        "; ".join(f"{w} {x(s[w, BOUND])} ({chosen[w]})" for w in workloads)
         + ("" if not beaten else " - beaten by " + ", ".join(f"{p} on {w}" for w, p in beaten)),
         "every speedup <= the bound's",
         not beaten,
-        "oracle_static is only the bound of static placements; the dynamic oracle knows each epoch's hot pages",
+        "oracle_static is only the bound of static placements; the dynamic oracle knows each epoch's hot pages; "
+        f"the bound is the fastest of {len(BOUND_MEMBERS)} free-migration runs (fast-tier traffic shares and epochs)",
     ))
     table = pl.DataFrame(
         {"policy": [*POLICIES, *EXTRA]}
@@ -239,6 +262,6 @@ STUDY = Study(
     name="autotiering",
     title="AutoTiering (CPM/CPMX/OPM/OPMX/OPM-BD) vs Linux and Tiering-0.6 on a 2-socket DRAM + DCPMM machine",
     source="Kim, Choe, Ahn, AutoTiering, USENIX ATC'21 (seed 002)",
-    runtime="--quick 20 s, full about 7 min (56 runs, 2 workers)",
+    runtime="--quick 30 s, full about 9 min (68 runs, 2 workers)",
     run=run,
 )

@@ -5,7 +5,10 @@ doubled from one size to the next. Through the lens each size stands for the sam
 machine, so each policy's speedup over autonuma should not move (docs/model.md, "Time scale").
 The full variant also shows what moves them where they do: kv on self-similar keys beside YCSB's
 zipfian, and kv and uniform again without DCPMM's write contention; and it runs the other memory
-generators (graph, hashmap, minheap, stencil, stream) the same way.
+generators (graph, hashmap, minheap, stencil, stream) the same way, graph, hashmap and stream
+under three policies again without the contention. Each run's time growth per doubling says
+whether a moving speedup's policy or its baseline left the lens. tiersim's bound (oracle_bound,
+the fastest of a family of free-migration oracle runs) is checked against every policy.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import polars as pl
 
 from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
-from tiersim.studies.autotiering import BASELINE, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, THREADS, WORKLOADS, workloads_spec
+from tiersim.studies.autotiering import (BASELINE, BOUND, BOUND_MEMBERS, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, THREADS, WORKLOADS,
+                                         with_bound, workloads_spec)
 from tiersim.studies.autotiering import SCALE as README_SCALE
 
-LABELS = [*POLICIES, ORACLE_FREE]
+LABELS = [*POLICIES, ORACLE_FREE, BOUND]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
 # largest size is the README's setting (160 MiB, 8M accesses, 1/512); the quick one stops at
 # 1/4096, below which absolute quantities (AutoTiering's per-CPU pools, 8-page scan windows)
@@ -87,6 +91,12 @@ TRACES = [*WORKLOADS, KV_SELF_SIMILAR, *MORE]
 # leave many writes in DCPMM move with it. Without it, what still moves is the rest of the model.
 CALM = {f"nodes.{n}.params.write_contention_penalty": 0.0 for n in ("pmem0", "pmem1")}
 CALM_WORKLOADS = {True: [], False: [KV, "uniform"]}
+# The same controlled run for the other generators whose DCPMM the baseline saturates (full
+# variant): graph's baseline leaves 87 % of its accesses in DCPMM (DRAM full at first touch,
+# autonuma does not demote), hashmap's and stream's about half, at 1-50 us per access; with the
+# policies whose runs place without scanning.
+CALM_MORE = ["graph", "hashmap", "stream"]
+CALM_MORE_POLICIES = [BASELINE, "oracle_static", "oracle_dynamic"]
 
 
 def sweeps(quick: bool, calm: bool = False) -> list[list[tuple[str, int, int, float, list[str] | None]]]:
@@ -132,12 +142,35 @@ def speedups(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
     return out
 
 
+def time_growth(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
+    """(workload, policy label) -> its run's execution time at each size over the size before:
+    2.0 through the lens (twice the accesses at the same time per access). A speedup moves when
+    its policy's growth or its baseline's departs from it; this says which."""
+    t: dict[tuple[str, str], list[float]] = {}
+    for df in frames:
+        for r in df.iter_rows(named=True):
+            t.setdefault((r["trace"], r["policy"]), []).append(float(r["execution_time_ns"]))
+    return {k: [b / a for a, b in zip(v, v[1:])] for k, v in t.items()}
+
+
 def slow_shares(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
     """(workload, policy label) -> share of the accesses served by the slow tier at each size."""
     out: dict[tuple[str, str], list[float]] = {}
     for df in frames:
         for r in df.iter_rows(named=True):
             out.setdefault((r["trace"], r["policy"]), []).append(1.0 - float(r["fast_tier_hit_ratio"]))
+    return out
+
+
+def busiest_slow_node(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
+    """(workload, policy label) -> the highest mean access latency (ns) of a slow-tier node at
+    each size: its queueing delay, where a saturated DCPMM node sets the run's time."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for df in frames:
+        slow = [c.removesuffix(".tier") for c in df.columns if c.startswith("node.") and c.endswith(".tier")]
+        for r in df.iter_rows(named=True):
+            lat = [r[f"{n}.mean_latency_ns"] for n in slow if (r[f"{n}.tier"] or 0) > 0 and r[f"{n}.accesses"]]
+            out.setdefault((r["trace"], r["policy"]), []).append(max(lat, default=0.0))
     return out
 
 
@@ -170,11 +203,11 @@ def _self_similar_trace(fp: int, acc: int, gen_seed: int) -> str:
     return f'\n[[trace]]\nlabel = "{KV_SELF_SIMILAR}"\ngen = "kv"\nseed = {gen_seed}\nparams = {inline_table(params)}\n'
 
 
-def _more_traces(fp: int, gen_seed: int) -> str:
+def _more_traces(fp: int, gen_seed: int, only: list[str] | None = None) -> str:
     return "".join(
         f'\n[[trace]]\nlabel = "{label}"\ngen = "{gen}"\nseed = {gen_seed}\n'
         f'params = {inline_table({"footprint": f"{fp}MiB", "threads": THREADS, "accesses": rate * fp} | params)}\n'
-        for label, (gen, params, rate) in MORE.items()
+        for label, (gen, params, rate) in MORE.items() if only is None or label in only
     )
 
 
@@ -188,8 +221,33 @@ def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings
             extra = ORACLE_FREE_TOML + (_self_similar_trace(fp, acc, gen_seed) if only is not None and KV in only else "")
         text = workloads_spec(name, fp, acc, sc, POLICIES, extra, gen_seed=gen_seed, only=only,
                               settings={"host.read_ahead": read_ahead(sc)} | (settings or {}))
-        frames.append(study_sweep(out, name, text, workers))
+        frames.append(with_bound(study_sweep(out, name, text, workers)))
     return pl.concat(frames, how="diagonal_relaxed")
+
+
+def _calm_more(out: Path, quick: bool, workers: int | None) -> list[pl.DataFrame]:
+    """The controlled run of the other generators (full variant): CALM_MORE's workloads under
+    its policies at every size with DCPMM's write contention off."""
+    if MORE_SIZES[quick] is None:
+        return []
+    frames = []
+    for fp, _, sc in MORE_SIZES[quick]:
+        name = f"scaling_more_{fp}MiB_calm"
+        text = workloads_spec(name, fp, None, sc, CALM_MORE_POLICIES, _more_traces(fp, 1, CALM_MORE), only=[],
+                              settings={"host.read_ahead": read_ahead(sc)} | CALM)
+        frames.append(study_sweep(out, name, text, workers))
+    return frames
+
+
+def calm_speedups(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
+    """As `speedups`, for the policies a controlled run ran."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for df in frames:
+        for w in set(df["trace"]):
+            t = {r["policy"]: float(r["execution_time_ns"]) for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
+            for p, v in t.items():
+                out.setdefault((w, p), []).append(t[BASELINE] / v)
+    return out
 
 
 def seed_spread(base: dict[tuple[str, str], float], others: list[dict[tuple[str, str], list[float]]]) -> dict[tuple[str, str], float]:
@@ -203,12 +261,16 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     frames = [_run_size(out, parts, workers) for parts in plan]
     s = speedups(frames)
     slow = slow_shares(frames)
+    growth = time_growth(frames)
+    busiest = busiest_slow_node(frames)
     trust = trusted(frames)
     mid = len(plan) // 2
     noise_frames = [_run_size(out, plan[mid], workers, seed) for seed in NOISE_SEEDS[quick]]
     noise = seed_spread({k: v[mid] for k, v in s.items()}, [speedups([f]) for f in noise_frames])
     calm_frames = [_run_size(out, parts, workers, settings=CALM) for parts in sweeps(quick, calm=True)] if CALM_WORKLOADS[quick] else []
     calm = speedups(calm_frames) if calm_frames else {}
+    calm_more = _calm_more(out, quick, workers)
+    calm |= {k: v for k, v in calm_speedups(calm_more).items() if k[1] != BASELINE}
     size_cols = ["x1", "x2", "x4"]
     rows = []
     for (w, p), v in s.items():
@@ -218,6 +280,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         rows.append({"workload": w, "policy": p, "sizes": size_label(w, quick)} | {c: f"{x:.2f}" for c, x in zip(size_cols, v)}
                     | {"spread": f"{100 * sp:.1f}%", "seed spread": "-" if ns is None else f"{100 * ns:.1f}%",
                        "slow-tier share": "/".join(f"{100 * x:.1f}" for x in slow[w, p]) + "%",
+                       "time growth": "/".join(f"{x:.2f}" for x in growth[w, p]),
+                       "busiest slow node (us)": "/".join(f"{x / 1000:.2f}" for x in busiest[w, p]),
                        "no write contention": "-" if (w, p) not in calm else "/".join(f"{x:.2f}" for x in calm[w, p]),
                        "its spread": "-" if (w, p) not in calm else f"{100 * spread(calm[w, p]):.1f}%",
                        "within 5%": sp <= TOLERANCE, "within noise": sp <= max(TOLERANCE, ns or 0.0),
@@ -228,6 +292,19 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     claimed_within = sum(r["within 5%"] for r in claimed)
     claimed_noise = sum(r["within noise"] for r in claimed)
     regimes = _regimes(frames)
+    calm_base = time_growth(calm_more)
+
+    def base_row(w: str) -> dict:
+        t = [df.filter((pl.col("trace") == w) & (pl.col("policy") == BASELINE))["execution_time_ns"][0] for df in frames]
+        return ({"workload": w, "sizes": size_label(w, quick)} | {c: f"{x / 1e6:.1f} ms" for c, x in zip(size_cols, t)}
+                | {"time growth": "/".join(f"{x:.2f}" for x in growth[w, BASELINE]),
+                   "time growth without write contention": "/".join(f"{x:.2f}" for x in calm_base.get((w, BASELINE), [])) or "-"})
+    baselines = pl.DataFrame([base_row(w) for w in TRACES if all(w in set(df["trace"]) for df in frames)])
+    members = pl.DataFrame([
+        {"workload": w} | {c: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
+                           for c, df in zip(size_cols, frames)}
+        for w in TRACES if all(w in set(df["trace"]) for df in frames)
+    ])
     claims = [
         Claim(
             "speedups over autonuma do not depend on the size a lens-consistent run is simulated at, "
@@ -254,14 +331,21 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "DCPMM either stays calm or tips over.",
         "Full variant: graph (PageRank on an R-MAT graph), hashmap, minheap, stencil and stream run at kv's sizes "
         "(20, 40, 80 MiB at 1/4096 .. 1/1024) with kernel accesses in proportion to the footprint (graph 600k per "
-        "MiB, the others 400k); matmul, stride and fileio are left out (scaling.py says why).",
+        "MiB, the others 400k); matmul, stride and fileio are left out (scaling.py says why). Their controlled run "
+        f"without write contention runs {', '.join(CALM_MORE)} under {', '.join(CALM_MORE_POLICIES)}.",
+        "Time growth: a run's execution time at each size over the size before, 2.00 through the lens; where a "
+        "speedup moves, it says whether the policy's run or the baseline's left the lens. Busiest slow node: the "
+        "highest mean access latency of a DCPMM node at each size, its queueing delay.",
+        f"oracle_bound: tiersim's bound, the fastest of {len(BOUND_MEMBERS)} free-migration oracle runs "
+        f"({', '.join(BOUND_MEMBERS)}); the last table names the member chosen.",
         f"All pairs, warned regimes included: {within} of {len(rows)} within {100 * TOLERANCE:.0f}%; "
-        "docs/model.md (\"When a result can be trusted\") says why the README workloads' others move; the "
-        "other generators' are not isolated (docs/reproduce.md, \"scaling\").",
+        "docs/model.md (\"When a result can be trusted\") and docs/reproduce.md (\"scaling\") say why the others move.",
     ]
     return StudyResult(
         claims=claims,
-        tables=[("Speedup over autonuma at each size", table), ("Regime at each size", regimes)],
+        tables=[("Speedup over autonuma at each size", table), ("Regime at each size", regimes),
+                ("The baseline (autonuma) at each size, and its time growth per doubling", baselines),
+                (f"The bound's fastest member at each size (of {len(BOUND_MEMBERS)})", members)],
         sweeps=[SweepPart(f"size {c}", df, out / plan[i][0][0], BASELINE) for i, (c, df) in enumerate(zip(size_cols, frames))],
         notes=notes,
     )
@@ -292,6 +376,6 @@ STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source="tiersim's own model (docs/model.md, \"Time scale\")",
-    runtime="--quick about 1 min (117 runs), full about 12 min (702 runs), 2 workers",
+    runtime="--quick about 1 min (144 runs), full about 25 min (891 runs), 2 workers",
     run=run,
 )
