@@ -11,6 +11,10 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::pipe::Ps;
 
+/// The `ready` of a row whose read has not completed and whose completion is not known yet
+/// (compat mode: MQSim_CXL fixes it only when the die gets the channel); `Mshr::resolve` sets it.
+pub const PENDING: Ps = Ps::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Fill the cache with the line when the read completes.
@@ -276,14 +280,23 @@ impl Mshr {
             }
         };
         self.map.insert(row.line, i);
-        self.ready.push(row.ready, i, row.die);
+        if row.ready != PENDING {
+            self.ready.push(row.ready, i, row.die);
+        }
         self.in_use += 1;
         self.prefetch_in_use += u32::from(row.prefetch);
         self.peak = self.peak.max(self.in_use);
         i
     }
 
-    /// Earliest completion of an in-flight row.
+    /// Row `i`, allocated `PENDING`, completes at `ready`.
+    pub fn resolve(&mut self, i: u32, ready: Ps) {
+        let row = &mut self.rows[i as usize];
+        row.ready = ready;
+        self.ready.push(ready, i, row.die);
+    }
+
+    /// Earliest completion of an in-flight row whose completion is known.
     #[inline]
     pub fn next_ready(&self) -> Option<Ps> {
         self.ready.peek().map(|(t, _)| t)
