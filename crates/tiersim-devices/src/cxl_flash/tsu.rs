@@ -193,7 +193,7 @@ impl Tsu {
         });
         let n = command.len() as Ps;
         for tr in &command {
-            let wait = t - tr.arrived;
+            let wait = t.saturating_sub(tr.arrived);
             d.wait = d.wait.saturating_add(wait);
             d.wait_max = d.wait_max.max(wait);
         }
