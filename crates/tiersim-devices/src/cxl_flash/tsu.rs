@@ -391,4 +391,41 @@ mod tests {
             run(tsu(1, 2), &[(0, 0, 0, false), (100, 1, 0, false), (3400, 0, 0, false), (3500, 1, 1, false)]);
         assert_eq!(done, [(3310, false, 0), (3690, false, 1), (6710, false, 2), (7000, false, 3)]);
     }
+
+    /// Random arrivals on 2 channels x 3 chips x 4 planes, two page addresses, a third of them
+    /// writes: every transaction finishes exactly once, no sooner than its command and array
+    /// time after its arrival; commands join transactions (fewer programs than writes, some
+    /// multi-plane reads); the counts add up and nothing is left in flight.
+    #[test]
+    fn every_transaction_finishes_once_and_no_sooner_than_it_can() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let mut s = tsu(2, 3);
+        let mut arrivals = Vec::new();
+        let mut t = 0;
+        for tag in 0..5000u32 {
+            t += rng.gen_range(0..400) * NS;
+            while s.next_event().is_some_and(|e| e <= t) {
+                s.step();
+            }
+            let (die, plane, page, write) = (rng.gen_range(0..6), rng.gen_range(0..4), rng.gen_range(0..2), rng.gen_bool(0.3));
+            s.submit(t, die, plane, page, write, tag);
+            arrivals.push((t, write));
+        }
+        while s.step().is_some() {}
+        let mut seen = vec![None; arrivals.len()];
+        for f in &s.finished {
+            let (at, write) = arrivals[f.tag as usize];
+            assert_eq!(f.write, write);
+            assert!(seen[f.tag as usize].replace(f.at).is_none(), "tag {} finished twice", f.tag);
+            let least = if write { 361 + 100_000 } else { 290 + 3020 };
+            assert!(f.at >= at + least * NS, "tag {} at {} ns, arrived {} ns", f.tag, f.at / NS, at / NS);
+        }
+        assert!(seen.iter().all(Option::is_some));
+        let writes = arrivals.iter().filter(|a| a.1).count() as u64;
+        assert_eq!(s.counts.reads, arrivals.len() as u64 - writes);
+        assert_eq!(s.counts.programmed_units, writes);
+        assert!(s.counts.programs < writes && s.counts.multiplane_reads > 0, "{:?}", s.counts);
+        assert_eq!(s.writes_in_flight(), 0);
+    }
 }
