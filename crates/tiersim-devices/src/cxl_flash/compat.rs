@@ -1,7 +1,9 @@
 //! `compat = "mqsim_cxl"`: the parts of MQSim_CXL (spypaul/MQSim_CXL_Linux 3701f7b) that the
 //! compatibility mode reproduces with state of their own: its single device-DRAM server with its
 //! queue limit, the ONFI NVDDR2 command cycles, its plane allocation (static for units never
-//! written, dynamic for writes), and the multi-plane programs of its write path. The list of
+//! written, dynamic for writes), and its flash back end (`tsu.rs`), whose reads complete only
+//! once their die has had the channel: the device runs it in time order with its MSHR
+//! retirements, and records a request's latency once every part of it is known. The list of
 //! every compat behaviour and its source line is in docs/cxl_flash.md.
 
 use std::cmp::Reverse;

@@ -17,7 +17,8 @@
 //! MSHR row (`write_ack = "accept"`) or when the fill completes (`"fill"`, MQSim_CXL's behaviour).
 //!
 //! Timing is computed when a request arrives, in arrival order: MSHR rows retire (fill, evict,
-//! write back) when a later request arrives after their data is ready. Link and DRAM bandwidth
+//! write back) when a later request arrives after their data is ready. (In compat mode a flash
+//! read's completion is fixed later, when its die gets the channel: compat.rs, tsu.rs.) Link and DRAM bandwidth
 //! used by data arriving later (fills, responses to misses) is charged when it arrives, so that
 //! it delays requests behind it but a miss's own response does not queue on the link.
 

@@ -1,7 +1,8 @@
 //! The controller's request path: a line is served as a hit (device DRAM), a hit under miss
 //! (merged into its MSHR row) or a miss (a flash read into a new row, the prefetcher asked);
 //! rows retire into cache fills that may evict and write back. Timing is computed at arrival,
-//! in arrival order (see the module's head in mod.rs).
+//! in arrival order (see the module's head in mod.rs), but for compat mode's flash reads and
+//! programs, whose completions come from its event-driven back end (compat.rs, tsu.rs).
 
 use tiersim_core::Op;
 
