@@ -105,6 +105,10 @@ pub(super) struct Responses {
     pub(super) log: Option<Vec<(Ns, Ns)>>,
 }
 
+/// What serving a line returns while its completion waits for the back end: nothing later than
+/// the parts of the request already known (its completion is recorded when the wait ends).
+pub(super) const WAITING: Ps = 0;
+
 /// The tag of a program no request waits for (a dirty victim's).
 const NO_RESPONSE: u32 = u32::MAX;
 
@@ -284,14 +288,14 @@ impl super::CxlFlash {
     }
 
     /// The request being served completes as the `nth` (0: a read without a cache, no DRAM
-    /// event) of row `row`'s data; returns `PENDING` until the row's read has completed.
+    /// event) of row `row`'s data; returns `WAITING` until the row's read has completed.
     pub(super) fn compat_wait_for(&mut self, row: u32, nth: u32, t: Ps) -> Ps {
         let ready = self.mshr.row(row).ready;
         if ready != PENDING {
             return if nth == 0 { ready.max(t) } else { self.compat_arrival_event(ready.max(t), nth) };
         }
         self.mq.as_mut().expect("compat mode").waiter(row, nth);
-        PENDING
+        WAITING
     }
 
     /// Run the device (retirements, back-end events, DRAM events) up to `t`.

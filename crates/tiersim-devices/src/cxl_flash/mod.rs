@@ -672,9 +672,7 @@ impl Device for CxlFlash {
             let lo = if line == first_line { addr & line_mask } else { 0 };
             let hi = if line == last_line { last_byte & line_mask } else { line_mask };
             let (d, c) = self.line_access(arrive, line, lo, hi, req.op);
-            if d != mshr::PENDING {
-                done = done.max(d);
-            }
+            done = done.max(d);
             class = class.max(c);
         }
         let (end, start) = if self.mq.is_some() {

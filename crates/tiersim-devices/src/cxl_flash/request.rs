@@ -10,7 +10,7 @@ use super::cache::{Evicted, PREFETCHED};
 use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row, PENDING};
-use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -246,7 +246,8 @@ impl CxlFlash {
     }
 
     /// Serve one line of a request that arrived at the controller at `arrive`; returns when its
-    /// data (or write acknowledgement) is ready at the controller, and how it was served.
+    /// data (or write acknowledgement) is ready at the controller (`WAITING` while compat mode's
+    /// back end has not fixed it), and how it was served.
     pub(super) fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
         let write = op.is_write();
         let mask = self.mask(lo, hi);
@@ -409,7 +410,7 @@ impl CxlFlash {
             // read, acknowledged when the program is done (request_serviced's no-cache branch).
             self.c.evictions_dirty += 1;
             self.mqsim_program(line, t, true);
-            return PENDING;
+            return WAITING;
         }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
         // A request that merges has just found no row for its line.
