@@ -5,10 +5,10 @@
 //! resident set (VmHWM) and the summary's key figures, for profiling (`perf record`, callgrind)
 //! and for the peak memory of the benchmark configuration.
 //!
-//! cargo run --release -p tiersim-engine --example cxl_flash_replay -- [random|stride|mixed] [accesses] [out.json]
+//! cargo run --release -p tiersim-engine --example cxl_flash_replay -- [random|stride|mixed] [accesses] [out.json|-] [compat]
 //!
 //! `out.json` receives the summary and histogram bins, to check that a change to the code left
-//! the results byte-identical.
+//! the results byte-identical. `compat` (e.g. `mqsim_cxl`) sets the device's compatibility mode.
 
 use std::time::Instant;
 
@@ -48,7 +48,14 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2);
     }
-    let params = common::params();
+    let params = match args.get(3) {
+        None => common::params(),
+        Some(mode) => {
+            let set = format!("replacement = \"cflru\"\nprefetcher = \"best_offset\"\ncompat = \"{mode}\"");
+            tiersim_engine::flash_replay::resolve_params(Some("cxl_flash_ull"), Some(&toml::from_str(&set).expect("params")))
+                .expect("params")
+        }
+    };
     let opts = ReplayOptions { ns_per_instruction: common::NS_PER_INSTRUCTION, ..Default::default() };
     let start = Instant::now();
     let cpu_start = thread_cpu_ns();
@@ -80,7 +87,7 @@ fn main() {
         s["latency_ns"]["all"]["p99"],
         s["ftl"]["state_bytes"].as_u64().unwrap_or(0) >> 10,
     );
-    if let Some(out) = args.get(2) {
+    if let Some(out) = args.get(2).filter(|o| *o != "-") {
         let all = serde_json::json!({ "summary": s, "bins": r.bins });
         std::fs::write(out, serde_json::to_string_pretty(&all).expect("json")).expect("write the output");
     }

@@ -450,6 +450,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         }
     }
     let trace_accesses = feed.read;
+    dev.finish();
     let mut summary = dev.summary();
     let span = dev.span_ns();
     summary["replay"] = json!({

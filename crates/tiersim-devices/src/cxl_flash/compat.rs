@@ -1,7 +1,9 @@
 //! `compat = "mqsim_cxl"`: the parts of MQSim_CXL (spypaul/MQSim_CXL_Linux 3701f7b) that the
 //! compatibility mode reproduces with state of their own: its single device-DRAM server with its
 //! queue limit, the ONFI NVDDR2 command cycles, its plane allocation (static for units never
-//! written, dynamic for writes), and the multi-plane programs of its write path. The list of
+//! written, dynamic for writes), and its flash back end (`tsu.rs`), whose reads complete only
+//! once their die has had the channel: the device runs it in time order with its MSHR
+//! retirements, and records a request's latency once every part of it is known. The list of
 //! every compat behaviour and its source line is in docs/cxl_flash.md.
 
 use std::cmp::Reverse;
@@ -11,8 +13,11 @@ use rustc_hash::FxHashMap;
 
 use tiersim_core::Ns;
 
-use super::flash::Geometry;
-use crate::pipe::{ps_from_ns, Pipe, Ps};
+use super::flash::{Geometry, OpCounts};
+use super::metrics::Class;
+use super::mshr::PENDING;
+use super::tsu::Tsu;
+use crate::pipe::{completion, ps_from_ns, Pipe, Ps};
 
 /// MQSim_CXL's device DRAM event: `estimate_dram_access_time(64 B)` with its shipped timings
 /// (tRCD 13 + tCL 13 + 32 transfers at 1600 MT/s = 46 ns), one event at a time (DRAM_Model.cpp).
@@ -57,7 +62,8 @@ pub(super) fn pcwd(geo: &Geometry, lpn: u64) -> (u32, u32) {
 }
 
 /// MQSim_CXL's `CXL_DRAM_Model`: one FCFS server, `MQSIM_DRAM_EVENT_NS` per 64 B event (hits,
-/// misses and hits under miss alike; fills and write-backs cost it nothing).
+/// misses and hits under miss alike; fills and write-backs cost it nothing), and its flash back
+/// end (`Tsu`), whose reads complete only once their die has had the channel.
 pub(super) struct MqsimDram {
     pub(super) server: Pipe,
     /// Events of misses and merged requests, due when their line arrives from flash.
@@ -65,36 +71,69 @@ pub(super) struct MqsimDram {
     /// Lines a prefetch was issued for and not evicted since (`prefetched_lba`,
     /// cxl/Host_Interface_CXL.cpp:261; erased on eviction, cxl/DRAM_Subsystem.cpp:808).
     pub(super) prefetched: HashSet<u64>,
-    /// Per die, the programs waiting for it, in order.
-    pub(super) programs: Vec<Vec<PendingProgram>>,
-    /// Completions of the writes in the flash back end (each holds one place of its queue).
-    pub(super) writes: BinaryHeap<Reverse<Ps>>,
+    pub(super) tsu: Tsu,
     /// Writes allocated so far, plus `MQSIM_FIRST_WRITE_SLOT`.
     write_slot: u64,
     /// Where each unit written last went: die, plane, page.
     pub(super) written: FxHashMap<u64, (u32, u32, u32)>,
+    /// Requests whose completion waits for a flash read or program.
+    pub(super) responses: Responses,
+    /// Per MSHR row, the responses waiting for its data: (response, DRAM events up to and
+    /// including its own in the row; 0 for a read without a cache, which has none).
+    row_waiters: Vec<Vec<(u32, u32)>>,
 }
 
-/// A program waiting for its die, not booked yet: reads that reach the die before it starts go
-/// first, and writes to other planes at its page join it.
+/// A request's completion while parts of it wait for flash.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct PendingProgram {
-    pub(super) earliest: Ps,
-    pub(super) planes: u64,
-    pub(super) page: u32,
+struct Response {
+    now: Ns,
+    start: Ns,
+    class: Class,
+    done: Ps,
+    waiting: u32,
+    /// Still being served (`access` has not returned): not complete even with nothing waiting.
+    open: bool,
 }
+
+/// The responses of requests in flight, by slot.
+#[derive(Default)]
+pub(super) struct Responses {
+    slots: Vec<Response>,
+    free: Vec<u32>,
+    current: Option<u32>,
+    /// (request time, completion) of every request in completion order, if asked for.
+    pub(super) log: Option<Vec<(Ns, Ns)>>,
+}
+
+/// What serving a line returns while its completion waits for the back end: nothing later than
+/// the parts of the request already known (its completion is recorded when the wait ends).
+pub(super) const WAITING: Ps = 0;
+
+/// The tag of a program no request waits for (a dirty victim's).
+const NO_RESPONSE: u32 = u32::MAX;
 
 impl MqsimDram {
-    pub(super) fn new(dies: u32) -> MqsimDram {
+    pub(super) fn new(tsu: Tsu) -> MqsimDram {
         MqsimDram {
             server: Pipe::new(64.0 / (MQSIM_DRAM_EVENT_NS as f64 * 1e-9)),
             due: BinaryHeap::new(),
             prefetched: HashSet::new(),
-            programs: vec![Vec::new(); dies as usize],
-            writes: BinaryHeap::new(),
+            tsu,
             write_slot: MQSIM_FIRST_WRITE_SLOT,
             written: FxHashMap::default(),
+            responses: Responses::default(),
+            row_waiters: Vec::new(),
         }
+    }
+
+    fn waiter(&mut self, row: u32, nth: u32) {
+        let slot = self.responses.current.expect("a request is being served");
+        self.responses.slots[slot as usize].waiting += 1;
+        let i = row as usize;
+        if self.row_waiters.len() <= i {
+            self.row_waiters.resize_with(i + 1, Vec::new);
+        }
+        self.row_waiters[i].push((slot, nth));
     }
 
     /// Place a write of unit `line`: MQSim_CXL's dynamic plane allocation stripes the n-th user
@@ -113,24 +152,10 @@ impl MqsimDram {
         placed
     }
 
-    /// The completion of the `nth` (from 1) request of a line whose data arrives at `ready`:
-    /// MQSim_CXL drains an MSHR row into the DRAM queue one 46 ns event after the other.
-    pub(super) fn arrival_event(&mut self, ready: Ps, nth: u32) -> Ps {
-        self.due.push(Reverse(ready));
-        ready + ps_from_ns(MQSIM_DRAM_EVENT_NS) * Ps::from(nth)
-    }
-
-    /// With `reads` flash reads in flight at `t`: if the back-end queue is full, when a place
-    /// frees (`next_read`: when the earliest read completes); `None` if a request may go on.
-    pub(super) fn backend_full(&mut self, t: Ps, reads: u32, next_read: Option<Ps>) -> Option<Ps> {
-        while self.writes.peek().is_some_and(|&Reverse(done)| done <= t) {
-            self.writes.pop();
-        }
-        if reads as usize + self.writes.len() < MQSIM_BACKEND_QUEUE {
-            return None;
-        }
-        let next_write = self.writes.peek().map(|&Reverse(done)| done);
-        next_read.into_iter().chain(next_write).min()
+    /// With `reads` flash reads in flight: whether the back end holds as many accesses as
+    /// MQSim_CXL's queue, which stops its host feed.
+    pub(super) fn backend_full(&self, reads: u32) -> bool {
+        reads as usize + self.tsu.writes_in_flight() >= MQSIM_BACKEND_QUEUE
     }
 
     /// Serve every due event up to `t`, in time order.
@@ -145,93 +170,242 @@ impl MqsimDram {
     }
 }
 
+impl MqsimDram {
+    /// Operation counts of the back end, in bytes of `unit`.
+    pub(super) fn ops(&self, unit: u64) -> OpCounts {
+        let c = self.tsu.counts;
+        OpCounts {
+            reads: c.reads,
+            programs: c.programs,
+            erases: 0,
+            read_bytes: c.reads * unit,
+            program_bytes: c.programmed_units * unit,
+        }
+    }
+}
+
 impl super::CxlFlash {
-    /// Read unit `line` from flash in compat mode: at its PCWD plane, page 0, joining a
-    /// multi-plane read waiting for the die, ahead of a program waiting for it. Returns when the
-    /// data is at the controller, and the die.
-    pub(super) fn mqsim_read(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
+    /// Where unit `line` is read from: where it was written last, or, never written, its PCWD
+    /// plane at page 0. Returns the die, plane and page.
+    pub(super) fn mqsim_place(&self, line: u64) -> (u32, u32, u32) {
         let mq = self.mq.as_ref().expect("compat mode");
-        let (die, plane, page) = match mq.written.get(&line) {
+        match mq.written.get(&line) {
             Some(&at) => at,
             None => {
                 let (die, plane) = pcwd(&self.flash.geo, line);
                 (die, plane, 0)
             }
-        };
-        self.mqsim_start_program(die, t);
-        (self.flash.read_plane(die, plane, page, 1u64 << self.line_shift, t), Some(die))
+        }
     }
 
-    /// Book `die`'s waiting program if the die has freed for it by `t`. MQSim_CXL serves a
-    /// die's waiting reads before its waiting writes (`ssd/TSU_OutofOrder.cpp:234` and
-    /// `ssd/TSU_Base.cpp:59,76` ask `service_read_transaction` first; it gives way only when no
-    /// read waits, `:287-297`), so a program starts only when the die frees with no read queued.
-    fn mqsim_start_program(&mut self, die: u32, t: Ps) {
+    /// Read unit `line` from flash at `t` into MSHR row `row` (allocated `PENDING`): its
+    /// completion is set when the data has crossed the channel (`compat_step`).
+    pub(super) fn mqsim_read(&mut self, line: u64, t: Ps, row: u32) {
+        let (die, plane, page) = self.mqsim_place(line);
         let mq = self.mq.as_mut().expect("compat mode");
-        let waiting = &mut mq.programs[die as usize];
-        let mut started = 0;
-        for p in waiting.iter() {
-            let start = p.earliest.max(self.flash.die_free(die));
-            if start > t {
-                break;
-            }
-            let command = program_command(self.flash.timing.program_command, p.planes);
-            self.flash.book_program_with(die, p.page, command, 1u64 << self.line_shift, start);
-            started += 1;
-        }
-        waiting.drain(..started);
+        mq.tsu.submit(t, die, plane, page, false, row);
     }
 
     /// Program unit `line` as a write of its own, as MQSim_CXL does with a write without a
     /// cache (`cxl/Host_Interface_CXL.cpp:294` returns before the cache) and with each dirty
     /// victim (`:1382-1400` builds an NVMe write per flushed line), bypassing the FTL's write
-    /// buffer, at the place its dynamic allocation gives (`MqsimDram::allocate`). Its scheduler
-    /// joins the writes waiting for one die on distinct planes at the first one's page into one
-    /// multi-plane program (ssd/TSU_OutofOrder.cpp:465-478), whose command cycles grow by
-    /// `MQSIM_PROGRAM_PLANE_NS` per plane. Returns when the program would be done if no read came
-    /// first: reads that reach the die later but before it starts delay it without changing this
-    /// (a deviation: the write's completion is computed when it arrives).
-    pub(super) fn mqsim_program(&mut self, line: u64, t: Ps) -> Ps {
+    /// buffer, at the place its dynamic allocation gives (`MqsimDram::allocate`); its scheduler
+    /// joins it with the writes waiting for the die (`Tsu`). `respond`: the request being
+    /// served completes when the program is done (a write without a cache).
+    pub(super) fn mqsim_program(&mut self, line: u64, t: Ps, respond: bool) {
         let geo = self.flash.geo;
         let mq = self.mq.as_mut().expect("compat mode");
         let (die, plane, page) = mq.allocate(&geo, line);
-        self.mqsim_start_program(die, t);
-        let bit = 1u64 << plane;
-        let timing = &self.flash.timing;
-        let (command, program) = (timing.program_command, timing.program[page as usize % timing.program.len()]);
-        let length = |planes: u64| program_command(command, planes) + program;
-        let free = self.flash.die_free(die);
+        let tag = match mq.responses.current.filter(|_| respond) {
+            Some(slot) => {
+                mq.responses.slots[slot as usize].waiting += 1;
+                slot
+            }
+            None => NO_RESPONSE,
+        };
+        mq.tsu.submit(t, die, plane, page, true, tag);
+    }
+
+    /// Process the earliest of the back end's next event and the retirement of the earliest
+    /// MSHR row whose data is in (the event first at equal times: a victim's write-back goes to
+    /// the back end after its events at that time); returns its time, None if nothing is left.
+    fn compat_step(&mut self) -> Option<Ps> {
         let mq = self.mq.as_mut().expect("compat mode");
-        let waiting = &mut mq.programs[die as usize];
-        let mut at = waiting.first().map_or(t, |p| p.earliest).max(free);
-        let joined = waiting.iter().position(|p| p.planes & bit == 0 && p.page == page);
-        let bytes = 1u64 << self.line_shift;
-        let done = match joined {
-            Some(i) => {
-                // One program, one more unit written.
-                self.flash.ops.program_bytes += bytes;
-                waiting[i].planes |= bit;
-                for p in &waiting[..=i] {
-                    at += length(p.planes);
+        let event = mq.tsu.next_event();
+        let row = self.mshr.next_ready();
+        match (event, row) {
+            (None, None) => return None,
+            (Some(e), Some(r)) if r < e => {}
+            (Some(_), _) => {
+                let t = mq.tsu.step();
+                self.compat_finished();
+                return t;
+            }
+            (None, Some(_)) => {}
+        }
+        let ready = row.expect("a row is ready");
+        let r = self.mshr.pop_ready(ready).expect("the earliest row");
+        self.retire(r);
+        Some(ready)
+    }
+
+    /// Deliver what the back end finished: reads complete their rows (and the responses
+    /// waiting for them), programs the writes requests wait for.
+    fn compat_finished(&mut self) {
+        let mq = self.mq.as_mut().expect("compat mode");
+        let mut finished = std::mem::take(&mut mq.tsu.finished);
+        for f in finished.drain(..) {
+            if f.write {
+                if f.tag != NO_RESPONSE {
+                    self.compat_complete(f.tag, f.at);
                 }
-                at
+                continue;
+            }
+            self.mshr.resolve(f.tag, f.at);
+            let mq = self.mq.as_mut().expect("compat mode");
+            if self.mshr.row(f.tag).prefetch {
+                // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
+                mq.due.push(Reverse(f.at));
+            }
+            let Some(waiters) = mq.row_waiters.get_mut(f.tag as usize) else { continue };
+            let mut waiters = std::mem::take(waiters);
+            for &(slot, nth) in &waiters {
+                let done = if nth == 0 { f.at } else { self.compat_arrival_event(f.at, nth) };
+                self.compat_complete(slot, done);
+            }
+            waiters.clear();
+            self.mq.as_mut().expect("compat mode").row_waiters[f.tag as usize] = waiters;
+        }
+        self.mq.as_mut().expect("compat mode").tsu.finished = finished;
+    }
+
+    /// The completion of the `nth` (from 1) request of a line whose data arrives at `ready`:
+    /// MQSim_CXL drains an MSHR row into the DRAM queue one 46 ns event after the other.
+    fn compat_arrival_event(&mut self, ready: Ps, nth: u32) -> Ps {
+        let mq = self.mq.as_mut().expect("compat mode");
+        mq.due.push(Reverse(ready));
+        ready + ps_from_ns(MQSIM_DRAM_EVENT_NS) * Ps::from(nth)
+    }
+
+    /// The request being served completes as the `nth` (0: a read without a cache, no DRAM
+    /// event) of row `row`'s data; returns `WAITING` until the row's read has completed.
+    pub(super) fn compat_wait_for(&mut self, row: u32, nth: u32, t: Ps) -> Ps {
+        let ready = self.mshr.row(row).ready;
+        if ready != PENDING {
+            return if nth == 0 { ready.max(t) } else { self.compat_arrival_event(ready.max(t), nth) };
+        }
+        self.mq.as_mut().expect("compat mode").waiter(row, nth);
+        WAITING
+    }
+
+    /// Run the device (retirements, back-end events, DRAM events) up to `t`.
+    pub(super) fn compat_retire_until(&mut self, t: Ps) {
+        loop {
+            let mq = self.mq.as_ref().expect("compat mode");
+            let next = match (mq.tsu.next_event(), self.mshr.next_ready()) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(n) => n,
+                    None => break,
+                },
+            };
+            if next > t {
+                break;
+            }
+            self.compat_step();
+        }
+        self.mq.as_mut().expect("compat mode").advance(t);
+    }
+
+    /// When row `row`'s data arrives, running the device until it is known (the host feed is
+    /// stopped meanwhile, so no arrival can come before).
+    pub(super) fn compat_wait_row(&mut self, row: u32, t: Ps) -> Ps {
+        loop {
+            let ready = self.mshr.row(row).ready;
+            if ready != PENDING {
+                return ready;
+            }
+            if self.compat_step().is_none() {
+                return t;
+            }
+        }
+    }
+
+    /// When the earliest MSHR row's data arrives (a full MSHR's wait).
+    pub(super) fn compat_next_ready(&mut self, t: Ps) -> Ps {
+        loop {
+            if let Some(ready) = self.mshr.next_ready() {
+                return ready;
+            }
+            if self.compat_step().is_none() {
+                return t;
+            }
+        }
+    }
+
+    /// When a place frees in MQSim_CXL's full back-end queue (a read's row retires or a program
+    /// ends).
+    pub(super) fn compat_backend_wait(&mut self, t: Ps) -> Ps {
+        loop {
+            let Some(at) = self.compat_step() else { return t };
+            if !self.mq.as_ref().expect("compat mode").backend_full(self.mshr.in_use()) {
+                return at.max(t);
+            }
+        }
+    }
+
+    /// A request begins: its completion is the latest of its parts, some of which may wait.
+    pub(super) fn compat_open(&mut self, now: Ns) {
+        let r = &mut self.mq.as_mut().expect("compat mode").responses;
+        let fresh = Response { now, start: now, class: Class::Hit, done: 0, waiting: 0, open: true };
+        let slot = match r.free.pop() {
+            Some(s) => {
+                r.slots[s as usize] = fresh;
+                s
             }
             None => {
-                waiting.push(PendingProgram { earliest: t, planes: bit, page });
-                for p in waiting.iter() {
-                    at += length(p.planes);
-                }
-                self.flash.count_program(bytes);
-                at
+                r.slots.push(fresh);
+                r.slots.len() as u32 - 1
             }
         };
-        mq.writes.push(Reverse(done));
-        done
+        r.current = Some(slot);
     }
-}
 
-/// Channel time of the command cycles of a program of `planes` (a plane mask), `one_plane` for
-/// the first.
-fn program_command(one_plane: Ps, planes: u64) -> Ps {
-    one_plane + ps_from_ns(MQSIM_PROGRAM_PLANE_NS) * Ps::from(planes.count_ones().saturating_sub(1))
+    /// The request's lines are served: `done` is the latest known completion of its parts.
+    pub(super) fn compat_close(&mut self, start: Ns, class: Class, done: Ps) {
+        let r = &mut self.mq.as_mut().expect("compat mode").responses;
+        let Some(slot) = r.current.take() else { return };
+        let s = &mut r.slots[slot as usize];
+        s.start = start;
+        s.class = class;
+        s.done = s.done.max(done);
+        s.open = false;
+        if s.waiting == 0 {
+            self.compat_record(slot);
+        }
+    }
+
+    fn compat_complete(&mut self, slot: u32, done: Ps) {
+        let r = &mut self.mq.as_mut().expect("compat mode").responses;
+        let s = &mut r.slots[slot as usize];
+        s.done = s.done.max(done);
+        s.waiting -= 1;
+        if s.waiting == 0 && !s.open {
+            self.compat_record(slot);
+        }
+    }
+
+    /// MQSim_CXL times a request from when the device accepted it (`start`): the time it waited
+    /// in the host feed while the device was stalled is not in its latency (B12).
+    fn compat_record(&mut self, slot: u32) {
+        let r = &mut self.mq.as_mut().expect("compat mode").responses;
+        let s = r.slots[slot as usize];
+        r.free.push(slot);
+        let end = completion(s.now, s.done);
+        if let Some(log) = r.log.as_mut() {
+            log.push((s.now, end));
+        }
+        self.lat.record(end.saturating_sub(s.start), s.class);
+        self.last_completion = self.last_completion.max(end);
+    }
 }

@@ -71,16 +71,6 @@ impl Timeline {
         self.busy.len()
     }
 
-    /// The first time at or after `at` that no booked interval covers (an instant of zero length
-    /// fits between two intervals that touch only if they were not merged).
-    pub fn free_at(&self, at: Ps) -> Ps {
-        let i = self.busy.partition_point(|&(_, e)| e <= at);
-        match self.busy.get(i) {
-            Some(&(s, e)) if s <= at => e,
-            _ => at,
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.busy.is_empty()
     }
@@ -141,18 +131,6 @@ pub struct Timing {
     pub program_command: Ps,
 }
 
-/// A read command of a die in compat mode that has not started: reads that arrive before it
-/// starts join it while their plane is free and their page is the first one's (MQSim_CXL's
-/// multi-plane reads).
-#[derive(Debug, Clone, Copy, Default)]
-struct ReadBatch {
-    command_start: Ps,
-    command_end: Ps,
-    done: Ps,
-    planes: u64,
-    page: u32,
-}
-
 #[derive(Debug, Clone, Default)]
 struct Die {
     free: Ps,
@@ -184,12 +162,6 @@ pub struct Flash {
     instant: bool,
     channel_busy: Ps,
     pub ops: OpCounts,
-    /// Per die, the read commands not started yet, in order (`batch_reads`); empty otherwise.
-    batches: Vec<Vec<ReadBatch>>,
-    /// Channel time each plane added to a multi-plane read holds the channel for.
-    plane_command: Ps,
-    /// Read commands issued with more than one plane.
-    pub multiplane_reads: u64,
 }
 
 impl Flash {
@@ -204,17 +176,7 @@ impl Flash {
             timing,
             channel_busy: 0,
             ops: OpCounts::default(),
-            batches: Vec::new(),
-            plane_command: 0,
-            multiplane_reads: 0,
         }
-    }
-
-    /// Issue reads waiting for one die as one multi-plane command (`read_plane`), each plane
-    /// after the first holding the channel `plane_command` longer.
-    pub fn batch_reads(&mut self, plane_command: Ps) {
-        self.batches = vec![Vec::new(); self.dies.len()];
-        self.plane_command = plane_command;
     }
 
     /// Channel time of `bytes`; none at an infinite rate (MQSim_CXL's truncated t_RC).
@@ -289,66 +251,6 @@ impl Flash {
         done
     }
 
-    /// Read `bytes` of `page` on `plane` of `die` from `at`, joining a read command of the die
-    /// that has not started yet if one leaves room (after `batch_reads`; otherwise `read`).
-    /// As MQSim_CXL's TSU_OutofOrder::service_read_transaction (ssd/TSU_OutofOrder.cpp:359-399):
-    /// when a die frees, the read at the head of its queue and the first waiting read of each
-    /// other plane whose page address is the head's go out in one command, whose command cycles
-    /// grow by t_DBSY + 6 t_WC per plane (ssd/ONFI_Channel_NVDDR2.cpp:16-19). So a read joins the
-    /// earliest waiting command without its plane, and the commands after it start later. The
-    /// data of each leaves the die at the first moment its channel is not moving a command
-    /// (ssd/NVM_PHY_ONFI_NVDDR2.cpp: a read waits in WaitingReadTX while the channel is busy).
-    /// Deviations (timing is computed at arrival): the reads already in a command keep the
-    /// completion computed when they arrived, `plane_command` per later plane early, and the
-    /// channel bookings of the commands that start later do not move.
-    pub fn read_plane(&mut self, die: u32, plane: u32, page: u32, bytes: u64, at: Ps) -> Ps {
-        if self.batches.is_empty() {
-            return self.read(die, page, bytes, at);
-        }
-        let ch = self.geo.channel_of(die) as usize;
-        let bit = 1u64 << plane;
-        let waiting = &mut self.batches[die as usize];
-        let started = waiting.iter().take_while(|b| b.command_start <= at).count();
-        waiting.drain(..started);
-        self.ops.reads += 1;
-        self.ops.read_bytes += bytes;
-        if let Some(i) = waiting.iter().position(|b| b.planes & bit == 0 && b.page == page) {
-            let b = waiting[i];
-            // The command grows in place; the channel time it adds is booked at the first gap
-            // from its end, so that it delays later transfers (which are booked already).
-            self.book_channel(die, b.command_end, self.plane_command);
-            let command_end = b.command_end + self.plane_command;
-            let sensed = command_end.saturating_add(Self::latency(&self.timing.read, page));
-            let out = self.channels[ch].free_at(sensed);
-            let done = self.channel(die, out, bytes);
-            let shift = done.saturating_sub(b.done);
-            let d = &mut self.dies[die as usize];
-            d.busy = d.busy.saturating_add(shift);
-            d.free = d.free.saturating_add(shift);
-            if b.planes.count_ones() == 1 {
-                self.multiplane_reads += 1;
-            }
-            let waiting = &mut self.batches[die as usize];
-            waiting[i] = ReadBatch { command_end, done, planes: b.planes | bit, ..b };
-            for later in &mut waiting[i + 1..] {
-                later.command_start += shift;
-                later.command_end += shift;
-                later.done += shift;
-            }
-            return done;
-        }
-        let start = self.acquire(die, at);
-        let (command_start, command_end) = self.book_channel(die, start, self.timing.read_command);
-        let sensed = command_end.saturating_add(Self::latency(&self.timing.read, page));
-        let out = self.channels[ch].free_at(sensed);
-        let done = self.channel(die, out, bytes);
-        self.release(die, start, done);
-        if command_start > at {
-            self.batches[die as usize].push(ReadBatch { command_start, command_end, done, planes: bit, page });
-        }
-        done
-    }
-
     /// Program `bytes` (one page per plane written) of page `page` on `die`; returns when done.
     pub fn program(&mut self, die: u32, page: u32, bytes: u64, at: Ps) -> Ps {
         self.ops.programs += 1;
@@ -369,17 +271,6 @@ impl Flash {
         let done = loaded.saturating_add(Self::latency(&self.timing.program, page));
         self.release(die, start, done);
         done
-    }
-
-    /// Count a program whose time `book_program` books later.
-    pub fn count_program(&mut self, bytes: u64) {
-        self.ops.programs += 1;
-        self.ops.program_bytes += bytes;
-    }
-
-    /// When `die` has done every operation booked on it.
-    pub fn die_free(&self, die: u32) -> Ps {
-        self.dies[die as usize].free
     }
 
     pub fn erase(&mut self, die: u32, at: Ps) -> Ps {
@@ -413,18 +304,14 @@ impl Flash {
     pub fn stats(&self) -> serde_json::Value {
         let ops: u64 = self.dies.iter().map(|d| d.ops).sum();
         let wait: Ps = self.dies.iter().map(|d| d.wait).fold(0, Ps::saturating_add);
-        let mut out = json!({
+        json!({
             "dies": self.dies.len(),
             "die_busy_ns": ns_f64(self.dies.iter().map(|d| d.busy).fold(0, Ps::saturating_add)),
             "die_queue_wait_ns_total": ns_f64(wait),
             "die_queue_wait_ns_mean": if ops == 0 { 0.0 } else { ns_f64(wait) / ops as f64 },
             "die_queue_wait_ns_max": ns_f64(self.dies.iter().map(|d| d.wait_max).max().unwrap_or(0)),
             "channel_busy_ns": ns_f64(self.channel_busy),
-        });
-        if !self.batches.is_empty() {
-            out["multiplane_read_commands"] = json!(self.multiplane_reads);
-        }
-        out
+        })
     }
 }
 

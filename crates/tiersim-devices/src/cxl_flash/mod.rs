@@ -17,7 +17,8 @@
 //! MSHR row (`write_ack = "accept"`) or when the fill completes (`"fill"`, MQSim_CXL's behaviour).
 //!
 //! Timing is computed when a request arrives, in arrival order: MSHR rows retire (fill, evict,
-//! write back) when a later request arrives after their data is ready. Link and DRAM bandwidth
+//! write back) when a later request arrives after their data is ready. (In compat mode a flash
+//! read's completion is fixed later, when its die gets the channel: compat.rs, tsu.rs.) Link and DRAM bandwidth
 //! used by data arriving later (fills, responses to misses) is charged when it arrives, so that
 //! it delays requests behind it but a miss's own response does not queue on the link.
 
@@ -86,9 +87,10 @@ pub mod replacement;
 mod compat;
 mod request;
 mod summary;
+mod tsu;
 
 use cache::{Cache, PinOutcome};
-use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS, MQSIM_READ_RB_DELAY_NS};
+use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_PROGRAM_PLANE_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS, MQSIM_READ_RB_DELAY_NS};
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
@@ -469,10 +471,21 @@ impl CxlFlash {
         };
         // MQSim_CXL's ONFI t_RC truncates to 0 ns above 1000 MT/s (B2): channels move data in no time.
         let channel_bandwidth = if compat { f64::INFINITY } else { p.bandwidth("flash_channel_bandwidth") };
-        let mut flash = Flash::new(geo, timing, channel_bandwidth);
-        if compat {
-            flash.batch_reads(ps_from_ns(MQSIM_READ_PLANE_NS));
-        }
+        let tsu = compat.then(|| {
+            tsu::Tsu::new(
+                geo.channels,
+                geo.ways,
+                tsu::TsuTiming {
+                    read_command: timing.read_command,
+                    read_plane: ps_from_ns(MQSIM_READ_PLANE_NS),
+                    program_command: timing.program_command,
+                    program_plane: ps_from_ns(MQSIM_PROGRAM_PLANE_NS),
+                    read: timing.read.clone(),
+                    program: timing.program.clone(),
+                },
+            )
+        });
+        let flash = Flash::new(geo, timing, channel_bandwidth);
         let ftl = Ftl::new(&flash, logical, p.float("gc_threshold"));
 
         let cache_size = p.bytes("cache_size");
@@ -558,7 +571,7 @@ impl CxlFlash {
             first_issue: None,
             last_issue: 0,
             last_completion: 0,
-            mq: compat.then(|| MqsimDram::new(geo.dies())),
+            mq: tsu.map(MqsimDram::new),
         })
     }
 
@@ -574,6 +587,29 @@ impl CxlFlash {
 
     pub fn latency(&self) -> &Latency {
         &self.lat
+    }
+
+    /// Run the device until every request in flight has completed. In compat mode a flash
+    /// read's completion depends on the requests after it (its die forms its command only when
+    /// it gets the channel), so the latencies of requests still waiting are recorded only then:
+    /// call this before `summary` once the last request has been issued. Without compat every
+    /// latency is recorded at `access`, and this does nothing.
+    pub fn finish(&mut self) {
+        if self.mq.is_some() {
+            self.compat_retire_until(Ps::MAX);
+        }
+    }
+
+    /// In compat mode, keep (request time, completion) of every request from now on, in the
+    /// order their completions become known (`completions`).
+    pub fn log_completions(&mut self) {
+        if let Some(mq) = self.mq.as_mut() {
+            mq.responses.log = Some(Vec::new());
+        }
+    }
+
+    pub fn completions(&self) -> &[(Ns, Ns)] {
+        self.mq.as_ref().and_then(|mq| mq.responses.log.as_deref()).unwrap_or(&[])
     }
 
     /// Host hint: the lines of `[addr, addr + size)` will be used soon.
@@ -629,6 +665,9 @@ impl Device for CxlFlash {
         let mut done = arrive;
         let mut class = Class::Hit;
         self.resp_row = None;
+        if self.mq.is_some() {
+            self.compat_open(req.now);
+        }
         for line in first_line..=last_line {
             let lo = if line == first_line { addr & line_mask } else { 0 };
             let hi = if line == last_line { last_byte & line_mask } else { line_mask };
@@ -637,8 +676,8 @@ impl Device for CxlFlash {
             class = class.max(c);
         }
         let (end, start) = if self.mq.is_some() {
-            // MQSim_CXL times a request from when the device accepted it: the time it waited in
-            // the host feed while the device was stalled is not in its latency (B12).
+            // What waits for flash is recorded when it completes (`compat_record`); until then
+            // the completion returned is the latest of the parts known.
             (completion(req.now, done), ns_from_ps(self.accept_floor).max(req.now))
         } else {
             let returned = if class == Class::Hit {
@@ -664,10 +703,14 @@ impl Device for CxlFlash {
             self.c.reads += 1;
             self.c.bytes_read += size;
         }
-        self.lat.record(end.saturating_sub(start), class);
+        if self.mq.is_some() {
+            self.compat_close(start, class, done);
+        } else {
+            self.lat.record(end.saturating_sub(start), class);
+            self.last_completion = self.last_completion.max(end);
+        }
         self.first_issue.get_or_insert(req.now);
         self.last_issue = self.last_issue.max(req.now);
-        self.last_completion = self.last_completion.max(end);
         end
     }
 

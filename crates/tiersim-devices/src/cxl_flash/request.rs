@@ -1,17 +1,16 @@
 //! The controller's request path: a line is served as a hit (device DRAM), a hit under miss
 //! (merged into its MSHR row) or a miss (a flash read into a new row, the prefetcher asked);
 //! rows retire into cache fills that may evict and write back. Timing is computed at arrival,
-//! in arrival order (see the module's head in mod.rs).
-
-use std::cmp::Reverse;
+//! in arrival order (see the module's head in mod.rs), but for compat mode's flash reads and
+//! programs, whose completions come from its event-driven back end (compat.rs, tsu.rs).
 
 use tiersim_core::Op;
 
 use super::cache::{Evicted, PREFETCHED};
 use super::ftl::Location;
 use super::metrics::Class;
-use super::mshr::{Kind, Row};
-use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE};
+use super::mshr::{Kind, Row, PENDING};
+use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -46,6 +45,9 @@ impl CxlFlash {
     /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then, in
     /// time order (the rows' own responses with them).
     pub(super) fn retire_until(&mut self, t: Ps) {
+        if self.mq.is_some() {
+            return self.compat_retire_until(t);
+        }
         loop {
             let deferred = self.deferred.peek().filter(|&(when, _)| when <= t);
             match self.mshr.next_ready() {
@@ -63,12 +65,13 @@ impl CxlFlash {
                 }
             }
         }
-        if let Some(mq) = self.mq.as_mut() {
-            mq.advance(t);
-        }
     }
 
-    fn retire(&mut self, row: Row) {
+    // Inlined into `retire_until` (with `fill`) as when it was its only caller: since
+    // `compat_step` calls it too, the calls cost the default path's random trace about 60
+    // instructions a request otherwise.
+    #[inline(always)]
+    pub(super) fn retire(&mut self, row: Row) {
         let t = row.ready;
         match (row.kind, self.cache.is_some()) {
             (Kind::Fill, true) => self.fill(row),
@@ -78,6 +81,7 @@ impl CxlFlash {
     }
 
     /// Put the line of a completed read into the cache.
+    #[inline(always)]
     fn fill(&mut self, row: Row) {
         let t = row.ready;
         let line_bytes = 1u64 << self.line_shift;
@@ -140,7 +144,7 @@ impl CxlFlash {
             self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
         }
         if self.mq.is_some() {
-            self.mqsim_program(e.line, t);
+            self.mqsim_program(e.line, t, false);
             return;
         }
         let at = if e.valid != self.full_mask {
@@ -157,7 +161,8 @@ impl CxlFlash {
     /// controller, and the die read (None: the write buffer).
     fn read_unit(&mut self, line: u64, t: Ps) -> (Ps, Option<u32>) {
         if self.mq.is_some() {
-            return self.mqsim_read(line, t);
+            // Submitted by `mqsim_read` once the row is allocated; its completion comes later.
+            return (PENDING, Some(self.mqsim_place(line).0));
         }
         match self.ftl.locate(&self.flash, line) {
             Location::Buffer => {
@@ -217,8 +222,6 @@ impl CxlFlash {
         let (ready, die) = self.read_unit(line, t);
         self.c.flash_reads_prefetch += u64::from(die.is_some());
         if let Some(mq) = self.mq.as_mut() {
-            // A prefetched line's arrival is a DRAM event too (PREFETCH_READY).
-            mq.due.push(Reverse(ready));
             mq.prefetched.insert(line);
         }
         self.pf.issued += 1;
@@ -235,12 +238,16 @@ impl CxlFlash {
             pin,
             die,
         };
-        self.mshr.alloc(row);
+        let r = self.mshr.alloc(row);
+        if self.mq.is_some() {
+            self.mqsim_read(line, t, r);
+        }
         true
     }
 
     /// Serve one line of a request that arrived at the controller at `arrive`; returns when its
-    /// data (or write acknowledgement) is ready at the controller, and how it was served.
+    /// data (or write acknowledgement) is ready at the controller (`WAITING` while compat mode's
+    /// back end has not fixed it), and how it was served.
     pub(super) fn line_access(&mut self, arrive: Ps, line: u64, lo: u64, hi: u64, op: Op) -> (Ps, Class) {
         let write = op.is_write();
         let mask = self.mask(lo, hi);
@@ -272,22 +279,26 @@ impl CxlFlash {
                         self.accept_floor = t;
                         return (self.hit_under_miss(r, mask, write, hi - lo + 1, t), Class::HitUnderMiss);
                     }
+                    let ready = if self.mq.is_some() { self.compat_wait_row(r, t) } else { row.ready };
                     self.c.stall_mshr_entries += 1;
-                    self.c.stall_mshr_entries_ps = self.c.stall_mshr_entries_ps.saturating_add(row.ready - t);
-                    t = row.ready;
+                    self.c.stall_mshr_entries_ps = self.c.stall_mshr_entries_ps.saturating_add(ready - t);
+                    t = ready;
                     continue;
                 }
             }
-            if let Some(mq) = self.mq.as_mut() {
-                if let Some(next) = mq.backend_full(t, self.mshr.in_use(), self.mshr.next_ready()) {
-                    self.c.stall_mshr_rows += 1;
-                    self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
-                    t = next;
-                    continue;
-                }
+            if self.mq.as_ref().is_some_and(|mq| mq.backend_full(self.mshr.in_use())) {
+                let next = self.compat_backend_wait(t);
+                self.c.stall_mshr_rows += 1;
+                self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                t = next;
+                continue;
             }
             if self.mshr.full() {
-                let next = self.mshr.next_ready().expect("a full MSHR has rows in flight");
+                let next = if self.mq.is_some() {
+                    self.compat_next_ready(t)
+                } else {
+                    self.mshr.next_ready().expect("a full MSHR has rows in flight")
+                };
                 self.c.stall_mshr_rows += 1;
                 self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
                 t = next;
@@ -363,8 +374,8 @@ impl CxlFlash {
                 self.trigger(line, false, t);
             }
         }
-        if let Some(mq) = self.mq.as_mut() {
-            return mq.arrival_event(ready.max(t), merged);
+        if self.mq.is_some() {
+            return self.compat_wait_for(r, merged, t);
         }
         if write && !self.ack_fill {
             self.posted(bytes, t)
@@ -398,7 +409,8 @@ impl CxlFlash {
             // Without a cache MQSim_CXL sends each write to flash as its own program, with no
             // read, acknowledged when the program is done (request_serviced's no-cache branch).
             self.c.evictions_dirty += 1;
-            return self.mqsim_program(line, t);
+            self.mqsim_program(line, t, true);
+            return WAITING;
         }
         let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
         // A request that merges has just found no row for its line.
@@ -427,12 +439,15 @@ impl CxlFlash {
             die,
         };
         let r = self.mshr.alloc(row);
+        if self.mq.is_some() {
+            self.mqsim_read(line, t, r);
+        }
         if kind == Kind::Fill {
             self.trigger(line, true, t);
         }
-        if let Some(mq) = self.mq.as_mut() {
+        if self.mq.is_some() {
             // Without a cache a read completes with its flash read, no DRAM event.
-            return if self.cache.is_some() { mq.arrival_event(ready, 1) } else { ready };
+            return self.compat_wait_for(r, u32::from(self.cache.is_some()), t);
         }
         if write && !self.ack_fill {
             self.posted(bytes, t)

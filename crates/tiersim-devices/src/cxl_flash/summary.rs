@@ -30,7 +30,7 @@ impl CxlFlash {
         let pf = &self.pf;
         let requests = self.lat.total();
         let geo = self.flash.geo;
-        let ops = self.flash.ops;
+        let ops = self.mq.as_ref().map_or(self.flash.ops, |mq| mq.ops(geo.unit));
         let span_s = self.span_ns() as f64 / 1e9;
         let host_unit_bytes = self.ftl.host_units_programmed() << self.line_shift;
         let physical = geo.physical_bytes();
@@ -82,7 +82,7 @@ impl CxlFlash {
                     "blocks_per_plane": geo.blocks_per_plane, "pages_per_block": geo.pages_per_block,
                     "page_size": geo.page_size, "physical_bytes": physical, "logical_bytes": self.logical_bytes(),
                 },
-                "backend": self.flash.stats(),
+                "backend": self.mq.as_ref().map_or_else(|| self.flash.stats(), |mq| mq.tsu.stats()),
             },
             "ftl": self.ftl.stats(),
             "cache": {
