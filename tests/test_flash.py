@@ -90,6 +90,24 @@ def test_platform_with_a_cxl_flash_tier_runs_behind_a_policy():
     assert nodes["flash0"]["accesses"] > 0
 
 
+def test_compat_mode_runs_only_in_an_open_loop_replay(tmp_path: Path):
+    # A compat read's completion is fixed only when later requests have arrived (tsu.rs): an
+    # engine run and a closed-loop replay need it at issue, so both are refused with the key.
+    with pytest.raises(tiersim.TiersimError, match="compat.*open loop"):
+        tiersim.run(generator="random", generator_params={"accesses": 1000, "footprint": "8MiB"},
+                    platform="dram_cxl_flash", overrides=["scale=0.0005", "nodes.flash0.params.compat=mqsim_cxl"],
+                    policy="linux_default")
+    gen = {"footprint": "8MiB", "accesses": 2000, "gap_instructions": 2000, "base_addr": 0}
+    trace, out = tmp_path / "r.trace", tmp_path / "out"
+    assert run_cli("gen", "random", "-o", str(trace), "--count", "2000", "--param", "footprint=8MiB").returncode == 0
+    proc = run_cli("flash", "replay", str(trace), "--preset", "cxl_flash_ull", "--set", "compat=mqsim_cxl",
+                   "--closed-loop", "4", "-o", str(out))
+    assert proc.returncode == 1 and "closed_loop" in proc.stderr and "open loop" in proc.stderr, proc.stderr
+    assert not out.exists()
+    assert tiersim.flash_replay(generator="random", generator_params=gen, preset="cxl_flash_ull",
+                                params=SMALL | {"compat": "mqsim_cxl"}).summary["requests"] > 0
+
+
 def test_flash_study_replays_each_run_once_and_the_same_run_gives_the_same_rows():
     plan = fl.study_plan()
     runs = {r.run for r in plan}

@@ -360,6 +360,9 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         return Err(Error::arg("hints", "generated hints need the hot-line set of a first pass"));
     }
     let mut dev = CxlFlash::from_params(params)?;
+    if opts.closed_loop.is_some() && dev.is_compat() {
+        return Err(Error::arg("closed_loop", tiersim_devices::cxl_flash::COMPAT_OPEN_LOOP_ONLY));
+    }
     let line_shift = dev.line_shift();
     let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };

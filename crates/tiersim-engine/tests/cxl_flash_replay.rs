@@ -60,6 +60,15 @@ fn mqsim_text_and_native_replay_identically() {
     assert_eq!(c.summary["mshr"]["stall_behind"], 0);
     assert!(c.summary["latency_ns"]["mean_exact"].as_f64() <= a.summary["latency_ns"]["mean_exact"].as_f64());
     assert_eq!(c.summary["replay"]["mode"], "closed(1)");
+    // Compat mode knows a read's completion only once later requests arrive: closed loop, which
+    // issues on completions, is refused rather than run on lower bounds.
+    let compat = params("compat = \"mqsim_cxl\"");
+    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &compat, &ReplayOptions { closed_loop: Some(4), ..ReplayOptions::default() })
+        .err()
+        .expect("closed loop in compat mode accepted")
+        .to_string();
+    assert!(e.contains("closed_loop") && e.contains("open loop"), "{e}");
+    assert!(replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &compat, &ReplayOptions::default()).is_ok());
 }
 
 /// `limit` replays the trace's first accesses and nothing else: the same result as a trace cut

@@ -231,9 +231,21 @@ pub const INFO: PluginInfo = PluginInfo {
     params: SPECS,
 };
 
+/// The registry's constructor, used where a device answers each access when it is issued (engine
+/// runs, characterisation). Compat mode fixes a flash read's completion only when later requests
+/// have arrived (tsu.rs), so it is refused here: it serves `flash replay` in open loop alone.
 pub fn build(p: &Params) -> Result<Box<dyn Device>> {
+    if p.str("compat") == "mqsim_cxl" {
+        return Err(Error::config("compat", COMPAT_OPEN_LOOP_ONLY));
+    }
     Ok(Box::new(CxlFlash::from_params(p)?))
 }
+
+/// Why compat mode runs only under an open-loop `flash replay`.
+pub const COMPAT_OPEN_LOOP_ONLY: &str = "compat = \"mqsim_cxl\" works only with `tiersim flash replay` in open loop, as \
+    MQSim_CXL replays its traces: a flash read's completion is known only once the requests after it have arrived \
+    (its die forms its command when it gets the channel), so a caller that needs each completion at issue (an \
+    engine run, a closed-loop replay) would be given a lower bound; use compat = \"none\" there";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HintMode {
@@ -594,6 +606,10 @@ impl CxlFlash {
     /// it gets the channel), so the latencies of requests still waiting are recorded only then:
     /// call this before `summary` once the last request has been issued. Without compat every
     /// latency is recorded at `access`, and this does nothing.
+    pub fn is_compat(&self) -> bool {
+        self.mq.is_some()
+    }
+
     pub fn finish(&mut self) {
         if self.mq.is_some() {
             self.compat_retire_until(Ps::MAX);
