@@ -122,8 +122,9 @@ impl PageTable {
 
     /// Room for `pages` page ids before the first chunk is added, so the per-page arrays never
     /// move: grown by doubling instead, each growth copies them into new memory that the kernel
-    /// first clears, and all of it is cleared about twice (on the engine bench's 1M pages, a
-    /// tenth of the engine thread's time went to the copies and the clearing, by perf samples).
+    /// first clears, and all of it is cleared about twice (on the engine bench's 1M pages the
+    /// kernel's clearing fell from 12 % to 6 % of the run's perf samples; what it costs depends
+    /// on how much memory the hypervisor already backs, BENCHMARKS.md).
     /// A trace's footprint, from its header, is a lower bound of the ids a run needs (each
     /// 2 MiB region touched takes 512); untouched capacity costs address space, not memory.
     pub fn reserve(&mut self, pages: u64) {
