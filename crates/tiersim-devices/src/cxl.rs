@@ -9,7 +9,7 @@
 use serde_json::json;
 use tiersim_core::{Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::dram::{channel_specs, ChannelGroup};
+use crate::dram::{channel_specs, ChannelGroup, FAST_PATH_NS};
 use crate::loaded::Loaded;
 use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
@@ -80,6 +80,10 @@ pub struct Cxl {
     load: Loaded,
     /// Idle latency of a one-line read and write: the floor the load term raises.
     idle: [Ps; 2],
+    /// The media's idle latency of a one-burst read and write.
+    media_idle: [Ps; 2],
+    /// log2 of the line where `line_in_burst` (then a power of two).
+    fast_line_shift: u32,
 }
 
 impl Cxl {
@@ -98,6 +102,7 @@ impl Cxl {
             let (up, down) = one_line[usize::from(op.is_write())];
             up + media.idle_burst(op) + down + link_latency
         });
+        let media_idle = [media.idle_burst(Op::Read), media.idle_burst(Op::Write)];
         Ok(Cxl {
             h2d,
             d2h,
@@ -112,38 +117,14 @@ impl Cxl {
             media,
             load: Loaded::from_params(p),
             idle,
+            media_idle,
+            fast_line_shift: line.trailing_zeros(),
         })
     }
 
-    pub fn media(&self) -> &ChannelGroup {
-        &self.media
-    }
-
-    /// Lines covering `[addr, addr + size)`.
-    #[inline]
-    fn lines(&self, addr: u64, size: u32) -> u64 {
-        let last = addr.saturating_add(u64::from(size.max(1)) - 1);
-        match self.line_shift {
-            Some(s) => (last >> s) - (addr >> s) + 1,
-            None => last / self.line - addr / self.line + 1,
-        }
-    }
-
-    /// Link bytes of (request, response) for a request of `lines` lines.
-    #[inline]
-    fn message_bytes(&self, op: Op, lines: u64) -> (u64, u64) {
-        let data = lines.saturating_mul(self.line);
-        let headers = lines.saturating_mul(self.header);
-        match op {
-            Op::Read => (headers, data),
-            Op::Write => (data, headers),
-        }
-    }
-}
-
-impl Device for Cxl {
-    #[inline]
-    fn access(&mut self, req: &DeviceRequest) -> Ns {
+    /// Any request: the load term's floor under the link and media's FCFS completion.
+    #[inline(never)]
+    fn access_general(&mut self, req: &DeviceRequest) -> Ns {
         let w = usize::from(req.op.is_write());
         let lines = match self.line_shift {
             // One line, nearly every request: its link bytes and times are kept.
@@ -176,6 +157,58 @@ impl Device for Cxl {
         completion(req.now, returned.saturating_add(self.link_latency).max(floor))
     }
 
+    pub fn media(&self) -> &ChannelGroup {
+        &self.media
+    }
+
+    /// Lines covering `[addr, addr + size)`.
+    #[inline]
+    fn lines(&self, addr: u64, size: u32) -> u64 {
+        let last = addr.saturating_add(u64::from(size.max(1)) - 1);
+        match self.line_shift {
+            Some(s) => (last >> s) - (addr >> s) + 1,
+            None => last / self.line - addr / self.line + 1,
+        }
+    }
+
+    /// Link bytes of (request, response) for a request of `lines` lines.
+    #[inline]
+    fn message_bytes(&self, op: Op, lines: u64) -> (u64, u64) {
+        let data = lines.saturating_mul(self.line);
+        let headers = lines.saturating_mul(self.header);
+        match op {
+            Op::Read => (headers, data),
+            Op::Write => (data, headers),
+        }
+    }
+}
+
+impl Device for Cxl {
+    #[inline]
+    fn access(&mut self, req: &DeviceRequest) -> Ns {
+        let w = usize::from(req.op.is_write());
+        let last = req.addr.saturating_add(u64::from(req.size.max(1)) - 1);
+        if req.now < FAST_PATH_NS && self.line_in_burst && (req.addr ^ last) >> self.fast_line_shift == 0 {
+            // One line, so one media burst (`line_in_burst`), nearly every request. The general
+            // path's returned + link latency is at + idle + the waits at the three stages, so as
+            // in `Dram::access` the completion is now plus the ns of idle + max(waits, extra).
+            let at = req.now * 1000;
+            let (h2d, d2h, media) = (&self.h2d, &self.d2h, &self.media);
+            let extra = self.load.extra(at, req.op, || {
+                (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel())
+            });
+            let (up, down) = self.one_line_bytes[w];
+            let (up_t, down_t) = self.one_line[w];
+            let (sent, arrived) = self.h2d.serve_for(at, up, up_t);
+            let media_wait = self.media.serve_burst_queued(arrived, req.addr, w);
+            let media_done = arrived + media_wait + self.media_idle[w];
+            let (returning, _) = self.d2h.serve_for(media_done, down, down_t);
+            let waits = (sent - at) + media_wait + (returning - media_done);
+            return req.now + ns_from_ps(waits.max(extra).saturating_add(self.idle[w]));
+        }
+        self.access_general(req)
+    }
+
     fn idle_latency(&self, op: Op, size: u32) -> Ns {
         let (up, down) = self.message_bytes(op, self.lines(0, size));
         ns_from_ps(self.h2d.service(up) + self.media.idle(op, size) + self.d2h.service(down) + self.link_latency)
@@ -198,5 +231,29 @@ impl Device for Cxl {
             "media": self.media.stats(),
             "load": self.load.stats(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dram::tests::random_requests;
+
+    /// The one-line path against the general one: the same completions and statistics, with
+    /// lines smaller than a burst (two lines to a burst: only one-line requests take the short
+    /// path) and larger (none does).
+    #[test]
+    fn one_line_path_matches_the_general_one() {
+        for params in ["", "link_line = \"32B\"\nload_window = \"300ns\"", "link_line = \"128B\""] {
+            let p = Params::resolve(SPECS, Some(&toml::from_str(params).unwrap())).unwrap();
+            for start in [0, FAST_PATH_NS - 200_000] {
+                let (mut short, mut general) = (Cxl::from_params(&p).unwrap(), Cxl::from_params(&p).unwrap());
+                for (i, req) in random_requests(start).enumerate() {
+                    assert_eq!(short.access(&req), general.access_general(&req), "{params:?}, request {i}: {req:?}");
+                }
+                assert_eq!(short.stats(), general.stats(), "{params:?}");
+                assert!(general.media.stats()["queue_delay_ns_max"].as_f64().unwrap() > 0.0, "the media never queued");
+            }
+        }
     }
 }

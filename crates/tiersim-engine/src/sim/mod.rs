@@ -643,6 +643,9 @@ pub fn simulate_with_future(
 ) -> Result<SimResult> {
     let header = source.header().clone();
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
+    if let Some(stats) = header.stats.as_ref().filter(|_| u64::from(header.page_size) == platform.page_size) {
+        eng.pt.reserve(stats.footprint_pages);
+    }
     eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
     let mut feed = Feed {
