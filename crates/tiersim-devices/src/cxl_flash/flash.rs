@@ -302,17 +302,29 @@ impl Flash {
     }
 
     pub fn stats(&self) -> serde_json::Value {
-        let ops: u64 = self.dies.iter().map(|d| d.ops).sum();
-        let wait: Ps = self.dies.iter().map(|d| d.wait).fold(0, Ps::saturating_add);
-        json!({
-            "dies": self.dies.len(),
-            "die_busy_ns": ns_f64(self.dies.iter().map(|d| d.busy).fold(0, Ps::saturating_add)),
-            "die_queue_wait_ns_total": ns_f64(wait),
-            "die_queue_wait_ns_mean": if ops == 0 { 0.0 } else { ns_f64(wait) / ops as f64 },
-            "die_queue_wait_ns_max": ns_f64(self.dies.iter().map(|d| d.wait_max).max().unwrap_or(0)),
-            "channel_busy_ns": ns_f64(self.channel_busy),
-        })
+        die_stats(self.dies.iter().map(|d| (d.ops, d.busy, d.wait, d.wait_max)), self.channel_busy)
     }
+}
+
+/// The back end's figures from each die's (operations, busy time, queue wait, longest wait) and
+/// the channels' busy time; compat's back end (tsu.rs) reports under the same keys.
+pub(super) fn die_stats(dies: impl Iterator<Item = (u64, Ps, Ps, Ps)>, channel_busy: Ps) -> serde_json::Value {
+    let (mut n, mut ops, mut busy, mut wait, mut wait_max) = (0usize, 0u64, 0 as Ps, 0 as Ps, 0 as Ps);
+    for (o, b, w, m) in dies {
+        n += 1;
+        ops += o;
+        busy = busy.saturating_add(b);
+        wait = wait.saturating_add(w);
+        wait_max = wait_max.max(m);
+    }
+    json!({
+        "dies": n,
+        "die_busy_ns": ns_f64(busy),
+        "die_queue_wait_ns_total": ns_f64(wait),
+        "die_queue_wait_ns_mean": if ops == 0 { 0.0 } else { ns_f64(wait) / ops as f64 },
+        "die_queue_wait_ns_max": ns_f64(wait_max),
+        "channel_busy_ns": ns_f64(channel_busy),
+    })
 }
 
 #[cfg(test)]

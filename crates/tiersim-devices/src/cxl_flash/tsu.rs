@@ -10,7 +10,8 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use serde_json::json;
 
-use crate::pipe::{ns_f64, Ps};
+use super::flash::die_stats;
+use crate::pipe::Ps;
 
 /// A transaction waiting for its die: plane, page, arrival, and the caller's tag.
 #[derive(Debug, Clone, Copy)]
@@ -295,17 +296,9 @@ impl Tsu {
 
     /// The back end's figures, with the keys of `Flash::stats`.
     pub(super) fn stats(&self) -> serde_json::Value {
-        let ops: u64 = self.dies.iter().map(|d| d.ops).sum();
-        let wait: Ps = self.dies.iter().map(|d| d.wait).fold(0, Ps::saturating_add);
-        json!({
-            "dies": self.dies.len(),
-            "die_busy_ns": ns_f64(self.dies.iter().map(|d| d.busy).fold(0, Ps::saturating_add)),
-            "die_queue_wait_ns_total": ns_f64(wait),
-            "die_queue_wait_ns_mean": if ops == 0 { 0.0 } else { ns_f64(wait) / ops as f64 },
-            "die_queue_wait_ns_max": ns_f64(self.dies.iter().map(|d| d.wait_max).max().unwrap_or(0)),
-            "channel_busy_ns": ns_f64(self.channel_time),
-            "multiplane_read_commands": self.counts.multiplane_reads,
-        })
+        let mut s = die_stats(self.dies.iter().map(|d| (d.ops, d.busy, d.wait, d.wait_max)), self.channel_time);
+        s["multiplane_read_commands"] = json!(self.counts.multiplane_reads);
+        s
     }
 }
 
