@@ -15,7 +15,7 @@ use tiersim_core::Ns;
 
 use super::flash::{Geometry, OpCounts};
 use super::metrics::Class;
-use super::mshr::PENDING;
+use super::mshr::{take_slot, PENDING};
 use super::tsu::Tsu;
 use crate::pipe::{completion, ps_from_ns, Pipe, Ps};
 
@@ -358,17 +358,7 @@ impl super::CxlFlash {
     pub(super) fn compat_open(&mut self, now: Ns) {
         let r = &mut self.mq.as_mut().expect("compat mode").responses;
         let fresh = Response { now, start: now, class: Class::Hit, done: 0, waiting: 0, open: true };
-        let slot = match r.free.pop() {
-            Some(s) => {
-                r.slots[s as usize] = fresh;
-                s
-            }
-            None => {
-                r.slots.push(fresh);
-                r.slots.len() as u32 - 1
-            }
-        };
-        r.current = Some(slot);
+        r.current = Some(take_slot(&mut r.slots, &mut r.free, fresh));
     }
 
     /// The request's lines are served: `done` is the latest known completion of its parts.

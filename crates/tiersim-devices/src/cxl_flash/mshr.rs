@@ -271,16 +271,7 @@ impl Mshr {
     }
 
     pub fn alloc(&mut self, row: Row) -> u32 {
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.rows[i as usize] = row;
-                i
-            }
-            None => {
-                self.rows.push(row);
-                self.rows.len() as u32 - 1
-            }
-        };
+        let i = take_slot(&mut self.rows, &mut self.free, row);
         self.map.insert(row.line, i);
         if row.ready != PENDING {
             self.ready.push(row.ready, i, row.die);
@@ -318,6 +309,23 @@ impl Mshr {
         self.in_use -= 1;
         self.prefetch_in_use -= u32::from(row.prefetch);
         Some(row)
+    }
+}
+
+/// Store `value` in a freed slot of `slots` if `free` holds one, else in a new one; returns its
+/// index. Slots are reused so that indexes held elsewhere stay small and the vector stops growing
+/// at the peak number in use (MSHR rows here, compat's open responses in compat.rs).
+#[inline(always)]
+pub(super) fn take_slot<T>(slots: &mut Vec<T>, free: &mut Vec<u32>, value: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            slots[i as usize] = value;
+            i
+        }
+        None => {
+            slots.push(value);
+            slots.len() as u32 - 1
+        }
     }
 }
 
