@@ -11,7 +11,7 @@ use tiersim_core::{Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::dram::{channel_specs, ChannelGroup, FAST_PATH_NS};
 use crate::loaded::Loaded;
-use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
+use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, within_unit, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
 pub const SPECS: &[ParamSpec] = channel_specs! {
@@ -128,7 +128,7 @@ impl Cxl {
         let w = usize::from(req.op.is_write());
         let lines = match self.line_shift {
             // One line, nearly every request: its link bytes and times are kept.
-            Some(s) if (req.addr ^ req.addr.saturating_add(u64::from(req.size.max(1)) - 1)) >> s == 0 => 1,
+            Some(s) if within_unit(req.addr, req.size, s) => 1,
             _ => self.lines(req.addr, req.size),
         };
         let (up, down, up_t, down_t) = if lines == 1 {
@@ -187,8 +187,7 @@ impl Device for Cxl {
     #[inline]
     fn access(&mut self, req: &DeviceRequest) -> Ns {
         let w = usize::from(req.op.is_write());
-        let last = req.addr.saturating_add(u64::from(req.size.max(1)) - 1);
-        if req.now < FAST_PATH_NS && self.line_in_burst && (req.addr ^ last) >> self.fast_line_shift == 0 {
+        if req.now < FAST_PATH_NS && self.line_in_burst && within_unit(req.addr, req.size, self.fast_line_shift) {
             // One line, so one media burst (`line_in_burst`), nearly every request. The general
             // path's returned + link latency is at + idle + the waits at the three stages, so as
             // in `Dram::access` the completion is now plus the ns of idle + max(waits, extra).

@@ -10,7 +10,7 @@ use serde_json::json;
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::loaded::Loaded;
-use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
+use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, within_unit, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
 /// The parameters of a channel group, with `$prefix` in front of every name so that a device
@@ -313,7 +313,7 @@ impl ChannelGroup {
     /// Whether `[addr, addr + size)` lies within one burst.
     #[inline(always)]
     pub(crate) fn one_burst(&self, addr: u64, size: u32) -> bool {
-        (addr ^ addr.saturating_add(u64::from(size.max(1)) - 1)) >> self.burst_shift == 0
+        within_unit(addr, size, self.burst_shift)
     }
 
     #[inline]

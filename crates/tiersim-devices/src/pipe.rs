@@ -11,6 +11,13 @@ const PS_PER_NS: u64 = 1000;
 const FS_PER_PS: u64 = 1000;
 const FS_PER_S: f64 = 1e15;
 
+/// Whether `[addr, addr + size)` lies within one aligned unit of 2^`shift` bytes (a request of
+/// size 0 counts as one byte; the end saturates at the top of the address space).
+#[inline(always)]
+pub(crate) fn within_unit(addr: u64, size: u32, shift: u32) -> bool {
+    (addr ^ addr.saturating_add(u64::from(size.max(1)) - 1)) >> shift == 0
+}
+
 /// Issue time in ns to ps; saturates so absurd trace times cannot overflow.
 #[inline]
 pub fn ps_from_ns(ns: Ns) -> Ps {
