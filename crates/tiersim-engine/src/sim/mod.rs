@@ -701,6 +701,9 @@ pub fn simulate_with_future(
                 if cpu.ahead[slot].0 == vpn {
                     cpu.last_vpn = vpn;
                     cpu.last_page = cpu.ahead[slot].1;
+                    // Its entry has had two rounds to arrive; a first touch's LRU link store
+                    // missed the cache in `alloc` (BENCHMARKS.md, eighth pass).
+                    eng.pt.prefetch_link_if_new(cpu.last_page);
                 } else if let Some(p) = eng.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
