@@ -196,19 +196,19 @@ impl PageTable {
         unsafe { self.entries.get_unchecked_mut(p as usize) }
     }
 
-    /// Fetch page `p`'s LRU link, for writing, if the page is untouched: its access will
+    /// Fetch page `p`'s LRU link if the page is untouched: its access will
     /// allocate it and link it at a list head, a store to a line nothing else brings in (on the
     /// engine bench, 1M first touches at random over 1M pages, that store missed every time and
     /// the engine thread's CPU fell 12 % with this hint). Reads `p`'s entry, so it pays where
     /// the entry was prefetched earlier.
     #[inline(always)]
     pub fn prefetch_link_if_new(&self, p: u32) {
-        #[cfg(target_arch = "x86_64")]
         if self.entry(p).node == UNTOUCHED {
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: prefetch never faults; p < lru.len() (ids index every per-page array).
             unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-                _mm_prefetch(self.lru.as_ptr().add(p as usize) as *const i8, _MM_HINT_ET0);
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch(self.lru.as_ptr().add(p as usize) as *const i8, _MM_HINT_T0);
             }
         }
     }
