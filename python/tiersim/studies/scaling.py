@@ -445,6 +445,6 @@ STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source="tiersim's own model (docs/model.md, \"Time scale\")",
-    runtime="--quick about 1 min (144 runs), full about 25 min (891 runs), 2 workers",
+    runtime="--quick about 1 min (171 runs), full about 20-25 min (981 runs), 2 workers",
     run=run,
 )
