@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
+use tiersim_core::{Error, NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::{is_top_tier, next_tier_node, EpochProfile, MemOps, MoveMode, PlaceCtx, Policy, PolicyEntry, Topology};
 
@@ -121,6 +121,10 @@ struct OracleDynamic {
 fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     let top = topo.nodes.iter().filter(|n| is_top_tier(n.id, topo)).map(|n| n.usable_pages).sum::<u64>() as usize;
     let mode = if p.str("migrations") == "free" { MoveMode::Free } else { MoveMode::Background };
+    let balance = p.str("fast_nodes") == "balanced";
+    if balance && (mode != MoveMode::Free || p.str("free_targets") != "users") {
+        return Err(Error::config("policy_params.fast_nodes", "\"balanced\" needs migrations = \"free\" and free_targets = \"users\""));
+    }
     Ok(Box::new(OracleDynamic {
         profile: EpochProfile { epochs: p.uint("epochs"), top, per_cpu: p.str("windows") == "per_cpu", write_weight: p.uint("write_weight") },
         mode,
@@ -128,7 +132,7 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
         fast_share: p.float("fast_share"),
         share_demotions: 0,
-        balance: mode == MoveMode::Free && p.str("free_targets") == "users" && p.str("fast_nodes") == "balanced",
+        balance,
         fast_target: HashMap::new(),
         balance_moves: 0,
         epoch_length: None,
@@ -542,6 +546,16 @@ mod tests {
             let moved: Vec<&str> = if fast_nodes == "balanced" { vec!["migrate 1 -> 1 Free", "migrate 2 -> 1 Free"] } else { vec![] };
             assert_eq!(os.log, moved, "{fast_nodes}");
             assert_eq!(p.stats().get("balance_moves").is_some(), fast_nodes == "balanced");
+        }
+    }
+
+    #[test]
+    fn balanced_fast_nodes_need_free_moves_to_users() {
+        for (migrations, targets) in [("charged", "users"), ("free", "kernel")] {
+            let t: toml::Table =
+                toml::from_str(&format!("migrations = \"{migrations}\"\nfree_targets = \"{targets}\"\nfast_nodes = \"balanced\"")).unwrap();
+            let err = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &two_socket()).err().expect("refused").to_string();
+            assert!(err.contains("fast_nodes") && err.contains("needs migrations = \"free\""), "{err}");
         }
     }
 
