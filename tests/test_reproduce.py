@@ -97,8 +97,8 @@ def test_cxl_expansion_quick(tmp_path: Path):
 def test_autotiering_quick(tmp_path: Path):
     result, path, _ = studies.reproduce("autotiering", tmp_path / "a", quick=True, workers=2)
     df = pl.read_parquet(tmp_path / "a" / "autotiering" / "results.parquet")
-    # 12 policies, the tiering06 variant and the bound's 4 members on 3 workloads.
-    assert df.height == 51 and (df["status"] == "ok").all()
+    # 12 policies, the tiering06 variant and the bound's 5 members on 3 workloads.
+    assert df.height == 54 and (df["status"] == "ok").all()
     t = {(r["trace"], r["policy"]): r["execution_time_ns"] for r in df.iter_rows(named=True)}
     by = {c.finding: c for c in result.claims}
     opmx, cpmx = t[("phased", "autotiering_opmx")], t[("phased", "autotiering_cpmx")]

@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
 
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
+from tiersim.bound import BOUND
 
 if TYPE_CHECKING:
     import polars as pl
@@ -137,6 +138,10 @@ def run(
         accesses and once at the end. An exception it raises (or Ctrl-C) stops the run and
         propagates unchanged.
 
+    policy "oracle_bound" is tiersim's bound (tiersim.bound): every member of the free-migration
+    oracle family runs in turn (progress restarts with each) and the fastest member's run is
+    returned, its summary's `bound` naming the member and every member's time.
+
     Raises TiersimError for every invalid input, with a message naming what was wrong.
     """
     if (trace is None) == (generator is None):
@@ -144,6 +149,16 @@ def run(
     if generator_params is not None and generator is None:
         raise TiersimError("generator_params given without a generator")
     from tiersim._result import RunResult
+
+    if policy == BOUND:
+        from tiersim.bound import run_bound
+
+        result = run_bound(trace, platform=platform, params=params, overrides=overrides, seed=seed, generator=generator,
+                           generator_params=generator_params,
+                           progress=None if progress is None else (lambda _member, done, total: progress(done, total)))
+        if out_dir is not None:
+            result.write(out_dir)
+        return result
 
     raw = _native.run(
         os.fspath(platform),

@@ -40,6 +40,7 @@ from tiersim._result import (
     run_warnings,
     writing,
 )
+from tiersim.bound import bound_lines
 
 HOT_COLUMN = re.compile(r"^hot_(?P<level>\d)$")
 HOT_LEVELS = 9  # AutoTiering's LAP levels 0..8 (8-bit access history)
@@ -614,6 +615,8 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     for run in runs:
         for w in run_warnings(run.summary):
             report.note(f"{run.label}: warning: {w}")
+        for line in bound_lines(run.summary):
+            report.note(f"{run.label}: {line}")
     report.heading("Metrics")
     header = ["metric"] + [r.label for r in runs]
     metric_rows = [run_metrics(r.summary) for r in runs]

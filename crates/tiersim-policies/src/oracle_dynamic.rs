@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
+use tiersim_core::{Error, NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::{is_top_tier, next_tier_node, EpochProfile, MemOps, MoveMode, PlaceCtx, Policy, PolicyEntry, Topology};
 
@@ -60,6 +60,13 @@ const PARAMS: &[ParamSpec] = &[
     .min(0.0)
     .max(1.0),
     ParamSpec::new(
+        "fast_nodes",
+        ParamKind::Str,
+        "users",
+        "with free moves to users, which fast node a hot page takes: `users`, the one nearest the socket whose CPUs use it most; `balanced`, the same until that node holds its even part of the hot set's (weighted) traffic, then the fast node with the least, so that no fast node's channels queue while another's idle (Colloid's balance of loaded latency, across the fast nodes)",
+    )
+    .choices(&["users", "balanced"]),
+    ParamSpec::new(
         "min_accesses",
         ParamKind::Int,
         "32",
@@ -91,6 +98,11 @@ struct OracleDynamic {
     fast_share: f64,
     /// Moves out of the fast tier of hot pages beyond `fast_share`.
     share_demotions: u64,
+    /// `fast_nodes = "balanced"`: each hot page's fast node this epoch, and the moves between
+    /// fast nodes that balancing made.
+    balance: bool,
+    fast_target: HashMap<u64, NodeId>,
+    balance_moves: u64,
     epoch_length: Option<u64>,
     /// The current epoch's hot pages.
     hot: HashSet<u64>,
@@ -109,6 +121,10 @@ struct OracleDynamic {
 fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     let top = topo.nodes.iter().filter(|n| is_top_tier(n.id, topo)).map(|n| n.usable_pages).sum::<u64>() as usize;
     let mode = if p.str("migrations") == "free" { MoveMode::Free } else { MoveMode::Background };
+    let balance = p.str("fast_nodes") == "balanced";
+    if balance && (mode != MoveMode::Free || p.str("free_targets") != "users") {
+        return Err(Error::config("policy_params.fast_nodes", "\"balanced\" needs migrations = \"free\" and free_targets = \"users\""));
+    }
     Ok(Box::new(OracleDynamic {
         profile: EpochProfile { epochs: p.uint("epochs"), top, per_cpu: p.str("windows") == "per_cpu", write_weight: p.uint("write_weight") },
         mode,
@@ -116,6 +132,9 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
         fast_share: p.float("fast_share"),
         share_demotions: 0,
+        balance,
+        fast_target: HashMap::new(),
+        balance_moves: 0,
         epoch_length: None,
         hot: HashSet::new(),
         vpn_of: Vec::new(),
@@ -164,6 +183,61 @@ impl OracleDynamic {
         }
     }
 
+    /// `fast_nodes = "balanced"`: a fast node for each of the epoch's hot pages, hottest first:
+    /// the one nearest its users while that node's (weighted) traffic stays within an even part
+    /// of the hot set's, else the fast node with the least traffic so far; each node takes at
+    /// most its usable pages. The weights are the ranking's (a write counts `write_weight` reads,
+    /// its DCPMM cost; a DRAM write takes 1.7 reads' channel time): a deviation from balancing
+    /// channel time.
+    fn balance_targets(&mut self, hottest: &[(u64, u64)], near: &[(u64, NodeId)], topo: &Topology) {
+        self.fast_target.clear();
+        let fast: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).filter(|&f| is_top_tier(f, topo)).collect();
+        if fast.len() < 2 {
+            return;
+        }
+        let even = hottest.iter().map(|&(_, c)| c as f64).sum::<f64>() / fast.len() as f64;
+        let mut load = vec![0.0f64; topo.nodes.len()];
+        let mut pages = vec![0u64; topo.nodes.len()];
+        for &(vpn, count) in hottest {
+            let users = match near.binary_search_by_key(&vpn, |&(v, _)| v) {
+                Ok(i) => near[i].1,
+                Err(_) => match self.page_of.get(&vpn) {
+                    Some(&page) => self.home.get(page as usize).copied().unwrap_or(fast[0]),
+                    None => continue,
+                },
+            };
+            let Some(&nearest) = topo.zonelists[users as usize].iter().find(|&&f| is_top_tier(f, topo)) else { continue };
+            let fits = |f: NodeId, load: &[f64], pages: &[u64]| pages[f as usize] < topo.nodes[f as usize].usable_pages && load[f as usize] + count as f64 <= even;
+            let target = if fits(nearest, &load, &pages) {
+                nearest
+            } else {
+                let open = fast.iter().copied().filter(|&f| pages[f as usize] < topo.nodes[f as usize].usable_pages);
+                match open.min_by(|&a, &b| load[a as usize].total_cmp(&load[b as usize])) {
+                    Some(f) => f,
+                    None => continue,
+                }
+            };
+            load[target as usize] += count as f64;
+            pages[target as usize] += 1;
+            self.fast_target.insert(vpn, target);
+        }
+    }
+
+    /// Move the epoch's hot pages that sit on another fast node than balancing gave them, where
+    /// the target has room or can make it by demoting a page the epoch does not need.
+    fn rebalance(&mut self, hottest: &[(u64, u64)], cold: &mut [Vec<u32>], topo: &Topology, os: &mut dyn MemOps) {
+        for &(vpn, _) in hottest {
+            let (Some(&page), Some(&to)) = (self.page_of.get(&vpn), self.fast_target.get(&vpn)) else { continue };
+            if os.page_node(page).filter(|&n| is_top_tier(n, topo) && n != to).is_none() {
+                continue;
+            }
+            if (os.room(to) || (self.evict_from(to, cold, topo, os) && os.room(to))) && os.migrate(page, to, self.mode) {
+                self.moves += 1;
+                self.balance_moves += 1;
+            }
+        }
+    }
+
     /// Where a page leaving fast node `f` goes: with charged moves the next tier under `f` (the
     /// kernel's next_demotion_node, so the charged oracle differs from a kernel policy only in
     /// what it knows); with free moves to users, the next tier under the node of its users.
@@ -182,6 +256,9 @@ impl Policy for OracleDynamic {
             return local;
         }
         if self.hot.contains(&ctx.vpn) {
+            if let Some(&f) = self.fast_target.get(&ctx.vpn).filter(|&&f| has_room(f, ctx.free_pages, ctx.topo)) {
+                return f;
+            }
             let zonelist = &ctx.topo.zonelists[local as usize];
             let fast = zonelist.iter().copied().filter(|&n| is_top_tier(n, ctx.topo));
             return fast.clone().find(|&n| has_room(n, ctx.free_pages, ctx.topo)).unwrap_or(local);
@@ -222,6 +299,9 @@ impl Policy for OracleDynamic {
         if self.near_users {
             self.rehome(near, topo, os);
         }
+        if self.balance {
+            self.balance_targets(hottest, near, topo);
+        }
         // Hot pages beyond the fast tier's share leave it, so their traffic goes to the slow tier.
         for &(vpn, _) in spill {
             let Some(&page) = self.page_of.get(&vpn) else { continue };
@@ -244,6 +324,9 @@ impl Policy for OracleDynamic {
                 cold[n as usize].push(page as u32);
             }
         }
+        if self.balance {
+            self.rebalance(hottest, &mut cold, topo, os);
+        }
         let mut unplaced = 0u64;
         let min = self.min_accesses;
         for &(vpn, _) in hottest.iter().filter(|&&(_, count)| count >= min) {
@@ -256,7 +339,9 @@ impl Policy for OracleDynamic {
             // does not need: local DRAM before remote, as first touch would choose; with free
             // moves, local to the page's users.
             let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(n) } else { n };
-            let fast: Vec<NodeId> = topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo)).collect();
+            let balanced = self.fast_target.get(&vpn).copied();
+            let fast: Vec<NodeId> =
+                balanced.into_iter().chain(topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo))).collect();
             let target = fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
             if let Some(f) = target {
                 if os.migrate(page, f, self.mode) {
@@ -282,7 +367,11 @@ impl Policy for OracleDynamic {
     }
 
     fn stats(&self) -> serde_json::Value {
-        serde_json::json!({"epoch_moves": self.moves, "share_demotions": self.share_demotions})
+        let mut stats = serde_json::json!({"epoch_moves": self.moves, "share_demotions": self.share_demotions});
+        if self.balance {
+            stats["balance_moves"] = self.balance_moves.into();
+        }
+        stats
     }
 }
 
@@ -425,6 +514,49 @@ mod tests {
         p.on_epoch(1, &[(10, 75), (12, 25)], &[], &topo, &mut os);
         assert_eq!(os.log, ["demote 2 -> 2 Free"]);
         assert_eq!(p.stats()["share_demotions"], 1);
+    }
+
+    #[test]
+    fn balanced_fast_nodes_split_the_hot_traffic_evenly_nearest_users_first() {
+        for (fast_nodes, want) in [("users", [0, 0, 0, 0]), ("balanced", [0, 1, 1, 0])] {
+            let mut topo = two_socket();
+            for n in &mut topo.nodes {
+                n.usable_pages = 4;
+            }
+            let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"free\"\nfast_nodes = \"{fast_nodes}\"")).unwrap();
+            let mut p = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap();
+            p.set_epoch_length(100);
+            let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
+            // Socket 0's CPUs use all four pages, 100 weighted accesses: 50 per fast node. 10 (40)
+            // fits dram0; 11 (30) would take it to 70, so dram1; 12 (20) goes to the least loaded,
+            // dram1 (30 against 40); 13 (10) brings dram0 to 50, within its part.
+            let hot = [(10, 40), (11, 30), (12, 20), (13, 10)];
+            let near = [(10, 0), (11, 0), (12, 0), (13, 0)];
+            p.on_epoch(0, &hot, &near, &topo, &mut os);
+            let free = [999; 4];
+            for (id, vpn) in [(0u32, 10u64), (1, 11), (2, 12), (3, 13)] {
+                let node = p.place(&PlaceCtx { topo: &topo, cpu: 0, local_node: 0, vpn, free_pages: &free, file: false });
+                assert_eq!(node, want[id as usize], "{fast_nodes} {vpn}");
+                p.on_page_placed(id, node);
+                // As `users` placed them: every page on dram0.
+                os.node.insert(id, 0);
+            }
+            // The next epoch moves the pages that sit on dram0 against the balance to dram1.
+            p.on_epoch(1, &hot, &near, &topo, &mut os);
+            let moved: Vec<&str> = if fast_nodes == "balanced" { vec!["migrate 1 -> 1 Free", "migrate 2 -> 1 Free"] } else { vec![] };
+            assert_eq!(os.log, moved, "{fast_nodes}");
+            assert_eq!(p.stats().get("balance_moves").is_some(), fast_nodes == "balanced");
+        }
+    }
+
+    #[test]
+    fn balanced_fast_nodes_need_free_moves_to_users() {
+        for (migrations, targets) in [("charged", "users"), ("free", "kernel")] {
+            let t: toml::Table =
+                toml::from_str(&format!("migrations = \"{migrations}\"\nfree_targets = \"{targets}\"\nfast_nodes = \"balanced\"")).unwrap();
+            let err = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &two_socket()).err().expect("refused").to_string();
+            assert!(err.contains("fast_nodes") && err.contains("needs migrations = \"free\""), "{err}");
+        }
     }
 
     #[test]

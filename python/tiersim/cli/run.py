@@ -158,8 +158,10 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
         ))
 
     from tiersim._result import regime_rows
+    from tiersim.bound import BOUND, bound_lines
 
     rows += [(label, _cell(v)) for label, v in regime_rows(s) if v is not None]
+    rows += [(BOUND, line.removeprefix(f"{BOUND}: ")) for line in bound_lines(s)]
 
     nodes = _nodes_table(s, exec_ns, total, compact=False)
     if console.measure(nodes, options=console.options.update(max_width=10_000)).maximum > console.width:
@@ -197,7 +199,8 @@ def run(
         str | None,
         typer.Option(
             help="Placement policy (see `tiersim list policies`; default linux_default, or the policy of "
-            "the run directory given as -p).",
+            "the run directory given as -p); oracle_bound runs tiersim's bound, the fastest of the "
+            "free-migration oracle_dynamic family, and writes its fastest member's run.",
             show_default=False,
         ),
     ] = None,
