@@ -683,6 +683,10 @@ impl Device for CxlFlash {
         self.resp_row = None;
         if self.mq.is_some() {
             self.compat_open(req.now);
+        } else {
+            // Should the line miss, its flash read looks up the FTL map after the row
+            // retirements below: fetching the entry meanwhile hides a memory access.
+            self.ftl.prefetch(first_line);
         }
         for line in first_line..=last_line {
             let lo = if line == first_line { addr & line_mask } else { 0 };
