@@ -85,14 +85,7 @@ impl LpnMap {
         let Some(c) = &self.chunks[(unit >> CHUNK_SHIFT) as usize] else { return };
         let i = unit as usize & (CHUNK - 1);
         let k = if c.vals.len() == CHUNK { i } else { usize::from(c.before[i >> 6]) };
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults; the pointer is computed without being dereferenced.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch(c.vals.as_ptr().wrapping_add(k).cast::<i8>(), _MM_HINT_T0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = k;
+        super::prefetch(&c.vals, k);
     }
 
     #[inline]
