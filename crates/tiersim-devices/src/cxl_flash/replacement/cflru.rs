@@ -28,8 +28,8 @@ pub fn build(p: &Params, s: Shape) -> Result<Box<dyn Replacement>> {
     Ok(Box::new(Cflru { order, window: w.min(p.uint("cflru_window_max") as usize) }))
 }
 
-/// Sets of at most this many ways keep their recency as an array of way numbers.
-const ORDER_WAYS: u32 = 64;
+/// Sets of at most this many ways keep their recency packed in one word.
+const ORDER_WAYS: u32 = 16;
 
 pub struct Cflru {
     order: Order,
@@ -38,53 +38,60 @@ pub struct Cflru {
 
 enum Order {
     Ways(WayOrder),
-    /// Large sets (up to a fully associative cache): linked lists, O(1) per hit.
+    /// Larger sets (up to a fully associative cache): linked lists, O(1) per hit.
     Lists(Lists),
 }
 
-/// Recency of each set as its way numbers, newest first. The victim search steps over the
-/// mostly dirty lines at the LRU end on every fill of a full set: with linked lists each step
-/// waited for the previous one's link to load (the search was 10 % of the replay's cycles on
-/// the bench's mixed trace for 4 % of its instructions); here the ways to test are one set's
-/// bytes, read at once. A hit moves at most `ways - 1` bytes.
+/// Recency of each set of at most 16 ways as its way numbers, 4 bits each, newest in the low
+/// bits. The victim search steps over the mostly dirty lines at the LRU end on every fill of a
+/// full set: with linked lists each step waited for the previous one's link to load (the
+/// search was 10 % of the replay's cycles on the bench's mixed trace for 4 % of its
+/// instructions); here the ways to test are in one word. A hit is a few shifts and masks.
 struct WayOrder {
-    ways: usize,
-    order: Vec<u8>,
+    ways: u32,
+    order: Vec<u64>,
     len: Vec<u8>,
 }
 
+const LOW_NIBBLES: u64 = 0x1111_1111_1111_1111;
+
 impl WayOrder {
     fn new(s: Shape) -> WayOrder {
-        WayOrder { ways: s.ways as usize, order: vec![0; s.sets * s.ways as usize], len: vec![0; s.sets] }
+        WayOrder { ways: s.ways, order: vec![0; s.sets], len: vec![0; s.sets] }
     }
 
     /// Make `slot` the set's newest line (adding it if the set did not hold it).
     #[inline]
     fn touch(&mut self, set: usize, slot: u32) {
-        let first = set * self.ways;
-        let way = (slot as usize - first) as u8;
-        let o = &mut self.order[first..first + self.ways];
-        let n = usize::from(self.len[set]);
-        let end = match o[..n].iter().position(|&w| w == way) {
-            Some(k) => k,
-            None => {
-                self.len[set] += 1;
-                n
-            }
-        };
-        o.copy_within(0..end, 1);
-        o[0] = way;
+        let way = u64::from(slot - set as u32 * self.ways);
+        let o = self.order[set];
+        let n = u32::from(self.len[set]);
+        // The lowest nibble equal to `way` (a zero nibble of o ^ way in every nibble: the
+        // lowest one the bit trick flags is exact); past `n`, the line is new.
+        let x = o ^ way.wrapping_mul(LOW_NIBBLES);
+        let zero = x.wrapping_sub(LOW_NIBBLES) & !x & (LOW_NIBBLES << 3);
+        let k = (zero.trailing_zeros() / 4).min(n);
+        if k == n {
+            self.len[set] += 1;
+        }
+        // Nibbles below k move up one; k's is replaced; those above stay.
+        let below = if k >= 16 { u64::MAX } else { (1u64 << (4 * k)) - 1 };
+        let above = if k >= 15 { 0 } else { u64::MAX << (4 * (k + 1)) };
+        self.order[set] = (o & above) | ((o & below) << 4) | way;
     }
 
     fn victim(&self, v: &SetView<'_>, window: usize) -> u32 {
-        let first = v.set * self.ways;
-        let o = &self.order[first..first + usize::from(self.len[v.set])];
-        let slot = |w: u8| v.first + u32::from(w);
-        if let Some(&w) = o.iter().rev().take(window).find(|&&w| v.dirty[slot(w) as usize] == 0 && !v.pinned(slot(w))) {
-            return slot(w);
+        let o = self.order[v.set];
+        let n = u32::from(self.len[v.set]);
+        let slot = |k: u32| v.first + ((o >> (4 * k)) & 15) as u32;
+        for k in (n.saturating_sub(window as u32)..n).rev() {
+            let s = slot(k);
+            if v.dirty[s as usize] == 0 && !v.pinned(s) {
+                return s;
+            }
         }
         // As `Lists::oldest_unpinned`: the oldest unpinned line, else the oldest.
-        o.iter().rev().find(|&&w| !v.pinned(slot(w))).or(o.last()).map_or(v.first, |&w| slot(w))
+        (0..n).rev().map(slot).find(|&s| !v.pinned(s)).unwrap_or(if n == 0 { v.first } else { slot(n - 1) })
     }
 }
 
@@ -128,12 +135,12 @@ mod tests {
     use super::super::PINNED;
     use super::*;
 
-    /// Random fills, hits, dirtying and pins on sets of 1 to 64 ways: the way arrays pick the
-    /// same victims as the linked lists (which large sets keep).
+    /// Random fills, hits, dirtying and pins on sets of 1 to 16 ways: the packed recency picks
+    /// the same victims as the linked lists (which larger sets keep).
     #[test]
     fn way_arrays_choose_as_linked_lists() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        for ways in [1u32, 2, 5, 16, 17, 64] {
+        for ways in [1u32, 2, 5, 15, 16] {
             for window in [0, 1, ways as usize / 2, ways as usize] {
                 let shape = Shape { sets: 3, ways };
                 let slots = shape.sets * ways as usize;
