@@ -101,6 +101,10 @@ impl CxlFlash {
             return;
         }
         let (slot, evicted) = cache.allocate(row.line);
+        if let Some(e) = evicted.filter(|e| e.dirty != 0) {
+            // Its write-back reads the FTL map below: fetch the entry during the DRAM booking.
+            self.ftl.prefetch(e.line);
+        }
         let s = slot as usize;
         cache.valid[s] = self.full_mask;
         cache.dirty[s] = row.dirty;
