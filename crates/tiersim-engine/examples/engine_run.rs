@@ -3,10 +3,12 @@
 //! callgrind) and A/B timing of the engine bench's cases (benches/engine.rs writes their traces
 //! to target/tmp/bench-*.trace).
 //!
-//! cargo run --release -p tiersim-engine --example engine_run -- PLATFORM POLICY TRACE [KEY=VALUE...] [--out FILE]
+//! cargo run --release -p tiersim-engine --example engine_run -- PLATFORM POLICY TRACE [KEY=VALUE...] [--out FILE] [--repeat N]
 //!
 //! `--out FILE` receives the summary, the time series and the latency histogram, to check that a
-//! change to the code left the results byte-identical.
+//! change to the code left the results byte-identical. `--repeat N` runs N times in one process,
+//! as criterion's iterations do (each allocating its page table afresh from memory an earlier
+//! run freed), and prints a line per run.
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,16 +20,27 @@ fn thread_cpu_ns() -> Option<u64> {
     std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
 }
 
+/// The value of option `name`, removed from `args` with it.
+fn take_option(args: &mut Vec<String>, name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == name)?;
+    let value = args.get(i + 1).cloned().unwrap_or_else(|| usage());
+    args.drain(i..i + 2);
+    Some(value)
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let out = args.iter().position(|a| a == "--out").map(|i| {
-        let path = args.get(i + 1).cloned().unwrap_or_else(|| usage());
-        args.drain(i..i + 2);
-        path
-    });
+    let out = take_option(&mut args, "--out");
+    let repeat = take_option(&mut args, "--repeat").map_or(1, |n| n.parse::<u32>().unwrap_or_else(|_| usage()));
     if args.len() < 3 {
         usage();
     }
+    for _ in 0..repeat {
+        run_once(&args, out.as_deref());
+    }
+}
+
+fn run_once(args: &[String], out: Option<&str>) {
     let (platform, policy, trace) = (&args[0], &args[1], Path::new(&args[2]));
     let overrides = &args[3..];
     let start = Instant::now();
@@ -58,7 +71,7 @@ fn main() {
     );
     if let Some(out) = out {
         let body = format!("{}\n{:?}\n{:?}\n", run.summary, run.timeseries, run.latency_hist);
-        std::fs::write(&out, body).unwrap_or_else(|e| {
+        std::fs::write(out, body).unwrap_or_else(|e| {
             eprintln!("writing {out}: {e}");
             std::process::exit(1);
         });
@@ -66,6 +79,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: engine_run PLATFORM POLICY TRACE [KEY=VALUE...] [--out FILE]");
+    eprintln!("usage: engine_run PLATFORM POLICY TRACE [KEY=VALUE...] [--out FILE] [--repeat N]");
     std::process::exit(2);
 }

@@ -99,7 +99,11 @@ pub struct PageTable {
     /// LRU list links, touched only by allocation, migration and reclaim; prev and next side by
     /// side so linking a new page costs one cache miss, not two.
     pub lru: HugeArray<Link>,
-    pub ext: HugeArray<PageExt>,
+    /// Filled when first written (`ext_mut`), or with the entries where `prefetch_ext` reads it
+    /// ahead: runs without NUMA balancing or migration never touch it, and on the engine bench
+    /// (1M pages) it was half of the 32 MiB the kernel cleared for each run (BENCHMARKS.md,
+    /// ninth pass). Once filled it has the entries' length.
+    ext: HugeArray<PageExt>,
     /// Chunk number -> base id, in virtual-address order, for the scanner's walk.
     pub by_address: BTreeMap<u64, u32>,
     pub touched: u64,
@@ -174,7 +178,9 @@ impl PageTable {
         }
         self.entries.grow(base + CHUNK, EMPTY);
         self.lru.grow(base + CHUNK, Link { prev: NIL, next: NIL });
-        self.ext.grow(base + CHUNK, EXT_EMPTY);
+        if self.prefetch_ext || !self.ext.is_empty() {
+            self.ext.grow(base + CHUNK, EXT_EMPTY);
+        }
         self.chunk_of.insert(chunk, base as u32);
         self.by_address.insert(chunk, base as u32);
         Ok(base as u32)
@@ -194,6 +200,28 @@ impl PageTable {
         debug_assert!((p as usize) < self.entries.len());
         // SAFETY: as in `entry`.
         unsafe { self.entries.get_unchecked_mut(p as usize) }
+    }
+
+    /// Page `p`'s NUMA record; an id no chunk holds reads as a page never scanned, faulted or moved.
+    #[inline]
+    pub fn ext(&self, p: u32) -> PageExt {
+        self.ext.get(p as usize).copied().unwrap_or(EXT_EMPTY)
+    }
+
+    /// Page `p`'s NUMA record for writing, filling the array on the first write; `p` is an id
+    /// `slot` or `prefetch` handed out.
+    #[inline]
+    pub fn ext_mut(&mut self, p: u32) -> &mut PageExt {
+        if p as usize >= self.ext.len() {
+            self.fill_ext();
+        }
+        &mut self.ext[p as usize]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_ext(&mut self) {
+        self.ext.grow(self.entries.len(), EXT_EMPTY);
     }
 
     /// Fetch page `p`'s LRU link if the page is untouched: its access will allocate it and link
@@ -422,6 +450,36 @@ mod tests {
         let mut absurd = PageTable::new(false);
         absurd.reserve(u64::MAX);
         assert_eq!(absurd.entries.capacity(), 0);
+    }
+
+    /// NUMA records filled on their first write read and write as records filled with the
+    /// chunks: every id reads the same before and after writes at random, in chunks added before
+    /// and after the first write, and a table that never writes one allocates none.
+    #[test]
+    fn lazy_numa_records_match_eager_ones() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut lazy, mut eager) = (PageTable::new(false), PageTable::new(true));
+        let mut ids = Vec::new();
+        for step in 0..6000u32 {
+            let vpn = (rng.gen_range(0..10 + u64::from(step) / 100) << (CHUNK_SHIFT + 3)) | rng.gen_range(0..CHUNK as u64);
+            let id = lazy.slot(vpn).unwrap();
+            assert_eq!(eager.slot(vpn).unwrap(), id);
+            ids.push(id);
+            if step >= 2000 && rng.gen_bool(0.1) {
+                let p = ids[rng.gen_range(0..ids.len())];
+                let (a, b) = (lazy.ext_mut(p), eager.ext_mut(p));
+                (a.last_cpu, a.scan_us, a.moved_us, a.moved_from) = (step, step * 3, step * 5, 2);
+                (b.last_cpu, b.scan_us, b.moved_us, b.moved_from) = (step, step * 3, step * 5, 2);
+            }
+            if step == 1999 {
+                assert!(lazy.ext.is_empty() && lazy.ext.capacity() == 0);
+            }
+            let p = ids[rng.gen_range(0..ids.len())];
+            assert_eq!(format!("{:?}", lazy.ext(p)), format!("{:?}", eager.ext(p)), "id {p} at step {step}");
+        }
+        assert_eq!(lazy.ext.len(), lazy.entries.len());
+        assert_eq!(format!("{:?}", &lazy.ext[..]), format!("{:?}", &eager.ext[..]));
+        assert_eq!(lazy.ext(u32::MAX - 7).last_cpu, NIL);
     }
 
     /// Growth in advised buffers keeps what was there and fills the rest, as `Vec::resize`

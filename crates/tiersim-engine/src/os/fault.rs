@@ -24,7 +24,7 @@ impl Engine {
         for (i, n) in self.nodes.iter().enumerate() {
             self.free_scratch[i] = n.free();
         }
-        let ext = self.pt.ext[p as usize];
+        let ext = self.pt.ext(p);
         // The policy may call back into the OS model (MemOps), which borrows the engine: park
         // the policy and lend it the read-only context it sees.
         let topo = std::mem::take(&mut self.topo);
@@ -60,7 +60,7 @@ impl Engine {
         for ev in std::mem::take(&mut self.page_events) {
             self.page_event(ev);
         }
-        self.pt.ext[p as usize].last_cpu = c as u32;
+        self.pt.ext_mut(p).last_cpu = c as u32;
         if self.scan.is_some_and(|s| s.top_tier) {
             self.pass_faults += 1;
         }
@@ -174,7 +174,7 @@ impl MemOps for Ops<'_> {
     }
 
     fn last_cpu(&self, page: u32) -> Option<u32> {
-        let c = self.eng.pt.ext.get(page as usize)?.last_cpu;
+        let c = self.eng.pt.ext(page).last_cpu;
         (c != NIL && (c as usize) < self.eng.cpus.len()).then_some(c)
     }
 

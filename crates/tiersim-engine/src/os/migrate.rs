@@ -45,10 +45,10 @@ impl Engine {
         let demoted = self.nodes[to].spec.tier > self.nodes[from].spec.tier;
         if demoted && self.protect_demoted {
             self.pt.entries[p as usize].flags |= PROT_NONE;
-            self.pt.ext[p as usize].scan_us = t_us;
+            self.pt.ext_mut(p).scan_us = t_us;
         }
         self.page_event(PageEvent::Moved(p, from as NodeId, to as NodeId));
-        let ext = &mut self.pt.ext[p as usize];
+        let ext = self.pt.ext_mut(p);
         let back = ext.moved_from as usize == to && t_us.wrapping_sub(ext.moved_us) as u64 * 1000 < self.ping_pong_ns;
         ext.moved_from = from as u16;
         ext.moved_us = t_us;

@@ -62,12 +62,12 @@ impl Engine {
                         if self.scan_visits {
                             self.policy.on_scan(&ScanVisit { page: id as u32, node: e.node as NodeId, accessed, now_ns: t });
                         }
+                        let (node, frame) = (e.node as usize, e.frame);
                         if accessed {
                             e.flags |= PROT_NONE;
-                            self.pt.ext[id].scan_us = t_us;
+                            self.pt.ext_mut(id as u32).scan_us = t_us;
                         }
                         if self.device_hints != DeviceHints::None {
-                            let (node, frame) = (e.node as usize, e.frame);
                             self.scan_hint(id, node, frame, accessed, t);
                         }
                     }
@@ -94,7 +94,7 @@ impl Engine {
     /// the PTE was not PROT_NONE: the page was touched since the scanner last protected it (or
     /// has not been visited since it was placed, which was a touch).
     pub(crate) fn scan_hint(&mut self, id: usize, node: usize, frame: u32, accessed: bool, t: Ns) {
-        let ext = &mut self.pt.ext[id];
+        let ext = self.pt.ext_mut(id as u32);
         let send = match self.device_hints {
             DeviceHints::None => false,
             DeviceHints::Scan => accessed,
