@@ -4,10 +4,12 @@
 
 pub mod access;
 pub mod error;
+pub mod hint;
 pub mod params;
 pub mod units;
 
 pub use access::{Access, Op};
 pub use error::{Error, Result};
+pub use hint::prefetch;
 pub use params::{ParamKind, ParamSpec, ParamValue, Params, PluginInfo};
 pub use units::{Bytes, NodeId, Ns, PageId};

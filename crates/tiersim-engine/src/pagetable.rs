@@ -232,12 +232,7 @@ impl PageTable {
     #[inline(always)]
     pub fn prefetch_link_if_new(&self, p: u32) {
         if self.entry(p).node == UNTOUCHED {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetch never faults; p < lru.len() (ids index every per-page array).
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch(self.lru.as_ptr().add(p as usize) as *const i8, _MM_HINT_T0);
-            }
+            tiersim_core::prefetch(&self.lru, p as usize);
         }
     }
 
@@ -247,14 +242,9 @@ impl PageTable {
     pub fn prefetch(&mut self, vpn: u64) -> Option<u32> {
         let base = self.base(vpn >> CHUNK_SHIFT)?;
         let i = base as usize + (vpn as usize & (CHUNK - 1));
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults; the pointers are in bounds of `entries` and `ext`.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch(self.entries.as_ptr().add(i) as *const i8, _MM_HINT_T0);
-            if self.prefetch_ext {
-                _mm_prefetch(self.ext.as_ptr().add(i) as *const i8, _MM_HINT_T0);
-            }
+        tiersim_core::prefetch(&self.entries, i);
+        if self.prefetch_ext {
+            tiersim_core::prefetch(&self.ext, i);
         }
         Some(i as u32)
     }

@@ -85,7 +85,7 @@ impl LpnMap {
         let Some(c) = &self.chunks[(unit >> CHUNK_SHIFT) as usize] else { return };
         let i = unit as usize & (CHUNK - 1);
         let k = if c.vals.len() == CHUNK { i } else { usize::from(c.before[i >> 6]) };
-        super::prefetch(&c.vals, k);
+        tiersim_core::prefetch(&c.vals, k);
     }
 
     #[inline]

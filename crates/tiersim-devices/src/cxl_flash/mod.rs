@@ -96,20 +96,6 @@ use ftl::Ftl;
 use metrics::{Class, Latency};
 use mshr::Mshr;
 
-/// Hint the CPU to fetch the cache line holding `items[i]` (nothing if `i` is out of bounds).
-/// The replay's model state is megabytes read at random (the FTL map, the cache's metadata);
-/// fetching what a step will read while earlier steps run hides its memory latency.
-#[inline(always)]
-pub(crate) fn prefetch<T>(items: &[T], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(x) = items.get(i) {
-        // SAFETY: a prefetch never faults and reads nothing the program sees.
-        unsafe { std::arch::x86_64::_mm_prefetch((x as *const T).cast::<i8>(), std::arch::x86_64::_MM_HINT_T0) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (items, i);
-}
-
 /// Filler for the constant arrays the parameter lists are assembled in.
 pub(crate) const PLACEHOLDER: ParamSpec = ParamSpec::new("", ParamKind::Bool, "false", "");
 

@@ -55,13 +55,7 @@ impl CpuQueue {
         let mask = self.buf.len().wrapping_sub(1);
         self.head = (self.head + 1) & mask;
         self.len -= 1;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults; the position is masked into the buffer, which is not
-        // empty (it held the access just popped).
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch(self.buf.as_ptr().add((self.head + AHEAD) & mask) as *const i8, _MM_HINT_T0);
-        }
+        tiersim_core::prefetch(&self.buf, (self.head + AHEAD) & mask);
     }
 
     /// Append `accesses`, in order.
