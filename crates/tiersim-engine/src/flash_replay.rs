@@ -182,16 +182,20 @@ impl Clock {
     fn issue(&mut self, a: &Access) -> Ns {
         match self.unit {
             TimeUnit::Ns => a.time,
-            TimeUnit::Instructions => {
-                if a.cpu != self.cpu {
-                    self.per_cpu.insert(self.cpu, self.now);
-                    self.now = self.per_cpu.get(&a.cpu).copied().unwrap_or(0.0);
-                    self.cpu = a.cpu;
-                }
-                self.now += a.time as f64 * self.ns_per_instruction;
-                self.now as Ns
-            }
+            TimeUnit::Instructions => self.after_instructions(a),
         }
+    }
+
+    /// `issue` of an instruction-count trace.
+    #[inline]
+    fn after_instructions(&mut self, a: &Access) -> Ns {
+        if a.cpu != self.cpu {
+            self.per_cpu.insert(self.cpu, self.now);
+            self.now = self.per_cpu.get(&a.cpu).copied().unwrap_or(0.0);
+            self.cpu = a.cpu;
+        }
+        self.now += a.time as f64 * self.ns_per_instruction;
+        self.now as Ns
     }
 }
 
@@ -304,8 +308,9 @@ const BATCH: usize = 1 << 14;
 /// The trace's accesses in order, up to the limit, with their issue times (file mapping
 /// records skipped, pages scattered).
 struct Feed {
-    /// The current batch, reversed (the next access last).
+    /// The current batch, read from `pos` on.
     batch: Vec<Access>,
+    pos: usize,
     eof: bool,
     /// Trace accesses read, mapping records included.
     read: u64,
@@ -313,36 +318,79 @@ struct Feed {
 }
 
 impl Feed {
+    /// The next decoded batch into `batch` (at most the limit's remainder); false at the end.
+    fn refill(&mut self, src: &mut dyn AccessSource) -> Result<bool> {
+        self.batch.clear();
+        self.pos = 0;
+        if self.eof || (self.limit > 0 && self.read >= self.limit) {
+            self.eof = true;
+            return Ok(false);
+        }
+        let want = if self.limit > 0 { (self.limit - self.read).min(BATCH as u64) as usize } else { BATCH };
+        if src.read_batch(&mut self.batch, want)? == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        self.read += self.batch.len() as u64;
+        Ok(true)
+    }
+
     #[inline]
     fn next(&mut self, src: &mut dyn AccessSource, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<Option<(Access, Ns)>> {
         loop {
-            let mut a = match self.batch.pop() {
-                Some(a) => a,
-                None => {
-                    if self.eof || (self.limit > 0 && self.read >= self.limit) {
-                        self.eof = true;
-                        return Ok(None);
-                    }
-                    let want = if self.limit > 0 { (self.limit - self.read).min(BATCH as u64) as usize } else { BATCH };
-                    if src.read_batch(&mut self.batch, want)? == 0 {
-                        self.eof = true;
-                        return Ok(None);
-                    }
-                    self.batch.reverse();
-                    continue;
+            let Some(&a) = self.batch.get(self.pos) else {
+                if !self.refill(src)? {
+                    return Ok(None);
                 }
+                continue;
             };
-            self.read += 1;
+            self.pos += 1;
             // A file mapping record is no device access (the device has no page cache).
             if a.is_map() {
                 continue;
             }
-            if let Some(sc) = scatter.as_mut() {
-                a.addr = sc.addr(a.addr);
-            }
-            return Ok(Some((a, clock.issue(&a))));
+            return Ok(Some(scattered(a, scatter, clock)));
         }
     }
+}
+
+#[inline]
+fn scattered(mut a: Access, scatter: &mut Option<Scatter>, clock: &mut Clock) -> (Access, Ns) {
+    if let Some(sc) = scatter.as_mut() {
+        a.addr = sc.addr(a.addr);
+    }
+    let t = clock.issue(&a);
+    (a, t)
+}
+
+/// The common case (open loop, no LLC, no hints): each decoded batch is walked as a slice and
+/// its accesses go straight to the device, with the clock's time unit decided once per batch
+/// rather than per access. Returns the device requests issued.
+fn replay_open(dev: &mut CxlFlash, src: &mut dyn AccessSource, feed: &mut Feed, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<u64> {
+    #[inline(always)]
+    fn run(dev: &mut CxlFlash, batch: &[Access], mut issue: impl FnMut(&Access) -> (u64, Ns)) -> u64 {
+        let mut n = 0;
+        for a in batch {
+            // A file mapping record is no device access (the device has no page cache).
+            if a.is_map() {
+                continue;
+            }
+            let (addr, now) = issue(a);
+            dev.access(&DeviceRequest { now, addr, size: u32::from(a.size.max(1)), op: a.op, socket: 0, cpu: a.cpu, remote: false });
+            n += 1;
+        }
+        n
+    }
+    let mut requests = 0;
+    while feed.refill(src)? {
+        let batch = &feed.batch[..];
+        requests += match (clock.unit, scatter.as_mut()) {
+            (TimeUnit::Ns, None) => run(dev, batch, |a| (a.addr, a.time)),
+            (TimeUnit::Instructions, None) => run(dev, batch, |a| (a.addr, clock.after_instructions(a))),
+            (_, Some(sc)) => run(dev, batch, |a| (sc.addr(a.addr), clock.issue(a))),
+        };
+    }
+    Ok(requests)
 }
 
 pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
@@ -379,7 +427,11 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     let mut last_issue: Ns = 0;
     let mut device_requests = 0u64;
     let mut hints_sent = 0u64;
-    let mut feed = Feed { batch: Vec::with_capacity(BATCH), eof: false, read: 0, limit: opts.limit };
+    let mut feed = Feed { batch: Vec::with_capacity(BATCH), pos: 0, eof: false, read: 0, limit: opts.limit };
+    if opts.closed_loop.is_none() && llc.is_none() && hints.is_none() && opts.hot_hints.is_none() {
+        // It reads the whole trace: the general loop below then finds the feed at its end.
+        device_requests = replay_open(&mut dev, src, &mut feed, &mut scatter, &mut clock)?;
+    }
 
     // Issue one device request at (at least) `t`; returns its issue time.
     let mut issue = |dev: &mut CxlFlash, t: Ns, addr: u64, size: u32, op: Op, cpu: u32| -> Ns {
