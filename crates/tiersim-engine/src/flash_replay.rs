@@ -19,6 +19,8 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -393,7 +395,54 @@ fn replay_open(dev: &mut CxlFlash, src: &mut dyn AccessSource, feed: &mut Feed, 
     Ok(requests)
 }
 
+/// Whether a replay takes the fast path (`replay_open`).
+fn is_plain_open_loop(opts: &ReplayOptions) -> bool {
+    opts.closed_loop.is_none() && opts.llc_bytes == 0 && opts.hint_file.is_none() && opts.hot_hints.is_none()
+}
+
+/// The fast path's per-access work done on the decoding thread, over each batch as it is decoded
+/// (`ReadAhead::with_stage`): it is a function of the trace alone. Each access up to the limit,
+/// mapping records aside, gets its issue time (ns) in `time` and its scattered address; the
+/// replay thread then only hands them to the device.
+struct Prepare {
+    clock: Clock,
+    scatter: Option<Scatter>,
+    limit: u64,
+    /// Trace accesses seen, mapping records included.
+    seen: u64,
+    /// Pages scattered so far, for the summary (the worker keeps the `Scatter`).
+    pages: Arc<AtomicUsize>,
+}
+
+impl Prepare {
+    fn apply(&mut self, batch: &mut [Access]) {
+        let left = if self.limit == 0 { batch.len() as u64 } else { self.limit.saturating_sub(self.seen) };
+        let n = left.min(batch.len() as u64) as usize;
+        self.seen += batch.len() as u64;
+        for a in &mut batch[..n] {
+            if !a.is_map() {
+                let (b, issue) = scattered(*a, &mut self.scatter, &mut self.clock);
+                *a = Access { time: issue, ..b };
+            }
+        }
+        if let Some(sc) = &self.scatter {
+            self.pages.store(sc.map.len(), Ordering::Release);
+        }
+    }
+}
+
 pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
+    replay_source(src, params, opts, hot, None)
+}
+
+/// `replay`; with `prepared`, `src`'s accesses went through `Prepare` (whose page count that is).
+fn replay_source(
+    src: &mut dyn AccessSource,
+    params: &Params,
+    opts: &ReplayOptions,
+    hot: Option<&FxHashSet<u64>>,
+    prepared: Option<&AtomicUsize>,
+) -> Result<ReplayResult> {
     if let Some(0) = opts.closed_loop {
         return Err(Error::arg("closed_loop", "needs at least 1 outstanding access"));
     }
@@ -412,13 +461,14 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         return Err(Error::arg("closed_loop", tiersim_devices::cxl_flash::COMPAT_OPEN_LOOP_ONLY));
     }
     let line_shift = dev.line_shift();
-    let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
+    let mut scatter = opts.scatter.filter(|_| prepared.is_none()).map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };
     let mut hints = match &opts.hint_file {
         Some(p) => Some(HintFile::open(p)?),
         None => None,
     };
-    let mut clock = Clock::new(unit, opts.ns_per_instruction);
+    // Prepared accesses carry their issue times.
+    let mut clock = Clock::new(if prepared.is_some() { TimeUnit::Ns } else { unit }, opts.ns_per_instruction);
     let mut rng = ChaCha8Rng::seed_from_u64(opts.hot_hints.map_or(0, |h| h.seed));
     let lead = opts.hot_hints.map_or(0, |h| h.lead);
     // Read-ahead window for generated hints: (access, issue time).
@@ -428,7 +478,7 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     let mut device_requests = 0u64;
     let mut hints_sent = 0u64;
     let mut feed = Feed { batch: Vec::with_capacity(BATCH), pos: 0, eof: false, read: 0, limit: opts.limit };
-    if opts.closed_loop.is_none() && llc.is_none() && hints.is_none() && opts.hot_hints.is_none() {
+    if is_plain_open_loop(opts) {
         // It reads the whole trace: the general loop below then finds the feed at its end.
         device_requests = replay_open(&mut dev, src, &mut feed, &mut scatter, &mut clock)?;
     }
@@ -514,7 +564,10 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         "device_requests": device_requests,
         "llc": llc.as_ref().map(|c| json!({"bytes": opts.llc_bytes, "ways": c.ways, "hits": c.hits, "misses": c.misses, "writebacks": c.writebacks})),
         "hints_sent": hints_sent,
-        "scattered_pages": scatter.as_ref().map(|s| s.map.len()),
+        "scattered_pages": match prepared {
+            Some(pages) => opts.scatter.map(|_| pages.load(Ordering::Acquire)),
+            None => scatter.as_ref().map(|s| s.map.len()),
+        },
         "simulated_ns": span,
         "requests_per_simulated_s": if span == 0 { 0.0 } else { device_requests as f64 / (span as f64 / 1e9) },
     });
@@ -544,6 +597,21 @@ impl Input<'_> {
                 Ok(Box::new(tiersim_trace::GeneratorSource::new(g)))
             }
         }
+    }
+
+    /// `open` for the fast path, with each access `Prepare`d on the decoding thread, and the
+    /// count of pages scattered; None for a generator (it runs on the replay's own thread).
+    fn open_prepared(&self, params: &Params, opts: &ReplayOptions) -> Result<Option<(ReadAhead, Arc<AtomicUsize>)>> {
+        let Input::File { path, format } = self else { return Ok(None) };
+        let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
+        let scatter = match opts.scatter {
+            Some(seed) => Some(Scatter::new(CxlFlash::from_params(params)?.logical_bytes(), seed)),
+            None => None,
+        };
+        let pages = Arc::new(AtomicUsize::new(0));
+        let clock = Clock::new(reader.header().time_unit, opts.ns_per_instruction);
+        let mut prepare = Prepare { clock, scatter, limit: opts.limit, seen: 0, pages: pages.clone() };
+        Ok(Some((ReadAhead::with_stage(reader, move |batch| prepare.apply(batch))?, pages)))
     }
 }
 
@@ -593,6 +661,11 @@ pub fn replay_input_observed(
         }
         None => None,
     };
+    if is_plain_open_loop(opts) {
+        if let Some((mut src, pages)) = input.open_prepared(params, opts)? {
+            return with_progress(&mut src, progress, |src| replay_source(src, params, opts, None, Some(&pages)));
+        }
+    }
     with_progress(input.open()?.as_mut(), progress, |src| replay(src, params, opts, hot.as_ref()))
 }
 

@@ -198,7 +198,8 @@ fn reads_in_flight_without_mshr_are_bounded_by_the_configuration_not_the_trace_l
 /// The open-loop fast path (no LLC, no hints) gives what the general loop gives, which an empty
 /// hint file selects: an instruction-count trace whose CPUs take turns irregularly, with file
 /// mapping records, sizes 1 to 300 B and writes, plain and scattered, whole and cut by a limit
-/// inside a decoded batch.
+/// inside a decoded batch; from a file (its accesses prepared on the decoding thread) and from
+/// a generator (on the replay's thread).
 #[test]
 fn the_fast_path_replays_as_the_general_loop_does() {
     use rand::{Rng, SeedableRng};
@@ -243,5 +244,16 @@ fn the_fast_path_replays_as_the_general_loop_does() {
         }
         assert!(a.summary["writes"].as_u64().unwrap() > 0);
         assert_eq!(a.summary["replay"]["scattered_pages"].is_null(), scatter.is_none());
+    }
+    let gen: toml::Table = toml::from_str("accesses = 30000\nthreads = 3\nfile_share = 0.25\nfootprint = \"16MiB\"\ngap_instructions = 150").unwrap();
+    let input = Input::Generator { name: "random", params: Some(&gen), seed: 4 };
+    for (scatter, limit) in [(None, 0), (Some(5), 0), (Some(5), 20_001)] {
+        let fast = ReplayOptions { ns_per_instruction: 0.3, scatter, limit, ..Default::default() };
+        let general = ReplayOptions { hint_file: Some(empty.clone()), ..fast.clone() };
+        let a = replay_input(&input, &p, &fast).unwrap();
+        assert_eq!(a.summary, replay_input(&input, &p, &general).unwrap().summary, "generator, scatter {scatter:?} limit {limit}");
+        let accesses = a.summary["replay"]["trace_accesses"].as_u64().unwrap();
+        let requests = a.summary["requests"].as_u64().unwrap();
+        assert!(requests < accesses && requests >= 20_000, "{requests} requests of {accesses} accesses: mapping records skipped");
     }
 }
