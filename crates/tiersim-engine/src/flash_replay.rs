@@ -192,12 +192,18 @@ impl Clock {
     #[inline]
     fn after_instructions(&mut self, a: &Access) -> Ns {
         if a.cpu != self.cpu {
-            self.per_cpu.insert(self.cpu, self.now);
-            self.now = self.per_cpu.get(&a.cpu).copied().unwrap_or(0.0);
-            self.cpu = a.cpu;
+            self.switch_cpu(a.cpu);
         }
         self.now += a.time as f64 * self.ns_per_instruction;
         self.now as Ns
+    }
+
+    // Out of line, so that the common case (the same CPU) stays small enough to inline.
+    #[inline(never)]
+    fn switch_cpu(&mut self, cpu: u32) {
+        self.per_cpu.insert(self.cpu, self.now);
+        self.now = self.per_cpu.get(&cpu).copied().unwrap_or(0.0);
+        self.cpu = cpu;
     }
 }
 
