@@ -4,7 +4,7 @@
 //! mix of sequential streams and uniform accesses over 1 GiB, 100 ns apart) replayed open loop
 //! against the default 1 TiB device with CFLRU and best-offset, decoding included (on a thread of
 //! its own, as every replay of a trace file decodes: on one core it adds about 120 instructions a
-//! request).
+//! request; for these open-loop replays it also computes the issue times there).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_engine::flash_replay::{replay_input, Input, ReplayOptions};

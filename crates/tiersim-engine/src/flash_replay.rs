@@ -19,6 +19,8 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -182,16 +184,26 @@ impl Clock {
     fn issue(&mut self, a: &Access) -> Ns {
         match self.unit {
             TimeUnit::Ns => a.time,
-            TimeUnit::Instructions => {
-                if a.cpu != self.cpu {
-                    self.per_cpu.insert(self.cpu, self.now);
-                    self.now = self.per_cpu.get(&a.cpu).copied().unwrap_or(0.0);
-                    self.cpu = a.cpu;
-                }
-                self.now += a.time as f64 * self.ns_per_instruction;
-                self.now as Ns
-            }
+            TimeUnit::Instructions => self.after_instructions(a),
         }
+    }
+
+    /// `issue` of an instruction-count trace.
+    #[inline]
+    fn after_instructions(&mut self, a: &Access) -> Ns {
+        if a.cpu != self.cpu {
+            self.switch_cpu(a.cpu);
+        }
+        self.now += a.time as f64 * self.ns_per_instruction;
+        self.now as Ns
+    }
+
+    // Out of line, so that the common case (the same CPU) stays small enough to inline.
+    #[inline(never)]
+    fn switch_cpu(&mut self, cpu: u32) {
+        self.per_cpu.insert(self.cpu, self.now);
+        self.now = self.per_cpu.get(&cpu).copied().unwrap_or(0.0);
+        self.cpu = cpu;
     }
 }
 
@@ -304,8 +316,9 @@ const BATCH: usize = 1 << 14;
 /// The trace's accesses in order, up to the limit, with their issue times (file mapping
 /// records skipped, pages scattered).
 struct Feed {
-    /// The current batch, reversed (the next access last).
+    /// The current batch, read from `pos` on.
     batch: Vec<Access>,
+    pos: usize,
     eof: bool,
     /// Trace accesses read, mapping records included.
     read: u64,
@@ -313,39 +326,129 @@ struct Feed {
 }
 
 impl Feed {
+    /// The next decoded batch into `batch` (at most the limit's remainder); false at the end.
+    fn refill(&mut self, src: &mut dyn AccessSource) -> Result<bool> {
+        self.batch.clear();
+        self.pos = 0;
+        if self.eof || (self.limit > 0 && self.read >= self.limit) {
+            self.eof = true;
+            return Ok(false);
+        }
+        let want = if self.limit > 0 { (self.limit - self.read).min(BATCH as u64) as usize } else { BATCH };
+        if src.read_batch(&mut self.batch, want)? == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        self.read += self.batch.len() as u64;
+        Ok(true)
+    }
+
     #[inline]
     fn next(&mut self, src: &mut dyn AccessSource, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<Option<(Access, Ns)>> {
         loop {
-            let mut a = match self.batch.pop() {
-                Some(a) => a,
-                None => {
-                    if self.eof || (self.limit > 0 && self.read >= self.limit) {
-                        self.eof = true;
-                        return Ok(None);
-                    }
-                    let want = if self.limit > 0 { (self.limit - self.read).min(BATCH as u64) as usize } else { BATCH };
-                    if src.read_batch(&mut self.batch, want)? == 0 {
-                        self.eof = true;
-                        return Ok(None);
-                    }
-                    self.batch.reverse();
-                    continue;
+            let Some(&a) = self.batch.get(self.pos) else {
+                if !self.refill(src)? {
+                    return Ok(None);
                 }
+                continue;
             };
-            self.read += 1;
+            self.pos += 1;
             // A file mapping record is no device access (the device has no page cache).
             if a.is_map() {
                 continue;
             }
-            if let Some(sc) = scatter.as_mut() {
-                a.addr = sc.addr(a.addr);
+            return Ok(Some(scattered(a, scatter, clock)));
+        }
+    }
+}
+
+#[inline]
+fn scattered(mut a: Access, scatter: &mut Option<Scatter>, clock: &mut Clock) -> (Access, Ns) {
+    if let Some(sc) = scatter.as_mut() {
+        a.addr = sc.addr(a.addr);
+    }
+    let t = clock.issue(&a);
+    (a, t)
+}
+
+/// The common case (open loop, no LLC, no hints): each decoded batch is walked as a slice and
+/// its accesses go straight to the device, with the clock's time unit decided once per batch
+/// rather than per access. Returns the device requests issued.
+fn replay_open(dev: &mut CxlFlash, src: &mut dyn AccessSource, feed: &mut Feed, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<u64> {
+    #[inline(always)]
+    fn run(dev: &mut CxlFlash, batch: &[Access], mut issue: impl FnMut(&Access) -> (u64, Ns)) -> u64 {
+        let mut n = 0;
+        for a in batch {
+            // A file mapping record is no device access (the device has no page cache).
+            if a.is_map() {
+                continue;
             }
-            return Ok(Some((a, clock.issue(&a))));
+            let (addr, now) = issue(a);
+            dev.access(&DeviceRequest { now, addr, size: u32::from(a.size.max(1)), op: a.op, socket: 0, cpu: a.cpu, remote: false });
+            n += 1;
+        }
+        n
+    }
+    let mut requests = 0;
+    while feed.refill(src)? {
+        let batch = &feed.batch[..];
+        requests += match (clock.unit, scatter.as_mut()) {
+            (TimeUnit::Ns, None) => run(dev, batch, |a| (a.addr, a.time)),
+            (TimeUnit::Instructions, None) => run(dev, batch, |a| (a.addr, clock.after_instructions(a))),
+            (_, Some(sc)) => run(dev, batch, |a| (sc.addr(a.addr), clock.issue(a))),
+        };
+    }
+    Ok(requests)
+}
+
+/// Whether a replay takes the fast path (`replay_open`).
+fn is_plain_open_loop(opts: &ReplayOptions) -> bool {
+    opts.closed_loop.is_none() && opts.llc_bytes == 0 && opts.hint_file.is_none() && opts.hot_hints.is_none()
+}
+
+/// The fast path's per-access work done on the decoding thread, over each batch as it is decoded
+/// (`ReadAhead::with_stage`): it is a function of the trace alone. Each access up to the limit,
+/// mapping records aside, gets its issue time (ns) in `time` and its scattered address; the
+/// replay thread then only hands them to the device.
+struct Prepare {
+    clock: Clock,
+    scatter: Option<Scatter>,
+    limit: u64,
+    /// Trace accesses seen, mapping records included.
+    seen: u64,
+    /// Pages scattered so far, for the summary (the worker keeps the `Scatter`).
+    pages: Arc<AtomicUsize>,
+}
+
+impl Prepare {
+    fn apply(&mut self, batch: &mut [Access]) {
+        let left = if self.limit == 0 { batch.len() as u64 } else { self.limit.saturating_sub(self.seen) };
+        let n = left.min(batch.len() as u64) as usize;
+        self.seen += batch.len() as u64;
+        for a in &mut batch[..n] {
+            if !a.is_map() {
+                let (b, issue) = scattered(*a, &mut self.scatter, &mut self.clock);
+                *a = Access { time: issue, ..b };
+            }
+        }
+        if let Some(sc) = &self.scatter {
+            self.pages.store(sc.map.len(), Ordering::Release);
         }
     }
 }
 
 pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
+    replay_source(src, params, opts, hot, None)
+}
+
+/// `replay`; with `prepared`, `src`'s accesses went through `Prepare` (whose page count that is).
+fn replay_source(
+    src: &mut dyn AccessSource,
+    params: &Params,
+    opts: &ReplayOptions,
+    hot: Option<&FxHashSet<u64>>,
+    prepared: Option<&AtomicUsize>,
+) -> Result<ReplayResult> {
     if let Some(0) = opts.closed_loop {
         return Err(Error::arg("closed_loop", "needs at least 1 outstanding access"));
     }
@@ -364,13 +467,14 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         return Err(Error::arg("closed_loop", tiersim_devices::cxl_flash::COMPAT_OPEN_LOOP_ONLY));
     }
     let line_shift = dev.line_shift();
-    let mut scatter = opts.scatter.map(|seed| Scatter::new(dev.logical_bytes(), seed));
+    let mut scatter = opts.scatter.filter(|_| prepared.is_none()).map(|seed| Scatter::new(dev.logical_bytes(), seed));
     let mut llc = if opts.llc_bytes > 0 { Some(Llc::new(opts.llc_bytes, opts.llc_ways)?) } else { None };
     let mut hints = match &opts.hint_file {
         Some(p) => Some(HintFile::open(p)?),
         None => None,
     };
-    let mut clock = Clock::new(unit, opts.ns_per_instruction);
+    // Prepared accesses carry their issue times.
+    let mut clock = Clock::new(if prepared.is_some() { TimeUnit::Ns } else { unit }, opts.ns_per_instruction);
     let mut rng = ChaCha8Rng::seed_from_u64(opts.hot_hints.map_or(0, |h| h.seed));
     let lead = opts.hot_hints.map_or(0, |h| h.lead);
     // Read-ahead window for generated hints: (access, issue time).
@@ -379,7 +483,11 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
     let mut last_issue: Ns = 0;
     let mut device_requests = 0u64;
     let mut hints_sent = 0u64;
-    let mut feed = Feed { batch: Vec::with_capacity(BATCH), eof: false, read: 0, limit: opts.limit };
+    let mut feed = Feed { batch: Vec::with_capacity(BATCH), pos: 0, eof: false, read: 0, limit: opts.limit };
+    if is_plain_open_loop(opts) {
+        // It reads the whole trace: the general loop below then finds the feed at its end.
+        device_requests = replay_open(&mut dev, src, &mut feed, &mut scatter, &mut clock)?;
+    }
 
     // Issue one device request at (at least) `t`; returns its issue time.
     let mut issue = |dev: &mut CxlFlash, t: Ns, addr: u64, size: u32, op: Op, cpu: u32| -> Ns {
@@ -462,7 +570,10 @@ pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions,
         "device_requests": device_requests,
         "llc": llc.as_ref().map(|c| json!({"bytes": opts.llc_bytes, "ways": c.ways, "hits": c.hits, "misses": c.misses, "writebacks": c.writebacks})),
         "hints_sent": hints_sent,
-        "scattered_pages": scatter.as_ref().map(|s| s.map.len()),
+        "scattered_pages": match prepared {
+            Some(pages) => opts.scatter.map(|_| pages.load(Ordering::Acquire)),
+            None => scatter.as_ref().map(|s| s.map.len()),
+        },
         "simulated_ns": span,
         "requests_per_simulated_s": if span == 0 { 0.0 } else { device_requests as f64 / (span as f64 / 1e9) },
     });
@@ -492,6 +603,21 @@ impl Input<'_> {
                 Ok(Box::new(tiersim_trace::GeneratorSource::new(g)))
             }
         }
+    }
+
+    /// `open` for the fast path, with each access `Prepare`d on the decoding thread, and the
+    /// count of pages scattered; None for a generator (it runs on the replay's own thread).
+    fn open_prepared(&self, params: &Params, opts: &ReplayOptions) -> Result<Option<(ReadAhead, Arc<AtomicUsize>)>> {
+        let Input::File { path, format } = self else { return Ok(None) };
+        let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
+        let scatter = match opts.scatter {
+            Some(seed) => Some(Scatter::new(CxlFlash::from_params(params)?.logical_bytes(), seed)),
+            None => None,
+        };
+        let pages = Arc::new(AtomicUsize::new(0));
+        let clock = Clock::new(reader.header().time_unit, opts.ns_per_instruction);
+        let mut prepare = Prepare { clock, scatter, limit: opts.limit, seen: 0, pages: pages.clone() };
+        Ok(Some((ReadAhead::with_stage(reader, move |batch| prepare.apply(batch))?, pages)))
     }
 }
 
@@ -541,6 +667,11 @@ pub fn replay_input_observed(
         }
         None => None,
     };
+    if is_plain_open_loop(opts) {
+        if let Some((mut src, pages)) = input.open_prepared(params, opts)? {
+            return with_progress(&mut src, progress, |src| replay_source(src, params, opts, None, Some(&pages)));
+        }
+    }
     with_progress(input.open()?.as_mut(), progress, |src| replay(src, params, opts, hot.as_ref()))
 }
 

@@ -2,7 +2,8 @@
 //! byte planes) a few batches ahead of the engine and hands them over a bounded channel, so the
 //! event loop's core spends no time decoding. Once the engine has asked for batches split by CPU
 //! (`read_split`), the worker splits them too. The engine sees the same accesses in the same
-//! batches and order, and a decoding error where it would have met it.
+//! batches and order, and a decoding error where it would have met it. A stage given at
+//! construction (`with_stage`) also runs on the worker, over each decoded batch in order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -31,7 +32,16 @@ pub struct ReadAhead {
 }
 
 impl ReadAhead {
-    pub fn new<S: AccessSource + Send + 'static>(mut source: S) -> Result<ReadAhead> {
+    pub fn new<S: AccessSource + Send + 'static>(source: S) -> Result<ReadAhead> {
+        ReadAhead::with_stage(source, |_| {})
+    }
+
+    /// `new`, with `stage` applied on the worker to each decoded batch, in trace order.
+    pub fn with_stage<S, F>(mut source: S, mut stage: F) -> Result<ReadAhead>
+    where
+        S: AccessSource + Send + 'static,
+        F: FnMut(&mut [Access]) + Send + 'static,
+    {
         let header = source.header().clone();
         let (full_tx, full_rx) = sync_channel::<Result<SplitBatch>>(AHEAD);
         let (empty_tx, empty_rx) = sync_channel::<SplitBatch>(AHEAD + 2);
@@ -45,6 +55,7 @@ impl ReadAhead {
                 buf.raw.reserve(BATCH);
                 let (batch, last) = match source.read_batch(&mut buf.raw, BATCH) {
                     Ok(n) => {
+                        stage(&mut buf.raw);
                         let limit = limit.load(Ordering::Relaxed);
                         if limit > 0 && n > 0 {
                             buf.split_raw(limit);
@@ -264,6 +275,25 @@ mod tests {
         let (seen, err) = drain(&mut src, 16384, true);
         assert_eq!(seen, (0..70_000).collect::<Vec<_>>());
         assert_eq!(err.as_deref(), Some("bad frame after access 70000"));
+    }
+
+    /// The stage sees every access once, in trace order, across batches of any size.
+    #[test]
+    fn a_stage_runs_over_every_access_in_order() {
+        let mut seen = 0u64;
+        let stage = move |batch: &mut [Access]| {
+            for a in batch {
+                a.time = seen * 1000 + a.addr;
+                seen += 1;
+            }
+        };
+        let mut src = ReadAhead::with_stage(counting(50_000, 777, None), stage).unwrap();
+        let mut buf = Vec::new();
+        let mut times = Vec::new();
+        while src.read_batch(&mut buf, 5000).unwrap() > 0 {
+            times.extend(buf.drain(..).map(|a| a.time));
+        }
+        assert_eq!(times, (0..50_000).map(|i| i * 1001).collect::<Vec<_>>());
     }
 
     #[test]

@@ -194,3 +194,66 @@ fn reads_in_flight_without_mshr_are_bounded_by_the_configuration_not_the_trace_l
         assert_eq!(cap, 256);
     }
 }
+
+/// The open-loop fast path (no LLC, no hints) gives what the general loop gives, which an empty
+/// hint file selects: an instruction-count trace whose CPUs take turns irregularly, with file
+/// mapping records, sizes 1 to 300 B and writes, plain and scattered, whole and cut by a limit
+/// inside a decoded batch; from a file (its accesses prepared on the decoding thread) and from
+/// a generator (on the replay's thread).
+#[test]
+fn the_fast_path_replays_as_the_general_loop_does() {
+    use rand::{Rng, SeedableRng};
+    use tiersim_core::{Access, Op};
+    use tiersim_trace::{AddrKind, TimeUnit, TraceMeta, TraceWriter};
+
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("cpus.trace");
+    let meta = TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Physical, page_size: 4096 };
+    let mut w = TraceWriter::create(&trace, meta).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    let mut maps = 0u64;
+    for i in 0..40_000u64 {
+        let cpu = rng.gen_range(0..4u32);
+        if i % 997 == 0 {
+            for m in Access::mapping(rng.gen_range(0..1u64 << 30), 3 * Access::MAP_UNIT, cpu, rng.gen_range(1..500)) {
+                w.write(&m).unwrap();
+                maps += 1;
+            }
+        }
+        let op = if rng.gen_bool(0.3) { Op::Write } else { Op::Read };
+        let addr = if rng.gen_bool(0.5) { rng.gen_range(0..8u64 << 20) } else { i * 64 % (64 << 20) };
+        w.write(&Access { time: rng.gen_range(1..400), addr, cpu, size: rng.gen_range(1..300), op, flags: 0 }).unwrap();
+    }
+    w.finish().unwrap();
+    assert_eq!(maps, 41);
+    let empty = d.path().join("no_hints.txt");
+    std::fs::write(&empty, "# no hints\n").unwrap();
+    let p = params("");
+    let input = Input::File { path: &trace, format: None };
+    for (scatter, limit) in [(None, 0), (Some(5), 0), (None, 20_001), (Some(5), 20_001)] {
+        let fast = ReplayOptions { ns_per_instruction: 0.3, scatter, limit, ..Default::default() };
+        let general = ReplayOptions { hint_file: Some(empty.clone()), ..fast.clone() };
+        let a = replay_input(&input, &p, &fast).unwrap();
+        let b = replay_input(&input, &p, &general).unwrap();
+        assert_eq!(a.summary, b.summary, "scatter {scatter:?} limit {limit}");
+        assert_eq!(a.bins, b.bins);
+        let accesses = if limit == 0 { 40_000 + maps } else { limit };
+        assert_eq!(a.summary["replay"]["trace_accesses"], accesses);
+        if limit == 0 {
+            assert_eq!(a.summary["requests"], 40_000);
+        }
+        assert!(a.summary["writes"].as_u64().unwrap() > 0);
+        assert_eq!(a.summary["replay"]["scattered_pages"].is_null(), scatter.is_none());
+    }
+    let gen: toml::Table = toml::from_str("accesses = 30000\nthreads = 3\nfile_share = 0.25\nfootprint = \"16MiB\"\ngap_instructions = 150").unwrap();
+    let input = Input::Generator { name: "random", params: Some(&gen), seed: 4 };
+    for (scatter, limit) in [(None, 0), (Some(5), 0), (Some(5), 20_001)] {
+        let fast = ReplayOptions { ns_per_instruction: 0.3, scatter, limit, ..Default::default() };
+        let general = ReplayOptions { hint_file: Some(empty.clone()), ..fast.clone() };
+        let a = replay_input(&input, &p, &fast).unwrap();
+        assert_eq!(a.summary, replay_input(&input, &p, &general).unwrap().summary, "generator, scatter {scatter:?} limit {limit}");
+        let accesses = a.summary["replay"]["trace_accesses"].as_u64().unwrap();
+        let requests = a.summary["requests"].as_u64().unwrap();
+        assert!(requests < accesses && requests >= 20_000, "{requests} requests of {accesses} accesses: mapping records skipped");
+    }
+}
