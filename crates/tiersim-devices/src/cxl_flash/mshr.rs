@@ -183,11 +183,18 @@ impl LineTable {
 /// thousand, and an allocation behind a busy die costs no heap operation.
 struct ReadyQueue {
     fifos: Vec<VecDeque<(Ps, u32)>>,
-    /// (ready, row, FIFO or `OTHER`).
-    heads: BinaryHeap<Reverse<(Ps, u32, u32)>>,
+    /// (ready, row, FIFO or `OTHER`) packed in one integer (`head`), which orders as the
+    /// tuple would: one wide comparison per level of the heap's sift instead of up to three
+    /// dependent ones.
+    heads: BinaryHeap<Reverse<u128>>,
 }
 
 const OTHER: u32 = u32::MAX;
+
+#[inline(always)]
+fn head(ready: Ps, row: u32, fifo: u32) -> u128 {
+    u128::from(ready) << 64 | u128::from(row) << 32 | u128::from(fifo)
+}
 
 impl ReadyQueue {
     fn new(dies: u32) -> ReadyQueue {
@@ -203,7 +210,7 @@ impl ReadyQueue {
             match f.back() {
                 None => {
                     f.push_back((ready, row));
-                    self.heads.push(Reverse((ready, row, d)));
+                    self.heads.push(Reverse(head(ready, row, d)));
                     return;
                 }
                 Some(&last) if last < (ready, row) => {
@@ -213,24 +220,24 @@ impl ReadyQueue {
                 Some(_) => {}
             }
         }
-        self.heads.push(Reverse((ready, row, OTHER)));
+        self.heads.push(Reverse(head(ready, row, OTHER)));
     }
 
     #[inline]
     fn peek(&self) -> Option<(Ps, u32)> {
-        self.heads.peek().map(|&Reverse((t, r, _))| (t, r))
+        self.heads.peek().map(|&Reverse(h)| ((h >> 64) as Ps, (h >> 32) as u32))
     }
 
     /// Remove the earliest row (`peek`'s).
     #[inline(always)]
     fn pop(&mut self) {
         let Some(mut top) = self.heads.peek_mut() else { return };
-        let q = top.0 .2;
+        let q = top.0 as u32;
         if q != OTHER {
             let f = &mut self.fifos[q as usize];
             f.pop_front();
             if let Some(&(t, r)) = f.front() {
-                *top = Reverse((t, r, q));
+                *top = Reverse(head(t, r, q));
                 return;
             }
         }
