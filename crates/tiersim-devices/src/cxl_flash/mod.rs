@@ -300,11 +300,20 @@ struct Counters {
 
 /// Deferred responses by time: posted-write acknowledgements (issue time plus a constant, so in
 /// order while writes are one size) queue in a FIFO; one that would break its order goes to a
-/// heap. The earliest is the earlier of the two heads.
-#[derive(Default)]
+/// heap. The earliest is the earlier of the two heads; `due` keeps its time.
 struct Deferred {
     fifo: VecDeque<(Ps, u64)>,
     heap: BinaryHeap<Reverse<(Ps, u64)>>,
+    /// Time of the earliest response, `Ps::MAX` when none: the row retirements ask whether a
+    /// response comes before each row, and one field answers without looking at both queues
+    /// and their emptiness (data-dependent branches on every call).
+    due: Ps,
+}
+
+impl Default for Deferred {
+    fn default() -> Deferred {
+        Deferred { fifo: VecDeque::new(), heap: BinaryHeap::new(), due: Ps::MAX }
+    }
 }
 
 impl Deferred {
@@ -314,6 +323,7 @@ impl Deferred {
             Some(&last) if last > (when, bytes) => self.heap.push(Reverse((when, bytes))),
             _ => self.fifo.push_back((when, bytes)),
         }
+        self.due = self.due.min(when);
     }
 
     #[inline]
@@ -338,6 +348,7 @@ impl Deferred {
                 self.heap.pop();
             }
         }
+        self.due = self.peek().map_or(Ps::MAX, |(when, _)| when);
     }
 }
 

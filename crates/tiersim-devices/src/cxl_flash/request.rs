@@ -49,9 +49,11 @@ impl CxlFlash {
             return self.compat_retire_until(t);
         }
         loop {
-            let deferred = self.deferred.peek().filter(|&(when, _)| when <= t);
+            // A row goes first unless a response is due before it (`due` is `Ps::MAX` when no
+            // response waits: then any row ready by t).
+            let due = self.deferred.due;
             match self.mshr.next_ready() {
-                Some(ready) if ready <= t && deferred.is_none_or(|(when, _)| ready <= when) => {
+                Some(ready) if ready <= t && ready <= due => {
                     let row = self.mshr.pop_ready(t).expect("a row ready by t");
                     for _ in 0..row.resp_count {
                         self.d2h.serve(row.ready, row.resp_bytes);
@@ -59,7 +61,10 @@ impl CxlFlash {
                     self.retire(row);
                 }
                 _ => {
-                    let Some((when, bytes)) = deferred else { break };
+                    if due > t {
+                        break;
+                    }
+                    let Some((when, bytes)) = self.deferred.peek() else { break };
                     self.deferred.pop();
                     self.d2h.serve(when, bytes);
                 }
