@@ -75,7 +75,7 @@ fn mix(x: u64) -> u64 {
 /// Bit w set: `tags[w] == key`.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn matches8(tags: &[u32; 8], key: u32) -> u32 {
+pub(super) fn matches8(tags: &[u32; 8], key: u32) -> u32 {
     use std::arch::x86_64::{_mm_castsi128_ps, _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_ps, _mm_set1_epi32, __m128i};
     // SAFETY: SSE2 is part of x86_64; both loads read 4 u32 inside the 8-element array.
     unsafe {
@@ -90,7 +90,7 @@ fn matches8(tags: &[u32; 8], key: u32) -> u32 {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
-fn matches8(tags: &[u32; 8], key: u32) -> u32 {
+pub(super) fn matches8(tags: &[u32; 8], key: u32) -> u32 {
     tags.iter().enumerate().fold(0, |m, (w, &t)| m | u32::from(t == key) << w)
 }
 

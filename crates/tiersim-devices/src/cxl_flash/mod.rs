@@ -258,10 +258,10 @@ enum HintMode {
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
     requests: u64,
-    reads: u64,
-    writes: u64,
-    bytes_read: u64,
-    bytes_written: u64,
+    /// Requests and their bytes by direction, indexed by `is_write` (a branch on it would be
+    /// mispredicted: reads and writes interleave at random).
+    by_op: [u64; 2],
+    bytes_by_op: [u64; 2],
     line_hits: u64,
     line_hits_under_miss: u64,
     line_misses: u64,
@@ -300,11 +300,20 @@ struct Counters {
 
 /// Deferred responses by time: posted-write acknowledgements (issue time plus a constant, so in
 /// order while writes are one size) queue in a FIFO; one that would break its order goes to a
-/// heap. The earliest is the earlier of the two heads.
-#[derive(Default)]
+/// heap. The earliest is the earlier of the two heads; `due` keeps its time.
 struct Deferred {
     fifo: VecDeque<(Ps, u64)>,
     heap: BinaryHeap<Reverse<(Ps, u64)>>,
+    /// Time of the earliest response, `Ps::MAX` when none: the row retirements ask whether a
+    /// response comes before each row, and one field answers without looking at both queues
+    /// and their emptiness (data-dependent branches on every call).
+    due: Ps,
+}
+
+impl Default for Deferred {
+    fn default() -> Deferred {
+        Deferred { fifo: VecDeque::new(), heap: BinaryHeap::new(), due: Ps::MAX }
+    }
 }
 
 impl Deferred {
@@ -314,6 +323,7 @@ impl Deferred {
             Some(&last) if last > (when, bytes) => self.heap.push(Reverse((when, bytes))),
             _ => self.fifo.push_back((when, bytes)),
         }
+        self.due = self.due.min(when);
     }
 
     #[inline]
@@ -338,6 +348,7 @@ impl Deferred {
                 self.heap.pop();
             }
         }
+        self.due = self.peek().map_or(Ps::MAX, |(when, _)| when);
     }
 }
 
@@ -705,7 +716,8 @@ impl Device for CxlFlash {
             } else {
                 let row = self.resp_row.filter(|_| first_line == last_line).map(|r| self.mshr.row_mut(r));
                 match row {
-                    Some(row) if row.ready == done && (row.resp_count == 0 || row.resp_bytes == down) => {
+                    // `|`, not `||`: whether a row already holds a response is as random as the trace.
+                    Some(row) if row.ready == done && ((row.resp_count == 0) | (row.resp_bytes == down)) => {
                         row.resp_bytes = down;
                         row.resp_count += 1;
                     }
@@ -716,13 +728,8 @@ impl Device for CxlFlash {
             (completion(req.now, returned.saturating_add(self.link_latency)), req.now)
         };
         self.c.requests += 1;
-        if write {
-            self.c.writes += 1;
-            self.c.bytes_written += size;
-        } else {
-            self.c.reads += 1;
-            self.c.bytes_read += size;
-        }
+        self.c.by_op[usize::from(write)] += 1;
+        self.c.bytes_by_op[usize::from(write)] += size;
         if self.mq.is_some() {
             self.compat_close(start, class, done);
         } else {

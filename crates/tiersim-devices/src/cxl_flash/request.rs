@@ -49,9 +49,11 @@ impl CxlFlash {
             return self.compat_retire_until(t);
         }
         loop {
-            let deferred = self.deferred.peek().filter(|&(when, _)| when <= t);
+            // A row goes first unless a response is due before it (`due` is `Ps::MAX` when no
+            // response waits: then any row ready by t).
+            let due = self.deferred.due;
             match self.mshr.next_ready() {
-                Some(ready) if ready <= t && deferred.is_none_or(|(when, _)| ready <= when) => {
+                Some(ready) if ready <= t && ready <= due => {
                     let row = self.mshr.pop_ready(t).expect("a row ready by t");
                     for _ in 0..row.resp_count {
                         self.d2h.serve(row.ready, row.resp_bytes);
@@ -59,7 +61,10 @@ impl CxlFlash {
                     self.retire(row);
                 }
                 _ => {
-                    let Some((when, bytes)) = deferred else { break };
+                    if due > t {
+                        break;
+                    }
+                    let Some((when, bytes)) = self.deferred.peek() else { break };
                     self.deferred.pop();
                     self.d2h.serve(when, bytes);
                 }
@@ -361,13 +366,24 @@ impl CxlFlash {
         t + self.posted_memo.1
     }
 
+    /// When a line whose data comes with row `r` (at `data`) is done: a posted write at its
+    /// acknowledgement, else with the data, the row then carrying its response.
+    #[inline]
+    fn row_response(&mut self, r: u32, write: bool, bytes: u64, data: Ps, t: Ps) -> Ps {
+        if write && !self.ack_fill {
+            self.posted(bytes, t)
+        } else {
+            self.resp_row = Some(r);
+            data
+        }
+    }
+
     fn hit_under_miss(&mut self, r: u32, mask: u64, write: bool, bytes: u64, t: Ps) -> Ps {
         self.c.line_hits_under_miss += 1;
         let row = self.mshr.row_mut(r);
         row.merged += 1;
-        if write {
-            row.dirty |= mask;
-        }
+        // A mask, not a branch (reads and writes interleave at random).
+        row.dirty |= mask & 0u64.wrapping_sub(u64::from(write));
         let first_use = row.prefetch && !row.demanded;
         row.demanded = true;
         let (ready, line, merged) = (row.ready, row.line, row.merged);
@@ -381,12 +397,7 @@ impl CxlFlash {
         if self.mq.is_some() {
             return self.compat_wait_for(r, merged, t);
         }
-        if write && !self.ack_fill {
-            self.posted(bytes, t)
-        } else {
-            self.resp_row = Some(r);
-            ready.max(t)
-        }
+        self.row_response(r, write, bytes, ready.max(t), t)
     }
 
     fn miss(&mut self, line: u64, mask: u64, op: Op, bytes: u64, t: Ps, cached: Option<u32>) -> Ps {
@@ -409,14 +420,14 @@ impl CxlFlash {
                 return done;
             }
         }
-        if write && self.cache.is_none() && self.mq.is_some() {
+        if self.mq.is_some() && self.cache.is_none() && write {
             // Without a cache MQSim_CXL sends each write to flash as its own program, with no
             // read, acknowledged when the program is done (request_serviced's no-cache branch).
             self.c.evictions_dirty += 1;
             self.mqsim_program(line, t, true);
             return WAITING;
         }
-        let kind = if write && (!self.write_allocate || self.cache.is_none()) { Kind::Rmw } else { Kind::Fill };
+        let kind = if (!self.write_allocate || self.cache.is_none()) && write { Kind::Rmw } else { Kind::Fill };
         // A request that merges has just found no row for its line.
         if !self.merges() && self.mshr.find(line).is_some() {
             self.c.flash_reads_duplicate += 1;
@@ -453,11 +464,6 @@ impl CxlFlash {
             // Without a cache a read completes with its flash read, no DRAM event.
             return self.compat_wait_for(r, u32::from(self.cache.is_some()), t);
         }
-        if write && !self.ack_fill {
-            self.posted(bytes, t)
-        } else {
-            self.resp_row = Some(r);
-            ready
-        }
+        self.row_response(r, write, bytes, ready, t)
     }
 }

@@ -47,10 +47,10 @@ impl CxlFlash {
         json!({
             "device": "cxl_flash",
             "requests": requests,
-            "reads": c.reads,
-            "writes": c.writes,
-            "bytes_read": c.bytes_read,
-            "bytes_written": c.bytes_written,
+            "reads": c.by_op[0],
+            "writes": c.by_op[1],
+            "bytes_read": c.bytes_by_op[0],
+            "bytes_written": c.bytes_by_op[1],
             "hits": self.lat.count(Class::Hit),
             "hits_under_miss": self.lat.count(Class::HitUnderMiss),
             "misses": self.lat.count(Class::Miss),
@@ -76,7 +76,7 @@ impl CxlFlash {
                 "program_bytes": ops.program_bytes,
                 "erases": ops.erases,
                 "write_amplification": Self::ratio(ops.program_bytes, host_unit_bytes),
-                "write_amplification_host": Self::ratio(ops.program_bytes, c.bytes_written),
+                "write_amplification_host": Self::ratio(ops.program_bytes, c.bytes_by_op[1]),
                 "geometry": {
                     "channels": geo.channels, "ways": geo.ways, "planes": geo.planes,
                     "blocks_per_plane": geo.blocks_per_plane, "pages_per_block": geo.pages_per_block,
