@@ -44,22 +44,14 @@ pub struct Cache {
     /// log2(ways) when ways is a power of two (a shift finds a slot's set), else 0.
     way_shift: u32,
     pow2_ways: bool,
-    /// The low `ways` bits; none above 64 ways (`clean` is not read then).
-    way_bits: u64,
     /// Way of each set's last hit or fill, tried before the scan (accesses repeat lines).
     recent: Vec<u32>,
     /// line + 1 per slot; 0 = empty. Lines fit 32 bits (the device has fewer than 2^32 - 1
     /// units), and 32-bit tags let the set scan compare four ways per SSE2 instruction.
     tags: Vec<u32>,
-    /// Written through `set_dirty` and `add_dirty` only, which keep `clean` up to date.
     pub dirty: Vec<u64>,
     pub valid: Vec<u64>,
     pub flags: Vec<u8>,
-    /// One bit per slot (slot s: word s / 64, bit s % 64): its line is clean and unpinned, so
-    /// that a victim choice reads its set's candidates as one word instead of each way's dirty
-    /// mask and flags. Meaningful for allocated slots only; one spare word lets a set that
-    /// straddles two words be read as 128 bits.
-    clean: Vec<u64>,
     /// Ways in use per set (sets fill way by way and never shrink).
     used: Vec<u32>,
     pinned: Vec<u32>,
@@ -112,13 +104,11 @@ impl Cache {
             set_mask: if shape.sets.is_power_of_two() { shape.sets as u64 - 1 } else { 0 },
             way_shift: shape.ways.trailing_zeros(),
             pow2_ways: shape.ways.is_power_of_two(),
-            way_bits: if shape.ways > 64 { 0 } else { u64::MAX >> (64 - shape.ways) },
             recent: vec![0; shape.sets],
             tags: vec![0; slots],
             dirty: vec![0; slots],
             valid: vec![0; slots],
             flags: vec![0; slots],
-            clean: vec![0; slots / 64 + 2],
             used: vec![0; shape.sets],
             pinned: vec![0; shape.sets],
             pin_seq: Vec::new(),
@@ -145,45 +135,6 @@ impl Cache {
         } else {
             slot as usize / self.ways as usize
         }
-    }
-
-    /// Set slot `i`'s bit of `clean` to `dirty == 0` and the slot unpinned.
-    #[inline]
-    fn update_clean(&mut self, i: usize, dirty: u64) {
-        let bit = 1u64 << (i % 64);
-        let clean = dirty == 0 && self.flags[i] & PINNED == 0;
-        let w = &mut self.clean[i / 64];
-        *w = (*w & !bit) | (bit & 0u64.wrapping_sub(u64::from(clean)));
-    }
-
-    /// Bit w: way w of `set` is clean and unpinned (sets of at most 64 ways; 0 above).
-    #[inline]
-    fn clean_ways(&self, first: u32) -> u64 {
-        let (w, off) = (first as usize / 64, first % 64);
-        let two = u128::from(self.clean[w]) | u128::from(self.clean[w + 1]) << 64;
-        let m = (two >> off) as u64 & self.way_bits;
-        debug_assert_eq!(
-            m,
-            (0..if self.ways > 64 { 0 } else { self.ways })
-                .filter(|&k| { let s = (first + k) as usize; self.dirty[s] == 0 && self.flags[s] & PINNED == 0 })
-                .fold(0, |m, k| m | 1 << k)
-        );
-        m
-    }
-
-    /// The line in `slot` now has exactly the dirty sub-blocks `mask`.
-    #[inline]
-    pub fn set_dirty(&mut self, slot: u32, mask: u64) {
-        self.dirty[slot as usize] = mask;
-        self.update_clean(slot as usize, mask);
-    }
-
-    /// The sub-blocks `mask` of the line in `slot` were written.
-    #[inline]
-    pub fn add_dirty(&mut self, slot: u32, mask: u64) {
-        let d = self.dirty[slot as usize] | mask;
-        self.dirty[slot as usize] = d;
-        self.update_clean(slot as usize, d);
     }
 
     #[inline]
@@ -234,8 +185,7 @@ impl Cache {
             self.used[set] += 1;
             (first + self.used[set] - 1, None)
         } else {
-            let clean = self.clean_ways(first);
-            let view = SetView { set, first, ways: self.ways, dirty: &self.dirty, flags: &self.flags, clean };
+            let view = SetView { set, first, ways: self.ways, dirty: &self.dirty, flags: &self.flags };
             let s = self.repl.victim(&view);
             let i = s as usize;
             let e = Evicted { line: u64::from(self.tags[i] - 1), dirty: self.dirty[i], valid: self.valid[i], flags: self.flags[i] };
@@ -253,7 +203,6 @@ impl Cache {
         self.dirty[i] = 0;
         self.valid[i] = 0;
         self.flags[i] = 0;
-        self.clean[i / 64] |= 1 << (i % 64);
         if let Some(m) = &mut self.map {
             m.insert(line, slot);
         }
@@ -286,13 +235,11 @@ impl Cache {
                     return PinOutcome::Refused;
                 };
                 self.flags[oldest] &= !PINNED;
-                self.update_clean(oldest, self.dirty[oldest]);
                 self.pinned[set] -= 1;
                 outcome = PinOutcome::Replaced;
             }
             self.pinned[set] += 1;
             self.flags[i] |= PINNED;
-            self.update_clean(i, self.dirty[i]);
         }
         if replace {
             self.pin_clock += 1;
@@ -345,48 +292,6 @@ mod tests {
                 }
             }
             assert_eq!(cache.resident(), model.len() as u64);
-        }
-    }
-
-    /// Random fills, writes (adding to or replacing a line's dirty mask, cleaning it) and pins,
-    /// on shapes whose sets straddle the bit words (12 and 5 ways) or fill them (16, 64): after
-    /// each step every full set's mask of clean unpinned ways matches its dirty masks and
-    /// flags, recomputed; above 64 ways it is 0.
-    #[test]
-    fn clean_ways_follow_dirty_masks_and_pins() {
-        let params = Params::resolve(crate::cxl_flash::SPECS, None).unwrap();
-        for (sets, ways) in [(4, 16), (7, 12), (9, 5), (2, 64), (1, 70)] {
-            let shape = replacement::Shape { sets, ways };
-            let repl = (replacement::find("cflru").unwrap().build)(&params, shape).unwrap();
-            let mut cache = Cache::new(shape, false, repl);
-            let mut rng = ChaCha8Rng::seed_from_u64(u64::from(ways));
-            let mut checked = 0;
-            for step in 0..20_000 {
-                let line = rng.gen_range(0..(sets as u64 * u64::from(ways) * 2));
-                let slot = match cache.lookup(line) {
-                    Some(slot) => slot,
-                    None => cache.allocate(line).0,
-                };
-                match rng.gen_range(0..5) {
-                    0 => cache.add_dirty(slot, 1 << rng.gen_range(0..64)),
-                    1 => cache.set_dirty(slot, [0, 0, 3, u64::MAX][rng.gen_range(0..4)]),
-                    2 => cache.add_dirty(slot, 0),
-                    3 => drop(cache.pin(slot, 2, rng.gen_bool(0.5))),
-                    _ => {}
-                }
-                for set in 0..sets {
-                    if cache.used[set] < ways {
-                        continue;
-                    }
-                    let first = set as u32 * ways;
-                    let expect = (0..ways)
-                        .filter(|&w| ways <= 64 && cache.dirty[(first + w) as usize] == 0 && cache.flags[(first + w) as usize] & PINNED == 0)
-                        .fold(0u64, |m, w| m | 1 << w);
-                    assert_eq!(cache.clean_ways(first), expect, "{sets} x {ways}, set {set}, step {step}");
-                    checked += 1;
-                }
-            }
-            assert!(checked > 10_000, "{sets} x {ways}: {checked}");
         }
     }
 

@@ -102,7 +102,7 @@ impl CxlFlash {
             // duplicate read without MSHR.
             let s = slot as usize;
             cache.valid[s] = self.full_mask;
-            cache.add_dirty(slot, row.dirty);
+            cache.dirty[s] |= row.dirty;
             return;
         }
         let (slot, evicted) = cache.allocate(row.line);
@@ -112,7 +112,7 @@ impl CxlFlash {
         }
         let s = slot as usize;
         cache.valid[s] = self.full_mask;
-        cache.set_dirty(slot, row.dirty);
+        cache.dirty[s] = row.dirty;
         let unused_prefetch = row.prefetch && !row.demanded;
         if unused_prefetch {
             cache.flags[s] |= PREFETCHED;
@@ -344,7 +344,7 @@ impl CxlFlash {
         cache.hit(slot);
         let s = slot as usize;
         if op.is_write() {
-            cache.add_dirty(slot, mask);
+            cache.dirty[s] |= mask;
             cache.valid[s] |= mask;
         }
         if cache.flags[s] & PREFETCHED != 0 {
@@ -410,7 +410,7 @@ impl CxlFlash {
                 let (slot, evicted) = cache.allocate(line);
                 let s = slot as usize;
                 cache.valid[s] = mask;
-                cache.set_dirty(slot, mask);
+                cache.dirty[s] = mask;
                 let line_bytes = 1u64 << self.line_shift;
                 let done = self.dram.serve(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
                 self.prefetcher.on_fill(line, false);

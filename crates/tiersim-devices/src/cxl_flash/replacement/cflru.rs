@@ -23,9 +23,9 @@ pub const INFO: PluginInfo = PluginInfo {
 };
 
 pub fn build(p: &Params, s: Shape) -> Result<Box<dyn Replacement>> {
-    let w = ((p.float("cflru_window") * f64::from(s.ways)).round() as usize).min(p.uint("cflru_window_max") as usize);
-    let order = if s.ways <= ORDER_WAYS { Order::Ways(WayOrder::new(s, w)) } else { Order::Lists(Lists::new(s)) };
-    Ok(Box::new(Cflru { order, window: w }))
+    let w = (p.float("cflru_window") * f64::from(s.ways)).round() as usize;
+    let order = if s.ways <= ORDER_WAYS { Order::Ways(WayOrder::new(s)) } else { Order::Lists(Lists::new(s)) };
+    Ok(Box::new(Cflru { order, window: w.min(p.uint("cflru_window_max") as usize) }))
 }
 
 /// Sets of at most this many ways keep their recency packed in one word.
@@ -46,27 +46,18 @@ enum Order {
 /// bits. The victim search steps over the mostly dirty lines at the LRU end on every fill of a
 /// full set: with linked lists each step waited for the previous one's link to load (the
 /// search was 10 % of the replay's cycles on the bench's mixed trace for 4 % of its
-/// instructions); here the ways to test are in one word, and the cache's mask of clean,
-/// unpinned ways is permuted into recency positions without a loop. A hit is a few shifts and
-/// masks.
+/// instructions); here the ways to test are in one word. A hit is a few shifts and masks.
 struct WayOrder {
     ways: u32,
     order: Vec<u64>,
     len: Vec<u8>,
-    /// SSSE3 present (checked once): the permutation is one byte shuffle.
-    ssse3: bool,
-    /// The window's recency positions: the victim is chosen in full sets only, so always the
-    /// same `ways - window .. ways`.
-    window_bits: u32,
 }
 
 const LOW_NIBBLES: u64 = 0x1111_1111_1111_1111;
 
 impl WayOrder {
-    fn new(s: Shape, window: usize) -> WayOrder {
-        let lo = s.ways.saturating_sub(window as u32);
-        let window_bits = ((1u32 << s.ways) - 1) & !((1u32 << lo) - 1);
-        WayOrder { ways: s.ways, order: vec![0; s.sets], len: vec![0; s.sets], ssse3: has_ssse3(), window_bits }
+    fn new(s: Shape) -> WayOrder {
+        WayOrder { ways: s.ways, order: vec![0; s.sets], len: vec![0; s.sets] }
     }
 
     /// Make `slot` the set's newest line (adding it if the set did not hold it).
@@ -89,59 +80,19 @@ impl WayOrder {
         self.order[set] = (o & above) | ((o & below) << 4) | way;
     }
 
-    fn victim(&self, v: &SetView<'_>) -> u32 {
+    fn victim(&self, v: &SetView<'_>, window: usize) -> u32 {
         let o = self.order[v.set];
         let n = u32::from(self.len[v.set]);
-        debug_assert_eq!(n, self.ways);
         let slot = |k: u32| v.first + ((o >> (4 * k)) & 15) as u32;
-        // The window's oldest clean unpinned line: its highest such position.
-        let found = by_position(o, v.clean as u16, self.window_bits, self.ssse3);
-        if found != 0 {
-            return slot(31 - found.leading_zeros());
+        for k in (n.saturating_sub(window as u32)..n).rev() {
+            let s = slot(k);
+            if v.dirty[s as usize] == 0 && !v.pinned(s) {
+                return s;
+            }
         }
         // As `Lists::oldest_unpinned`: the oldest unpinned line, else the oldest.
         (0..n).rev().map(slot).find(|&s| !v.pinned(s)).unwrap_or(if n == 0 { v.first } else { slot(n - 1) })
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_ssse3() -> bool {
-    is_x86_feature_detected!("ssse3")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn has_ssse3() -> bool {
-    false
-}
-
-/// Bit k, for the positions k in `positions`: the way at recency position k of `order` has its
-/// bit set in `ways`.
-#[inline]
-fn by_position(order: u64, ways: u16, positions: u32, ssse3: bool) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if ssse3 {
-        // SAFETY: SSSE3 was detected at run time.
-        return unsafe { by_position_ssse3(order, ways) } & positions;
-    }
-    let _ = ssse3;
-    let (lo, n) = (positions.trailing_zeros(), 32 - positions.leading_zeros());
-    (lo..n).fold(0, |m, k| m | (u32::from(ways) >> ((order >> (4 * k)) & 15) & 1) << k) & positions
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "ssse3")]
-unsafe fn by_position_ssse3(order: u64, ways: u16) -> u32 {
-    use std::arch::x86_64::*;
-    // Byte w = 0xFF when bit w of `ways` is set: each half-mask's byte broadcast over 8 bytes,
-    // then tested against that byte's bit.
-    let bits = _mm_set_epi8(-128, 64, 32, 16, 8, 4, 2, 1, -128, 64, 32, 16, 8, 4, 2, 1);
-    let spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(i32::from(ways)), _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
-    let table = _mm_cmpeq_epi8(_mm_and_si128(spread, bits), bits);
-    // Byte k = nibble k of the order (the way at position k), then the table looked up by it.
-    let x = _mm_cvtsi64_si128(order as i64);
-    let low = _mm_set1_epi8(15);
-    let index = _mm_unpacklo_epi8(_mm_and_si128(x, low), _mm_and_si128(_mm_srli_epi16(x, 4), low));
-    _mm_movemask_epi8(_mm_shuffle_epi8(table, index)) as u32
 }
 
 impl Replacement for Cflru {
@@ -156,7 +107,7 @@ impl Replacement for Cflru {
     }
     fn victim(&mut self, v: &SetView<'_>) -> u32 {
         let l = match &self.order {
-            Order::Ways(o) => return o.victim(v),
+            Order::Ways(o) => return o.victim(v, self.window),
             Order::Lists(l) => l,
         };
         // The window walked by hand (it runs on every fill of a full set, and clean-first
@@ -193,7 +144,7 @@ mod tests {
             for window in [0, 1, ways as usize / 2, ways as usize] {
                 let shape = Shape { sets: 3, ways };
                 let slots = shape.sets * ways as usize;
-                let mut arrays = Cflru { order: Order::Ways(WayOrder::new(shape, window)), window };
+                let mut arrays = Cflru { order: Order::Ways(WayOrder::new(shape)), window };
                 let mut lists = Cflru { order: Order::Lists(Lists::new(shape)), window };
                 let mut dirty = vec![0u64; slots];
                 let mut flags = vec![0u8; slots];
@@ -210,15 +161,9 @@ mod tests {
                             lists.insert(set, slot);
                         }
                         0 => {
-                            let v = SetView::scan(set, first, ways, &dirty, &flags);
-                            let b = lists.victim(&v);
-                            for ssse3 in [false, has_ssse3()] {
-                                if let Order::Ways(w) = &mut arrays.order {
-                                    w.ssse3 = ssse3;
-                                }
-                                assert_eq!(arrays.victim(&v), b, "ways {ways}, window {window}, step {step}, ssse3 {ssse3}");
-                            }
-                            let a = b;
+                            let v = SetView { set, first, ways, dirty: &dirty, flags: &flags };
+                            let (a, b) = (arrays.victim(&v), lists.victim(&v));
+                            assert_eq!(a, b, "ways {ways}, window {window}, step {step}");
                             victims += 1;
                             dirty[a as usize] = 0;
                             arrays.insert(set, a);
@@ -235,23 +180,6 @@ mod tests {
                     }
                 }
                 assert!(victims > 300, "ways {ways}: {victims} victims");
-            }
-        }
-    }
-
-    /// Random recency words (any nibbles, repeats included) and way masks: both ways of
-    /// permuting the mask give, at every position, the bit of the way there.
-    #[test]
-    fn by_position_reads_the_way_at_each_position() {
-        let mut rng = ChaCha8Rng::seed_from_u64(9);
-        for _ in 0..20_000 {
-            let (order, ways): (u64, u16) = (rng.gen(), rng.gen());
-            let expect = (0..16).fold(0u32, |m, k| m | u32::from(ways >> ((order >> (4 * k)) & 15) & 1) << k);
-            let (lo, n) = (rng.gen_range(0..=16), rng.gen_range(0..=16));
-            let within = ((1u32 << n) - 1) & !((1u32 << lo) - 1);
-            for positions in [0xFFFF, within] {
-                assert_eq!(by_position(order, ways, positions, false), expect & positions, "{order:x} {ways:x} {positions:x}");
-                assert_eq!(by_position(order, ways, positions, has_ssse3()), expect & positions, "{order:x} {ways:x} {positions:x}");
             }
         }
     }

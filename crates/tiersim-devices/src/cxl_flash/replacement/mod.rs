@@ -21,23 +21,12 @@ pub struct SetView<'a> {
     /// Dirty masks and flags of every slot of the cache (index by slot).
     pub dirty: &'a [u64],
     pub flags: &'a [u8],
-    /// Bit w: way w is clean and unpinned (sets of at most 64 ways; 0 in larger ones).
-    pub clean: u64,
 }
 
-impl<'a> SetView<'a> {
+impl SetView<'_> {
     #[inline]
     pub fn pinned(&self, slot: u32) -> bool {
         self.flags[slot as usize] & PINNED != 0
-    }
-
-    /// A view with `clean` computed from the dirty masks and flags.
-    #[cfg(test)]
-    pub fn scan(set: usize, first: u32, ways: u32, dirty: &'a [u64], flags: &'a [u8]) -> Self {
-        let clean = (0..if ways > 64 { 0 } else { ways })
-            .filter(|&w| dirty[(first + w) as usize] == 0 && flags[(first + w) as usize] & PINNED == 0)
-            .fold(0, |m, w| m | 1 << w);
-        SetView { set, first, ways, dirty, flags, clean }
     }
 }
 
@@ -151,7 +140,7 @@ mod tests {
 
     /// Fill a 4-way set, touch some lines, and check each policy's victims.
     fn view<'a>(dirty: &'a [u64], flags: &'a [u8]) -> SetView<'a> {
-        SetView::scan(0, 0, 4, dirty, flags)
+        SetView { set: 0, first: 0, ways: 4, dirty, flags }
     }
 
     fn policy(name: &str, extra: &str) -> Box<dyn Replacement> {
