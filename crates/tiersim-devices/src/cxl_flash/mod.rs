@@ -495,7 +495,7 @@ impl CxlFlash {
         let dram = ChannelGroup::from_params(p, "dram_")?;
         let pin_max = cache.as_ref().map_or(0, |c| (p.float("hint_pin_share") * f64::from(c.ways)).floor() as u32);
         let link_latency = ps_from_ns(p.duration("link_latency"));
-        let tail = Tail::new(Pipe::new(p.bandwidth("link_read_bandwidth")), dram.clone(), link_latency, line as u32);
+        let tail = Tail::new(Pipe::new(p.bandwidth("link_read_bandwidth")), dram.clone(), link_latency, line as u32, p.bytes("link_header"));
         Ok(CxlFlash {
             h2d: Pipe::new(p.bandwidth("link_write_bandwidth")),
             link_latency,
@@ -624,7 +624,8 @@ impl Device for CxlFlash {
         let size = u64::from(req.size.max(1));
         let write = req.op.is_write();
         let data = size.div_ceil(64) * 64;
-        let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
+        let up = if write { data + self.header } else { self.header };
+        let down = tail::response_bytes(req.size.max(1), write, self.header);
         // MQSim_CXL delivers requests to the device with no link (CXL_PCIe.cpp calls
         // PCIe_Switch::Deliver_to_device directly).
         let arrive = if self.mq.is_some() { at } else { self.h2d.serve(at, up).1 };
@@ -672,8 +673,9 @@ impl Device for CxlFlash {
             } else {
                 let row = self.resp_row.filter(|_| first_line == last_line).map(|r| self.mshr.row_mut(r));
                 match row {
-                    // `|`, not `||`: whether a row already holds a response is as random as the trace.
-                    Some(row) if row.ready == done && ((row.resp_count == 0) | (row.resp_bytes == down)) => {
+                    // `|`, not `||`: whether a row already holds a response is as random as the
+                    // trace. (A response over 4 GiB goes on its own: the tail's log has 32 bits.)
+                    Some(row) if row.ready == done && ((row.resp_count == 0) | (row.resp_bytes == down)) && down <= u64::from(u32::MAX) => {
                         row.resp_bytes = down;
                         row.resp_count += 1;
                         Response::WithRow
@@ -681,7 +683,7 @@ impl Device for CxlFlash {
                     _ => Response::Deferred,
                 }
             };
-            self.port.done(req.now, self.accept_floor, done, down, response, class)
+            self.port.done(req.now, self.accept_floor, done, req.size.max(1), write, response, class)
         };
         self.c.requests += 1;
         self.c.by_op[usize::from(write)] += 1;

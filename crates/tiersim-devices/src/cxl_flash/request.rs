@@ -75,7 +75,7 @@ impl CxlFlash {
     #[inline(always)]
     fn respond(&mut self, row: &Row, fill_addr: u64) {
         if row.resp_count > 0 || fill_addr != NO_FILL {
-            self.port.row(row.ready, row.resp_count, row.resp_bytes, fill_addr);
+            self.port.row(row.ready, row.resp_count, row.resp_bytes as u32, fill_addr);
         }
     }
 

@@ -40,12 +40,14 @@ pub(super) struct Tail {
     pub(super) last_completion: Ns,
     link_latency: Ps,
     line_bytes: u32,
+    /// Link bytes of a message without data (a write's completion).
+    header: u64,
     /// The latest DRAM completion among the current request's lines.
     lines_done: Ps,
 }
 
 impl Tail {
-    pub(super) fn new(d2h: Pipe, dram: ChannelGroup, link_latency: Ps, line_bytes: u32) -> Tail {
+    pub(super) fn new(d2h: Pipe, dram: ChannelGroup, link_latency: Ps, line_bytes: u32, header: u64) -> Tail {
         Tail {
             d2h,
             dram,
@@ -54,6 +56,7 @@ impl Tail {
             last_completion: 0,
             link_latency,
             line_bytes,
+            header,
             lines_done: 0,
         }
     }
@@ -62,12 +65,12 @@ impl Tail {
     /// deferred responses due before it (the controller retires rows and sends responses in time
     /// order, a row first on a tie), and its line is written into the DRAM at `fill_addr`.
     #[inline]
-    pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u64, fill_addr: u64) {
+    pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u32, fill_addr: u64) {
         while self.deferred.due < ready {
             self.send_deferred();
         }
         for _ in 0..count {
-            self.d2h.serve(ready, bytes);
+            self.d2h.serve(ready, u64::from(bytes));
         }
         if fill_addr != NO_FILL {
             self.dram.serve(ready, fill_addr, self.line_bytes, Op::Write);
@@ -96,13 +99,14 @@ impl Tail {
         self.d2h.serve(when, bytes);
     }
 
-    /// A request issued at `now` and accepted at `t` is served by `done` (its DRAM lines aside),
-    /// its response of `down` bytes going as `response`: its completion, recorded.
+    /// A request of `size` bytes issued at `now` and accepted at `t` is served by `done` (its
+    /// DRAM lines aside), its response going as `response`: its completion, recorded.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, down: u64, response: Response, class: Class) -> Ns {
+    pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class) -> Ns {
         self.settle(t);
         let done = done.max(std::mem::take(&mut self.lines_done));
+        let down = response_bytes(size, write, self.header);
         let returned = match response {
             Response::Now => self.d2h.serve(done, down).1,
             Response::WithRow => done + self.d2h.service(down),
@@ -130,8 +134,8 @@ impl Tail {
                 // The controller waits for it; should it be gone, the run is ending anyway.
                 let _ = answers.send(self.dram.serve(at, addr, bytes, op));
             }
-            Event::Done { now, t, done, down, response, class } => {
-                self.done(now, t, done, down, response, class);
+            Event::Done { now, t, done, size, write, response, class } => {
+                self.done(now, t, done, size, write, response, class);
             }
             Event::Settle { t } => self.settle(t),
         }
@@ -186,16 +190,27 @@ impl Deferred {
     }
 }
 
-/// What the controller tells its tail when the tail runs on a thread of its own: one call each.
+/// Link bytes of the response to a request of `size` bytes: its data, or a write's completion.
+#[inline]
+pub(super) fn response_bytes(size: u32, write: bool, header: u64) -> u64 {
+    if write {
+        header
+    } else {
+        u64::from(size).div_ceil(64) * 64
+    }
+}
+
+/// What the controller tells its tail when the tail runs on a thread of its own: one call each,
+/// in 32 bytes (the log is written by one core and read by the other).
 #[derive(Debug, Clone, Copy)]
 enum Event {
-    Row { ready: Ps, count: u32, bytes: u64, fill_addr: u64 },
+    Row { ready: Ps, count: u32, bytes: u32, fill_addr: u64 },
     Line { at: Ps, addr: u64, bytes: u32, op: Op },
     /// A DRAM access nobody waits for (a victim read out).
     Dram { at: Ps, addr: u64, bytes: u32, op: Op },
     /// A DRAM access the controller waits for, answered on the answer channel.
     Ask { at: Ps, addr: u64, bytes: u32, op: Op },
-    Done { now: Ns, t: Ps, done: Ps, down: u64, response: Response, class: Class },
+    Done { now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class },
     Settle { t: Ps },
 }
 
@@ -282,7 +297,7 @@ impl Port {
     }
 
     #[inline]
-    pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u64, fill_addr: u64) {
+    pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u32, fill_addr: u64) {
         match self {
             Port::Here(t) => t.row(ready, count, bytes, fill_addr),
             Port::Away(l) => l.push(Event::Row { ready, count, bytes, fill_addr }),
@@ -324,11 +339,11 @@ impl Port {
     /// The request's completion when the tail is here, else `now`: the tail's thread records it.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, down: u64, response: Response, class: Class) -> Ns {
+    pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class) -> Ns {
         match self {
-            Port::Here(tail) => tail.done(now, t, done, down, response, class),
+            Port::Here(tail) => tail.done(now, t, done, size, write, response, class),
             Port::Away(l) => {
-                l.push(Event::Done { now, t, done, down, response, class });
+                l.push(Event::Done { now, t, done, size, write, response, class });
                 now
             }
         }
@@ -391,3 +406,5 @@ impl Port {
 }
 
 const AWAY: &str = "the cxl_flash response tail is on its thread (read the device after `with_tail_thread`)";
+
+const _: () = assert!(std::mem::size_of::<Event>() == 32);
