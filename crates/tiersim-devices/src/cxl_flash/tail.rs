@@ -64,7 +64,7 @@ impl Tail {
     /// An MSHR row retired at `ready`: its `count` responses of `bytes` take the link, after the
     /// deferred responses due before it (the controller retires rows and sends responses in time
     /// order, a row first on a tie), and its line is written into the DRAM at `fill_addr`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u32, fill_addr: u64) {
         while self.deferred.due < ready {
             self.send_deferred();
@@ -78,7 +78,7 @@ impl Tail {
     }
 
     /// A DRAM access of one of the current request's lines: its completion.
-    #[inline]
+    #[inline(always)]
     pub(super) fn line(&mut self, at: Ps, addr: u64, bytes: u32, op: Op) -> Ps {
         let done = self.dram.serve(at, addr, bytes, op);
         self.lines_done = self.lines_done.max(done);
@@ -101,7 +101,7 @@ impl Tail {
 
     /// A request of `size` bytes issued at `now` and accepted at `t` is served by `done` (its
     /// DRAM lines aside), its response going as `response`: its completion, recorded.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class) -> Ns {
         self.settle(t);
@@ -121,7 +121,15 @@ impl Tail {
         end
     }
 
-    fn apply(&mut self, e: Event, answers: &SyncSender<Ps>) {
+    /// Apply a batch of the log.
+    fn apply(&mut self, events: &[Event], answers: &SyncSender<Ps>) {
+        for &e in events {
+            self.apply_one(e, answers);
+        }
+    }
+
+    #[inline(always)]
+    fn apply_one(&mut self, e: Event, answers: &SyncSender<Ps>) {
         match e {
             Event::Row { ready, count, bytes, fill_addr } => self.row(ready, count, bytes, fill_addr),
             Event::Line { at, addr, bytes, op } => {
@@ -216,11 +224,11 @@ enum Event {
 
 /// Events sent at once: large enough that handing a batch over (and waking the tail's thread)
 /// costs little a request, small enough to stay in the cache the other core reads it from.
-const BATCH: usize = 1024;
+const BATCH: usize = 2048;
 /// How long the tail's thread naps when it has caught up.
-const NAP: Duration = Duration::from_micros(200);
+const NAP: Duration = Duration::from_micros(100);
 /// Batches in flight at most (the memory bound while the tail's thread lags).
-const DEPTH: usize = 64;
+const DEPTH: usize = 8;
 
 /// The controller's side of a tail on another thread.
 pub(super) struct Log {
@@ -299,7 +307,7 @@ impl Port {
     #[inline]
     pub(super) fn row(&mut self, ready: Ps, count: u32, bytes: u32, fill_addr: u64) {
         match self {
-            Port::Here(t) => t.row(ready, count, bytes, fill_addr),
+            Port::Here(t) => here(t, |t| t.row(ready, count, bytes, fill_addr)),
             Port::Away(l) => l.push(Event::Row { ready, count, bytes, fill_addr }),
         }
     }
@@ -309,7 +317,7 @@ impl Port {
     #[inline]
     pub(super) fn line(&mut self, at: Ps, addr: u64, bytes: u32, op: Op) -> Ps {
         match self {
-            Port::Here(t) => t.line(at, addr, bytes, op),
+            Port::Here(t) => here(t, |t| t.line(at, addr, bytes, op)),
             Port::Away(l) => {
                 l.push(Event::Line { at, addr, bytes, op });
                 0
@@ -320,9 +328,9 @@ impl Port {
     #[inline]
     pub(super) fn dram(&mut self, at: Ps, addr: u64, bytes: u32, op: Op) {
         match self {
-            Port::Here(t) => {
+            Port::Here(t) => here(t, |t| {
                 t.dram.serve(at, addr, bytes, op);
-            }
+            }),
             Port::Away(l) => l.push(Event::Dram { at, addr, bytes, op }),
         }
     }
@@ -341,7 +349,7 @@ impl Port {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn done(&mut self, now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class) -> Ns {
         match self {
-            Port::Here(tail) => tail.done(now, t, done, size, write, response, class),
+            Port::Here(tail) => here(tail, |tail| tail.done(now, t, done, size, write, response, class)),
             Port::Away(l) => {
                 l.push(Event::Done { now, t, done, size, write, response, class });
                 now
@@ -374,9 +382,8 @@ impl Port {
             let worker = move || loop {
                 match from.try_recv() {
                     Ok(mut events) => {
-                        for e in events.drain(..) {
-                            tail.apply(e, &answer_to);
-                        }
+                        tail.apply(&events, &answer_to);
+                        events.clear();
                         let _ = empty_to.try_send(events);
                     }
                     Err(TryRecvError::Empty) => std::thread::park_timeout(NAP),
@@ -403,6 +410,13 @@ impl Port {
             }
         })
     }
+}
+
+/// A call on the tail when it is here, kept out of line: inlined, the tail's code would crowd
+/// the controller's hot functions, where the log's push is a few instructions.
+#[inline(never)]
+fn here<R>(t: &mut Tail, f: impl FnOnce(&mut Tail) -> R) -> R {
+    f(t)
 }
 
 const AWAY: &str = "the cxl_flash response tail is on its thread (read the device after `with_tail_thread`)";
