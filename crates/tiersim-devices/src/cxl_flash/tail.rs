@@ -145,6 +145,10 @@ impl Tail {
             Event::Done { now, t, done, size, write, response, class } => {
                 self.done(now, t, done, size, write, response, class);
             }
+            Event::Hit { now, t, addr, size, write } => {
+                self.line(t, addr, size, if write { Op::Write } else { Op::Read });
+                self.done(now, t, 0, size, write, Response::Now, Class::Hit);
+            }
             Event::Settle { t } => self.settle(t),
         }
     }
@@ -219,6 +223,8 @@ enum Event {
     /// A DRAM access the controller waits for, answered on the answer channel.
     Ask { at: Ps, addr: u64, bytes: u32, op: Op },
     Done { now: Ns, t: Ps, done: Ps, size: u32, write: bool, response: Response, class: Class },
+    /// `Line` then `Done` of a request that hit one line, its access at `t` of its `size`.
+    Hit { now: Ns, t: Ps, addr: u64, size: u32, write: bool },
     Settle { t: Ps },
 }
 
@@ -239,11 +245,22 @@ pub(super) struct Log {
     answers: Receiver<Ps>,
     /// The tail's thread, woken when the controller waits for it.
     tail: Option<Thread>,
+    /// The last line's DRAM access, held back: should its request complete next as a hit of
+    /// that one access, both go as one `Hit` event (nearly every hit).
+    line: Option<(Ps, u64, u32, Op)>,
 }
 
 impl Log {
     #[inline]
     fn push(&mut self, e: Event) {
+        if let Some((at, addr, bytes, op)) = self.line.take() {
+            self.push_now(Event::Line { at, addr, bytes, op });
+        }
+        self.push_now(e);
+    }
+
+    #[inline]
+    fn push_now(&mut self, e: Event) {
         self.events.push(e);
         if self.events.len() >= BATCH {
             self.ship();
@@ -261,7 +278,7 @@ impl Log {
     }
 
     fn ask(&mut self, at: Ps, addr: u64, bytes: u32, op: Op) -> Ps {
-        self.events.push(Event::Ask { at, addr, bytes, op });
+        self.push(Event::Ask { at, addr, bytes, op });
         self.ship();
         self.wake();
         self.answers.recv().expect("the response tail's thread ended")
@@ -269,6 +286,9 @@ impl Log {
 
     /// Send what is left and end the log: the tail's thread then returns the tail.
     fn close(&mut self) {
+        if let Some((at, addr, bytes, op)) = self.line.take() {
+            self.push_now(Event::Line { at, addr, bytes, op });
+        }
         if !self.events.is_empty() {
             self.ship();
         }
@@ -319,7 +339,9 @@ impl Port {
         match self {
             Port::Here(t) => here(t, |t| t.line(at, addr, bytes, op)),
             Port::Away(l) => {
-                l.push(Event::Line { at, addr, bytes, op });
+                if let Some((at, addr, bytes, op)) = l.line.replace((at, addr, bytes, op)) {
+                    l.push_now(Event::Line { at, addr, bytes, op });
+                }
                 0
             }
         }
@@ -351,7 +373,15 @@ impl Port {
         match self {
             Port::Here(tail) => here(tail, |tail| tail.done(now, t, done, size, write, response, class)),
             Port::Away(l) => {
-                l.push(Event::Done { now, t, done, size, write, response, class });
+                match l.line {
+                    // A hit on one line, its DRAM access at acceptance: the access gives its
+                    // completion (`done` is its arrival, no later than `t`).
+                    Some((at, addr, bytes, op)) if response == Response::Now && at == t && bytes == size && op.is_write() == write => {
+                        l.line = None;
+                        l.push_now(Event::Hit { now, t, addr, size, write });
+                    }
+                    _ => l.push(Event::Done { now, t, done, size, write, response, class }),
+                }
                 now
             }
         }
@@ -371,7 +401,7 @@ impl Port {
         let (to, from) = sync_channel(DEPTH);
         let (empty_to, empty) = sync_channel(DEPTH + 2);
         let (answer_to, answers) = sync_channel(1);
-        let log = Log { events: Vec::with_capacity(BATCH), to: Some(to), empty, answers, tail: None };
+        let log = Log { events: Vec::with_capacity(BATCH), to: Some(to), empty, answers, tail: None, line: None };
         let Port::Here(mut tail) = std::mem::replace(port(owner), Port::Away(log)) else {
             return f(owner);
         };
