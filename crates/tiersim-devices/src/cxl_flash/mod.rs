@@ -20,7 +20,10 @@
 //! write back) when a later request arrives after their data is ready. (In compat mode a flash
 //! read's completion is fixed later, when its die gets the channel: compat.rs, tsu.rs.) Link and DRAM bandwidth
 //! used by data arriving later (fills, responses to misses) is charged when it arrives, so that
-//! it delays requests behind it but a miss's own response does not queue on the link.
+//! it delays requests behind it but a miss's own response does not queue on the link. What
+//! follows the controller's decisions without feeding back into them (the device DRAM's timing,
+//! the device-to-host link, latency statistics) is the response tail (tail.rs), which an
+//! open-loop replay runs on a thread of its own.
 
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
