@@ -486,9 +486,7 @@ fn replay_source(
     let mut feed = Feed { batch: Vec::with_capacity(BATCH), pos: 0, eof: false, read: 0, limit: opts.limit };
     if is_plain_open_loop(opts) {
         // It reads the whole trace: the general loop below then finds the feed at its end.
-        // The device's response tail runs on a thread of its own meanwhile: an open-loop
-        // replay needs no completion until the end.
-        device_requests = dev.with_tail_thread(|dev| replay_open(dev, src, &mut feed, &mut scatter, &mut clock))?;
+        device_requests = replay_open(&mut dev, src, &mut feed, &mut scatter, &mut clock)?;
     }
 
     // Issue one device request at (at least) `t`; returns its issue time.

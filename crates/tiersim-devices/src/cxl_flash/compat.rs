@@ -395,8 +395,7 @@ impl super::CxlFlash {
         if let Some(log) = r.log.as_mut() {
             log.push((s.now, end));
         }
-        let tail = self.port.tail_mut();
-        tail.lat.record(end.saturating_sub(s.start), s.class);
-        tail.last_completion = tail.last_completion.max(end);
+        self.lat.record(end.saturating_sub(s.start), s.class);
+        self.last_completion = self.last_completion.max(end);
     }
 }

@@ -20,10 +20,10 @@
 //! write back) when a later request arrives after their data is ready. (In compat mode a flash
 //! read's completion is fixed later, when its die gets the channel: compat.rs, tsu.rs.) Link and DRAM bandwidth
 //! used by data arriving later (fills, responses to misses) is charged when it arrives, so that
-//! it delays requests behind it but a miss's own response does not queue on the link. What
-//! follows the controller's decisions without feeding back into them (the device DRAM's timing,
-//! the device-to-host link, latency statistics) is the response tail (tail.rs), which an
-//! open-loop replay runs on a thread of its own.
+//! it delays requests behind it but a miss's own response does not queue on the link.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
@@ -87,7 +87,6 @@ pub mod replacement;
 mod compat;
 mod request;
 mod summary;
-mod tail;
 mod tsu;
 
 use cache::{Cache, PinOutcome};
@@ -95,7 +94,6 @@ use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_PROGRAM_PLANE_NS, MQSIM_
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
-use tail::{Port, Response, Tail};
 use mshr::Mshr;
 
 /// Filler for the constant arrays the parameter lists are assembled in.
@@ -300,18 +298,72 @@ struct Counters {
     hint_pins_replaced: u64,
 }
 
+/// Deferred responses by time: posted-write acknowledgements (issue time plus a constant, so in
+/// order while writes are one size) queue in a FIFO; one that would break its order goes to a
+/// heap. The earliest is the earlier of the two heads; `due` keeps its time.
+struct Deferred {
+    fifo: VecDeque<(Ps, u64)>,
+    heap: BinaryHeap<Reverse<(Ps, u64)>>,
+    /// Time of the earliest response, `Ps::MAX` when none: the row retirements ask whether a
+    /// response comes before each row, and one field answers without looking at both queues
+    /// and their emptiness (data-dependent branches on every call).
+    due: Ps,
+}
+
+impl Default for Deferred {
+    fn default() -> Deferred {
+        Deferred { fifo: VecDeque::new(), heap: BinaryHeap::new(), due: Ps::MAX }
+    }
+}
+
+impl Deferred {
+    #[inline]
+    fn push(&mut self, when: Ps, bytes: u64) {
+        match self.fifo.back() {
+            Some(&last) if last > (when, bytes) => self.heap.push(Reverse((when, bytes))),
+            _ => self.fifo.push_back((when, bytes)),
+        }
+        self.due = self.due.min(when);
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<(Ps, u64)> {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(&f), Some(&Reverse(h))) => Some(f.min(h)),
+            (f, h) => f.copied().or(h.map(|r| r.0)),
+        }
+    }
+
+    /// Remove `peek`'s response.
+    #[inline]
+    fn pop(&mut self) {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(&f), Some(&Reverse(h))) if h < f => {
+                self.heap.pop();
+            }
+            (Some(_), _) => {
+                self.fifo.pop_front();
+            }
+            _ => {
+                self.heap.pop();
+            }
+        }
+        self.due = self.peek().map_or(Ps::MAX, |(when, _)| when);
+    }
+}
+
 pub struct CxlFlash {
     h2d: Pipe,
+    d2h: Pipe,
     link_latency: Ps,
     header: u64,
     link_read_bandwidth: f64,
+    /// Responses of requests served later than they were computed, other than those waiting
+    /// for an MSHR row (kept in the row): (time, bytes).
+    deferred: Deferred,
     /// The MSHR row the last line's response waits for (set by misses and hits under miss).
     resp_row: Option<u32>,
-    /// The device DRAM's timing lives in the tail (`port`); this copy, never served, answers
-    /// what its idle latency and peak bandwidth are.
-    dram_spec: ChannelGroup,
-    /// The response tail: DRAM timing, the device-to-host link, latency statistics (tail.rs).
-    port: Port,
+    dram: ChannelGroup,
     cache: Option<Cache>,
     mshr: Mshr,
     flash: Flash,
@@ -342,8 +394,10 @@ pub struct CxlFlash {
     endurance: u64,
     c: Counters,
     pf: prefetch::Counters,
+    lat: Latency,
     first_issue: Option<Ns>,
     last_issue: Ns,
+    last_completion: Ns,
     /// `compat = "mqsim_cxl"`: MQSim_CXL's single device-DRAM server and the events it still
     /// has to serve when their flash data arrives.
     mq: Option<MqsimDram>,
@@ -497,16 +551,15 @@ impl CxlFlash {
         let full_mask = if subs == 64 { u64::MAX } else { (1u64 << subs) - 1 };
         let dram = ChannelGroup::from_params(p, "dram_")?;
         let pin_max = cache.as_ref().map_or(0, |c| (p.float("hint_pin_share") * f64::from(c.ways)).floor() as u32);
-        let link_latency = ps_from_ns(p.duration("link_latency"));
-        let tail = Tail::new(Pipe::new(p.bandwidth("link_read_bandwidth")), dram.clone(), link_latency, line as u32, p.bytes("link_header"));
         Ok(CxlFlash {
             h2d: Pipe::new(p.bandwidth("link_write_bandwidth")),
-            link_latency,
+            d2h: Pipe::new(p.bandwidth("link_read_bandwidth")),
+            link_latency: ps_from_ns(p.duration("link_latency")),
             header: p.bytes("link_header"),
             link_read_bandwidth: p.bandwidth("link_read_bandwidth"),
+            deferred: Deferred::default(),
             resp_row: None,
-            dram_spec: dram,
-            port: Port::Here(Box::new(tail)),
+            dram,
             cache,
             mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?, u32_param(p, "no_mshr_max_inflight")?, geo.dies()),
             flash,
@@ -537,8 +590,10 @@ impl CxlFlash {
             endurance: p.uint("flash_endurance"),
             c: Counters::default(),
             pf: prefetch::Counters::default(),
+            lat: Latency::new(),
             first_issue: None,
             last_issue: 0,
+            last_completion: 0,
             mq: tsu.map(MqsimDram::new),
         })
     }
@@ -554,20 +609,7 @@ impl CxlFlash {
     }
 
     pub fn latency(&self) -> &Latency {
-        &self.port.tail().lat
-    }
-
-    /// Run `f` on this device with its response tail (DRAM timing, device-to-host link, latency
-    /// statistics: tail.rs) on a thread of its own, fed a log of what the controller decides,
-    /// so that the two share the work of each request; results are the same as without. Inside
-    /// `f`, `access` returns the request's issue time, not its completion (the tail's thread
-    /// computes that), and the statistics cannot be read: it suits an open-loop replay, which
-    /// needs neither until the end. Compat mode keeps its tail here (its completions come later).
-    pub fn with_tail_thread<R>(&mut self, f: impl FnOnce(&mut CxlFlash) -> R) -> R {
-        if self.mq.is_some() {
-            return f(self);
-        }
-        Port::with_thread(self, |d| &mut d.port, f)
+        &self.lat
     }
 
     /// Run the device until every request in flight has completed. In compat mode a flash
@@ -601,7 +643,6 @@ impl CxlFlash {
     pub fn hint_at(&mut self, now: Ns, addr: u64, size: u64) {
         let t = ps_from_ns(now).max(self.accept_floor);
         self.retire_until(t);
-        self.port.settle(t);
         let first = addr >> self.line_shift;
         let last = addr.saturating_add(size.max(1) - 1) >> self.line_shift;
         for l in first..=last {
@@ -627,8 +668,7 @@ impl Device for CxlFlash {
         let size = u64::from(req.size.max(1));
         let write = req.op.is_write();
         let data = size.div_ceil(64) * 64;
-        let up = if write { data + self.header } else { self.header };
-        let down = tail::response_bytes(req.size.max(1), write, self.header);
+        let (up, down) = if write { (data + self.header, self.header) } else { (self.header, data) };
         // MQSim_CXL delivers requests to the device with no link (CXL_PCIe.cpp calls
         // PCIe_Switch::Deliver_to_device directly).
         let arrive = if self.mq.is_some() { at } else { self.h2d.serve(at, up).1 };
@@ -666,33 +706,35 @@ impl Device for CxlFlash {
             done = done.max(d);
             class = class.max(c);
         }
-        let end = if self.mq.is_some() {
+        let (end, start) = if self.mq.is_some() {
             // What waits for flash is recorded when it completes (`compat_record`); until then
             // the completion returned is the latest of the parts known.
-            completion(req.now, done)
+            (completion(req.now, done), ns_from_ps(self.accept_floor).max(req.now))
         } else {
-            let response = if class == Class::Hit {
-                Response::Now
+            let returned = if class == Class::Hit {
+                self.d2h.serve(done, down).1
             } else {
                 let row = self.resp_row.filter(|_| first_line == last_line).map(|r| self.mshr.row_mut(r));
                 match row {
-                    // `|`, not `||`: whether a row already holds a response is as random as the
-                    // trace. (A response over 4 GiB goes on its own: the tail's log has 32 bits.)
-                    Some(row) if row.ready == done && ((row.resp_count == 0) | (row.resp_bytes == down)) && down <= u64::from(u32::MAX) => {
+                    // `|`, not `||`: whether a row already holds a response is as random as the trace.
+                    Some(row) if row.ready == done && ((row.resp_count == 0) | (row.resp_bytes == down)) => {
                         row.resp_bytes = down;
                         row.resp_count += 1;
-                        Response::WithRow
                     }
-                    _ => Response::Deferred,
+                    _ => self.deferred.push(done, down),
                 }
+                done + self.d2h.service(down)
             };
-            self.port.done(req.now, self.accept_floor, done, req.size.max(1), write, response, class)
+            (completion(req.now, returned.saturating_add(self.link_latency)), req.now)
         };
         self.c.requests += 1;
         self.c.by_op[usize::from(write)] += 1;
         self.c.bytes_by_op[usize::from(write)] += size;
         if self.mq.is_some() {
-            self.compat_close(ns_from_ps(self.accept_floor).max(req.now), class, done);
+            self.compat_close(start, class, done);
+        } else {
+            self.lat.record(end.saturating_sub(start), class);
+            self.last_completion = self.last_completion.max(end);
         }
         self.first_issue.get_or_insert(req.now);
         self.last_issue = self.last_issue.max(req.now);
@@ -702,12 +744,11 @@ impl Device for CxlFlash {
     fn idle_latency(&self, op: Op, size: u32) -> Ns {
         let data = u64::from(size.max(1)).div_ceil(64) * 64;
         let (up, down) = if op.is_write() { (data + self.header, self.header) } else { (self.header, data) };
-        let d2h = Pipe::new(self.link_read_bandwidth).service(down);
-        ns_from_ps(self.h2d.service(up) + self.dram_spec.idle(op, size) + d2h + self.link_latency)
+        ns_from_ps(self.h2d.service(up) + self.dram.idle(op, size) + self.d2h.service(down) + self.link_latency)
     }
 
     fn peak_bandwidth(&self) -> f64 {
-        self.link_read_bandwidth.min(self.dram_spec.peak_bandwidth())
+        self.link_read_bandwidth.min(self.dram.peak_bandwidth())
     }
 
     fn stats(&self) -> serde_json::Value {

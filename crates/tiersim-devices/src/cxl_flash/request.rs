@@ -11,7 +11,6 @@ use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row, PENDING};
 use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
-use super::tail::NO_FILL;
 use super::{count_pin, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -43,14 +42,33 @@ impl CxlFlash {
         self.mshr.merging() && (self.cache.is_some() || self.mq.is_none())
     }
 
-    /// Retire every MSHR row ready by `t`, in time order (each tells the tail, which sends its
-    /// responses and those deferred in time order).
+    /// Retire every MSHR row ready by `t`, and charge the link with responses sent by then, in
+    /// time order (the rows' own responses with them).
     pub(super) fn retire_until(&mut self, t: Ps) {
         if self.mq.is_some() {
             return self.compat_retire_until(t);
         }
-        while let Some(row) = self.mshr.pop_ready(t) {
-            self.retire(row);
+        loop {
+            // A row goes first unless a response is due before it (`due` is `Ps::MAX` when no
+            // response waits: then any row ready by t).
+            let due = self.deferred.due;
+            match self.mshr.next_ready() {
+                Some(ready) if ready <= t && ready <= due => {
+                    let row = self.mshr.pop_ready(t).expect("a row ready by t");
+                    for _ in 0..row.resp_count {
+                        self.d2h.serve(row.ready, row.resp_bytes);
+                    }
+                    self.retire(row);
+                }
+                _ => {
+                    if due > t {
+                        break;
+                    }
+                    let Some((when, bytes)) = self.deferred.peek() else { break };
+                    self.deferred.pop();
+                    self.d2h.serve(when, bytes);
+                }
+            }
         }
     }
 
@@ -62,20 +80,8 @@ impl CxlFlash {
         let t = row.ready;
         match (row.kind, self.cache.is_some()) {
             (Kind::Fill, true) => self.fill(row),
-            (Kind::Fill, false) => self.respond(&row, NO_FILL),
-            (Kind::Rmw, _) => {
-                self.respond(&row, NO_FILL);
-                self.ftl.write(&mut self.flash, row.line, t)
-            }
-        }
-    }
-
-    /// Tell the tail that `row` retired: its responses go, its line is written into the DRAM at
-    /// `fill_addr` (or `NO_FILL`).
-    #[inline(always)]
-    fn respond(&mut self, row: &Row, fill_addr: u64) {
-        if row.resp_count > 0 || fill_addr != NO_FILL {
-            self.port.row(row.ready, row.resp_count, row.resp_bytes as u32, fill_addr);
+            (Kind::Fill, false) => {}
+            (Kind::Rmw, _) => self.ftl.write(&mut self.flash, row.line, t),
         }
     }
 
@@ -97,7 +103,6 @@ impl CxlFlash {
             let s = slot as usize;
             cache.valid[s] = self.full_mask;
             cache.dirty[s] |= row.dirty;
-            self.respond(&row, NO_FILL);
             return;
         }
         let (slot, evicted) = cache.allocate(row.line);
@@ -115,8 +120,9 @@ impl CxlFlash {
         if row.pin {
             count_pin(&mut self.c, cache.pin(slot, self.pin_max, self.pin_replace));
         }
-        let fill_addr = if self.mq.is_none() { u64::from(slot) * line_bytes } else { NO_FILL };
-        self.respond(&row, fill_addr);
+        if self.mq.is_none() {
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Write);
+        }
         self.prefetcher.on_fill(row.line, row.prefetch);
         if let Some(e) = evicted {
             self.evict(e, slot, t, unused_prefetch);
@@ -144,7 +150,7 @@ impl CxlFlash {
         let line_bytes = 1u64 << self.line_shift;
         // The victim's data leaves the DRAM for the write buffer.
         if self.mq.is_none() {
-            self.port.dram(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
+            self.dram.serve(t, u64::from(slot) * line_bytes, line_bytes as u32, Op::Read);
         }
         if self.mq.is_some() {
             self.mqsim_program(e.line, t, false);
@@ -172,7 +178,7 @@ impl CxlFlash {
                 self.ftl.buffer_read();
                 self.c.write_buffer_hits += 1;
                 let bytes = 1u64 << self.line_shift;
-                (self.port.ask(t, 0, bytes as u32, Op::Read), None)
+                (self.dram.serve(t, 0, bytes as u32, Op::Read), None)
             }
             Location::Flash { die, page } => (self.flash.read(die, page, 1u64 << self.line_shift, t), Some(die)),
         }
@@ -331,7 +337,7 @@ impl CxlFlash {
         let line_bytes = 1u64 << self.line_shift;
         let done = match self.mq.as_mut() {
             Some(mq) => mq.server.serve(t, 64).1,
-            None => self.port.line(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op),
+            None => self.dram.serve(t, u64::from(slot) * line_bytes + lo, (hi - lo + 1) as u32, op),
         };
         let mask = self.mask(lo, hi);
         let cache = self.cache.as_mut().expect("hits need a cache");
@@ -355,7 +361,7 @@ impl CxlFlash {
     #[inline]
     fn posted(&mut self, bytes: u64, t: Ps) -> Ps {
         if self.posted_memo.0 != bytes {
-            self.posted_memo = (bytes, self.dram_spec.idle(Op::Write, bytes as u32));
+            self.posted_memo = (bytes, self.dram.idle(Op::Write, bytes as u32));
         }
         t + self.posted_memo.1
     }
@@ -406,7 +412,7 @@ impl CxlFlash {
                 cache.valid[s] = mask;
                 cache.dirty[s] = mask;
                 let line_bytes = 1u64 << self.line_shift;
-                let done = self.port.line(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
+                let done = self.dram.serve(t, u64::from(slot) * line_bytes, bytes as u32, Op::Write);
                 self.prefetcher.on_fill(line, false);
                 if let Some(e) = evicted {
                     self.evict(e, slot, t, false);

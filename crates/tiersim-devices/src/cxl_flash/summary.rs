@@ -21,14 +21,14 @@ impl CxlFlash {
 
     /// Simulated span: first issue to last completion.
     pub fn span_ns(&self) -> Ns {
-        self.port.tail().last_completion.saturating_sub(self.first_issue.unwrap_or(0))
+        self.last_completion.saturating_sub(self.first_issue.unwrap_or(0))
     }
 
     /// The device's figures as JSON (what `stats()` returns).
     pub fn summary(&self) -> serde_json::Value {
         let c = &self.c;
         let pf = &self.pf;
-        let requests = self.port.tail().lat.total();
+        let requests = self.lat.total();
         let geo = self.flash.geo;
         let ops = self.mq.as_ref().map_or(self.flash.ops, |mq| mq.ops(geo.unit));
         let span_s = self.span_ns() as f64 / 1e9;
@@ -51,12 +51,12 @@ impl CxlFlash {
             "writes": c.by_op[1],
             "bytes_read": c.bytes_by_op[0],
             "bytes_written": c.bytes_by_op[1],
-            "hits": self.port.tail().lat.count(Class::Hit),
-            "hits_under_miss": self.port.tail().lat.count(Class::HitUnderMiss),
-            "misses": self.port.tail().lat.count(Class::Miss),
-            "hit_ratio": Self::ratio(self.port.tail().lat.count(Class::Hit), requests),
-            "under_1us_fraction": Self::ratio(self.port.tail().lat.under_1us(), requests),
-            "latency_ns": self.port.tail().lat.to_json(),
+            "hits": self.lat.count(Class::Hit),
+            "hits_under_miss": self.lat.count(Class::HitUnderMiss),
+            "misses": self.lat.count(Class::Miss),
+            "hit_ratio": Self::ratio(self.lat.count(Class::Hit), requests),
+            "under_1us_fraction": Self::ratio(self.lat.under_1us(), requests),
+            "latency_ns": self.lat.to_json(),
             "simulated_ns": self.span_ns(),
             "lines": {
                 "hits": c.line_hits,
@@ -143,10 +143,10 @@ impl CxlFlash {
             "link": {
                 "h2d_bytes": self.h2d.bytes(),
                 "h2d_busy_ns": ns_f64(self.h2d.busy()),
-                "d2h_bytes": self.port.tail().d2h.bytes(),
-                "d2h_busy_ns": ns_f64(self.port.tail().d2h.busy()),
+                "d2h_bytes": self.d2h.bytes(),
+                "d2h_busy_ns": ns_f64(self.d2h.busy()),
             },
-            "dram": self.port.tail().dram.stats(),
+            "dram": self.dram.stats(),
         })
     }
 }
