@@ -252,6 +252,23 @@ fn bad_parameters_are_rejected_with_the_key() {
     }
 }
 
+#[test]
+fn logical_bytes_without_building_the_device() {
+    // BASE: 2 dies x 8 blocks x 4 pages x 4 units = 256 units, 25 % hidden: 192 x 4 KiB.
+    for (extra, want) in [("", 192 * LINE), ("overprovisioning = 0.5", 128 * LINE), ("cache_line = \"16KiB\"", 48 * 16384)] {
+        let mut t: toml::Table = toml::from_str(BASE).unwrap();
+        t.extend(toml::from_str::<toml::Table>(extra).unwrap());
+        let p = Params::resolve(SPECS, Some(&t)).unwrap();
+        assert_eq!(tiersim_devices::cxl_flash::logical_bytes(&p).unwrap(), want, "{extra}");
+        assert_eq!(CxlFlash::from_params(&p).unwrap().logical_bytes(), want, "{extra}");
+    }
+    assert_eq!(device_defaults().logical_bytes(), tiersim_devices::cxl_flash::logical_bytes(&Params::defaults(SPECS).unwrap()).unwrap());
+    let mut t: toml::Table = toml::from_str(BASE).unwrap();
+    t.extend(toml::from_str::<toml::Table>("flash_page_size = \"2KiB\"").unwrap());
+    let e = tiersim_devices::cxl_flash::logical_bytes(&Params::resolve(SPECS, Some(&t)).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("flash_page_size"), "{e}");
+}
+
 /// FTL state of a default 1 TiB device (8 x 8 dies x 4 planes x 512 blocks x 512 pages x 16 KiB)
 /// after `reads` reads of distinct lines, then `writes` writes of other distinct lines, spread
 /// over the whole logical space (`scatter`) or consecutive; returns (bytes when built, bytes

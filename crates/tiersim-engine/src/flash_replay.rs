@@ -611,7 +611,7 @@ impl Input<'_> {
         let Input::File { path, format } = self else { return Ok(None) };
         let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
         let scatter = match opts.scatter {
-            Some(seed) => Some(Scatter::new(CxlFlash::from_params(params)?.logical_bytes(), seed)),
+            Some(seed) => Some(Scatter::new(cxl_flash::logical_bytes(params)?, seed)),
             None => None,
         };
         let pages = Arc::new(AtomicUsize::new(0));
@@ -658,7 +658,7 @@ pub fn replay_input_observed(
             let counts = match opts.scatter {
                 None => line_counts(src.as_mut(), shift, opts.limit)?,
                 Some(seed) => {
-                    let mut sc = Scatter::new(CxlFlash::from_params(params)?.logical_bytes(), seed);
+                    let mut sc = Scatter::new(cxl_flash::logical_bytes(params)?, seed);
                     let mut mapped = ScatteredSource { inner: src.as_mut(), scatter: &mut sc };
                     line_counts(&mut mapped, shift, opts.limit)?
                 }

@@ -444,8 +444,17 @@ fn u32_param(p: &Params, key: &str) -> Result<u32> {
     u32::try_from(p.uint(key)).map_err(|_| Error::config(key, "too large"))
 }
 
-impl CxlFlash {
-    pub fn from_params(p: &Params) -> Result<CxlFlash> {
+/// The device's shape from its parameters: what `from_params` checks first, and all that
+/// `logical_bytes` needs.
+struct Layout {
+    line_shift: u32,
+    geo: Geometry,
+    /// Lines (mapping units) the host can address.
+    logical: u64,
+}
+
+impl Layout {
+    fn of(p: &Params) -> Result<Layout> {
         let line_shift = pow2(p, "cache_line")?;
         let line = 1u64 << line_shift;
         let page_shift = pow2(p, "flash_page_size")?;
@@ -477,6 +486,20 @@ impl CxlFlash {
         if logical == 0 {
             return Err(Error::config("overprovisioning", "leaves no logical space"));
         }
+        Ok(Layout { line_shift, geo, logical })
+    }
+}
+
+/// Bytes the host can address on a device with parameters `p` (`CxlFlash::logical_bytes`),
+/// without building it.
+pub fn logical_bytes(p: &Params) -> Result<u64> {
+    Layout::of(p).map(|l| l.logical << l.line_shift)
+}
+
+impl CxlFlash {
+    pub fn from_params(p: &Params) -> Result<CxlFlash> {
+        let Layout { line_shift, geo, logical } = Layout::of(p)?;
+        let line = 1u64 << line_shift;
         let compat = p.str("compat") == "mqsim_cxl";
         let mut read = latencies_us(p, "flash_read_latency_us")?;
         if compat {
