@@ -1,0 +1,104 @@
+//! The Rust-side training workload of a profile-guided build (tools/pgo.sh, `make bench-pgo`):
+//! engine runs under the main policies on three generated traces, and cxl_flash replays of its
+//! three trace shapes under the main device settings. Its traces are not the benches' (other
+//! seeds, footprints and lengths), so the benches measure a profile they were not trained on.
+//!
+//! cargo run --release -p tiersim-engine --example pgo_train -- [accesses per trace]
+
+use std::path::Path;
+
+use tiersim_engine::flash_replay::{replay_input, resolve_params, Input, ReplayOptions};
+use tiersim_engine::{RunRequest, SimOptions, TraceInput};
+
+#[path = "../benches/common/cxl_flash_trace.rs"]
+#[allow(dead_code)] // the bench's device (`params`): each replay here names its own settings
+mod common;
+
+/// (platform, overrides, policies): the engine bench's platforms with its scales, and its policies
+/// plus TPP, AutoNUMA and Tiering-0.6 so that no policy's code is profiled as never run.
+const ENGINE: [(&str, &[&str], &[&str]); 2] = [
+    ("epyc_cxl_nps1", &["scale=0.0026041666666666665"], &["linux_default", "interleave"]),
+    (
+        "cascadelake_dcpmm",
+        &["scale=0.0625", "os.daemon_time_scale=0.001"],
+        &["numab_tiering", "autotiering_opm_bd", "tpp", "autonuma", "tiering06"],
+    ),
+];
+
+/// cxl_flash settings on the cxl_flash_ull preset: the bench's, and the other main ones.
+const FLASH: [&str; 5] = [
+    "replacement = \"cflru\"\nprefetcher = \"best_offset\"",
+    "replacement = \"lru\"\nprefetcher = \"next_n_line\"",
+    "replacement = \"fifo\"\nprefetcher = \"none\"",
+    "mshr_rows = 0\nno_mshr_max_inflight = 4096\nprefetcher = \"none\"",
+    "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\nprefetcher = \"none\"",
+];
+
+const SEED: u64 = 7;
+
+fn generate(generator: &str, params: &str, accesses: u64, path: &Path) {
+    let mut table: toml::Table = toml::from_str(params).expect("generator parameters");
+    table.insert("accesses".into(), toml::Value::Integer(accesses as i64));
+    tiersim_trace::gen::generate(generator, Some(&table), path, SEED).expect("generate");
+}
+
+fn main() {
+    let accesses: u64 = match std::env::args().nth(1) {
+        None => 2_000_000,
+        Some(a) => a.parse().unwrap_or_else(|_| {
+            eprintln!("usage: pgo_train [accesses per trace]");
+            std::process::exit(2);
+        }),
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine_traces = [
+        ("random", "footprint = \"2GiB\"\nthreads = 8\nwrite_ratio = 0.2"),
+        ("phased", "footprint = \"96MiB\"\nthreads = 16"),
+        ("kv", "footprint = \"96MiB\"\nthreads = 16"),
+    ];
+    for (generator, params) in engine_traces {
+        let trace = dir.path().join(format!("engine-{generator}.trace"));
+        generate(generator, params, accesses, &trace);
+        for (platform, overrides, policies) in ENGINE {
+            let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+            for policy in policies {
+                let req = RunRequest {
+                    platform,
+                    overrides: &overrides,
+                    policy,
+                    policy_params: None,
+                    trace: TraceInput::File(&trace),
+                    seed: SEED,
+                    options: SimOptions::default(),
+                };
+                let run = tiersim_engine::run(&req).expect("engine run");
+                println!("{generator} {platform} {policy}: {} accesses", run.summary["trace_accesses"]);
+            }
+        }
+    }
+    let flash_traces = dir.path().join("flash.trace");
+    for shape in ["random", "stride", "mixed"] {
+        match shape {
+            "mixed" => common::write_mixed(accesses, &flash_traces, SEED).expect("mixed trace"),
+            "random" => generate(
+                "random",
+                "footprint = \"2GiB\"\nwrite_ratio = 0.3\ngap_instructions = 200\nbase_addr = 0",
+                accesses,
+                &flash_traces,
+            ),
+            _ => generate(
+                "stride",
+                "footprint = \"1GiB\"\nstride = \"64B\"\nwrite_ratio = 0.2\ngap_instructions = 200\nbase_addr = 0",
+                accesses,
+                &flash_traces,
+            ),
+        }
+        for overrides in FLASH {
+            let table: toml::Table = toml::from_str(overrides).expect("overrides");
+            let params = resolve_params(Some("cxl_flash_ull"), Some(&table)).expect("params");
+            let opts = ReplayOptions { ns_per_instruction: common::NS_PER_INSTRUCTION, ..Default::default() };
+            let r = replay_input(&Input::File { path: &flash_traces, format: None }, &params, &opts).expect("replay");
+            println!("flash {shape} [{}]: {} requests", overrides.replace('\n', ", "), r.summary["requests"]);
+        }
+    }
+}
