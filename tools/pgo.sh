@@ -11,11 +11,11 @@
 # Training: the Rust example pgo_train (engine runs and cxl_flash replays) for the benches; for the
 # extension, whose crates carry other symbol hashes than the benches', its own counts from the CLI:
 # the demo, the quick reproductions of the seed studies, and flash replays of generated traces. Builds go to target/pgo/, so the
-# plain build in target/ is not rebuilt.
+# plain build in target/ is not rebuilt; TIERSIM_PGO_DIR moves them and the profile elsewhere.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
-pgo=$root/target/pgo
+pgo=${TIERSIM_PGO_DIR:-$root/target/pgo}
 profile=$pgo/tiersim.profdata
 venv=$root/.venv
 

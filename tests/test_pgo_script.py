@@ -1,0 +1,60 @@
+"""tools/pgo.sh, the profile-guided build (`make pgo`, `make bench-pgo`): what it says when it
+cannot run. The build itself takes minutes and the toolchain's LLVM tools, which a fresh machine
+lacks; BENCHMARKS.md "Profile-guided builds" records a whole run and its figures."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tools" / "pgo.sh"
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "TIERSIM_PGO_DIR": str(tmp_path / "pgo")}
+
+
+def test_unknown_mode_gives_usage(tmp_path: Path) -> None:
+    for args in ([], ["fast"]):
+        r = run(args, base_env(tmp_path))
+        assert r.returncode == 2
+        assert r.stdout == ""
+        assert r.stderr.strip().splitlines() == ["tools/pgo.sh: usage: tools/pgo.sh profile | python | bench [cargo bench arguments]"]
+
+
+def test_build_without_a_profile_names_the_missing_file(tmp_path: Path) -> None:
+    for mode in ("python", "bench"):
+        r = run([mode], base_env(tmp_path))
+        assert r.returncode == 2
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert f"{tmp_path / 'pgo' / 'tiersim.profdata'} not found" in lines[0]
+        assert "tools/pgo.sh profile" in lines[0]
+    assert not (tmp_path / "pgo").exists()
+
+
+def test_profile_without_llvm_tools_says_how_to_get_them(tmp_path: Path) -> None:
+    # A rustc whose sysroot has no llvm-profdata, as on a toolchain without the llvm-tools component.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    rustc = bindir / "rustc"
+    rustc.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in -vV) echo "host: x86_64-unknown-linux-gnu";; --print) echo "{tmp_path / "sysroot"}";; esac\n'
+    )
+    rustc.chmod(rustc.stat().st_mode | stat.S_IEXEC)
+    env = {**base_env(tmp_path), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = run(["profile"], env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "llvm-profdata not found" in lines[0]
+    assert "rustup component add llvm-tools" in lines[0]
+    assert not (tmp_path / "pgo").exists()
