@@ -75,7 +75,7 @@ bench:
 # "Profile-guided builds"). Needs the toolchain's LLVM tools: `rustup component add llvm-tools`.
 # The profile is trained again whenever a Rust source changes.
 PGO_PROFILE := target/pgo/tiersim.profdata
-$(PGO_PROFILE): $(DEPS_STAMP) $(RUST_INPUTS) tools/pgo.sh
+$(PGO_PROFILE): $(DEPS_STAMP) $(RUST_INPUTS) tools/pgo.sh tools/pgo_train.py
 	tools/pgo.sh profile
 
 # The extension built with the profile, into .venv: `tiersim` and `import tiersim` use it until

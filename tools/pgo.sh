@@ -9,8 +9,8 @@
 #   tools/pgo.sh bench [ARGS...]  `cargo bench ARGS` built with that profile (`make bench-pgo`)
 #
 # Training: the Rust example pgo_train (engine runs and cxl_flash replays) for the benches; for the
-# extension, whose crates carry other symbol hashes than the benches', its own counts from the CLI:
-# the demo, the quick reproductions of the seed studies, and flash replays of generated traces. Builds go to target/pgo/, so the
+# extension, whose crates carry other symbol hashes than the benches', its own counts: the demo,
+# the quick reproductions of the engine's seed studies, and tools/pgo_train.py's flash replays. Builds go to target/pgo/, so the
 # plain build in target/ is not rebuilt; TIERSIM_PGO_DIR moves them and the profile elsewhere.
 set -eu
 cd "$(dirname "$0")/.."
@@ -59,13 +59,11 @@ profile)
     }
     : > "$pgo/train-python.log"
     train demo --out "$work/demo"
-    for study in optane scm_vs_ssd cxl_expansion autotiering cxl_flash; do
+    for study in optane scm_vs_ssd cxl_expansion autotiering; do
         train reproduce "$study" --quick --out "$work/$study"
     done
-    for gen in random stride hashmap; do
-        train gen "$gen" -o "$work/$gen.trace" --size 2GiB --count 2000000 --param gap_instructions=200 --param base_addr=0
-        train flash replay "$work/$gen.trace" --preset cxl_flash_ull -o "$work/flash-$gen"
-    done
+    echo "training: tools/pgo_train.py (CXL-flash replays)"
+    "$venv/bin/python" tools/pgo_train.py "$work/flash" >> "$pgo/train-python.log"
     "$profdata" merge -o "$profile" "$raw"
     echo "wrote $profile"
     ;;

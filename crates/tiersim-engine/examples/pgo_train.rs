@@ -1,17 +1,18 @@
 //! The Rust-side training workload of a profile-guided build (tools/pgo.sh, `make bench-pgo`):
-//! engine runs under the main policies on three generated traces, and cxl_flash replays of its
-//! three trace shapes under the main device settings. Its traces are not the benches' (other
-//! seeds, footprints and lengths), so the benches measure a profile they were not trained on.
+//! engine runs under the main policies on three generated traces, and cxl_flash replays of three
+//! trace shapes on the default device and, with a tenth of the requests each (branch weights sum
+//! over the whole training, and the default is what most replays run), under the
+//! cxl_flash_matrix example's other settings. Its traces are not the benches' (other seeds,
+//! footprints and lengths), so the benches measure a profile they were not trained on.
 //!
 //! cargo run --release -p tiersim-engine --example pgo_train -- [accesses per trace]
 
 use std::path::Path;
 
-use tiersim_engine::flash_replay::{replay_input, resolve_params, Input, ReplayOptions};
+use tiersim_engine::flash_replay::{replay_input, Input};
 use tiersim_engine::{RunRequest, SimOptions, TraceInput};
 
 #[path = "../benches/common/cxl_flash_trace.rs"]
-#[allow(dead_code)] // the bench's device (`params`): each replay here names its own settings
 mod common;
 
 /// (platform, overrides, policies): the engine bench's platforms with its scales, and its policies
@@ -23,15 +24,6 @@ const ENGINE: [(&str, &[&str], &[&str]); 2] = [
         &["scale=0.0625", "os.daemon_time_scale=0.001"],
         &["numab_tiering", "autotiering_opm_bd", "tpp", "autonuma", "tiering06"],
     ),
-];
-
-/// cxl_flash settings on the cxl_flash_ull preset: the bench's, and the other main ones.
-const FLASH: [&str; 5] = [
-    "replacement = \"cflru\"\nprefetcher = \"best_offset\"",
-    "replacement = \"lru\"\nprefetcher = \"next_n_line\"",
-    "replacement = \"fifo\"\nprefetcher = \"none\"",
-    "mshr_rows = 0\nno_mshr_max_inflight = 4096\nprefetcher = \"none\"",
-    "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\nprefetcher = \"none\"",
 ];
 
 const SEED: u64 = 7;
@@ -93,12 +85,11 @@ fn main() {
                 &flash_traces,
             ),
         }
-        for overrides in FLASH {
-            let table: toml::Table = toml::from_str(overrides).expect("overrides");
-            let params = resolve_params(Some("cxl_flash_ull"), Some(&table)).expect("params");
-            let opts = ReplayOptions { ns_per_instruction: common::NS_PER_INSTRUCTION, ..Default::default() };
+        for (i, setting) in common::settings().iter().enumerate() {
+            let limit = if i == 0 { 0 } else { accesses / 10 };
+            let (params, opts) = (setting.params(), setting.options(limit));
             let r = replay_input(&Input::File { path: &flash_traces, format: None }, &params, &opts).expect("replay");
-            println!("flash {shape} [{}]: {} requests", overrides.replace('\n', ", "), r.summary["requests"]);
+            println!("flash {shape} {}: {} requests", setting.name, r.summary["requests"]);
         }
     }
 }

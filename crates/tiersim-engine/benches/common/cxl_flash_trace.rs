@@ -1,13 +1,15 @@
 //! The cxl_flash benchmark's traces and device, shared by the criterion bench
 //! (benches/cxl_flash.rs) and the profiling example (examples/cxl_flash_replay.rs) of tiersim-engine so that both
-//! measure the same thing.
+//! measure the same thing, and the device settings of the cxl_flash_matrix example, which the
+//! PGO training (examples/pgo_train.rs) replays too.
+#![allow(dead_code)] // each of the bench and the examples takes a part
 
 use std::path::Path;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tiersim_core::{Access, Op, Params};
-use tiersim_engine::flash_replay::resolve_params;
+use tiersim_engine::flash_replay::{resolve_params, HotHints, ReplayOptions};
 use tiersim_trace::{AddrKind, TimeUnit, TraceMeta, TraceWriter};
 
 /// The benchmark traces: `random` (every request misses the 64 MiB cache; the back end saturates),
@@ -71,4 +73,63 @@ pub fn write_mixed(accesses: u64, path: &Path, seed: u64) -> tiersim_core::Resul
     }
     w.finish()?;
     Ok(())
+}
+
+/// One device and replay setting: parameter overrides on the cxl_flash_ull preset, closed loop,
+/// host LLC bytes, hints generated from the trace.
+pub struct Setting {
+    pub name: &'static str,
+    overrides: &'static str,
+    closed_loop: Option<u32>,
+    llc_bytes: u64,
+    hints: bool,
+}
+
+const SMALL_DEVICE: &str = "flash_channels = 2\nflash_ways = 2\nflash_planes = 2\nflash_blocks_per_plane = 16\n\
+                            flash_pages_per_block = 64\n";
+
+/// The settings that between them take every replacement policy and prefetcher, no MSHR, no
+/// cache, write-validate, no-allocate, acknowledgement at fill, compat = mqsim_cxl with and
+/// without a cache, host pins behind an LLC, closed loop, hashed and non-power-of-two sets and a
+/// small device that garbage-collects. The first is the bench's, the preset's default.
+pub fn settings() -> Vec<Setting> {
+    let s = |name, overrides, closed_loop, llc_bytes, hints| Setting { name, overrides, closed_loop, llc_bytes, hints };
+    vec![
+        s("cflru_best_offset", "", None, 0, false),
+        s("lru_next_n_line", "replacement = \"lru\"\nprefetcher = \"next_n_line\"", None, 0, false),
+        s("fifo_feedback_directed", "replacement = \"fifo\"\nprefetcher = \"feedback_directed\"", None, 0, false),
+        s("random_leap_hashed", "replacement = \"random\"\nprefetcher = \"leap\"\ncache_index_hash = true\nseed = 5", None, 0, false),
+        s("no_mshr", "mshr_rows = 0\nno_mshr_max_inflight = 4096\nprefetcher = \"none\"", None, 0, false),
+        s("no_cache", "cache_size = 0", None, 0, false),
+        s("write_validate_ack_fill", "write_validate = true\nwrite_ack = \"fill\"", None, 0, false),
+        s("no_allocate_closed_loop", "write_allocate = false\nprefetcher = \"none\"", Some(16), 0, false),
+        s("compat", "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\nprefetcher = \"none\"", None, 0, false),
+        s("compat_no_cache", "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\ncache_size = 0\nmshr_rows = 0", None, 0, false),
+        s("pins_llc", "hint_mode = \"pin\"\nhint_pin_full = \"replace_oldest\"\ncache_size = \"4MiB\"", None, 1 << 20, true),
+        s("small_device_gc", "cache_size = \"3MiB\"\nwrite_buffer = \"256KiB\"\nmshr_rows = 64\nmshr_entries = 4", None, 0, false),
+    ]
+}
+
+impl Setting {
+    pub fn params(&self) -> Params {
+        let mut table: toml::Table = toml::from_str(self.overrides).expect("overrides");
+        if self.name == "small_device_gc" {
+            table.extend(toml::from_str::<toml::Table>(SMALL_DEVICE).expect("small device"));
+        }
+        resolve_params(Some("cxl_flash_ull"), Some(&table)).expect("params")
+    }
+
+    /// Replay options for the bench's traces (issue times at `NS_PER_INSTRUCTION`), stopping after
+    /// `limit` accesses (0: all).
+    pub fn options(&self, limit: u64) -> ReplayOptions {
+        ReplayOptions {
+            ns_per_instruction: NS_PER_INSTRUCTION,
+            closed_loop: self.closed_loop,
+            llc_bytes: self.llc_bytes,
+            llc_ways: 16,
+            hot_hints: self.hints.then_some(HotHints { top: 0.05, probability: 0.5, lead: 64, seed: 3 }),
+            limit,
+            ..Default::default()
+        }
+    }
 }
