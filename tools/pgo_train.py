@@ -6,7 +6,7 @@ weights are sums over the whole training, so the default gets ten times the requ
 other setting: training on the cxl_flash reproduction instead, a sweep over many settings, left a
 default replay 5 % slower than this does (BENCHMARKS.md, "Profile-guided builds").
 
-    .venv/bin/python tools/pgo_train.py WORK_DIR
+    .venv/bin/python tools/pgo_train.py WORK_DIR [ACCESSES]   (default 4M; the others a tenth)
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 import tiersim
 
 DEFAULT_ACCESSES = 4_000_000
-OTHER_ACCESSES = 400_000
 
 # (generator, parameters): none of them is a bench trace.
 TRACES = [
@@ -46,19 +45,19 @@ OTHER_SETTINGS: list[tuple[dict[str, object], dict[str, object]]] = [
 ]
 
 
-def main(work: Path) -> None:
+def main(work: Path, accesses: int = DEFAULT_ACCESSES) -> None:
     work.mkdir(parents=True, exist_ok=True)
     for generator, params in TRACES:
         trace = work / f"{generator}.trace"
-        tiersim.generate(generator, trace, seed=7, accesses=DEFAULT_ACCESSES, gap_instructions=200, base_addr=0, **params)
+        tiersim.generate(generator, trace, seed=7, accesses=accesses, gap_instructions=200, base_addr=0, **params)
         r = tiersim.flash_replay(trace, preset="cxl_flash_ull")
         print(f"{generator} default: {r.summary['requests']} requests", flush=True)
         for device, options in OTHER_SETTINGS:
-            r = tiersim.flash_replay(trace, preset="cxl_flash_ull", params=device, limit=OTHER_ACCESSES, **options)
+            r = tiersim.flash_replay(trace, preset="cxl_flash_ull", params=device, limit=accesses // 10, **options)
             print(f"{generator} {device} {options}: {r.summary['requests']} requests", flush=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: tools/pgo_train.py WORK_DIR")
-    main(Path(sys.argv[1]))
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and not sys.argv[2].isdigit()):
+        sys.exit("usage: tools/pgo_train.py WORK_DIR [ACCESSES]")
+    main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) == 3 else DEFAULT_ACCESSES)
