@@ -10,8 +10,9 @@
 #
 # Training: the Rust example pgo_train (engine runs and cxl_flash replays) for the benches; for the
 # extension, whose crates carry other symbol hashes than the benches', its own counts: the demo,
-# the quick reproductions of the engine's seed studies, and tools/pgo_train.py's flash replays. Builds go to target/pgo/, so the
-# plain build in target/ is not rebuilt; TIERSIM_PGO_DIR moves them and the profile elsewhere.
+# the quick reproductions of the engine's seed studies, and tools/pgo_train.py's flash replays.
+# Builds go to target/pgo/, so the plain build in target/ is not rebuilt; TIERSIM_PGO_DIR moves
+# them and the profile elsewhere.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
