@@ -16,7 +16,8 @@ use tiersim_engine::{RunRequest, SimOptions, TraceInput};
 mod common;
 
 /// (platform, overrides, policies): the engine bench's platforms with its scales, and its policies
-/// plus TPP, AutoNUMA and Tiering-0.6 so that no policy's code is profiled as never run.
+/// plus TPP, AutoNUMA and Tiering-0.6. The other AutoTiering modes share autotiering_opm_bd's
+/// file; the two oracles are not trained.
 const ENGINE: [(&str, &[&str], &[&str]); 2] = [
     ("epyc_cxl_nps1", &["scale=0.0026041666666666665"], &["linux_default", "interleave"]),
     (
