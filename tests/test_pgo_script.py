@@ -5,9 +5,9 @@ lacks; BENCHMARKS.md "Profile-guided builds" records a whole run and its figures
 from __future__ import annotations
 
 import os
-import sys
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

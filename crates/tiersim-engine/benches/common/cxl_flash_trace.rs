@@ -85,9 +85,6 @@ pub struct Setting {
     hints: bool,
 }
 
-const SMALL_DEVICE: &str = "flash_channels = 2\nflash_ways = 2\nflash_planes = 2\nflash_blocks_per_plane = 16\n\
-                            flash_pages_per_block = 64\n";
-
 /// The settings that between them take every replacement policy and prefetcher, no MSHR, no
 /// cache, write-validate, no-allocate, acknowledgement at fill, compat = mqsim_cxl with and
 /// without a cache, host pins behind an LLC, closed loop, hashed and non-power-of-two sets and a
@@ -106,16 +103,20 @@ pub fn settings() -> Vec<Setting> {
         s("compat", "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\nprefetcher = \"none\"", None, 0, false),
         s("compat_no_cache", "compat = \"mqsim_cxl\"\nflash_blocks_per_plane = 32\ncache_size = 0\nmshr_rows = 0", None, 0, false),
         s("pins_llc", "hint_mode = \"pin\"\nhint_pin_full = \"replace_oldest\"\ncache_size = \"4MiB\"", None, 1 << 20, true),
-        s("small_device_gc", "cache_size = \"3MiB\"\nwrite_buffer = \"256KiB\"\nmshr_rows = 64\nmshr_entries = 4", None, 0, false),
+        s(
+            "small_device_gc",
+            "cache_size = \"3MiB\"\nwrite_buffer = \"256KiB\"\nmshr_rows = 64\nmshr_entries = 4\nflash_channels = 2\n\
+             flash_ways = 2\nflash_planes = 2\nflash_blocks_per_plane = 16\nflash_pages_per_block = 64",
+            None,
+            0,
+            false,
+        ),
     ]
 }
 
 impl Setting {
     pub fn params(&self) -> Params {
-        let mut table: toml::Table = toml::from_str(self.overrides).expect("overrides");
-        if self.name == "small_device_gc" {
-            table.extend(toml::from_str::<toml::Table>(SMALL_DEVICE).expect("small device"));
-        }
+        let table: toml::Table = toml::from_str(self.overrides).expect("overrides");
         resolve_params(Some("cxl_flash_ull"), Some(&table)).expect("params")
     }
 
