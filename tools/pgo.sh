@@ -22,9 +22,9 @@ venv=$root/.venv
 
 die() { echo "tools/pgo.sh: $*" >&2; exit 2; }
 
-host=$(rustc -vV | sed -n 's/^host: //p')
-profdata=$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata
 need_profdata() {
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    profdata=$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata
     [ -x "$profdata" ] || die "$profdata not found: a PGO build needs the Rust toolchain's LLVM tools (rustup component add llvm-tools)"
 }
 need_profile() {

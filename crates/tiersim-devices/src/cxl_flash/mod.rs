@@ -405,6 +405,19 @@ pub struct CxlFlash {
 
 use prefetch::Prefetcher;
 
+/// Slot of `line` in a table of `n` entries: Fibonacci hashing (the product's bits from `shift`
+/// up), so that strided lines spread; a remainder by mask when `n` is a power of two, since a
+/// division costs tens of cycles.
+#[inline]
+fn fib_slot(line: u64, shift: u32, n: usize) -> usize {
+    let h = (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+    if n.is_power_of_two() {
+        h & (n - 1)
+    } else {
+        h % n
+    }
+}
+
 fn count_pin(c: &mut Counters, outcome: PinOutcome) {
     match outcome {
         PinOutcome::Pinned => c.hint_pins += 1,

@@ -11,7 +11,7 @@ use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row, PENDING};
 use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
-use super::{count_pin, prefetch, CxlFlash};
+use super::{count_pin, fib_slot, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
 impl CxlFlash {
@@ -26,13 +26,7 @@ impl CxlFlash {
 
     #[inline]
     fn pollution_slot(&self, line: u64) -> usize {
-        let (h, n) = ((line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize, self.pollution.len());
-        // The remainder by a mask when it is one (a division costs tens of cycles).
-        if n.is_power_of_two() {
-            h & (n - 1)
-        } else {
-            h % n
-        }
+        fib_slot(line, 17, self.pollution.len())
     }
 
     /// Whether a request looks for its line's MSHR row to merge into (MQSim_CXL without a cache

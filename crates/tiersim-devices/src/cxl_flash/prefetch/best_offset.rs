@@ -14,6 +14,7 @@ use serde_json::json;
 use tiersim_core::{Error, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use super::{Context, Prefetcher};
+use crate::cxl_flash::fib_slot;
 
 pub const PARAMS: &[ParamSpec] = &[
     ParamSpec::new("bo_max_offset", ParamKind::Int, "256", "best_offset: largest offset; the list is all 2^i 3^j 5^k up to it (Michaud: 256)")
@@ -109,14 +110,7 @@ impl BestOffset {
 
     #[inline]
     fn rr_slot(&self, line: u64) -> usize {
-        // Fibonacci hashing spreads strided lines over the table.
-        let (h, n) = ((line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) as usize, self.rr.len());
-        // The remainder by a mask when it is one (a division costs tens of cycles).
-        if n.is_power_of_two() {
-            h & (n - 1)
-        } else {
-            h % n
-        }
+        fib_slot(line, 20, self.rr.len())
     }
 
     fn rr_insert(&mut self, line: u64) {
