@@ -26,7 +26,6 @@ TRACES = [
 ]
 
 # (device parameters, replay options): the cxl_flash_matrix example's settings but its default.
-SMALL_DEVICE = {"flash_channels": 2, "flash_ways": 2, "flash_planes": 2, "flash_blocks_per_plane": 16, "flash_pages_per_block": 64}
 OTHER_SETTINGS: list[tuple[dict[str, object], dict[str, object]]] = [
     ({"replacement": "lru", "prefetcher": "next_n_line"}, {}),
     ({"replacement": "fifo", "prefetcher": "feedback_directed"}, {}),
@@ -41,7 +40,20 @@ OTHER_SETTINGS: list[tuple[dict[str, object], dict[str, object]]] = [
         {"hint_mode": "pin", "hint_pin_full": "replace_oldest", "cache_size": "4MiB"},
         {"llc": 1 << 20, "hint_top": 0.05, "hint_probability": 0.5, "hint_lead": 64},
     ),
-    ({"cache_size": "3MiB", "write_buffer": "256KiB", "mshr_rows": 64, "mshr_entries": 4, **SMALL_DEVICE}, {}),
+    (
+        {
+            "cache_size": "3MiB",
+            "write_buffer": "256KiB",
+            "mshr_rows": 64,
+            "mshr_entries": 4,
+            "flash_channels": 2,
+            "flash_ways": 2,
+            "flash_planes": 2,
+            "flash_blocks_per_plane": 16,
+            "flash_pages_per_block": 64,
+        },
+        {},
+    ),
 ]
 
 

@@ -69,27 +69,27 @@ fn main() {
             }
         }
     }
-    let flash_traces = dir.path().join("flash.trace");
+    let flash_trace = dir.path().join("flash.trace");
     for shape in ["random", "stride", "mixed"] {
         match shape {
-            "mixed" => common::write_mixed(accesses, &flash_traces, SEED).expect("mixed trace"),
+            "mixed" => common::write_mixed(accesses, &flash_trace, SEED).expect("mixed trace"),
             "random" => generate(
                 "random",
                 "footprint = \"2GiB\"\nwrite_ratio = 0.3\ngap_instructions = 200\nbase_addr = 0",
                 accesses,
-                &flash_traces,
+                &flash_trace,
             ),
             _ => generate(
                 "stride",
                 "footprint = \"1GiB\"\nstride = \"64B\"\nwrite_ratio = 0.2\ngap_instructions = 200\nbase_addr = 0",
                 accesses,
-                &flash_traces,
+                &flash_trace,
             ),
         }
         for (i, setting) in common::settings().iter().enumerate() {
             let limit = if i == 0 { 0 } else { accesses / 10 };
             let (params, opts) = (setting.params(), setting.options(limit));
-            let r = replay_input(&Input::File { path: &flash_traces, format: None }, &params, &opts).expect("replay");
+            let r = replay_input(&Input::File { path: &flash_trace, format: None }, &params, &opts).expect("replay");
             println!("flash {shape} {}: {} requests", setting.name, r.summary["requests"]);
         }
     }
