@@ -13,7 +13,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py fuzz bench bench-pgo pgo clean browser valgrind
+.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind
 
 env: $(BUILD_STAMP) valgrind
 
@@ -44,9 +44,15 @@ $(BUILD_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml
 demo: env
 	$(VENV)/bin/tiersim demo $(DEMO_FLAGS)
 
-test: env browser
+test: env browser lint
 	cargo test --workspace --exclude tiersim-py
 	$(VPY) -m pytest
+
+# The habits CI holds: rustfmt (rustfmt.toml), ruff's lint and format on the Python.
+lint: $(DEPS_STAMP)
+	cargo fmt --all --check
+	$(VENV)/bin/ruff check python tests tools
+	$(VENV)/bin/ruff format --check python tests tools
 
 # Headless Chromium from Debian, for the test that opens report.html in a real browser. Installed
 # only when missing; sudo only when not already root.

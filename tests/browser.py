@@ -126,7 +126,9 @@ def check_page(html_file: Path, timeout: float = 60) -> PageCheck:
         for ev in cdp.events:
             method, params = ev.get("method"), ev.get("params", {})
             if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                check.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
+                check.console_errors.append(
+                    " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+                )
             elif method == "Runtime.exceptionThrown":
                 details = params.get("exceptionDetails", {})
                 check.console_errors.append(str(details.get("exception", {}).get("description") or details.get("text")))

@@ -26,7 +26,9 @@ def stencil_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_bound_writes_its_fastest_members_run_and_names_every_member(stencil_trace: Path, tmp_path: Path):
     out = tmp_path / "bound"
-    proc = run_cli("run", str(stencil_trace), "-p", PLATFORM, "--set", SCALE, "--policy", BOUND, "--seed", "3", "-o", str(out))
+    proc = run_cli(
+        "run", str(stencil_trace), "-p", PLATFORM, "--set", SCALE, "--policy", BOUND, "--seed", "3", "-o", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     bound = summary.pop("bound")
@@ -39,8 +41,14 @@ def test_the_bound_writes_its_fastest_members_run_and_names_every_member(stencil
     assert summary["execution_time_ns"] == times[bound["member"]]
     # The run directory is the chosen member's run: its summary, byte for byte but the bound's
     # block, and a config that re-runs it.
-    alone = tiersim.run(stencil_trace, platform=PLATFORM, policy=MEMBER_POLICY, params=BOUND_MEMBERS[bound["member"]],
-                        overrides=[SCALE], seed=3)
+    alone = tiersim.run(
+        stencil_trace,
+        platform=PLATFORM,
+        policy=MEMBER_POLICY,
+        params=BOUND_MEMBERS[bound["member"]],
+        overrides=[SCALE],
+        seed=3,
+    )
     assert summary == alone.summary
     assert (out / "config.toml").read_text() == alone.config
     # The terminal summary and the report name the member and every member's time.
@@ -62,7 +70,18 @@ def test_the_bound_refuses_parameters_and_bad_input_without_output(stencil_trace
     assert f"error: policy {BOUND} takes no parameters" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
     # A bad platform override fails the first member: one error naming the key, no run directory.
-    proc = run_cli("run", str(stencil_trace), "-p", PLATFORM, "--policy", BOUND, "--set", "nodes.dram9.capacity=1GiB", "-o", str(out))
+    proc = run_cli(
+        "run",
+        str(stencil_trace),
+        "-p",
+        PLATFORM,
+        "--policy",
+        BOUND,
+        "--set",
+        "nodes.dram9.capacity=1GiB",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 1, proc.stderr
     assert "dram9" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()

@@ -13,7 +13,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
-
 from conftest import run_cli
 
 SRC = Path(__file__).resolve().parent / "capture" / "hashmap.c"
@@ -197,7 +196,15 @@ def test_stored_lackey_log_through_the_filter(tmp_path: Path):
     out = tmp_path / "s.trace"
     report = tmp_path / "r.json"
     r = run_cli(
-        "capture", "--lackey", str(DATA / "small.lackey"), "-o", str(out), "--phys-mem", "64MiB", "--report", str(report)
+        "capture",
+        "--lackey",
+        str(DATA / "small.lackey"),
+        "-o",
+        str(out),
+        "--phys-mem",
+        "64MiB",
+        "--report",
+        str(report),
     )
     assert r.returncode == 0, r.stderr
     rep = json.loads(report.read_text())

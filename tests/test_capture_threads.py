@@ -13,9 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
-from tiersim import TiersimError
-
 from conftest import run_cli
+from tiersim import TiersimError
 
 HERE = Path(__file__).resolve().parent / "capture"
 MIB = 2
@@ -101,7 +100,9 @@ def test_threads_that_end_between_creations_keep_their_creation_numbers(tmp_path
     exe = build(HERE / "staggered.c", tmp_path / "staggered", False, Path())
     threads = 6
     for i in range(3):
-        r = tiersim.capture([str(exe), str(threads), "256"], tmp_path / f"s{i}.trace", params={"llc": "64KiB", "v2p": "none"})
+        r = tiersim.capture(
+            [str(exe), str(threads), "256"], tmp_path / f"s{i}.trace", params={"llc": "64KiB", "v2p": "none"}
+        )
         base, size = array_of(capfd.readouterr().out)
         rep = r.report
         assert r.exit_status == 0 and rep["thread_numbering"] == "announced"
@@ -177,8 +178,17 @@ def test_cli_instrumented_capture_and_inspect_shares(progs, tmp_path: Path):
     assert Path(r.stdout.strip()).is_file() and r.stdout.strip().endswith(".o")
     out = tmp_path / "q.trace"
     r = run_cli(
-        "capture", "--instrumented", "-o", str(out), "--llc", "256KiB", "--cpu-map", "0,2,4,6",
-        "--", str(progs["quarters_instrumented"]), str(MIB),
+        "capture",
+        "--instrumented",
+        "-o",
+        str(out),
+        "--llc",
+        "256KiB",
+        "--cpu-map",
+        "0,2,4,6",
+        "--",
+        str(progs["quarters_instrumented"]),
+        str(MIB),
     )
     assert r.returncode == 0, r.stderr
     assert "threads=4" in r.stdout and "instrumented" in r.stderr

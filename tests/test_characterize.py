@@ -33,8 +33,18 @@ def test_cli_writes_tables_and_plots(tmp_path: Path):
     proc = run_cli("characterize", "optane_100", "--quick", "--param", "count=6", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "EWR vs working set" in proc.stdout
-    for name in ["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set",
-                 "loaded_latency", "scaling", "remote_latency", "remote_bandwidth"]:
+    for name in [
+        "idle_latency",
+        "bandwidth_threads",
+        "bandwidth_size",
+        "ewr_size",
+        "ewr_threads",
+        "ewr_working_set",
+        "loaded_latency",
+        "scaling",
+        "remote_latency",
+        "remote_bandwidth",
+    ]:
         assert (out / f"{name}.csv").stat().st_size > 0
         assert pl.read_parquet(out / f"{name}.parquet").shape == pl.read_csv(out / f"{name}.csv").shape
         if name not in ("idle_latency", "remote_latency"):
@@ -94,8 +104,18 @@ def test_calibrate_own_curves_end_to_end(tmp_path: Path):
     """A user's own Mess-format files -> calibrate -> run -p with the platform it writes."""
     plat = tmp_path / "mine.toml"
     proc = run_cli(
-        "calibrate", str(MY_CURVES), "--device", "dram", "--param", "channels=4", "--param", "channel_bandwidth=38.4GB/s",
-        "-o", str(plat), "--plot", str(tmp_path / "plot"),
+        "calibrate",
+        str(MY_CURVES),
+        "--device",
+        "dram",
+        "--param",
+        "channels=4",
+        "--param",
+        "channel_bandwidth=38.4GB/s",
+        "-o",
+        str(plat),
+        "--plot",
+        str(tmp_path / "plot"),
     )
     assert proc.returncode == 0, proc.stderr
     assert "Model vs measured" in proc.stdout and "load_linear_ns" in proc.stdout
@@ -108,8 +128,19 @@ def test_calibrate_own_curves_end_to_end(tmp_path: Path):
     assert (points["error"].abs() < 0.10).all(), points
     run_dir = tmp_path / "run"
     proc = run_cli(
-        "run", "-p", str(plat), "--gen", "stream", "--gen-param", "footprint=8MiB", "--gen-param", "accesses=20000",
-        "--gen-param", "threads=4", "-o", str(run_dir),
+        "run",
+        "-p",
+        str(plat),
+        "--gen",
+        "stream",
+        "--gen-param",
+        "footprint=8MiB",
+        "--gen-param",
+        "accesses=20000",
+        "--gen-param",
+        "threads=4",
+        "-o",
+        str(run_dir),
     )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())

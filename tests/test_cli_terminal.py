@@ -92,11 +92,28 @@ def _node_summary(accesses: int) -> dict:
         "page_size": 4096,
         "latency_ns": {"p50": 112.0, "p99": 250.0, "mean": 130.5, "max": 4000.0},
         "nodes": [
-            {"name": "dram0", "device": "dram", "tier": 0, "accesses": accesses, "bytes": accesses * 64,
-             "bandwidth_gbs": 14.46, "capacity_bytes": 768 * gib, "capacity_pages": 201_326_592,
-             "final_pages": 7_340_032},
-            {"name": "cxl0", "device": "cxl", "tier": 1, "accesses": 0, "bytes": 0,
-             "bandwidth_gbs": 0.0, "capacity_bytes": 1024 * gib, "capacity_pages": 268_435_456, "final_pages": 0},
+            {
+                "name": "dram0",
+                "device": "dram",
+                "tier": 0,
+                "accesses": accesses,
+                "bytes": accesses * 64,
+                "bandwidth_gbs": 14.46,
+                "capacity_bytes": 768 * gib,
+                "capacity_pages": 201_326_592,
+                "final_pages": 7_340_032,
+            },
+            {
+                "name": "cxl0",
+                "device": "cxl",
+                "tier": 1,
+                "accesses": 0,
+                "bytes": 0,
+                "bandwidth_gbs": 0.0,
+                "capacity_bytes": 1024 * gib,
+                "capacity_pages": 268_435_456,
+                "final_pages": 0,
+            },
         ],
     }
 
@@ -152,7 +169,9 @@ def _run_in_terminal(args: list[str], columns: int, interrupt_at: str | None = N
         if not data:
             break
         chunks.append(data)
-        if interrupt_at is not None and re.search(interrupt_at, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))):
+        if interrupt_at is not None and re.search(
+            interrupt_at, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+        ):
             proc.send_signal(signal.SIGINT)
             interrupt_at = None
     os.close(master)
@@ -188,7 +207,9 @@ def test_ctrl_c_stops_a_long_run(tmp_path: Path) -> None:
 
 def test_flash_replay_progress_counts_the_replay_pass(long_trace: Path) -> None:
     seen: list[tuple[int, int | None]] = []
-    r = tiersim.flash_replay(long_trace, preset="cxl_flash_slc", progress=lambda done, total: seen.append((done, total)))
+    r = tiersim.flash_replay(
+        long_trace, preset="cxl_flash_slc", progress=lambda done, total: seen.append((done, total))
+    )
     assert seen == [(0, 600_000), (EVERY, 600_000), (2 * EVERY, 600_000), (600_000, 600_000)]
     assert r.summary["replay"]["trace_accesses"] == 600_000
     assert r.summary == tiersim.flash_replay(long_trace, preset="cxl_flash_slc").summary

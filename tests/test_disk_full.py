@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import PLATFORM, run_cli
-
 from tiersim import _native
 
 SWEEP = """

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import tiersim
 from tiersim import TiersimError
 
@@ -21,8 +20,14 @@ def test_direct_ssd_read_is_the_sum_of_its_layers():
 
 
 def test_device_params_reach_the_device():
-    slow = tiersim.filebench(device="optane_100", cache="dax", workload="write", threads=8, ops=2000,
-                             device_params={"media_write_bandwidth": "0.6GB/s"})
+    slow = tiersim.filebench(
+        device="optane_100",
+        cache="dax",
+        workload="write",
+        threads=8,
+        ops=2000,
+        device_params={"media_write_bandwidth": "0.6GB/s"},
+    )
     fast = tiersim.filebench(device="optane_100", cache="dax", workload="write", threads=8, ops=2000)
     assert slow["bandwidth_gbs"] < 0.7 < fast["bandwidth_gbs"]
 
@@ -40,8 +45,21 @@ def test_cli_writes_a_directory_and_reruns_it_identically(tmp_path):
     from conftest import run_cli
 
     out = tmp_path / "fb"
-    proc = run_cli("filebench", "--device", "optane_ssd", "--cache", "direct", "--threads", "1", "--ops", "200",
-                   "--iopath", "completion=poll", "-o", str(out))
+    proc = run_cli(
+        "filebench",
+        "--device",
+        "optane_ssd",
+        "--cache",
+        "direct",
+        "--threads",
+        "1",
+        "--ops",
+        "200",
+        "--iopath",
+        "completion=poll",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["config.toml", "summary.json"]
     s = json.loads((out / "summary.json").read_text())
@@ -54,7 +72,9 @@ def test_cli_writes_a_directory_and_reruns_it_identically(tmp_path):
     assert (again / "summary.json").read_bytes() == (out / "summary.json").read_bytes()
     assert json.loads(proc.stdout) == s
     # Options override the config.
-    proc = run_cli("filebench", "--config", str(out / "config.toml"), "--iopath", "completion=irq", "-o", str(again), "--json")
+    proc = run_cli(
+        "filebench", "--config", str(out / "config.toml"), "--iopath", "completion=irq", "-o", str(again), "--json"
+    )
     assert json.loads(proc.stdout)["mean_latency_ns"] == pytest.approx(18_576.8, abs=1)
 
 
@@ -72,7 +92,9 @@ def test_cli_bad_input_is_one_error_and_no_directory(tmp_path, args, fragment):
     out = tmp_path / "fb"
     proc = run_cli("filebench", "--ops", "100", *args, "-o", str(out))
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    assert proc.stderr.startswith("error: ") and proc.stderr.count("error: ") == 1 and fragment in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("error: ") == 1 and fragment in proc.stderr, (
+        proc.stderr
+    )
     assert "Traceback" not in proc.stderr and not out.exists()
     proc = run_cli("filebench", "--threads", "2", "--param", "threads=3", "-o", str(out))
     assert proc.returncode == 2 and "--threads" in proc.stderr
@@ -90,10 +112,33 @@ def test_cli_refuses_a_foreign_directory(tmp_path):
 def test_run_executes_file_system_calls_through_the_shared_page_cache(tmp_path):
     from conftest import run_cli
 
-    gen = ["--gen", "fileio", "--gen-param", "accesses=20000", "--gen-param", "footprint=4MiB",
-           "--gen-param", "file_size=8MiB", "--gen-param", "file_share=0.5", "--gen-param", "file_write_ratio=0.5"]
+    gen = [
+        "--gen",
+        "fileio",
+        "--gen-param",
+        "accesses=20000",
+        "--gen-param",
+        "footprint=4MiB",
+        "--gen-param",
+        "file_size=8MiB",
+        "--gen-param",
+        "file_share=0.5",
+        "--gen-param",
+        "file_write_ratio=0.5",
+    ]
     out = tmp_path / "r"
-    proc = run_cli("run", "-p", "cascadelake_dcpmm", "--set", "scale=0.001", "--set", 'swap.preset="nvme_ssd"', *gen, "-o", str(out))
+    proc = run_cli(
+        "run",
+        "-p",
+        "cascadelake_dcpmm",
+        "--set",
+        "scale=0.001",
+        "--set",
+        'swap.preset="nvme_ssd"',
+        *gen,
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "file calls" in proc.stdout and "writeback" in proc.stdout
     pc = json.loads((out / "summary.json").read_text())["page_cache"]

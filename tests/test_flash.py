@@ -38,10 +38,15 @@ def test_cli_replays_an_mqsim_trace_and_writes_its_files(tmp_path: Path):
     assert hist["count"].sum() == 3000
     assert set(hist["class"].unique()) <= {"hit", "hit_under_miss", "miss"}
     params = (out / "params.toml").read_text()
-    assert 'flash_read_latency_us = [25.0]' in params and 'cache_size = "256KiB"' in params
+    assert "flash_read_latency_us = [25.0]" in params and 'cache_size = "256KiB"' in params
     # Same inputs, same bytes.
     out2 = tmp_path / "run2"
-    assert run_cli("flash", "replay", str(trace), "--from", "mqsim", "--preset", "cxl_flash_slc", *sets, "-o", str(out2)).returncode == 0
+    assert (
+        run_cli(
+            "flash", "replay", str(trace), "--from", "mqsim", "--preset", "cxl_flash_slc", *sets, "-o", str(out2)
+        ).returncode
+        == 0
+    )
     for name in ("summary.json", "histogram.parquet", "params.toml"):
         assert (out / name).read_bytes() == (out2 / name).read_bytes(), name
 
@@ -94,18 +99,37 @@ def test_compat_mode_runs_only_in_an_open_loop_replay(tmp_path: Path):
     # A compat read's completion is fixed only when later requests have arrived (tsu.rs): an
     # engine run and a closed-loop replay need it at issue, so both are refused with the key.
     with pytest.raises(tiersim.TiersimError, match="compat.*open loop"):
-        tiersim.run(generator="random", generator_params={"accesses": 1000, "footprint": "8MiB"},
-                    platform="dram_cxl_flash", overrides=["scale=0.0005", "nodes.flash0.params.compat=mqsim_cxl"],
-                    policy="linux_default")
+        tiersim.run(
+            generator="random",
+            generator_params={"accesses": 1000, "footprint": "8MiB"},
+            platform="dram_cxl_flash",
+            overrides=["scale=0.0005", "nodes.flash0.params.compat=mqsim_cxl"],
+            policy="linux_default",
+        )
     gen = {"footprint": "8MiB", "accesses": 2000, "gap_instructions": 2000, "base_addr": 0}
     trace, out = tmp_path / "r.trace", tmp_path / "out"
     assert run_cli("gen", "random", "-o", str(trace), "--count", "2000", "--param", "footprint=8MiB").returncode == 0
-    proc = run_cli("flash", "replay", str(trace), "--preset", "cxl_flash_ull", "--set", "compat=mqsim_cxl",
-                   "--closed-loop", "4", "-o", str(out))
+    proc = run_cli(
+        "flash",
+        "replay",
+        str(trace),
+        "--preset",
+        "cxl_flash_ull",
+        "--set",
+        "compat=mqsim_cxl",
+        "--closed-loop",
+        "4",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 1 and "closed_loop" in proc.stderr and "open loop" in proc.stderr, proc.stderr
     assert not out.exists()
-    assert tiersim.flash_replay(generator="random", generator_params=gen, preset="cxl_flash_ull",
-                                params=SMALL | {"compat": "mqsim_cxl"}).summary["requests"] > 0
+    assert (
+        tiersim.flash_replay(
+            generator="random", generator_params=gen, preset="cxl_flash_ull", params=SMALL | {"compat": "mqsim_cxl"}
+        ).summary["requests"]
+        > 0
+    )
 
 
 def test_flash_study_replays_each_run_once_and_the_same_run_gives_the_same_rows():
@@ -118,8 +142,12 @@ def test_flash_study_replays_each_run_once_and_the_same_run_gives_the_same_rows(
     assert df.height == sum(len(r.metrics) for r in plan if r.comparison in ("cache_size", "replacement", "mshr"))
 
     def one(frame: pl.DataFrame, comparison: str, setting: str, metric: str = "under 1 us") -> float:
-        sel = frame.filter((pl.col("comparison") == comparison) & (pl.col("workload") == "hashmap")
-                           & (pl.col("setting") == setting) & (pl.col("metric") == metric))
+        sel = frame.filter(
+            (pl.col("comparison") == comparison)
+            & (pl.col("workload") == "hashmap")
+            & (pl.col("setting") == setting)
+            & (pl.col("metric") == metric)
+        )
         assert sel.height == 1
         return sel["ours"][0]
 

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import PLATFORM, tiersim_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import PLATFORM, tiersim_cmd
 from tiersim._convert import parse_cli_pairs
 
 MQSIM = Path(__file__).resolve().parent.parent / "crates" / "tiersim-trace" / "tests" / "data" / "small.mqsim"
@@ -25,8 +24,34 @@ CASES = int(os.environ.get("TIERSIM_FUZZ_CASES_PY", "25"))
 AS_LIMIT = 8 << 30  # bytes of address space per case
 TIME_LIMIT = 120  # seconds per case (a hang guard: the inputs are tiny)
 
-NUMBERS = ["nan", "-nan", "inf", "-inf", "1e300", "-1", "0", "1", "18446744073709551616", "0.5", '"1ns"', '"0B"', '"16EiB"', "[]", "x"]
-KEYS = ["host.mlp", "host.cpi", "os.daemon_time_scale", "stats.epoch", "stats.max_epochs", "scale", "os.page_size", "host.cpus", "nodes.dram0.capacity"]
+NUMBERS = [
+    "nan",
+    "-nan",
+    "inf",
+    "-inf",
+    "1e300",
+    "-1",
+    "0",
+    "1",
+    "18446744073709551616",
+    "0.5",
+    '"1ns"',
+    '"0B"',
+    '"16EiB"',
+    "[]",
+    "x",
+]
+KEYS = [
+    "host.mlp",
+    "host.cpi",
+    "os.daemon_time_scale",
+    "stats.epoch",
+    "stats.max_epochs",
+    "scale",
+    "os.page_size",
+    "host.cpus",
+    "nodes.dram0.capacity",
+]
 GEN_KEYS = ["accesses", "footprint", "threads", "write_ratio", "theta"]
 
 
@@ -91,14 +116,34 @@ def argv(draw: st.DrawFn, files: dict[str, str]) -> list[str]:
         args = ["run", draw(f), "-p", PLATFORM, "-o", out]
         args += [x for s in draw(st.lists(kv, max_size=2)) for x in ("--set", s)]
     elif cmd == "gen":
-        args = ["gen", draw(st.sampled_from(["random", "stream", "kv", "nope"])), "-o", draw(st.sampled_from([out + ".trace", files["text"], files["dir"]]))]
+        args = [
+            "gen",
+            draw(st.sampled_from(["random", "stream", "kv", "nope"])),
+            "-o",
+            draw(st.sampled_from([out + ".trace", files["text"], files["dir"]])),
+        ]
         args += [x for s in draw(st.lists(gkv, min_size=1, max_size=3)) for x in ("--param", s)]
         if "accesses=" not in " ".join(args):
             args += ["--param", "accesses=1000"]
     elif cmd == "convert":
-        args = ["trace", "convert", draw(f), out + ".x", "--to", draw(st.sampled_from(["csv", "mqsim", "lackey", "native", "pin"]))]
+        args = [
+            "trace",
+            "convert",
+            draw(f),
+            out + ".x",
+            "--to",
+            draw(st.sampled_from(["csv", "mqsim", "lackey", "native", "pin"])),
+        ]
     elif cmd == "sample":
-        args = ["trace", "sample", draw(f), "-o", draw(st.sampled_from([out + ".s", files["good"]])), "--every", draw(st.sampled_from(["1", "2", "0", "nan", "-1", "18446744073709551616"]))]
+        args = [
+            "trace",
+            "sample",
+            draw(f),
+            "-o",
+            draw(st.sampled_from([out + ".s", files["good"]])),
+            "--every",
+            draw(st.sampled_from(["1", "2", "0", "nan", "-1", "18446744073709551616"])),
+        ]
     elif cmd == "flash":
         args = ["flash", "replay", draw(st.sampled_from([files["good"], files["mqsim"], files["text"], files["fifo"]]))]
         if args[-1] == files["mqsim"]:
@@ -108,11 +153,15 @@ def argv(draw: st.DrawFn, files: dict[str, str]) -> list[str]:
     else:
         args = ["trace", cmd, draw(f)]
     if draw(st.booleans()):
-        args.insert(draw(st.integers(0, len(args))), draw(st.sampled_from(["--json", "--bogus", "-p", "", "--", "nan"])))
+        args.insert(
+            draw(st.integers(0, len(args))), draw(st.sampled_from(["--json", "--bogus", "-p", "", "--", "nan"]))
+        )
     return args
 
 
-@settings(max_examples=CASES, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=CASES, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_cli_arguments_never_crash(files: dict[str, str], data: st.DataObject) -> None:
     args = data.draw(st.composite(lambda draw: argv(draw, files))(), label="argv")
@@ -120,8 +169,13 @@ def test_cli_arguments_never_crash(files: dict[str, str], data: st.DataObject) -
     env.pop("TIERSIM_DEBUG", None)
     try:
         proc = subprocess.run(
-            [*tiersim_cmd(), *args], capture_output=True, text=True, timeout=TIME_LIMIT, env=env,
-            stdin=subprocess.DEVNULL, preexec_fn=_limits,
+            [*tiersim_cmd(), *args],
+            capture_output=True,
+            text=True,
+            timeout=TIME_LIMIT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_limits,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung past {TIME_LIMIT} s: {args}")
@@ -183,9 +237,8 @@ def _bad_values(kind: type, lo: float, hi: float) -> st.SearchStrategy[str]:
 @settings(max_examples=CASES * 8, derandomize=True, deadline=None)
 @given(data=st.data())
 def test_numeric_options_refuse_nan_infinity_and_out_of_range(data: st.DataObject) -> None:
-    from typer.testing import CliRunner
-
     from tiersim.cli import app
+    from typer.testing import CliRunner
 
     prefix, option, kind, lo, hi = data.draw(st.sampled_from(NUMERIC_OPTIONS), label="option")
     value = data.draw(_bad_values(kind, lo, hi), label="value")

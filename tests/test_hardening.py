@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import tiersim
-
 from conftest import PLATFORM, run_cli
 from test_cli import _run_bad, assert_user_error
 
@@ -19,19 +18,24 @@ from test_cli import _run_bad, assert_user_error
 @pytest.mark.parametrize(
     ("setting", "fragment"),
     [
-        ("host.mlp=nan", "config key `host.mlp`: NaN is not a number that can be simulated; expected a finite number in [1, 1024]"),
+        (
+            "host.mlp=nan",
+            "config key `host.mlp`: NaN is not a number that can be simulated; expected a finite number in [1, 1024]",
+        ),
         ("host.cpi=inf", "config key `host.cpi`: inf is not a number that can be simulated"),
         ("host.cpi=1e300", "config key `host.cpi`: 1e300 is above the maximum 1000000"),
         ("os.daemon_time_scale=nan", "config key `os.daemon_time_scale`: NaN is not a number"),
     ],
 )
-def test_nan_infinity_and_absurd_magnitudes_are_one_line_errors(tmp_path: Path, random_trace: Path, setting: str, fragment: str):
+def test_nan_infinity_and_absurd_magnitudes_are_one_line_errors(
+    tmp_path: Path, random_trace: Path, setting: str, fragment: str
+):
     env_proc = _run_bad(tmp_path, random_trace, "--set", setting)
     assert_user_error(env_proc, fragment)
 
 
 def test_scan_period_min_above_max_is_refused(tmp_path: Path, random_trace: Path):
-    proc = _run_bad(tmp_path, random_trace, "--policy", "autonuma", "--param", "scan_period_min=\"90s\"")
+    proc = _run_bad(tmp_path, random_trace, "--policy", "autonuma", "--param", 'scan_period_min="90s"')
     assert_user_error(proc, "scan_period_min", "expected scan_period_min <= scan_period_max")
 
 
@@ -51,7 +55,9 @@ def test_a_rust_panic_is_one_line_without_backtrace_unless_tiersim_debug(debug: 
     assert "\n" not in line
     if debug:
         assert "the backtrace is above" in line
-        assert "stack backtrace" in proc.stderr or "rust_begin_unwind" in proc.stderr or "_panic_for_test" in proc.stderr
+        assert (
+            "stack backtrace" in proc.stderr or "rust_begin_unwind" in proc.stderr or "_panic_for_test" in proc.stderr
+        )
     else:
         assert "set TIERSIM_DEBUG=1 for a backtrace" in line
         assert proc.stderr == "", proc.stderr
@@ -66,8 +72,20 @@ def test_a_run_directory_reproduces_byte_for_byte(tmp_path: Path, random_trace: 
     # Issue 15 section 5: `-p runs/x/config.toml` was refused ("unknown key platform").
     first, again, by_dir = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     r = run_cli(
-        "run", str(random_trace), "-p", PLATFORM, "--policy", "autonuma", "--param", 'scan_period_min="10ms"',
-        "--set", "os.daemon_time_scale=0.01", "--seed", "3", "-o", str(first),
+        "run",
+        str(random_trace),
+        "-p",
+        PLATFORM,
+        "--policy",
+        "autonuma",
+        "--param",
+        'scan_period_min="10ms"',
+        "--set",
+        "os.daemon_time_scale=0.01",
+        "--seed",
+        "3",
+        "-o",
+        str(first),
     )
     assert r.returncode == 0, r.stderr
     r = run_cli("run", str(random_trace), "-p", str(first / "config.toml"), "-o", str(again))
@@ -80,7 +98,7 @@ def test_a_run_directory_reproduces_byte_for_byte(tmp_path: Path, random_trace: 
     other = tmp_path / "d"
     r = run_cli("run", str(random_trace), "-p", str(first), "--seed", "4", "-o", str(other))
     assert r.returncode == 0, r.stderr
-    assert 'seed = 4' in (other / "config.toml").read_text()
+    assert "seed = 4" in (other / "config.toml").read_text()
 
 
 def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path, random_trace: Path):
@@ -93,7 +111,18 @@ def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path, random_tra
 def test_a_one_ns_epoch_is_coarsened_and_said(tmp_path: Path, random_trace: Path):
     # Issue 15 section 1: the legal stats.epoch=1ns grew a row per simulated ns (2.4 GB in 2 s).
     out = tmp_path / "r"
-    r = run_cli("run", str(random_trace), "-p", PLATFORM, "--set", 'stats.epoch="1ns"', "--set", "stats.max_epochs=256", "-o", str(out))
+    r = run_cli(
+        "run",
+        str(random_trace),
+        "-p",
+        PLATFORM,
+        "--set",
+        'stats.epoch="1ns"',
+        "--set",
+        "stats.max_epochs=256",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     assert "coarsened: epoch 1 ns ->" in r.stdout
     import json

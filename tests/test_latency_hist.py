@@ -10,7 +10,6 @@ import polars as pl
 import pytest
 import tiersim
 from conftest import PLATFORM, RANDOM_ACCESSES
-
 from tiersim import report as rp
 
 WARMUP = 5_000
@@ -21,8 +20,12 @@ def tiered(random_trace: Path, tmp_path_factory: pytest.TempPathFactory) -> tier
     """Interleaved over DRAM and CXL, so both nodes serve accesses, with a warm-up to leave out."""
     out = tmp_path_factory.mktemp("hist") / "run"
     return tiersim.run(
-        random_trace, platform=PLATFORM, policy="interleave", overrides=[f"stats.warmup_accesses={WARMUP}"],
-        seed=2, out_dir=out,
+        random_trace,
+        platform=PLATFORM,
+        policy="interleave",
+        overrides=[f"stats.warmup_accesses={WARMUP}"],
+        seed=2,
+        out_dir=out,
     )
 
 
@@ -79,10 +82,16 @@ def test_summary_percentiles_read_back_from_the_histogram(tiered: tiersim.RunRes
         assert node_mid == pytest.approx(n["mean_latency_ns"], rel=1e-3)
 
 
-def test_run_directory_holds_the_histogram_byte_identically(tiered: tiersim.RunResult, random_trace: Path, tmp_path: Path) -> None:
+def test_run_directory_holds_the_histogram_byte_identically(
+    tiered: tiersim.RunResult, random_trace: Path, tmp_path: Path
+) -> None:
     again = tiersim.run(
-        random_trace, platform=PLATFORM, policy="interleave", overrides=[f"stats.warmup_accesses={WARMUP}"],
-        seed=2, out_dir=tmp_path / "again",
+        random_trace,
+        platform=PLATFORM,
+        policy="interleave",
+        overrides=[f"stats.warmup_accesses={WARMUP}"],
+        seed=2,
+        out_dir=tmp_path / "again",
     )
     first = tmp_path / "first"
     tiered.write(first)

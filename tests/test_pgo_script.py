@@ -27,7 +27,9 @@ def test_unknown_mode_gives_usage(tmp_path: Path) -> None:
         r = run(args, base_env(tmp_path))
         assert r.returncode == 2
         assert r.stdout == ""
-        assert r.stderr.strip().splitlines() == ["tools/pgo.sh: usage: tools/pgo.sh profile | python | bench [cargo bench arguments]"]
+        assert r.stderr.strip().splitlines() == [
+            "tools/pgo.sh: usage: tools/pgo.sh profile | python | bench [cargo bench arguments]"
+        ]
 
 
 def test_build_without_a_profile_names_the_missing_file(tmp_path: Path) -> None:

@@ -103,8 +103,16 @@ def test_run_report_is_self_contained_with_the_run_figures(runs: tuple[Path, Pat
     assert f"{summary['execution_time_ns'] / 1e6:.4g}" in page
     assert "hot_0..hot_8" in page  # says why the hotness figure is missing
     # report.html does not stop a rerun into the same directory
-    tiersim.run(generator="phased", generator_params=PHASED, platform=PLATFORM, overrides=PRESSURE, seed=1,
-                policy="tpp", params=TPP, out_dir=tpp)
+    tiersim.run(
+        generator="phased",
+        generator_params=PHASED,
+        platform=PLATFORM,
+        overrides=PRESSURE,
+        seed=1,
+        policy="tpp",
+        params=TPP,
+        out_dir=tpp,
+    )
     assert not (tpp / "report.html").exists()
 
 
@@ -153,7 +161,7 @@ def test_sweep_report_normalises_to_the_baseline_and_lists_failures(tiny_sweep: 
     ok = df.filter((pl.col("status") == "ok") & (pl.col("set.host.mlp") == 4))
     base = ok.filter(pl.col("policy") == "linux_default")["execution_time_ns"][0]
     tpp = ok.filter(pl.col("policy") == "tpp")["execution_time_ns"][0]
-    assert f"<td class=\"num\">{tpp / base:.4g}</td>" in page
+    assert f'<td class="num">{tpp / base:.4g}</td>' in page
     assert "Failed runs" in page
     assert page.count("out of memory") == 4  # every run on the tiny platform, one row each
     # bars + one latency CDF per group (2 ok groups) + occupancy and migrations of the 4 ok runs

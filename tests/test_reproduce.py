@@ -16,7 +16,14 @@ from tiersim.studies import autotiering, cxl_flash
 
 
 def test_registry_lists_the_implemented_studies():
-    assert [s.name for s in studies.STUDIES] == ["autotiering", "cxl_expansion", "cxl_flash", "optane", "scm_vs_ssd", "scaling"]
+    assert [s.name for s in studies.STUDIES] == [
+        "autotiering",
+        "cxl_expansion",
+        "cxl_flash",
+        "optane",
+        "scm_vs_ssd",
+        "scaling",
+    ]
     for s in studies.STUDIES:
         assert s.runtime and s.source and s.title
     proc = run_cli("reproduce")
@@ -25,7 +32,9 @@ def test_registry_lists_the_implemented_studies():
         assert s.name in proc.stdout
     bad = run_cli("reproduce", "nope")
     assert bad.returncode == 1
-    assert "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd, scaling)" in bad.stderr
+    assert (
+        "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd, scaling)" in bad.stderr
+    )
 
 
 def test_within():
@@ -41,13 +50,17 @@ def test_optane_quick_claims_come_from_the_characterization(tmp_path: Path):
     by = {c["finding"]: c for c in claims}
     # Recompute two claims from the tables the study wrote.
     scaling = pl.read_parquet(tmp_path / "o" / "optane_100_x6" / "scaling.parquet")
-    read6 = scaling.filter(pl.col("devices") == 6)["read_gbs"][0] / scaling.filter(pl.col("devices") == 1)["read_gbs"][0]
+    read6 = (
+        scaling.filter(pl.col("devices") == 6)["read_gbs"][0] / scaling.filter(pl.col("devices") == 1)["read_gbs"][0]
+    )
     c = by["6 interleaved DIMMs raise peak read bandwidth"]
     assert c["ours"] == f"{read6:.2f}x" and c["agree"] == studies.within(read6, 5.8, 0.10)
     lat = pl.read_parquet(tmp_path / "o" / "optane_100_x1" / "idle_latency.parquet")
     dram = pl.read_parquet(tmp_path / "o" / "ddr4_2666" / "idle_latency.parquet")
-    ratio = (lat.filter(pl.col("pattern") == "random read")["latency_ns"][0]
-             / dram.filter(pl.col("pattern") == "random read")["latency_ns"][0])
+    ratio = (
+        lat.filter(pl.col("pattern") == "random read")["latency_ns"][0]
+        / dram.filter(pl.col("pattern") == "random read")["latency_ns"][0]
+    )
     c = by["random read latency, Optane vs DRAM"]
     assert c["agree"] == (2 <= ratio <= 3)
     # The known gap (docs/devices.md): the model's Optane/DRAM ratio is above the paper's band.
@@ -66,7 +79,9 @@ def test_scm_vs_ssd_quick(tmp_path: Path):
     by = {c.finding: c for c in result.claims}
     ssd = tiersim.characterize("optane_ssd", tests=["bandwidth_size"], quick=True).tables["bandwidth_size"]
     big = ssd.filter((pl.col("pattern") == "sequential") & (pl.col("op") == "read")).sort("size")["bandwidth_gbs"][-1]
-    assert by["Optane SSD sequential read bandwidth (P4800X spec, reached with >= 2 threads)"].ours.startswith(f"{big:.2f}")
+    assert by["Optane SSD sequential read bandwidth (P4800X spec, reached with >= 2 threads)"].ours.startswith(
+        f"{big:.2f}"
+    )
     # tiersim models seed 000's DIMMs (2.3 GB/s write), not the blog's 0.6 GB/s ones: said, not hidden.
     assert not by["one PM module, sequential write"].agree
     # The six findings through the kernel I/O path: 9 more claims, each backed by a filebench row.
@@ -120,9 +135,17 @@ def test_autotiering_quick(tmp_path: Path):
 def _frame(comparison: str, value) -> pl.DataFrame:
     """A flash_study frame for one comparison with hand-chosen values: value(run, metric)."""
     rows = [
-        {"comparison": r.comparison, "workload": r.workload, "setting": r.setting, "metric": m,
-         "ours": value(r.run, m), "paper": ""}
-        for r in fl.study_plan() if r.comparison == comparison for m in r.metrics
+        {
+            "comparison": r.comparison,
+            "workload": r.workload,
+            "setting": r.setting,
+            "metric": m,
+            "ours": value(r.run, m),
+            "paper": "",
+        }
+        for r in fl.study_plan()
+        if r.comparison == comparison
+        for m in r.metrics
     ]
     return pl.DataFrame(rows, schema=fl.STUDY_SCHEMA)
 
@@ -180,8 +203,11 @@ def test_cxl_flash_claims_from_a_tiny_study():
     assert len(claims) == 42
     assert all(c.finding and c.paper and c.ours and c.criterion for c in claims)
     by = {c.finding: c for c in claims}
-    rows = df.filter((pl.col("comparison") == "replacement") & (pl.col("metric") == "write-backs to flash")
-                     & pl.col("setting").str.ends_with(", 16 ways"))
+    rows = df.filter(
+        (pl.col("comparison") == "replacement")
+        & (pl.col("metric") == "write-backs to flash")
+        & pl.col("setting").str.ends_with(", 16 ways")
+    )
     least = all(
         g.filter(pl.col("setting") == "cflru, 16 ways")["ours"][0] == g["ours"].min()
         for _, g in rows.group_by("workload")
@@ -202,9 +228,15 @@ def test_cxl_flash_quick(tmp_path: Path):
     df = pl.read_parquet(tmp_path / "f" / "comparisons.parquet")
     assert set(df["comparison"]) == set(fl.PAPER)
     # Recompute one claim from the rows the study wrote: Table 3's matmul error.
-    nl = {s: df.filter((pl.col("comparison") == "virtual_physical") & (pl.col("workload") == "matmul")
-                       & (pl.col("setting") == s) & (pl.col("metric") == "under 1 us"))["ours"][0]
-          for s in ("NL, virtual", "NL, physical")}
+    nl = {
+        s: df.filter(
+            (pl.col("comparison") == "virtual_physical")
+            & (pl.col("workload") == "matmul")
+            & (pl.col("setting") == s)
+            & (pl.col("metric") == "under 1 us")
+        )["ours"][0]
+        for s in ("NL, virtual", "NL, physical")
+    }
     err = (nl["NL, virtual"] - nl["NL, physical"]) / nl["NL, physical"]
     by = {c["finding"]: c for c in claims}
     assert by["Table 3: the error exceeds 25% on matmul"]["agree"] == (err > 0.25)

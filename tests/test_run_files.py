@@ -14,7 +14,6 @@ import polars as pl
 import pytest
 import tiersim
 from conftest import PLATFORM, run_cli
-
 from tiersim import _native
 from tiersim._result import LATENCY_HIST_SCHEMA, TIMESERIES_SCHEMA, RunResult
 from tiersim.cli import _common
@@ -33,7 +32,9 @@ def test_files_read_back_as_the_run_frames(hot_run: tiersim.RunResult, tmp_path:
     assert ts.height == hot_run.timeseries.height > 0
     assert ts.equals(hot_run.timeseries)
     assert ts.schema == hot_run.timeseries.schema
-    assert ts.schema["node"] == pl.String and ts.schema["bandwidth_gbs"] == pl.Float64 and ts.schema["hot_8"] == pl.Int64
+    assert (
+        ts.schema["node"] == pl.String and ts.schema["bandwidth_gbs"] == pl.Float64 and ts.schema["hot_8"] == pl.Int64
+    )
     hist = pl.read_parquet(out / "latency_hist.parquet")
     assert hist.columns == list(LATENCY_HIST_SCHEMA) and hist.height > 0
     assert hist.equals(hot_run.latency_hist) and hist.schema == hot_run.latency_hist.schema
@@ -60,9 +61,13 @@ def test_an_empty_run_keeps_the_schema(tmp_path: Path) -> None:
     out = RunResult(summary={}, config="", timeseries={}).write(tmp_path / "empty")
     ts = pl.read_parquet(out / "timeseries.parquet")
     assert ts.height == 0 and ts.columns == list(TIMESERIES_SCHEMA)
-    assert ts.schema["epoch"] == pl.Int64 and ts.schema["node"] == pl.String and ts.schema["bandwidth_gbs"] == pl.Float64
+    assert (
+        ts.schema["epoch"] == pl.Int64 and ts.schema["node"] == pl.String and ts.schema["bandwidth_gbs"] == pl.Float64
+    )
     hist = pl.read_parquet(out / "latency_hist.parquet")
-    assert hist.height == 0 and hist.schema == pl.Schema({"node": pl.String, "low_ns": pl.Int64, "high_ns": pl.Int64, "count": pl.Int64})
+    assert hist.height == 0 and hist.schema == pl.Schema(
+        {"node": pl.String, "low_ns": pl.Int64, "high_ns": pl.Int64, "count": pl.Int64}
+    )
 
 
 def test_nulls_and_every_kind(tmp_path: Path) -> None:
@@ -71,7 +76,11 @@ def test_nulls_and_every_kind(tmp_path: Path) -> None:
         str(path),
         [("i", "i64", [1, None, -(2**63)]), ("f", "f64", [0.5, 2, None]), ("s", "str", ["a", None, "ü"])],
     )
-    assert pl.read_parquet(path).to_dict(as_series=False) == {"i": [1, None, -(2**63)], "f": [0.5, 2.0, None], "s": ["a", None, "ü"]}
+    assert pl.read_parquet(path).to_dict(as_series=False) == {
+        "i": [1, None, -(2**63)],
+        "f": [0.5, 2.0, None],
+        "s": ["a", None, "ü"],
+    }
 
 
 def test_bad_input_is_one_clear_error(tmp_path: Path) -> None:

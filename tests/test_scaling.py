@@ -38,7 +38,13 @@ from tiersim.studies import scaling
 #   test_the_bound_on_*_moves_with_dcpmm_queueing*, and the study's own DCPMM-queue run at every
 #   size: uniform 1.10x at each, 0.2 %; hashmap 1.04x, 1.03x, 1.02x, 0.7 %); which quantity of
 #   that queue does not scale is not isolated.
-ZIPFIAN, CONTENTION, KSWAPD, BASELINE, DCPMM_QUEUE = "zipfian", "write contention", "kswapd", "baseline's contention", "DCPMM's queue"
+ZIPFIAN, CONTENTION, KSWAPD, BASELINE, DCPMM_QUEUE = (
+    "zipfian",
+    "write contention",
+    "kswapd",
+    "baseline's contention",
+    "DCPMM's queue",
+)
 NOT_INVARIANT = {
     ("kv", "autotiering_cpm"): {ZIPFIAN},
     ("kv", "autotiering_opm"): {ZIPFIAN, CONTENTION},
@@ -75,9 +81,24 @@ BOUND_BEATEN: frozenset[tuple[str, str]] = frozenset()
 # The family's first member alone, every epoch's hot set in the fast tier, is beaten where DRAM's
 # channels saturate: on stencil by nearly every policy (its speedup 0.93x, 1.03x, 1.13x), tpp on
 # graph, oracle_static on hashmap (the two tests free_bound_loses_... below).
-FREE_BEATEN = frozenset({("graph", "tpp"), ("hashmap", "oracle_static")} | {("stencil", p) for p in (
-    "autonuma", "autotiering_cpm", "autotiering_cpmx", "autotiering_opm", "autotiering_opmx", "linux_default",
-    "numab_tiering", "oracle_static", "tiering06", "tpp")})
+FREE_BEATEN = frozenset(
+    {("graph", "tpp"), ("hashmap", "oracle_static")}
+    | {
+        ("stencil", p)
+        for p in (
+            "autonuma",
+            "autotiering_cpm",
+            "autotiering_cpmx",
+            "autotiering_opm",
+            "autotiering_opmx",
+            "linux_default",
+            "numab_tiering",
+            "oracle_static",
+            "tiering06",
+            "tpp",
+        )
+    }
+)
 # - Runs whose scan passes or accesses per page per pass move with size: graph's baseline (171,
 #   186 and 129 passes; 2.6, 5.5 and 7.6 s, where every other workload's baseline takes twice as
 #   long at each doubling) and numab_tiering on it, tiering06 on minheap (10, 12, 13 passes; warned).
@@ -85,14 +106,25 @@ LENS_MOVES = frozenset({("graph", "autonuma"), ("graph", "numab_tiering"), ("min
 
 
 def _gen_run(*overrides: str, policy: str = "autonuma") -> tiersim.RunResult:
-    return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, overrides=list(overrides),
-                       generator="kv", generator_params={"footprint": "8MiB", "threads": 4, "accesses": 100_000}, seed=1)
+    return tiersim.run(
+        None,
+        platform="cascadelake_dcpmm",
+        policy=policy,
+        overrides=list(overrides),
+        generator="kv",
+        generator_params={"footprint": "8MiB", "threads": 4, "accesses": 100_000},
+        seed=1,
+    )
 
 
 def test_scale_alone_is_the_lens_and_a_different_time_scale_warns():
     lens = _gen_run("scale=0.0001220703125")
-    assert lens.summary["lens"] == {"scale": 0.0001220703125, "daemon_time_scale": 0.0001220703125,
-                                    "consistent": True, "daemon_rate_vs_lens": 1.0}
+    assert lens.summary["lens"] == {
+        "scale": 0.0001220703125,
+        "daemon_time_scale": 0.0001220703125,
+        "consistent": True,
+        "daemon_rate_vs_lens": 1.0,
+    }
     assert not any("differs from scale" in w for w in lens.summary["warnings"])
     off = _gen_run("scale=0.0001220703125", "os.daemon_time_scale=0.001")
     assert off.summary["lens"]["consistent"] is False
@@ -102,9 +134,27 @@ def test_scale_alone_is_the_lens_and_a_different_time_scale_warns():
 
 def test_regime_diagnostics_and_warnings_reach_the_cli_and_the_report(tmp_path: Path):
     out = tmp_path / "r"
-    proc = run_cli("run", "--gen", "kv", "--gen-param", "footprint=8MiB", "--gen-param", "threads=4",
-                   "--gen-param", "accesses=100000", "-p", "cascadelake_dcpmm", "--set", "scale=0.0001220703125",
-                   "--set", "os.daemon_time_scale=0.01", "--policy", "tpp", "-o", str(out))
+    proc = run_cli(
+        "run",
+        "--gen",
+        "kv",
+        "--gen-param",
+        "footprint=8MiB",
+        "--gen-param",
+        "threads=4",
+        "--gen-param",
+        "accesses=100000",
+        "-p",
+        "cascadelake_dcpmm",
+        "--set",
+        "scale=0.0001220703125",
+        "--set",
+        "os.daemon_time_scale=0.01",
+        "--policy",
+        "tpp",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "scale / daemon_time_scale" in proc.stdout and "(DIFFER)" in proc.stdout
     assert "scan passes (full sweeps of memory)" in proc.stdout
@@ -143,8 +193,11 @@ params = { footprint = "8MiB", threads = 4, accesses = 50000 }
     assert page.count("data:image/png;base64,") >= 2
 
 
-def _check_bound(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] = frozenset(),
-                 free_known: frozenset[tuple[str, str]] | None = None) -> None:
+def _check_bound(
+    frames: list[pl.DataFrame],
+    known: frozenset[tuple[str, str]] = frozenset(),
+    free_known: frozenset[tuple[str, str]] | None = None,
+) -> None:
     """No policy is faster than tiersim's bound (the fastest of the free-migration family) on any
     workload and size, but for the `known` (workload, policy) pairs, each of which is faster at some
     size; and which policies beat the family's first member alone (the free bound with every
@@ -166,23 +219,37 @@ def _check_bound(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] =
 
 
 def test_the_bound_is_its_fastest_members_run_named():
-    df = pl.DataFrame({
-        "platform": ["p"] * 6, "seed": [1] * 6, "trace": ["a", "a", "a", "b", "b", "b"],
-        "policy": ["tpp", scaling.ORACLE_FREE, f"{scaling.ORACLE_FREE}_share0.6"] * 2,
-        "execution_time_ns": [5, 7, 6, 5, 4, 9], "hash": ["h1", "h2", "h3", "h4", "h5", "h6"],
-    })
+    df = pl.DataFrame(
+        {
+            "platform": ["p"] * 6,
+            "seed": [1] * 6,
+            "trace": ["a", "a", "a", "b", "b", "b"],
+            "policy": ["tpp", scaling.ORACLE_FREE, f"{scaling.ORACLE_FREE}_share0.6"] * 2,
+            "execution_time_ns": [5, 7, 6, 5, 4, 9],
+            "hash": ["h1", "h2", "h3", "h4", "h5", "h6"],
+        }
+    )
     bound = scaling.with_bound(df).filter(pl.col("policy") == scaling.BOUND).sort("trace")
     # a: the 0.6 share (6 < 7), tpp not a member; b: the free run (4 < 9), its run's hash kept.
     assert bound.select("trace", "execution_time_ns", "bound_member", "hash").rows() == [
-        ("a", 6, f"{scaling.ORACLE_FREE}_share0.6", "h3"), ("b", 4, scaling.ORACLE_FREE, "h5")]
+        ("a", 6, f"{scaling.ORACLE_FREE}_share0.6", "h3"),
+        ("b", 4, scaling.ORACLE_FREE, "h5"),
+    ]
 
 
 def _kv_x1(policy: str, params: dict | None = None, *overrides: str) -> dict:
     """The full scaling study's smallest kv run (20 MiB, 4M accesses, 1/4096)."""
     sc = 1 / 4096
-    return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, params=params,
-                       overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides], generator="kv",
-                       generator_params={"footprint": "20MiB", "threads": 32, "accesses": 4_000_000}, seed=1).summary
+    return tiersim.run(
+        None,
+        platform="cascadelake_dcpmm",
+        policy=policy,
+        params=params,
+        overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
+        generator="kv",
+        generator_params={"footprint": "20MiB", "threads": 32, "accesses": 4_000_000},
+        seed=1,
+    ).summary
 
 
 def test_what_the_free_dynamic_oracle_needs_to_bound_time():
@@ -200,6 +267,7 @@ def test_what_the_free_dynamic_oracle_needs_to_bound_time():
     assert trace_order["epoch_profile"]["agreement"] < 0.6
     assert trace_order["epoch_profile"]["worst_epoch_agreement"] < 0.3
     assert per_cpu["epoch_profile"]["agreement"] > 0.9
+
     # 2. Ranked by accesses, each epoch's hot set keeps a record read in the epoch (16 line reads)
     # over one only updated (1 write), so the slow tier is left mostly writes, which on DCPMM are
     # partial-line read-modify-writes slowed by 32 writer threads: more fast-tier hits than the
@@ -207,6 +275,7 @@ def test_what_the_free_dynamic_oracle_needs_to_bound_time():
     def pmem_writes(s: dict) -> float:
         slow = [n for n in s["nodes"] if n["name"].startswith("pmem")]
         return sum(s["devices"][n["name"]]["writes"] for n in slow) / sum(n["accesses"] for n in slow)
+
     assert per_cpu["fast_tier_hit_ratio"] > static["fast_tier_hit_ratio"] + 0.1
     assert per_cpu["execution_time_ns"] > 1.3 * static["execution_time_ns"]
     assert pmem_writes(per_cpu) > 0.7 > 0.5 > pmem_writes(static)
@@ -233,25 +302,38 @@ def test_the_free_bound_loses_on_stencil_to_dram_bandwidth():
     wide = [f'nodes.{n}.params.channel_bandwidth="2133GB/s"' for n in ("dram0", "dram1")]
 
     def stencil(policy: str, params: dict | None, *overrides: str) -> dict:
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, params=params,
-                           overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
-                           generator="stencil", generator_params={"footprint": "20MiB", "threads": 32, "accesses": 8_000_000},
-                           seed=1).summary
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy=policy,
+            params=params,
+            overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
+            generator="stencil",
+            generator_params={"footprint": "20MiB", "threads": 32, "accesses": 8_000_000},
+            seed=1,
+        ).summary
 
     def dram_latency(s: dict) -> float:
         dram = [n for n in s["nodes"] if n["name"].startswith("dram")]
         return sum(n["mean_latency_ns"] * n["accesses"] for n in dram) / sum(n["accesses"] for n in dram)
 
     free = {"migrations": "free"}
-    t = {(w, p): stencil(p if p != "free" else "oracle_dynamic", free if p == "free" else None, *(wide if w else []))
-         for w in (False, True) for p in ("autonuma", "oracle_static", "free")}
+    t = {
+        (w, p): stencil(p if p != "free" else "oracle_dynamic", free if p == "free" else None, *(wide if w else []))
+        for w in (False, True)
+        for p in ("autonuma", "oracle_static", "free")
+    }
     bound, auto, static = t[False, "free"], t[False, "autonuma"], t[False, "oracle_static"]
     # Measured: 15.71 ms against autonuma's 14.69 and the static oracle's 13.49.
     assert bound["execution_time_ns"] > auto["execution_time_ns"] > static["execution_time_ns"]
     assert bound["fast_tier_hit_ratio"] > 0.99 > 0.8 > auto["fast_tier_hit_ratio"]
     assert dram_latency(bound) > 200 > 2 * 85 > dram_latency(t[True, "free"])
     # Wide channels: 6.74 ms, 8.58 and 10.08.
-    assert t[True, "free"]["execution_time_ns"] < t[True, "oracle_static"]["execution_time_ns"] < t[True, "autonuma"]["execution_time_ns"]
+    assert (
+        t[True, "free"]["execution_time_ns"]
+        < t[True, "oracle_static"]["execution_time_ns"]
+        < t[True, "autonuma"]["execution_time_ns"]
+    )
 
 
 def test_the_free_bound_loses_on_graph_and_hashmap_to_dram_bandwidth_too():
@@ -261,10 +343,16 @@ def test_the_free_bound_loses_on_graph_and_hashmap_to_dram_bandwidth_too():
     wide = [f'nodes.{n}.params.channel_bandwidth="2133GB/s"' for n in ("dram0", "dram1")]
 
     def summary(gen: str, accesses: int, policy: str, params: dict | None, *overrides: str) -> dict:
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, params=params,
-                           overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
-                           generator=gen, generator_params={"footprint": "20MiB", "threads": 32, "accesses": accesses},
-                           seed=1).summary
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy=policy,
+            params=params,
+            overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
+            generator=gen,
+            generator_params={"footprint": "20MiB", "threads": 32, "accesses": accesses},
+            seed=1,
+        ).summary
 
     def run(*args) -> float:
         return summary(*args)["execution_time_ns"]
@@ -287,7 +375,10 @@ def test_the_free_bound_loses_on_graph_and_hashmap_to_dram_bandwidth_too():
                 d0, d1 = nodes(s)["dram0"], nodes(s)["dram1"]
                 assert abs(d0["accesses"] / d1["accesses"] - 1) < 0.03, d0
                 assert abs(d0["writes"] / d0["accesses"] - d1["writes"] / d1["accesses"]) < 0.01
-            dram = {k: sum(n["accesses"] for name, n in nodes(s).items() if name.startswith("dram")) for k, s in (("r", r), ("b", b))}
+            dram = {
+                k: sum(n["accesses"] for name, n in nodes(s).items() if name.startswith("dram"))
+                for k, s in (("r", r), ("b", b))
+            }
             assert dram["b"] > 1.02 * dram["r"]
             slow = [n for name, n in nodes(r).items() if name.startswith("pmem")]
             assert sum(n["reads"] for n in slow) > 0.02 * accesses > 100 * sum(n["writes"] for n in slow)
@@ -302,9 +393,16 @@ def test_the_bound_beats_tpp_on_graph_by_balancing_the_fast_nodes():
     sc = 1 / 2048
 
     def graph(policy: str, params: dict | None) -> dict:
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy, params=params,
-                           overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}"], generator="graph",
-                           generator_params={"footprint": "40MiB", "threads": 32, "accesses": 24_000_000}, seed=1).summary
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy=policy,
+            params=params,
+            overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}"],
+            generator="graph",
+            generator_params={"footprint": "40MiB", "threads": 32, "accesses": 24_000_000},
+            seed=1,
+        ).summary
 
     def queues(s: dict) -> list[float]:
         return [s["devices"][n]["queue_delay_ns_mean"] for n in ("dram0", "dram1")]
@@ -339,13 +437,19 @@ def test_the_bound_on_uniform_moves_with_dcpmm_queueing_not_with_its_epochs_leng
     """The bound on uniform (its 128-epoch member; 4.75x, 6.63x, 6.54x in the full study): at 40
     MiB its epochs foresee fewer of the accesses than at 80 MiB. Not for the epochs' length in
     accesses; with DCPMM's media wide enough not to queue, both foresee alike and the pair holds."""
+
     def uniform(fp: int, epochs: int, *overrides: str, policy: str = "oracle_dynamic") -> dict:
         sc = fp / 40 / 2048
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy,
-                           params={"migrations": "free", "epochs": epochs} if policy == "oracle_dynamic" else None,
-                           overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
-                           generator="random", generator_params={"footprint": f"{fp}MiB", "threads": 32, "accesses": 50_000 * fp},
-                           seed=1).summary
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy=policy,
+            params={"migrations": "free", "epochs": epochs} if policy == "oracle_dynamic" else None,
+            overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
+            generator="random",
+            generator_params={"footprint": f"{fp}MiB", "threads": 32, "accesses": 50_000 * fp},
+            seed=1,
+        ).summary
 
     def agreement(s: dict) -> float:
         return s["epoch_profile"]["agreement"]
@@ -369,20 +473,24 @@ def test_the_bound_on_uniform_moves_with_dcpmm_queueing_not_with_its_epochs_leng
     assert abs(_speedup(wide[40]) / _speedup(wide[80]) - 1) < 0.01
 
 
-
-
 def test_the_bound_on_hashmap_moves_with_dcpmm_queueing():
     """The bound on hashmap (its 128-epoch member; 1.47x, 1.38x, 1.34x): at 20 and 40 MiB its
     epochs foresee the same share of the accesses and leave the same share in DCPMM, and its time
     grows by more than 2 with DCPMM's queueing; with DCPMM's media wide enough not to queue the
     pair holds."""
+
     def hashmap(fp: int, *overrides: str, policy: str = "oracle_dynamic") -> dict:
         sc = fp / 20 / 4096
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy=policy,
-                           params={"migrations": "free", "epochs": 128} if policy == "oracle_dynamic" else None,
-                           overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
-                           generator="hashmap", generator_params={"footprint": f"{fp}MiB", "threads": 32, "accesses": 400_000 * fp},
-                           seed=1).summary
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy=policy,
+            params={"migrations": "free", "epochs": 128} if policy == "oracle_dynamic" else None,
+            overrides=[f"scale={sc}", f"host.read_ahead={scaling.read_ahead(sc)}", *overrides],
+            generator="hashmap",
+            generator_params={"footprint": f"{fp}MiB", "threads": 32, "accesses": 400_000 * fp},
+            seed=1,
+        ).summary
 
     def pmem_latency(s: dict) -> float:
         slow = [n for n in s["nodes"] if n["name"].startswith("pmem")]
@@ -435,10 +543,18 @@ def _check_invariance(result: studies.StudyResult) -> None:
         if BASELINE in why:
             # The baseline's time leaves the lens with the contention and keeps to it without;
             # at the step where it departs most, the policy's own run departs less.
-            base, calm = growth(baselines[w]["time growth"]), growth(baselines[w]["time growth without write contention"])
+            base, calm = (
+                growth(baselines[w]["time growth"]),
+                growth(baselines[w]["time growth without write contention"]),
+            )
             k = max(range(len(base)), key=lambda i: abs(base[i] - 2))
             assert abs(base[k] / 2 - 1) > 0.25 > 0.1 > max(abs(g / 2 - 1) for g in calm), (w, base, calm)
-            assert abs(growth(rows[w, p]["time growth"])[k] - 2) < abs(base[k] - 2), (w, p, rows[w, p]["time growth"], base)
+            assert abs(growth(rows[w, p]["time growth"])[k] - 2) < abs(base[k] - 2), (
+                w,
+                p,
+                rows[w, p]["time growth"],
+                base,
+            )
         if ZIPFIAN in why:
             # The same policy on self-similar keys holds, at most its own contention aside.
             ss = rows[scaling.KV_SELF_SIMILAR, p]
@@ -454,18 +570,25 @@ def _check_invariance(result: studies.StudyResult) -> None:
     for (w, p), r in rows.items():
         if w == scaling.KV_SELF_SIMILAR and (w, p) not in NOT_INVARIANT:
             assert r["within 5%"], r
+
     # What the lens keeps on self-similar keys and zipfian's do not: the slow tier's share of the
     # accesses under the static oracle, which places the hottest pages for the whole run.
     def slow(w: str) -> list[float]:
         return [float(x) for x in rows[w, "oracle_static"]["slow-tier share"].rstrip("%").split("/")]
+
     zipf, ss = slow("kv"), slow(scaling.KV_SELF_SIMILAR)
     assert zipf[0] > zipf[1] > zipf[2] and zipf[2] < 0.95 * zipf[0], zipf
     assert max(ss) - min(ss) <= 0.01 * max(ss), ss
 
 
 def _frames(out: Path, quick: bool) -> list[pl.DataFrame]:
-    return [pl.concat([scaling.with_bound(pl.read_parquet(out / name / "results.parquet")) for name, *_ in parts], how="diagonal_relaxed")
-            for parts in scaling.sweeps(quick)]
+    return [
+        pl.concat(
+            [scaling.with_bound(pl.read_parquet(out / name / "results.parquet")) for name, *_ in parts],
+            how="diagonal_relaxed",
+        )
+        for parts in scaling.sweeps(quick)
+    ]
 
 
 def _check_lens_regime(frames: list[pl.DataFrame], known: frozenset[tuple[str, str]] = frozenset()) -> None:
@@ -480,7 +603,9 @@ def _check_lens_regime(frames: list[pl.DataFrame], known: frozenset[tuple[str, s
             if passes[0] is None:
                 continue
             per = [r["regime.scanner.accesses_per_page_per_pass"] for r in rows]
-            if max(passes) - min(passes) > max(1.0, 0.25 * max(passes)) or (min(passes) >= 4 and max(per) > 1.25 * min(per)):
+            if max(passes) - min(passes) > max(1.0, 0.25 * max(passes)) or (
+                min(passes) >= 4 and max(per) > 1.25 * min(per)
+            ):
                 moved.add((w, p))
     assert moved == known, sorted(moved ^ known)
 
@@ -510,8 +635,14 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
 
     def us(cell: str) -> list[float]:
         return [float(x) for x in cell.split("/")]
-    assert max(us(queue["busiest slow node (us) (DCPMM 100x wider)"])) < 0.5 < 3 < min(us(queue["busiest slow node (us)"]))
-    wide = [pl.read_parquet(tmp_path / "q" / f"scaling_{fp}MiB_wide_dcpmm" / "results.parquet") for fp, _, _ in scaling.SIZES[True]]
+
+    assert (
+        max(us(queue["busiest slow node (us) (DCPMM 100x wider)"])) < 0.5 < 3 < min(us(queue["busiest slow node (us)"]))
+    )
+    wide = [
+        pl.read_parquet(tmp_path / "q" / f"scaling_{fp}MiB_wide_dcpmm" / "results.parquet")
+        for fp, _, _ in scaling.SIZES[True]
+    ]
     assert all(df.height == 1 + len(scaling.BOUND_MEMBERS) and (df["status"] == "ok").all() for df in wide)
     expect = []
     for df in wide:
@@ -520,7 +651,9 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
     assert queue["bound (DCPMM 100x wider)"] == "/".join(f"{x:.2f}" for x in expect)
     claim = result.claims[1]
     assert "DCPMM's queue" in claim.finding and claim.agree
-    assert claim.ours.startswith(f"uniform {queue['bound']} ({queue['spread']}) with the queue, {queue['bound (DCPMM 100x wider)']}")
+    assert claim.ours.startswith(
+        f"uniform {queue['bound']} ({queue['spread']}) with the queue, {queue['bound (DCPMM 100x wider)']}"
+    )
 
 
 @pytest.mark.slow  # about 20 min on 2 cores: 981 runs up to the README's size
@@ -532,7 +665,7 @@ def test_scaling_full_invariance_and_the_bound(tmp_path: Path):
     _check_invariance(result)
     # The DCPMM-queue pairs move with it and hold in the study's controlled run without it.
     queue = {r["workload"]: r for r in result.tables[4][1].iter_rows(named=True)}
-    for (w, p), why in NOT_INVARIANT.items():
+    for (w, _p), why in NOT_INVARIANT.items():
         if DCPMM_QUEUE in why:
             assert _pct(queue[w]["spread (DCPMM 100x wider)"]) <= scaling.TOLERANCE < _pct(queue[w]["spread"]), queue[w]
     assert result.claims[1].agree
@@ -542,10 +675,18 @@ def test_read_ahead_is_how_far_a_waiting_thread_holds_the_others_back():
     """phased's threads wait at two barriers; a thread that is done waits in the trace for the
     others' accesses. With host.read_ahead past the whole trace no thread waits (every size the
     same), with a small one the barriers hold and the run takes longer."""
+
     def run(read_ahead: int) -> int:
-        return tiersim.run(None, platform="cascadelake_dcpmm", policy="oracle_static",
-                           overrides=["scale=0.0001220703125", f"host.read_ahead={read_ahead}"], generator="phased",
-                           generator_params={"footprint": "8MiB", "threads": 4, "accesses": 50_000}, seed=1).summary["execution_time_ns"]
+        return tiersim.run(
+            None,
+            platform="cascadelake_dcpmm",
+            policy="oracle_static",
+            overrides=["scale=0.0001220703125", f"host.read_ahead={read_ahead}"],
+            generator="phased",
+            generator_params={"footprint": "8MiB", "threads": 4, "accesses": 50_000},
+            seed=1,
+        ).summary["execution_time_ns"]
+
     # The trace: 2 x 117,965 fill and build accesses, 13,107 hot-line writes and 50,000 kernel
     # accesses: 299,037, under 300,000.
     whole, beyond, small = run(300_000), run(100_000_000), run(64)

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import PLATFORM, tiersim_cmd
 
 SRC = Path(__file__).resolve().parent / "capture" / "hashmap.c"
@@ -128,13 +127,17 @@ def test_sweep_stopped_by_sigterm_keeps_finished_runs_and_no_temporary(tmp_path:
     _wait_for(lambda: parts.is_dir() and any(p.suffix == ".parquet" for p in parts.iterdir()), proc, "a finished run")
     stdout, stderr = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
-    assert stderr.strip().splitlines()[-1] == "interrupted; finished runs are saved. Run the same command again to resume."
+    assert (
+        stderr.strip().splitlines()[-1] == "interrupted; finished runs are saved. Run the same command again to resume."
+    )
     assert "Traceback" not in stderr
     left = [p for sub in ("parts", "runs", "trace-cache") for p in (out / sub).glob(".*.tmp*")]
     assert left == [], left
     done = len(list(parts.glob("*.parquet")))
     assert 1 <= done < 20, done
     # The same command resumes and runs only what is missing.
-    again = subprocess.run([*tiersim_cmd(), "sweep", str(spec), "-o", str(out), "-j", "2"], capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [*tiersim_cmd(), "sweep", str(spec), "-o", str(out), "-j", "2"], capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr
     assert f"{done} of 20 runs already done" in again.stderr, again.stderr

@@ -138,7 +138,9 @@ def test_sweep_results_equal_single_runs(tmp_path: Path, random_trace: Path):
     assert df.height == 24 and df["hash"].n_unique() == 24
     assert df["index"].to_list() == list(range(24))
     row = df.filter(
-        (pl.col("trace") == "file") & (pl.col("policy") == "interleave_weights=4-1") & (pl.col("seed") == 2)
+        (pl.col("trace") == "file")
+        & (pl.col("policy") == "interleave_weights=4-1")
+        & (pl.col("seed") == 2)
         & (pl.col("set.host.mlp") == 10)
     ).row(0, named=True)
     direct = tiersim.run(
@@ -220,10 +222,14 @@ def crashing_runner(task: sw.RunTask) -> tiersim.RunResult:
 
 def test_failed_runs_and_dead_workers_are_recorded_and_the_sweep_goes_on(tmp_path: Path, random_trace: Path):
     # A platform whose 1 MiB of DRAM cannot hold the 8 MiB footprint, without swap.
-    text = SPEC.replace("[[trace]]\nlabel = \"rand\"", (
-        '[[platform]]\nlabel = "tiny"\nname = "dram_only"\n'
-        'set = {{ scale = 1.0, "nodes.dram0.capacity" = "1MiB", "swap.enabled" = false }}\n\n[[trace]]\nlabel = "rand"'
-    ), 1)
+    text = SPEC.replace(
+        '[[trace]]\nlabel = "rand"',
+        (
+            '[[platform]]\nlabel = "tiny"\nname = "dram_only"\n'
+            'set = {{ scale = 1.0, "nodes.dram0.capacity" = "1MiB", "swap.enabled" = false }}\n\n[[trace]]\nlabel = "rand"'
+        ),
+        1,
+    )
     spec = write_spec(tmp_path, random_trace, text=text)
     rep = sw.run_sweep(spec, tmp_path / "out", workers=2, runner=crashing_runner)
     # 2 traces x 2 platforms x 3 policies x 2 mlp x 2 seeds
@@ -240,7 +246,8 @@ def test_failed_runs_and_dead_workers_are_recorded_and_the_sweep_goes_on(tmp_pat
     dead = failed.filter(pl.col("platform") == "epyc_cxl_nps1")
     # One crash per trace and mlp value: SIGSEGV at mlp 4, exit status 3 at mlp 10.
     assert sorted(dead["error"].to_list()) == sorted(
-        ["worker process died: killed by SIGSEGV"] * 2 + ["worker process died: exited with status 3 without a result"] * 2
+        ["worker process died: killed by SIGSEGV"] * 2
+        + ["worker process died: exited with status 3 without a result"] * 2
     )
     ok = df.filter(pl.col("status") == "ok")
     assert ok.height == 20

@@ -105,7 +105,9 @@ def test_workers_die_with_their_driver(tmp_path: Path):
         workers: list[int] = []
         while time.monotonic() < deadline and len(workers) < 2:
             # The spawn context's resource tracker is a child too; the workers are the others.
-            workers = [k for k in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_text()]
+            workers = [
+                k for k in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_text()
+            ]
             time.sleep(0.05)
         assert len(workers) >= 2, workers
         time.sleep(1.0)  # past the workers' start-up, into their runs

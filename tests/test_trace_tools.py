@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import tiersim
-
 from conftest import run_cli
 
 DATA = Path(__file__).resolve().parent.parent / "crates" / "tiersim-trace" / "tests" / "data"
@@ -71,7 +70,9 @@ def test_stats_histograms(tmp_path: Path):
 
 
 def test_cli_convert_sample_stats_mix(tmp_path: Path, random_trace: Path):
-    r = run_cli("trace", "convert", str(DATA / "small.lackey"), str(tmp_path / "l.trace"), "--from", "lackey", "--to", "native")
+    r = run_cli(
+        "trace", "convert", str(DATA / "small.lackey"), str(tmp_path / "l.trace"), "--from", "lackey", "--to", "native"
+    )
     assert r.returncode == 0, r.stderr
     assert tiersim.inspect(tmp_path / "l.trace")["accesses"] == 27
     r = run_cli("trace", "sample", str(random_trace), "-o", str(tmp_path / "s.trace"), "--cpus", "0", "--every", "10")
@@ -132,5 +133,5 @@ def test_cli_stats_counts_mapping_records_apart(tmp_path: Path):
     assert tiersim.inspect(t)["accesses"] == st["accesses"] + 2
     r = run_cli("trace", "stats", str(t))
     assert r.returncode == 0, r.stderr
-    line = next(l for l in r.stdout.splitlines() if "file mapping records" in l)
+    line = next(ln for ln in r.stdout.splitlines() if "file mapping records" in ln)
     assert "2 (300.00 MiB of files)" in line, line

@@ -127,6 +127,7 @@ def summarise_latencies(lat: list[int], end_ns: float, hits: int, hum: int, flas
 
 # --- MQSim_CXL ---------------------------------------------------------------------------------
 
+
 def _ssdconfig(mqsim_dir: Path) -> str:
     text = (mqsim_dir / "examples" / "real world workloads" / "ssdconfig.xml").read_text()
     return text.replace("<Block_No_Per_Plane>512</Block_No_Per_Plane>", "<Block_No_Per_Plane>32</Block_No_Per_Plane>")
@@ -159,7 +160,11 @@ def run_mqsim(binary: Path, mix: dict, dev: dict, work: Path) -> dict:
     (work / "workload.xml").write_text(_workload(trace))
     proc = subprocess.run(
         [str(binary), "-i", "ssdconfig.xml", "-w", "workload.xml"],
-        cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800,
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"MQSim_CXL failed ({proc.returncode}): {proc.stderr[-500:]}")
@@ -167,13 +172,18 @@ def run_mqsim(binary: Path, mix: dict, dev: dict, work: Path) -> dict:
         lat = [int(x) for x in (work / "Results" / "latency_result.txt").read_text().split()]
         o = _overall(work / "Results" / "overall.txt")
         return summarise_latencies(
-            lat, o["Request ends at timestamp"] * 1e9, int(o["Cache Hit Count"]),
-            int(o["Hit under miss count"]), int(o["Flash Read Count"]),
+            lat,
+            o["Request ends at timestamp"] * 1e9,
+            int(o["Cache Hit Count"]),
+            int(o["Hit under miss count"]),
+            int(o["Flash Read Count"]),
         ) | {"flushes": int(o.get("Flush count", 0)), "prefetch_reads": int(o.get("Prefetch Flash Read Count", 0))}
     lat = [int(x) for x in (work / "Results" / "latency_results_no_cache.txt").read_text().split()]
     out = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in proc.stdout.splitlines()) if _}
     end = float(out["Request ends at timestamp"].split()[0]) * 1e9
-    return summarise_latencies(lat, end, 0, 0, int(out["Flash read count"])) | {"flushes": int(out["Flash write count"])}
+    return summarise_latencies(lat, end, 0, 0, int(out["Flash read count"])) | {
+        "flushes": int(out["Flash write count"])
+    }
 
 
 def _overall(path: Path) -> dict:
@@ -193,12 +203,15 @@ def _overall(path: Path) -> dict:
 
 # --- tiersim ------------------------------------------------------------------------------------
 
+
 def run_tiersim(dev: dict, trace: Path, compat: str = "mqsim_cxl") -> dict:
     """tiersim's figures for a matrix point, with MQSim_CXL's names and its time origin (the end
     is the last completion on the trace's clock, as MQSim_CXL's `Request ends at timestamp`)."""
     import tiersim
 
-    s = tiersim.flash_replay(trace, src_format="mqsim", preset="cxl_flash_ull", params=tiersim_params(dev, compat)).summary
+    s = tiersim.flash_replay(
+        trace, src_format="mqsim", preset="cxl_flash_ull", params=tiersim_params(dev, compat)
+    ).summary
     with trace.open() as f:
         first = int(f.readline().split()[0])
     lat = s["latency_ns"]["all"]
@@ -244,7 +257,11 @@ def markdown(ref: dict, names: list[str]) -> str:
             bad += not ok
             cells.append(_cell(m, ours[m], theirs[m]) + ("" if ok else " **x**"))
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    return head + "\n".join(rows) + f"\n\n{total - bad} of {total} point-metrics agree within the tolerances, {bad} do not.\n"
+    return (
+        head
+        + "\n".join(rows)
+        + f"\n\n{total - bad} of {total} point-metrics agree within the tolerances, {bad} do not.\n"
+    )
 
 
 def _results(ref: dict, names: list[str]):

@@ -113,8 +113,11 @@ class Tsu:
 
     def _grant(self, t: int, ch: int) -> None:
         if self.arbitration == "oldest":
-            waiting = [((self.reads[ch][c] or self.writes[ch][c])[0][2], c) for c in range(self.chips)
-                       if self.idle[ch][c] and (self.reads[ch][c] or self.writes[ch][c])]
+            waiting = [
+                ((self.reads[ch][c] or self.writes[ch][c])[0][2], c)
+                for c in range(self.chips)
+                if self.idle[ch][c] and (self.reads[ch][c] or self.writes[ch][c])
+            ]
             if waiting:
                 self._issue(t, ch, min(waiting)[1])
             return
@@ -137,7 +140,7 @@ class Tsu:
         self.channel_busy[ch] = True
         self._at(t, "moved", (ch, chip, tr))
 
-    def run(self, arrivals: list[tuple]) -> "Tsu":
+    def run(self, arrivals: list[tuple]) -> Tsu:
         """Events at the time of an arrival go first (they were scheduled earlier)."""
         i = 0
         while i < len(arrivals) or self.events:
@@ -190,7 +193,9 @@ def main() -> int:
     for arbitration in ("round_robin", "oldest"):
         model = Tsu(arbitration=arbitration).run(arrivals)
         same = len(set(model.done) & set(logged))
-        print(f"model {arbitration:12}", percentiles(model.done), f"({same} of {len(logged)} reads at MQSim_CXL's time)")
+        print(
+            f"model {arbitration:12}", percentiles(model.done), f"({same} of {len(logged)} reads at MQSim_CXL's time)"
+        )
     return 0
 
 

@@ -153,9 +153,16 @@ def run(
     if policy == BOUND:
         from tiersim.bound import run_bound
 
-        result = run_bound(trace, platform=platform, params=params, overrides=overrides, seed=seed, generator=generator,
-                           generator_params=generator_params,
-                           progress=None if progress is None else (lambda _member, done, total: progress(done, total)))
+        result = run_bound(
+            trace,
+            platform=platform,
+            params=params,
+            overrides=overrides,
+            seed=seed,
+            generator=generator,
+            generator_params=generator_params,
+            progress=None if progress is None else (lambda _member, done, total: progress(done, total)),
+        )
         if out_dir is not None:
             result.write(out_dir)
         return result
@@ -204,7 +211,9 @@ def generate_with(
     if out_path.is_file() and not force:
         with open(out_path, "rb") as f:
             if f.read(8) != b"TIERSIM\0":
-                raise TiersimError(f"'{out_path}' exists and is not a tiersim trace; refusing to overwrite it (--force does)")
+                raise TiersimError(
+                    f"'{out_path}' exists and is not a tiersim trace; refusing to overwrite it (--force does)"
+                )
     parent = out_path.parent
     if not parent.is_dir():
         raise TiersimError(f"cannot write '{out_path}': directory '{parent}' does not exist")

@@ -255,8 +255,7 @@ def capture(
             if p is not None:
                 p.unlink(missing_ok=True)
         raise TiersimError(
-            f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); "
-            "its message is above"
+            f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); its message is above"
         )
     return _result(argv, returncode, out_path, virt_path, elapsed, report)
 
@@ -304,7 +303,11 @@ def _built(src: Path, flags: tuple[str, ...], suffix: str, what: str, cache_dir:
         raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
     source = src.read_bytes()
     key = hashlib.sha256(source + " ".join((cc, *flags)).encode()).hexdigest()[:16]
-    base = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
+    base = (
+        Path(cache_dir)
+        if cache_dir is not None
+        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
+    )
     obj = base / f"{src.stem}-{key}{suffix}"
     if obj.exists():
         return obj

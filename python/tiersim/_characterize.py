@@ -111,12 +111,18 @@ class Characterization:
         return path
 
 
-def measured_frames(measured: list[dict[str, Any]], comparison: list[dict[str, Any]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def measured_frames(
+    measured: list[dict[str, Any]], comparison: list[dict[str, Any]]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The native answer's measured curves and per-point errors as DataFrames."""
     curves = pl.concat(
         [
             pl.DataFrame(
-                {"read_percent": [m["read_percent"]] * len(m["latency_ns"]), "bandwidth_mbs": m["bandwidth_mbs"], "latency_ns": m["latency_ns"]}
+                {
+                    "read_percent": [m["read_percent"]] * len(m["latency_ns"]),
+                    "bandwidth_mbs": m["bandwidth_mbs"],
+                    "latency_ns": m["latency_ns"],
+                }
             )
             for m in measured
         ]
@@ -124,10 +130,21 @@ def measured_frames(measured: list[dict[str, Any]], comparison: list[dict[str, A
     rows = []
     for c in comparison:
         for p in c["points"]:
-            rows.append({"read_percent": c["read_percent"], **{k: p[k] for k in ("fraction", "bandwidth_gbs", "measured_ns", "model_ns", "error")}})
+            rows.append(
+                {
+                    "read_percent": c["read_percent"],
+                    **{k: p[k] for k in ("fraction", "bandwidth_gbs", "measured_ns", "model_ns", "error")},
+                }
+            )
         rows.append(
-            {"read_percent": c["read_percent"], "fraction": 1.0, "bandwidth_gbs": c["measured_max_gbs"],
-             "measured_ns": c["measured_max_gbs"], "model_ns": c["model_max_gbs"], "error": c["max_error"]}
+            {
+                "read_percent": c["read_percent"],
+                "fraction": 1.0,
+                "bandwidth_gbs": c["measured_max_gbs"],
+                "measured_ns": c["measured_max_gbs"],
+                "model_ns": c["model_max_gbs"],
+                "error": c["max_error"],
+            }
         )
     return curves, pl.DataFrame(rows)
 
@@ -139,7 +156,7 @@ def write_mess(bwlat: pl.DataFrame, out: Path) -> list[Path]:
     written = []
     for (ratio,), g in bwlat.partition_by("read_ratio", maintain_order=True, as_dict=True).items():
         path = out / f"bwlat_{int(ratio)}.txt"
-        rows = reversed(list(zip(g["bandwidth_mbs"].to_list(), g["latency_ns"].to_list())))
+        rows = reversed(list(zip(g["bandwidth_mbs"].to_list(), g["latency_ns"].to_list(), strict=False)))
         path.write_text("".join(f"{bw:.4f}\t{lat:.4f}\n" for bw, lat in rows))
         written.append(path)
     return written
@@ -153,17 +170,32 @@ def plot_bwlat(bwlat: pl.DataFrame, measured: pl.DataFrame | None, path: Path, t
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ratios = sorted(set(bwlat["read_ratio"].to_list()) | set(measured["read_percent"].to_list() if measured is not None else []))
+    ratios = sorted(
+        set(bwlat["read_ratio"].to_list()) | set(measured["read_percent"].to_list() if measured is not None else [])
+    )
     colours = plt.get_cmap("viridis")
     for i, r in enumerate(ratios):
         colour = colours(i / max(1, len(ratios) - 1))
         g = bwlat.filter(pl.col("read_ratio") == r)
         if len(g):
-            ax.plot((g["bandwidth_mbs"] / 1e3).to_list(), g["latency_ns"].to_list(), marker="o", ms=3, color=colour, label=f"model {int(r)} % reads")
+            ax.plot(
+                (g["bandwidth_mbs"] / 1e3).to_list(),
+                g["latency_ns"].to_list(),
+                marker="o",
+                ms=3,
+                color=colour,
+                label=f"model {int(r)} % reads",
+            )
         if measured is not None:
             m = measured.filter(pl.col("read_percent") == r)
             if len(m):
-                ax.plot((m["bandwidth_mbs"] / 1e3).to_list(), m["latency_ns"].to_list(), ls="--", color=colour, label=f"measured {int(r)} % reads")
+                ax.plot(
+                    (m["bandwidth_mbs"] / 1e3).to_list(),
+                    m["latency_ns"].to_list(),
+                    ls="--",
+                    color=colour,
+                    label=f"measured {int(r)} % reads",
+                )
     ax.set_xlabel("bandwidth (GB/s)")
     ax.set_ylabel("pointer-chase latency (ns)")
     ax.set_title(textwrap.fill(f"{title}: bandwidth-latency curves", _TITLE_WIDTH), fontsize="small")

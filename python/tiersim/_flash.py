@@ -361,19 +361,43 @@ def study_plan() -> list[PlanRow]:
     for w in SYNTHETIC:
         for size in CACHE_SIZES:
             run = _run(w, 4, cache_size=size, cache_ways=16, replacement="lru")
-            add("cache_size", w, cache_label(size), run,
-                "under 1 us", "hit share", "mean latency ns", "hit latency ns", "flash operations per request")
+            add(
+                "cache_size",
+                w,
+                cache_label(size),
+                run,
+                "under 1 us",
+                "hit share",
+                "mean latency ns",
+                "hit latency ns",
+                "flash operations per request",
+            )
     # §4.2, Fig. 6 and 7: MSHRs.
     for w in SYNTHETIC:
         for label, rows in (("no MSHR", 0), ("MSHR 1024x65", 1024)):
-            add("mshr", w, label, _run(w, 4, mshr_rows=rows),
-                "flash reads", "duplicate share of flash reads", "p99 latency ns", "mean latency ns")
+            add(
+                "mshr",
+                w,
+                label,
+                _run(w, 4, mshr_rows=rows),
+                "flash reads",
+                "duplicate share of flash reads",
+                "p99 latency ns",
+                "mean latency ns",
+            )
     # §5.1, Fig. 11 and 12: replacement policy x associativity at a fixed cache size.
     for w in SYNTHETIC:
         for ways in POLICY_WAYS:
             for policy in POLICIES:
-                add("replacement", w, f"{policy}, {ways} ways", _run(w, 4, replacement=policy, cache_ways=ways),
-                    "under 1 us", "hit share", "write-backs to flash")
+                add(
+                    "replacement",
+                    w,
+                    f"{policy}, {ways} ways",
+                    _run(w, 4, replacement=policy, cache_ways=ways),
+                    "under 1 us",
+                    "hit share",
+                    "write-backs to flash",
+                )
     # §4.3, Fig. 8: next-N-line degree and offset with a cache holding the whole footprint (the
     # paper's 8 GiB).
     big = CACHE_SIZES[-1]
@@ -385,15 +409,30 @@ def study_plan() -> list[PlanRow]:
     # §5.2, Fig. 13 and 15: the five prefetcher settings on §5's device.
     for w in SYNTHETIC + APPLICATIONS:
         for p in PREFETCHERS:
-            add("prefetchers", w, p, _run(w, 5, prefetcher=p),
-                *_CLASSES, *_PREFETCH, "lifetime years", "write-backs to flash")
+            add(
+                "prefetchers",
+                w,
+                p,
+                _run(w, 5, prefetcher=p),
+                *_CLASSES,
+                *_PREFETCH,
+                "lifetime years",
+                "write-backs to flash",
+            )
     # §4.4, Fig. 9: technology x cache size on stride with the §4.3 next-N-line prefetcher
     # (device defaults: degree 4, offset 16).
     for tech in TECHNOLOGIES:
         for size in TECH_CACHES:
             run = _run("stride", 4, preset=f"cxl_flash_{tech}", cache_size=size, prefetcher="next_n_line")
-            add("technology", "stride", f"{tech}, {cache_label(size)}", run,
-                "mean latency ns", "under 1 us", "lifetime years")
+            add(
+                "technology",
+                "stride",
+                f"{tech}, {cache_label(size)}",
+                run,
+                "mean latency ns",
+                "under 1 us",
+                "lifetime years",
+            )
     # §4.4, Fig. 10: parallelism x cache size on random and stride (SLC, the same prefetcher).
     for w in ("random", "stride"):
         for size in PARALLELISM_CACHES:
@@ -416,8 +455,11 @@ def study_plan() -> list[PlanRow]:
     for w in HINT_WORKLOADS:
         metrics = (*_CLASSES, "hints sent")
         add("hints", w, "no hints", _run(w, 5, prefetcher="none"), *metrics)
-        settings = sorted({(t, p0, lead0) for t in HINT_TOPS} | {(top0, p, lead0) for p in HINT_PROBABILITIES}
-                          | {(top0, p0, lead) for lead in HINT_LEADS})
+        settings = sorted(
+            {(t, p0, lead0) for t in HINT_TOPS}
+            | {(top0, p, lead0) for p in HINT_PROBABILITIES}
+            | {(top0, p0, lead) for lead in HINT_LEADS}
+        )
         for h in settings:
             add("hints", w, hint_label(*h), _run(w, 5, prefetcher="none", hints=h), *metrics)
         add("hints", w, "BO, no hints", _run(w, 5), *metrics)
@@ -486,6 +528,14 @@ def flash_study(
         s = summaries[r.run]
         for m in r.metrics:
             v = METRICS[m](s)
-            rows.append({"comparison": r.comparison, "workload": r.workload, "setting": r.setting, "metric": m,
-                         "ours": None if v is None else float(v), "paper": PAPER[r.comparison]})
+            rows.append(
+                {
+                    "comparison": r.comparison,
+                    "workload": r.workload,
+                    "setting": r.setting,
+                    "metric": m,
+                    "ours": None if v is None else float(v),
+                    "paper": PAPER[r.comparison],
+                }
+            )
     return pl.DataFrame(rows, schema=STUDY_SCHEMA)

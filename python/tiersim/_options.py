@@ -22,7 +22,16 @@ MAX_NS_PER_INSTRUCTION = 1e6
 # bomb rather than a sweep.
 MAX_WORKERS = 1024
 
-_SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "kB": 1000, "MB": 10**6, "GB": 10**9}
+_SIZE_UNITS = {
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "TiB": 1 << 40,
+    "kB": 1000,
+    "MB": 10**6,
+    "GB": 10**9,
+}
 
 
 def _bound_text(x: float) -> str:

@@ -34,7 +34,12 @@ def page_scatter_png(stats: dict[str, Any], out: str | os.PathLike[str], title: 
         axis.set_yscale("log")
         axis.set_xlabel(xlabel)
 
-    bars(ax_reuse, stats["reuse_distance"], "reuse distance (distinct pages, log2 bins)", [("cold", stats["reuse_distance"]["cold"])])
+    bars(
+        ax_reuse,
+        stats["reuse_distance"],
+        "reuse distance (distinct pages, log2 bins)",
+        [("cold", stats["reuse_distance"]["cold"])],
+    )
     ax_reuse.set_ylabel("accesses")
     bars(ax_hot, stats["hotness"], "accesses per page (log2 bins)", [])
     ax_hot.set_ylabel("pages")
@@ -68,7 +73,7 @@ def line_panels_png(panels: list[dict[str, Any]], out: str | os.PathLike[str], n
         ax.set_ylabel(panel["ylabel"])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.savefig(out, dpi=100)
     plt.close(fig)

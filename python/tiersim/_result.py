@@ -138,7 +138,9 @@ def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
-def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_FILES, what: str = "tiersim run") -> Path:
+def check_out_dir(
+    out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_FILES, what: str = "tiersim run"
+) -> Path:
     """Refuse an output directory that `RunResult.write` would have to clobber: a file, or a
     directory holding anything but a previous run's `files`. Callers check before a long run."""
     from tiersim._native import TiersimError
@@ -154,7 +156,6 @@ def check_out_dir(out_dir: str | os.PathLike[str], files: tuple[str, ...] = RUN_
                 f"{what} ({', '.join(foreign[:5])}); choose another directory"
             )
     return out
-
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -202,7 +203,9 @@ def writing(target: str | os.PathLike[str]) -> Iterator[None]:
     except Exception as exc:
         text = str(exc)
         # polars raises some OSErrors without an errno, the OS message in their text.
-        if getattr(exc, "errno", None) in (None, errno.ENOSPC) and ("No space left on device" in text or "os error 28" in text):
+        if getattr(exc, "errno", None) in (None, errno.ENOSPC) and (
+            "No space left on device" in text or "os error 28" in text
+        ):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(target)) from exc
         if isinstance(exc, OSError):
             raise OSError(exc.errno, exc.strerror or text, os.fspath(target)) from exc

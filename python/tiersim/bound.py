@@ -54,14 +54,25 @@ def run_bound(
     import tiersim
 
     if params:
-        raise TiersimError(f"policy {BOUND} takes no parameters: it runs {MEMBER_POLICY} with each member's "
-                           f"({', '.join(BOUND_MEMBERS)}); run {MEMBER_POLICY} to set them yourself")
+        raise TiersimError(
+            f"policy {BOUND} takes no parameters: it runs {MEMBER_POLICY} with each member's "
+            f"({', '.join(BOUND_MEMBERS)}); run {MEMBER_POLICY} to set them yourself"
+        )
     best: tuple[str, RunResult] | None = None
     times: dict[str, int] = {}
     for label, member in BOUND_MEMBERS.items():
         step = None if progress is None else (lambda done, total, label=label: progress(label, done, total))
-        result = tiersim.run(trace, platform=platform, policy=MEMBER_POLICY, params=member, overrides=overrides, seed=seed,
-                             generator=generator, generator_params=generator_params, progress=step)
+        result = tiersim.run(
+            trace,
+            platform=platform,
+            policy=MEMBER_POLICY,
+            params=member,
+            overrides=overrides,
+            seed=seed,
+            generator=generator,
+            generator_params=generator_params,
+            progress=step,
+        )
         times[label] = result.execution_time_ns
         if best is None or result.execution_time_ns < best[1].execution_time_ns:
             best = (label, result)
@@ -69,8 +80,10 @@ def run_bound(
     label, result = best
     result.summary["bound"] = {
         "member": label,
-        "members": [{"label": m, "policy": MEMBER_POLICY, "params": dict(BOUND_MEMBERS[m]), "execution_time_ns": t}
-                    for m, t in times.items()],
+        "members": [
+            {"label": m, "policy": MEMBER_POLICY, "params": dict(BOUND_MEMBERS[m]), "execution_time_ns": t}
+            for m, t in times.items()
+        ],
     }
     return result
 
@@ -81,5 +94,7 @@ def bound_lines(summary: Mapping[str, Any]) -> list[str]:
     if not isinstance(b, Mapping):
         return []
     members = b.get("members") or []
-    return [f"{BOUND}: the fastest of {len(members)} free-migration {MEMBER_POLICY} runs is {b.get('member')}; "
-            "member times: " + ", ".join(f"{m.get('label')} {m.get('execution_time_ns', 0) / 1e6:,.3f} ms" for m in members)]
+    return [
+        f"{BOUND}: the fastest of {len(members)} free-migration {MEMBER_POLICY} runs is {b.get('member')}; "
+        "member times: " + ", ".join(f"{m.get('label')} {m.get('execution_time_ns', 0) / 1e6:,.3f} ms" for m in members)
+    ]

@@ -171,7 +171,12 @@ def occupancy_figure(run: Run, fmt: str) -> str | None:
     t0_ms = float(epochs["t_start_ns"].min()) / 1e6
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(names) + 1.6), constrained_layout=True)
     im = ax.imshow(
-        grid, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0.0, vmax=1.0,
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        vmin=0.0,
+        vmax=1.0,
         extent=(t0_ms, t_end_ms, len(names) - 0.5, -0.5),
     )
     ax.set_yticks(range(len(names)), [f"{n} ({_tier_label(run, n)})" for n in names])
@@ -221,7 +226,9 @@ def hotness_figures(run: Run, fmt: str) -> list[tuple[str, str]]:
     names = [n for n in _node_order(run) if n in hot] + sorted(set(hot) - set(_node_order(run)))
     cmap = plt.get_cmap("YlOrRd")
     out = []
-    fig, axes = plt.subplots(len(names), 2, figsize=(11, 2.4 * len(names) + 0.6), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(
+        len(names), 2, figsize=(11, 2.4 * len(names) + 0.6), squeeze=False, constrained_layout=True
+    )
     for row, name in zip(axes, names, strict=True):
         cols = hot[name]
         levels = [lv for lv, _ in cols]
@@ -231,8 +238,17 @@ def hotness_figures(run: Run, fmt: str) -> list[tuple[str, str]]:
         row[0].set_ylabel(f"{name}\npages")
         row[0].set_xlabel("simulated time (ms)")
         im = row[1].imshow(
-            m, aspect="auto", origin="lower", interpolation="nearest", cmap="Reds",
-            extent=(float(t_ms[0]) if len(t_ms) else 0, float(t_ms[-1]) if len(t_ms) else 1, levels[0] - 0.5, levels[-1] + 0.5),
+            m,
+            aspect="auto",
+            origin="lower",
+            interpolation="nearest",
+            cmap="Reds",
+            extent=(
+                float(t_ms[0]) if len(t_ms) else 0,
+                float(t_ms[-1]) if len(t_ms) else 1,
+                levels[0] - 0.5,
+                levels[-1] + 0.5,
+            ),
         )
         row[1].set_ylabel("hotness level")
         row[1].set_xlabel("simulated time (ms)")
@@ -262,10 +278,16 @@ def migration_figure(run: Run, fmt: str) -> str | None:
             continue
         # Stairs over the epochs' own edges: one path per series instead of a bar per epoch.
         edges = np.append(sub["t_start_ns"].to_numpy(), sub["t_end_ns"][-1]) / 1e6
-        ax.stairs(sub["migrated_in"].to_numpy(), edges, fill=True, color=colors(i),
-                  label=f"into {name} ({_tier_label(run, name)})")
-        ax.stairs(-sub["migrated_out"].to_numpy(), edges, fill=True, color=colors(i), alpha=0.45,
-                  label=f"out of {name}")
+        ax.stairs(
+            sub["migrated_in"].to_numpy(),
+            edges,
+            fill=True,
+            color=colors(i),
+            label=f"into {name} ({_tier_label(run, name)})",
+        )
+        ax.stairs(
+            -sub["migrated_out"].to_numpy(), edges, fill=True, color=colors(i), alpha=0.45, label=f"out of {name}"
+        )
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel("simulated time (ms)")
     ax.set_ylabel("pages per epoch")
@@ -328,8 +350,9 @@ def latency_cdf_figure(curves: Sequence[Curve], fmt: str, title: str) -> str | N
     for label, xs, fs in curves[:MAX_CDF_LINES]:
         ys = [(-math.log10(1 - f) if f < 1 else ymax) for f in fs]
         few = len(xs) <= len(QUANTILES)
-        ax.step([max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label,
-                marker="o" if few else None, markersize=3)
+        ax.step(
+            [max(xs[0], 1e-3)] + xs, [0.0] + ys, where="post", label=label, marker="o" if few else None, markersize=3
+        )
     ax.set_xscale("log")
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
@@ -371,7 +394,9 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
             if v == v:
                 ax.annotate(f"{v:.2f}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=6)
     ax.axhline(1.0, color="black", linewidth=0.7, linestyle="--")
-    ax.set_xticks(x, names, rotation=30 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center", fontsize=7)
+    ax.set_xticks(
+        x, names, rotation=30 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center", fontsize=7
+    )
     ax.set_ylabel(f"execution time / {baseline}")
     ax.set_title(f"execution time normalised to {baseline} (lower is faster)")
     ax.legend(fontsize=7)
@@ -379,8 +404,13 @@ def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) ->
 
 
 # Grid columns whose sweep gets a sensitivity plot: the time-scale knobs of docs/model.md.
-SENSITIVITY_KNOBS = ("set.os.daemon_time_scale", "set.scale", "param.scan_period_min", "param.scan_period_max",
-                     "param.scan_size")
+SENSITIVITY_KNOBS = (
+    "set.os.daemon_time_scale",
+    "set.scale",
+    "param.scan_period_min",
+    "param.scan_period_max",
+    "param.scan_size",
+)
 
 
 def sensitivity_knobs(results: pl.DataFrame) -> list[str]:
@@ -412,7 +442,9 @@ def sensitivity_figure(rows: Sequence[dict[str, Any]], knob: str, fmt: str) -> s
         x = _knob_value(r.get(knob))
         if r["status"] != "ok" or x is None or not r.get("execution_time_ns"):
             continue
-        lines.setdefault(f"{r['trace']} / {r.get('policy_name') or r['policy']}", []).append((x, r["execution_time_ns"] / 1e6))
+        lines.setdefault(f"{r['trace']} / {r.get('policy_name') or r['policy']}", []).append(
+            (x, r["execution_time_ns"] / 1e6)
+        )
     if not lines:
         return None
     plt = _plt()
@@ -483,7 +515,7 @@ class Report:
 
     def html(self) -> str:
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>"
             f"<h1>{html.escape(self.title)}</h1>"
             f'<p class="meta">tiersim {html.escape(tiersim.__version__)}</p>'
@@ -582,7 +614,9 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     for n in summary.get("nodes", []):
         rows.append((f"{n.get('name')} share of accesses", n.get("share")))
         rows.append((f"{n.get('name')} bandwidth (GB/s)", n.get("bandwidth_gbs")))
-        rows.append((f"{n.get('name')} final / capacity pages", f"{n.get('final_pages', 0):,} / {n.get('capacity_pages', 0):,}"))
+        rows.append(
+            (f"{n.get('name')} final / capacity pages", f"{n.get('final_pages', 0):,} / {n.get('capacity_pages', 0):,}")
+        )
     return rows
 
 
@@ -591,8 +625,11 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _run_detail(report: Report, run: Run, fmt: str) -> None:
-    report.figure(occupancy_figure(run, fmt), f"{run.label}: pages in use / capacity per node and epoch",
-                  missing=f"{run.label}: the time series is empty; no occupancy figure.")
+    report.figure(
+        occupancy_figure(run, fmt),
+        f"{run.label}: pages in use / capacity per node and epoch",
+        missing=f"{run.label}: the time series is empty; no occupancy figure.",
+    )
     hot = hotness_figures(run, fmt)
     for uri, caption in hot:
         report.figure(uri, caption)
@@ -603,8 +640,11 @@ def _run_detail(report: Report, run: Run, fmt: str) -> None:
             "an access history such as autotiering_*); this run's "
             "timeseries.parquet has none, so the figure is omitted."
         )
-    report.figure(migration_figure(run, fmt), f"{run.label}: pages migrated per epoch",
-                  missing=f"{run.label}: the time series has no migrated_in/migrated_out columns; no migration timeline.")
+    report.figure(
+        migration_figure(run, fmt),
+        f"{run.label}: pages migrated per epoch",
+        missing=f"{run.label}: the time series has no migrated_in/migrated_out columns; no migration timeline.",
+    )
 
 
 def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None) -> Report:
@@ -623,16 +663,20 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     rows = [[label] + [m[i][1] for m in metric_rows] for i, (label, _) in enumerate(metric_rows[0])]
     if len(runs) > 1:
         base = runs[0].summary.get("execution_time_ns") or 0
-        rows.insert(5, ["time / first run"] + [
-            (r.summary.get("execution_time_ns", 0) / base) if base else None for r in runs
-        ])
+        rows.insert(
+            5, ["time / first run"] + [(r.summary.get("execution_time_ns", 0) / base) if base else None for r in runs]
+        )
     report.table(header, rows)
     if len(runs) > 1:
         report.heading("Execution time")
         bar_rows = [
-            {"group": "runs", "policy": r.label,
-             "normalized": r.summary["execution_time_ns"] / runs[0].summary["execution_time_ns"]}
-            for r in runs if runs[0].summary.get("execution_time_ns")
+            {
+                "group": "runs",
+                "policy": r.label,
+                "normalized": r.summary["execution_time_ns"] / runs[0].summary["execution_time_ns"],
+            }
+            for r in runs
+            if runs[0].summary.get("execution_time_ns")
         ]
         report.figure(exec_bars_figure(bar_rows, runs[0].label, fmt), f"execution time normalised to {runs[0].label}")
     report.heading("Latency")
@@ -645,8 +689,9 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
     exact = all(c[3] for c in cdfs if c[1])
     report.figure(
         latency_cdf_figure([c[:3] for c in cdfs], fmt, "access latency CDF"),
-        "access latency CDF (from the latency histogram)" if exact else
-        "access latency CDF (from latency_hist.parquet where the run has one, else the summary's percentiles)",
+        "access latency CDF (from the latency histogram)"
+        if exact
+        else "access latency CDF (from latency_hist.parquet where the run has one, else the summary's percentiles)",
         missing="no latency histogram or percentiles in the run directories.",
     )
     for run in runs:
@@ -654,15 +699,30 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
         _run_detail(report, run, fmt)
     report.heading("Configuration")
     for run in runs:
-        report.parts.append(f"<details><summary>{html.escape(run.label)}: config.toml</summary><pre>{html.escape(run.config)}</pre></details>")
+        report.parts.append(
+            f"<details><summary>{html.escape(run.label)}: config.toml</summary><pre>{html.escape(run.config)}</pre></details>"
+        )
     return report
 
 
 # ---------------------------------------------------------------------------------------------
 # sweep reports
 
-_GROUP_EXCLUDE = {"hash", "index", "policy", "policy_name", "policy_params", "status", "error", "wall_time_s",
-                  "run_dir", "trace_source", "trace_digest", "platform_source", "overrides"}
+_GROUP_EXCLUDE = {
+    "hash",
+    "index",
+    "policy",
+    "policy_name",
+    "policy_params",
+    "status",
+    "error",
+    "wall_time_s",
+    "run_dir",
+    "trace_source",
+    "trace_digest",
+    "platform_source",
+    "overrides",
+}
 
 
 def _sweep_baseline(results: pl.DataFrame, sweep_dir: Path, baseline: str | None) -> str:
@@ -698,7 +758,9 @@ def sweep_rows(results: pl.DataFrame, baseline: str, compare: str = "policy") ->
             base[r["group"]] = float(r["execution_time_ns"])
     for r in rows:
         b = base.get(r["group"])
-        r["normalized"] = (float(r["execution_time_ns"]) / b) if b and r["status"] == "ok" and r.get("execution_time_ns") else None
+        r["normalized"] = (
+            (float(r["execution_time_ns"]) / b) if b and r["status"] == "ok" and r.get("execution_time_ns") else None
+        )
     return rows
 
 
@@ -721,30 +783,64 @@ def sweep_report(
     report = Report(title or f"tiersim sweep {sweep_dir.name}")
     report.paragraph(f"{len(rows)} runs: {len(ok)} ok, {len(failed)} failed. Baseline {compare}: {baseline}.")
     report.heading("Execution time")
-    report.figure(exec_bars_figure(rows, baseline, fmt), f"execution time normalised to {baseline}, per group",
-                  missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.")
+    report.figure(
+        exec_bars_figure(rows, baseline, fmt),
+        f"execution time normalised to {baseline}, per group",
+        missing=f"no group has both an ok {baseline} run and other runs; no execution-time bars.",
+    )
     if len({r["group"] for r in rows}) > MAX_BAR_GROUPS:
         report.note(f"only the first {MAX_BAR_GROUPS} groups are drawn; the table below has all runs.")
     for knob in sensitivity_knobs(results):
         report.heading(f"Sensitivity to {knob.split('.', 1)[1]}")
-        report.figure(sensitivity_figure(rows, knob, fmt),
-                      f"execution time against {knob.split('.', 1)[1]}: a result that moves with it depends on the time "
-                      "scale, not only on the policy (docs/model.md, \"When a result can be trusted\")")
+        report.figure(
+            sensitivity_figure(rows, knob, fmt),
+            f"execution time against {knob.split('.', 1)[1]}: a result that moves with it depends on the time "
+            'scale, not only on the policy (docs/model.md, "When a result can be trusted")',
+        )
     report.heading("Metrics")
     grid_cols = [c for c in results.columns if c.startswith(("set.", "param."))]
-    header = ["trace", "platform", "policy", *grid_cols, "seed", "status", "exec time (ms)", f"time / {baseline}",
-              "fast-tier hit ratio", "p99 latency (ns)", "promotions", "demotions", "swap-outs"]
-    report.table(header, [
-        [r["trace"], r["platform"], r["policy"], *(r.get(c) for c in grid_cols), r["seed"], r["status"],
-         (r.get("execution_time_ns") or 0) / 1e6 if r["status"] == "ok" else None, r["normalized"],
-         r.get("fast_tier_hit_ratio"), r.get("latency_ns.p99"), r.get("tiering.promotions"),
-         r.get("tiering.demotions"), r.get("swap.swap_outs")]
-        for r in rows
-    ])
+    header = [
+        "trace",
+        "platform",
+        "policy",
+        *grid_cols,
+        "seed",
+        "status",
+        "exec time (ms)",
+        f"time / {baseline}",
+        "fast-tier hit ratio",
+        "p99 latency (ns)",
+        "promotions",
+        "demotions",
+        "swap-outs",
+    ]
+    report.table(
+        header,
+        [
+            [
+                r["trace"],
+                r["platform"],
+                r["policy"],
+                *(r.get(c) for c in grid_cols),
+                r["seed"],
+                r["status"],
+                (r.get("execution_time_ns") or 0) / 1e6 if r["status"] == "ok" else None,
+                r["normalized"],
+                r.get("fast_tier_hit_ratio"),
+                r.get("latency_ns.p99"),
+                r.get("tiering.promotions"),
+                r.get("tiering.demotions"),
+                r.get("swap.swap_outs"),
+            ]
+            for r in rows
+        ],
+    )
     if failed:
         report.heading("Failed runs")
-        report.table(["trace", "platform", "policy", "seed", "error"],
-                     [[r["trace"], r["platform"], r["policy"], r["seed"], r["error"]] for r in failed])
+        report.table(
+            ["trace", "platform", "policy", "seed", "error"],
+            [[r["trace"], r["platform"], r["policy"], r["seed"], r["error"]] for r in failed],
+        )
     report.heading("Latency")
     by_group: dict[str, list[Curve]] = {}
     for r in ok:
@@ -786,7 +882,9 @@ def sweep_report(
 
 
 def is_sweep(path: Path) -> bool:
-    return path.suffix == ".parquet" or (path.is_dir() and ((path / "parts").is_dir() or (path / "results.parquet").is_file()))
+    return path.suffix == ".parquet" or (
+        path.is_dir() and ((path / "parts").is_dir() or (path / "results.parquet").is_file())
+    )
 
 
 def write_report(

@@ -91,7 +91,14 @@ impl Access {
         while units > 0 {
             let n = units.min(u16::MAX as u64);
             let op = if out.is_empty() { Op::Read } else { Op::Write };
-            out.push(Access { time: if out.is_empty() { time } else { 0 }, addr: at, cpu, size: n as u16, op, flags: Access::FILE | Access::MAP });
+            out.push(Access {
+                time: if out.is_empty() { time } else { 0 },
+                addr: at,
+                cpu,
+                size: n as u16,
+                op,
+                flags: Access::FILE | Access::MAP,
+            });
             at += n * Access::MAP_UNIT;
             units -= n;
         }
@@ -114,7 +121,10 @@ mod tests {
         let m = Access::mapping(1 << 30, (1 << 30) + 1, 3, 7);
         // 262,145 units: four full records and one of 5.
         assert_eq!(m.iter().map(|a| a.size as u64).collect::<Vec<_>>(), vec![65535, 65535, 65535, 65535, 5]);
-        assert_eq!(m.iter().map(|a| a.op).collect::<Vec<_>>(), vec![Op::Read, Op::Write, Op::Write, Op::Write, Op::Write]);
+        assert_eq!(
+            m.iter().map(|a| a.op).collect::<Vec<_>>(),
+            vec![Op::Read, Op::Write, Op::Write, Op::Write, Op::Write]
+        );
         assert_eq!(m[1].addr, m[0].addr + m[0].map_bytes());
         assert_eq!(m.last().map(|a| a.addr + a.map_bytes()), Some((1 << 30) + 262_145 * 4096));
         assert!(m.iter().all(|a| a.flags == Access::FILE | Access::MAP && a.cpu == 3));

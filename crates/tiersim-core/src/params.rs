@@ -123,7 +123,9 @@ impl ParamValue {
             ParamValue::Float(v) => toml::Value::Float(*v),
             ParamValue::Bytes(v) => toml::Value::String(units::format_bytes_exact(*v)),
             ParamValue::Duration(v) => toml::Value::String(units::format_duration_exact(*v)),
-            ParamValue::Bandwidth(v) => toml::Value::String(units::format_rate_exact(*v, "B/s", units::parse_bandwidth)),
+            ParamValue::Bandwidth(v) => {
+                toml::Value::String(units::format_rate_exact(*v, "B/s", units::parse_bandwidth))
+            }
             ParamValue::Frequency(v) => toml::Value::String(units::format_rate_exact(*v, "Hz", units::parse_frequency)),
             ParamValue::Str(v) => toml::Value::String(v.clone()),
             ParamValue::FloatList(v) => toml::Value::Array(v.iter().map(|x| toml::Value::Float(*x)).collect()),
@@ -171,9 +173,7 @@ fn parse_value(spec: &ParamSpec, v: &toml::Value) -> std::result::Result<ParamVa
                 .collect::<std::result::Result<_, _>>()?,
         ),
         (ParamKind::StrList, V::Array(a)) => ParamValue::StrList(
-            a.iter()
-                .map(|x| x.as_str().map(str::to_owned).ok_or_else(want))
-                .collect::<std::result::Result<_, _>>()?,
+            a.iter().map(|x| x.as_str().map(str::to_owned).ok_or_else(want)).collect::<std::result::Result<_, _>>()?,
         ),
         _ => return Err(want()),
     })
@@ -258,7 +258,12 @@ impl Params {
                 Some(v) => parse_value(spec, v).map_err(|e| Error::config(spec.name, e))?,
                 None => match spec.default {
                     Some(d) => parse_default(spec, d),
-                    None => return Err(Error::config(spec.name, format!("required parameter ({}) is missing", spec.kind.name()))),
+                    None => {
+                        return Err(Error::config(
+                            spec.name,
+                            format!("required parameter ({}) is missing", spec.kind.name()),
+                        ))
+                    }
                 },
             };
             check_range(spec, &value).map_err(|e| Error::config(spec.name, e))?;
@@ -472,7 +477,11 @@ mod tests {
             ParamSpec::new("period_max", ParamKind::Duration, "60s", ""),
         ];
         let e = Params::resolve(S, Some(&table("period_min = \"120s\""))).unwrap_err().to_string();
-        assert!(e.contains("`period_min`") && e.contains("120000000000ns is above period_max (60000000000ns); expected period_min <= period_max"), "{e}");
+        assert!(
+            e.contains("`period_min`")
+                && e.contains("120000000000ns is above period_max (60000000000ns); expected period_min <= period_max"),
+            "{e}"
+        );
         let e = Params::resolve(S, Some(&table("period_max = \"10ms\""))).unwrap_err().to_string();
         assert!(e.contains("1000000000ns is above period_max (10000000ns)"), "{e}");
         let p = Params::resolve(S, Some(&table("period_min = \"60s\""))).unwrap();

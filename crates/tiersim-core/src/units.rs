@@ -75,9 +75,7 @@ pub fn parse_duration_ns(s: &str) -> Result<Ns, String> {
 /// Parse a bandwidth into bytes per second: `38.4GB/s`, `32GiB/s`, `800MB/s`.
 pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
     let t = s.trim();
-    let body = t
-        .strip_suffix("/s")
-        .ok_or_else(|| format!("expected a bandwidth like \"38.4GB/s\", got {s:?}"))?;
+    let body = t.strip_suffix("/s").ok_or_else(|| format!("expected a bandwidth like \"38.4GB/s\", got {s:?}"))?;
     let b = parse_bytes_f64(body).map_err(|e| format!("{e} (in bandwidth {s:?})"))?;
     if b <= 0.0 {
         return Err(format!("bandwidth {s:?} must be positive"));

@@ -7,7 +7,8 @@ fn main() {
     let name = args.first().map_or("optane_100", String::as_str);
     let quick = args.iter().any(|a| a == "quick");
     let overrides: toml::Table =
-        toml::from_str(&args.iter().filter(|a| a.contains('=')).cloned().collect::<Vec<_>>().join("\n")).expect("k=v TOML");
+        toml::from_str(&args.iter().filter(|a| a.contains('=')).cloned().collect::<Vec<_>>().join("\n"))
+            .expect("k=v TOML");
     let target = match Target::resolve(name, Some(&overrides)) {
         Ok(t) => t,
         Err(e) => return eprintln!("error: {e}"),

@@ -120,7 +120,8 @@ fn mean_idle(curves: &[Curve]) -> f64 {
 }
 
 fn put_load(t: &mut toml::Table, coef: [f64; 4]) {
-    for (key, v) in ["load_linear_ns", "load_linear_write_ns", "load_queue_ns", "load_queue_write_ns"].iter().zip(coef) {
+    for (key, v) in ["load_linear_ns", "load_linear_write_ns", "load_queue_ns", "load_queue_write_ns"].iter().zip(coef)
+    {
         t.insert((*key).to_owned(), round(v, 3));
     }
 }
@@ -169,10 +170,14 @@ fn cxl_max(r: f64, link: f64, line: f64, header: f64, media: f64, write_cost: f6
 pub fn fit_cxl(curves: &[Curve], base: &Params) -> Result<Fit> {
     let line = base.bytes("link_line") as f64;
     let header = base.bytes("link_header") as f64;
-    let media = base.uint("media_channels") as f64 * base.bandwidth("media_channel_bandwidth") * base.float("media_efficiency");
+    let media =
+        base.uint("media_channels") as f64 * base.bandwidth("media_channel_bandwidth") * base.float("media_efficiency");
     let top = curves.iter().map(Curve::max_bandwidth).fold(0.0, f64::max);
     let err = |link: f64, wc: f64| -> f64 {
-        curves.iter().map(|c| (cxl_max(c.read_ratio, link, line, header, media, wc) / c.max_bandwidth()).ln().powi(2)).sum()
+        curves
+            .iter()
+            .map(|c| (cxl_max(c.read_ratio, link, line, header, media, wc) / c.max_bandwidth()).ln().powi(2))
+            .sum()
     };
     let mut best = (top, 1.0, f64::INFINITY);
     for i in 0..=400 {
@@ -258,8 +263,9 @@ pub fn compare(table: &Table, curves: &[Curve]) -> Result<Vec<Comparison>> {
         .iter()
         .map(|c| {
             let pct = (c.read_ratio * 100.0).round();
-            let m = model_curve(table, pct)
-                .ok_or_else(|| Error::arg("read_ratios", format!("the model run has no {pct} % read curve to compare")))?;
+            let m = model_curve(table, pct).ok_or_else(|| {
+                Error::arg("read_ratios", format!("the model run has no {pct} % read curve to compare"))
+            })?;
             let measured_max = c.max_bandwidth();
             let points = FRACTIONS
                 .iter()
@@ -323,7 +329,13 @@ pub struct Calibration {
 
 /// Fit `device` (dram or cxl) on top of preset `base` with `overrides` to the curves in `dir`
 /// (`only`: read percentages to use), run the fitted model's `bwlat` and compare.
-pub fn calibrate(dir: &std::path::Path, device: &str, base: &str, overrides: Option<&toml::Table>, only: &[u32]) -> Result<Calibration> {
+pub fn calibrate(
+    dir: &std::path::Path,
+    device: &str,
+    base: &str,
+    overrides: Option<&toml::Table>,
+    only: &[u32],
+) -> Result<Calibration> {
     use crate::characterize::{characterize, Target};
     let curves = crate::curves::read_dir(dir, only)?;
     let target = Target::resolve(base, overrides)?;
@@ -348,7 +360,10 @@ pub fn calibrate(dir: &std::path::Path, device: &str, base: &str, overrides: Opt
 
 /// A one-socket platform around the fitted device (a CXL device gets a DDR5 socket beside it).
 fn platform(dir: &std::path::Path, device: &str, base: &str, params: toml::Table) -> Result<String> {
-    let stem = dir.file_name().map(|s| s.to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "_")).unwrap_or_default();
+    let stem = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "_"))
+        .unwrap_or_default();
     let fitted = toml::toml! { preset = base capacity = "256GiB" };
     let mut fitted = fitted;
     fitted.insert("params".into(), toml::Value::Table(params));

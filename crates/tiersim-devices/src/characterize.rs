@@ -18,9 +18,19 @@ use tiersim_core::{Error, Ns, Op, Params, Result};
 use crate::{presets, DeviceEntry, DeviceRequest, InterleaveSet};
 
 /// Every test, in the order they run.
-pub const TESTS: &[&str] =
-    &["idle_latency", "bandwidth_threads", "bandwidth_size", "ewr_size", "ewr_threads", "ewr_working_set", "loaded_latency", "scaling",
-      "remote_latency", "remote_bandwidth", "bwlat"];
+pub const TESTS: &[&str] = &[
+    "idle_latency",
+    "bandwidth_threads",
+    "bandwidth_size",
+    "ewr_size",
+    "ewr_threads",
+    "ewr_working_set",
+    "loaded_latency",
+    "scaling",
+    "remote_latency",
+    "remote_bandwidth",
+    "bwlat",
+];
 
 /// Tests that run only when named: `bwlat` sweeps several read ratios to saturation and costs
 /// more than all the others together.
@@ -130,7 +140,11 @@ impl Target {
                     let kinds: Vec<_> = crate::REGISTRY.iter().map(|e| e.info.name).collect();
                     return Err(Error::arg(
                         "device",
-                        format!("`{name}` is neither a preset ({}) nor a device kind ({})", presets.join(", "), kinds.join(", ")),
+                        format!(
+                            "`{name}` is neither a preset ({}) nor a device kind ({})",
+                            presets.join(", "),
+                            kinds.join(", ")
+                        ),
                     ));
                 }
             },
@@ -142,16 +156,26 @@ impl Target {
                 match k.as_str() {
                     "count" => match v.as_integer() {
                         Some(c) if (1..=MAX_COUNT).contains(&c) => count = c as u32,
-                        _ => return Err(Error::config("count", format!("expected devices in the set, 1..={MAX_COUNT}, got {v}"))),
+                        _ => {
+                            return Err(Error::config(
+                                "count",
+                                format!("expected devices in the set, 1..={MAX_COUNT}, got {v}"),
+                            ))
+                        }
                     },
                     "granule" => {
                         let g = match v {
                             toml::Value::Integer(i) if *i > 0 => *i as u64,
-                            toml::Value::String(s) => tiersim_core::units::parse_bytes(s).map_err(|e| Error::config("granule", e))?,
+                            toml::Value::String(s) => {
+                                tiersim_core::units::parse_bytes(s).map_err(|e| Error::config("granule", e))?
+                            }
                             _ => return Err(Error::config("granule", format!("expected a size, got {v}"))),
                         };
                         if !g.is_power_of_two() || g < CACHE_LINE {
-                            return Err(Error::config("granule", format!("{g}B is not a power of two of at least 64B")));
+                            return Err(Error::config(
+                                "granule",
+                                format!("{g}B is not a power of two of at least 64B"),
+                            ));
                         }
                         granule = g;
                     }
@@ -230,7 +254,11 @@ impl Bench {
     /// any media write).
     fn ewr(&self) -> f64 {
         let (host, media) = self.write_bytes();
-        if media == 0 { f64::NAN } else { host as f64 / media as f64 }
+        if media == 0 {
+            f64::NAN
+        } else {
+            host as f64 / media as f64
+        }
     }
 
     /// (bytes the host wrote, bytes written to media) summed over pmem devices.
@@ -329,7 +357,11 @@ fn run(bench: &mut Bench, threads: &[Thread], total: u64) -> RunOut {
         cursor[t] = ((t as u64 % n + n - base_chunk % n) % n) * bench.granule + th.start;
         let slots = th.slots(bench.unit);
         for s in 0..slots {
-            heap.push(Reverse((th.stagger * u64::from(s) / u64::from(slots) + th.stagger * t as u64 / threads.len() as u64 / u64::from(slots), t)));
+            heap.push(Reverse((
+                th.stagger * u64::from(s) / u64::from(slots)
+                    + th.stagger * t as u64 / threads.len() as u64 / u64::from(slots),
+                t,
+            )));
         }
     }
     let warmup = total / 5;
@@ -406,7 +438,28 @@ const FULL: Effort = Effort {
     lines: &[8, 16, 32, 48, 56, 60, 64, 68, 72, 80, 96, 128, 256, 512, 1024],
     rounds: 16,
     thinks: &[51_200, 25_600, 12_800, 6_400, 3_200, 1_600, 800, 400, 200, 100, 0],
-    loads: &[0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.3, 1.6, 2.0, f64::INFINITY],
+    loads: &[
+        0.01,
+        0.05,
+        0.1,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.75,
+        0.8,
+        0.85,
+        0.9,
+        0.95,
+        1.0,
+        1.1,
+        1.3,
+        1.6,
+        2.0,
+        f64::INFINITY,
+    ],
 };
 
 const QUICK: Effort = Effort {
@@ -428,7 +481,12 @@ fn gbs(b: f64) -> f64 {
 fn idle_rows(t: &Target, e: &Effort, remote: bool) -> Result<(Vec<String>, Vec<String>, Vec<f64>)> {
     let kinds: &[&str] = if t.is_pmem() { &["ntstore", "clwb"] } else { &["-"] };
     let (mut pattern, mut kind, mut latency) = (Vec::new(), Vec::new(), Vec::new());
-    for (name, random, op) in [("sequential", false, "read"), ("random", true, "read"), ("sequential", false, "write"), ("random", true, "write")] {
+    for (name, random, op) in [
+        ("sequential", false, "read"),
+        ("random", true, "read"),
+        ("sequential", false, "write"),
+        ("random", true, "write"),
+    ] {
         for k in if op == "read" { &kinds[..1] } else { kinds } {
             let extra: Vec<(&str, &str)> = if t.is_pmem() { vec![("store_kind", *k)] } else { vec![] };
             let mut b = t.bench(t.count, &extra)?;
@@ -559,7 +617,9 @@ fn ewr_threads(t: &Target, e: &Effort) -> Result<Table> {
         th_col.push(f64::from(n));
         ewr.push(b.ewr());
     }
-    Ok(Table::new("ewr_threads", "EWR vs writer threads, sequential 256 B writes").num("threads", th_col).num("ewr", ewr))
+    Ok(Table::new("ewr_threads", "EWR vs writer threads, sequential 256 B writes")
+        .num("threads", th_col)
+        .num("ewr", ewr))
 }
 
 /// Seed 000's XPBuffer probe on one device: N consecutive XPLines, write the first half of
@@ -580,9 +640,12 @@ fn ewr_working_set(t: &Target, e: &Effort) -> Result<Table> {
         ws.push((n * line) as f64);
         ewr.push(b.ewr());
     }
-    Ok(Table::new("ewr_working_set", "EWR vs working set on one device (half-XPLine writes, seed 000's XPBuffer probe)")
-        .num("working_set", ws)
-        .num("ewr", ewr))
+    Ok(Table::new(
+        "ewr_working_set",
+        "EWR vs working set on one device (half-XPLine writes, seed 000's XPBuffer probe)",
+    )
+    .num("working_set", ws)
+    .num("ewr", ewr))
 }
 
 /// Load threads per device of the loaded-latency test.
@@ -631,10 +694,17 @@ fn bwlat(t: &Target, e: &Effort, ratios: &[u32]) -> Result<Table> {
         for &q in e.loads {
             // Closed loop: a thread with LINES_IN_FLIGHT lines moves per_thread bytes per
             // (latency + pause), so this pause offers q x peak at idle latency.
-            let think = if q.is_finite() { (n as f64 * per_thread / (q * peak) * 1e9 - idle).max(0.0) as Ns } else { 0 };
+            let think =
+                if q.is_finite() { (n as f64 * per_thread / (q * peak) * 1e9 - idle).max(0.0) as Ns } else { 0 };
             let mut b = t.bench(t.count, &[])?;
             let probe = Thread { outstanding: 1, ..Thread::new(CACHE_LINE, true, "read") };
-            let load = Thread { think, reads: r, writes: 100 - r, stagger: think + idle as Ns, ..Thread::new(CACHE_LINE, false, "read") };
+            let load = Thread {
+                think,
+                reads: r,
+                writes: 100 - r,
+                stagger: think + idle as Ns,
+                ..Thread::new(CACHE_LINE, false, "read")
+            };
             let mut threads = vec![probe];
             // Streams an odd number of lines apart land on every channel phase.
             threads.extend((0..n as u64).map(|i| Thread { start: i * BWLAT_SPREAD_LINES * CACHE_LINE, ..load }));

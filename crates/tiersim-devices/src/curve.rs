@@ -15,10 +15,18 @@ use crate::pipe::{completion, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
 pub const SPECS: &[ParamSpec] = &[
-    ParamSpec::new("curves_dir", ParamKind::Str, "",
-        "directory of Mess-format curves, bwlat_R.txt per read percentage R (MB/s, ns per row)"),
-    ParamSpec::new("read_ratios", ParamKind::FloatList, "[]",
-        "read percentages to use from curves_dir (empty: every bwlat_R.txt there)"),
+    ParamSpec::new(
+        "curves_dir",
+        ParamKind::Str,
+        "",
+        "directory of Mess-format curves, bwlat_R.txt per read percentage R (MB/s, ns per row)",
+    ),
+    ParamSpec::new(
+        "read_ratios",
+        ParamKind::FloatList,
+        "[]",
+        "read percentages to use from curves_dir (empty: every bwlat_R.txt there)",
+    ),
     ParamSpec::new("line", ParamKind::Bytes, "64B", "bytes a request moves at least (a cache line)")
         .min(1.0)
         .max(65536.0),
@@ -108,7 +116,11 @@ impl Device for CurveDevice {
             self.line_service[w]
         } else {
             let s = self.pipe.service(bytes);
-            if w == 1 { ((s as f64 * self.write_cost).ceil() as Ps).max(1) } else { s }
+            if w == 1 {
+                ((s as f64 * self.write_cost).ceil() as Ps).max(1)
+            } else {
+                s
+            }
         };
         // The curve's latency already holds the queueing of its load: the pipe only counts
         // when it is the later of the two, past the maximum.

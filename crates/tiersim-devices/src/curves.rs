@@ -27,7 +27,8 @@ impl Curve {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let cols: Vec<&str> = line.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
+            let cols: Vec<&str> =
+                line.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
             let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
             match (cols.len(), cols.first().and_then(|s| num(s)), cols.get(1).and_then(|s| num(s))) {
                 (2, Some(bw), Some(lat)) if lat > 0.0 => points.push((bw * 1e6, lat)),
@@ -94,7 +95,8 @@ fn ratio_of(name: &str) -> Option<u32> {
 /// Every `bwlat_R.txt` in `dir`, ascending in read ratio; `only` (percent) keeps those ratios.
 pub fn read_dir(dir: &Path, only: &[u32]) -> Result<Vec<Curve>> {
     let shown = dir.display().to_string();
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::config(&shown, format!("cannot read the curve directory: {e}")))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::config(&shown, format!("cannot read the curve directory: {e}")))?;
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::config(&shown, e.to_string()))?;

@@ -142,9 +142,8 @@ impl Cxl {
         let at = ps_from_ns(req.now);
         let (h2d, d2h, media) = (&self.h2d, &self.d2h, &self.media);
         // The bottleneck of the window is whichever of the link directions and the media is busiest.
-        let extra = self.load.extra(at, req.op, || {
-            (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel())
-        });
+        let extra =
+            self.load.extra(at, req.op, || (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel()));
         let (_, arrived) = self.h2d.serve_for(at, up, up_t);
         let media_done = if lines == 1 && self.line_in_burst {
             // What `serve` would choose, without its second look at the request's span.
@@ -193,9 +192,9 @@ impl Device for Cxl {
             // in `Dram::access` the completion is now plus the ns of idle + max(waits, extra).
             let at = req.now * 1000;
             let (h2d, d2h, media) = (&self.h2d, &self.d2h, &self.media);
-            let extra = self.load.extra(at, req.op, || {
-                (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel())
-            });
+            let extra = self
+                .load
+                .extra(at, req.op, || (h2d.busy() as f64).max(d2h.busy() as f64).max(media.busy_per_channel()));
             let (up, down) = self.one_line_bytes[w];
             let (up_t, down_t) = self.one_line[w];
             let (sent, arrived) = self.h2d.serve_for(at, up, up_t);

@@ -436,7 +436,11 @@ impl Dram {
     pub fn from_params(p: &Params) -> Result<Self> {
         crate::loaded::check(p)?;
         let group = ChannelGroup::from_params(p, "")?;
-        Ok(Dram { idle: [group.idle_burst(Op::Read), group.idle_burst(Op::Write)], load: Loaded::from_params(p), group })
+        Ok(Dram {
+            idle: [group.idle_burst(Op::Read), group.idle_burst(Op::Write)],
+            load: Loaded::from_params(p),
+            group,
+        })
     }
 
     pub fn group(&self) -> &ChannelGroup {

@@ -21,7 +21,11 @@ impl InterleaveSet {
     /// of two).
     pub fn build(build: crate::BuildFn, params: &Params, count: u32, granule: u64) -> Result<Self> {
         let devices = (0..count).map(|_| build(params)).collect::<Result<Vec<_>>>()?;
-        Ok(InterleaveSet { devices, shift: granule.trailing_zeros(), count_shift: count.is_power_of_two().then(|| count.trailing_zeros()) })
+        Ok(InterleaveSet {
+            devices,
+            shift: granule.trailing_zeros(),
+            count_shift: count.is_power_of_two().then(|| count.trailing_zeros()),
+        })
     }
 
     #[inline]

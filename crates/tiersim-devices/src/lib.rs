@@ -9,14 +9,14 @@ use tiersim_core::{Ns, Op, Params, PluginInfo, Result};
 
 pub mod calibrate;
 pub mod characterize;
-pub mod cxl;
 pub mod curve;
 pub mod curves;
+pub mod cxl;
 pub mod cxl_flash;
 pub mod dram;
-pub mod pipe;
 pub mod interleave;
 pub mod loaded;
+pub mod pipe;
 pub mod pmem;
 pub mod presets;
 

@@ -9,19 +9,31 @@ use tiersim_core::{Error, Op, ParamKind, ParamSpec, Params, Result};
 use crate::pipe::{ps_from_ns, Ps};
 
 /// How the estimator runs: shared by every device with a load term.
-pub const MAX_UTIL_SPEC: ParamSpec = ParamSpec::new("load_max_util", ParamKind::Float, "0.97",
+pub const MAX_UTIL_SPEC: ParamSpec = ParamSpec::new(
+    "load_max_util",
+    ParamKind::Float,
+    "0.97",
     "utilisation at which the load term stops growing; past it the FCFS channels queue and set \
-     the saturated latency")
-    .min(0.0)
-    .max(0.999);
-pub const WINDOW_SPEC: ParamSpec = ParamSpec::new("load_window", ParamKind::Duration, "1000ns",
-    "window over which utilisation and read fraction are measured")
-    .min(1.0);
-pub const GAIN_SPEC: ParamSpec = ParamSpec::new("load_gain", ParamKind::Float, "0.5",
+     the saturated latency",
+)
+.min(0.0)
+.max(0.999);
+pub const WINDOW_SPEC: ParamSpec = ParamSpec::new(
+    "load_window",
+    ParamKind::Duration,
+    "1000ns",
+    "window over which utilisation and read fraction are measured",
+)
+.min(1.0);
+pub const GAIN_SPEC: ParamSpec = ParamSpec::new(
+    "load_gain",
+    ParamKind::Float,
+    "0.5",
     "fraction of the gap between the current and the looked-up latency closed per window (a \
-     proportional controller: 1 jumps, smaller is steadier)")
-    .min(0.01)
-    .max(1.0);
+     proportional controller: 1 jumps, smaller is steadier)",
+)
+.min(0.01)
+.max(1.0);
 
 /// Load-dependent latency above idle, as a function of utilisation `u` in [0, 1] and the
 /// fraction of writes `w`.

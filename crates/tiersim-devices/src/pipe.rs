@@ -133,7 +133,20 @@ mod tests {
 
     #[test]
     fn ns_from_ps_rounds_up_like_div_ceil() {
-        let edges = [0, 1, 999, 1000, 1001, 1999, 2000, u64::MAX - 1000, u64::MAX - 999, u64::MAX - 998, u64::MAX - 1, u64::MAX];
+        let edges = [
+            0,
+            1,
+            999,
+            1000,
+            1001,
+            1999,
+            2000,
+            u64::MAX - 1000,
+            u64::MAX - 999,
+            u64::MAX - 998,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let random = (0..100_000).map(|i| {
             // xorshift64: values over the whole range, shifted down to cover small ones too.

@@ -15,88 +15,177 @@ use crate::pipe::{completion, ns_f64, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
 
 pub const SPECS: &[ParamSpec] = &[
-    ParamSpec::new("xpline", ParamKind::Bytes, "256B", "media access unit (XPLine); smaller requests cost a whole line")
-        .min(64.0)
-        .max(4096.0),
+    ParamSpec::new(
+        "xpline",
+        ParamKind::Bytes,
+        "256B",
+        "media access unit (XPLine); smaller requests cost a whole line",
+    )
+    .min(64.0)
+    .max(4096.0),
     ParamSpec::new("host_line", ParamKind::Bytes, "64B", "unit of the iMC's requests to the DIMM (a CPU cache line)")
         .min(1.0)
         .max(4096.0),
-    ParamSpec::new("xpbuffer_size", ParamKind::Bytes, "16KiB",
-        "write-combining buffer per DIMM; seed 000 measures the EWR knee at 64 XPLines = 16 KiB")
-        .min(64.0)
-        .max(16777216.0),
-    ParamSpec::new("xpbuffer_policy", ParamKind::Str, "lru",
-        "XPBuffer replacement; the paper does not state it, and its 16 KiB probe gives the same knee under both")
-        .choices(&["lru", "fifo"]),
-    ParamSpec::new("media_read_bandwidth", ParamKind::Bandwidth, "6.6GB/s",
-        "media read rate of one DIMM (seed 000: 6.6 GB/s peak read per DIMM)")
-        .min(1e6),
-    ParamSpec::new("media_write_bandwidth", ParamKind::Bandwidth, "2.3GB/s",
-        "media write rate of one DIMM (seed 000: 2.3 GB/s peak write per DIMM, 2.9x below read)")
-        .min(1e6),
-    ParamSpec::new("read_latency", ParamKind::Duration, "266ns",
+    ParamSpec::new(
+        "xpbuffer_size",
+        ParamKind::Bytes,
+        "16KiB",
+        "write-combining buffer per DIMM; seed 000 measures the EWR knee at 64 XPLines = 16 KiB",
+    )
+    .min(64.0)
+    .max(16777216.0),
+    ParamSpec::new(
+        "xpbuffer_policy",
+        ParamKind::Str,
+        "lru",
+        "XPBuffer replacement; the paper does not state it, and its 16 KiB probe gives the same knee under both",
+    )
+    .choices(&["lru", "fifo"]),
+    ParamSpec::new(
+        "media_read_bandwidth",
+        ParamKind::Bandwidth,
+        "6.6GB/s",
+        "media read rate of one DIMM (seed 000: 6.6 GB/s peak read per DIMM)",
+    )
+    .min(1e6),
+    ParamSpec::new(
+        "media_write_bandwidth",
+        ParamKind::Bandwidth,
+        "2.3GB/s",
+        "media write rate of one DIMM (seed 000: 2.3 GB/s peak write per DIMM, 2.9x below read)",
+    )
+    .min(1e6),
+    ParamSpec::new(
+        "read_latency",
+        ParamKind::Duration,
+        "266ns",
         "idle load-to-use latency of a read that misses the XPBuffer, excluding the media line transfer; \
-         266 ns + 256 B at 6.6 GB/s = 305 ns, the published random-read latency (2-3x DRAM, seed 000)"),
-    ParamSpec::new("buffer_read_latency", ParamKind::Duration, "124ns",
+         266 ns + 256 B at 6.6 GB/s = 305 ns, the published random-read latency (2-3x DRAM, seed 000)",
+    ),
+    ParamSpec::new(
+        "buffer_read_latency",
+        ParamKind::Duration,
+        "124ns",
         "idle latency of a read served from the XPBuffer: with one miss and three hits per XPLine a \
-         sequential 64 B read averages (305 + 3 x 124) / 4 = 169 ns, 1.8x below random as seed 000 reports"),
-    ParamSpec::new("store_kind", ParamKind::Str, "ntstore",
+         sequential 64 B read averages (305 + 3 x 124) / 4 = 169 ns, 1.8x below random as seed 000 reports",
+    ),
+    ParamSpec::new(
+        "store_kind",
+        ParamKind::Str,
+        "ntstore",
         "how software writes: ntstore bypasses the cache; clwb first loads the line into the CPU \
-         cache (an XPBuffer/media read the store's latency does not see) and then writes it back")
-        .choices(&["ntstore", "clwb"]),
-    ParamSpec::new("ntstore_latency", ParamKind::Duration, "90ns",
-        "idle latency of ntstore + fence: complete once in the iMC's ADR domain, close to DRAM (seed 000)"),
-    ParamSpec::new("clwb_latency", ParamKind::Duration, "62ns",
-        "idle latency of store + clwb + fence; below ntstore as seed 000 reports"),
-    ParamSpec::new("write_contention_threads", ParamKind::Int, "4",
-        "writer threads one DIMM serves without loss; seed 000: single-DIMM write bandwidth peaks at 1-4 threads")
-        .min(1.0)
-        .max(4096.0),
-    ParamSpec::new("write_contention_penalty", ParamKind::Float, "0.112",
+         cache (an XPBuffer/media read the store's latency does not see) and then writes it back",
+    )
+    .choices(&["ntstore", "clwb"]),
+    ParamSpec::new(
+        "ntstore_latency",
+        ParamKind::Duration,
+        "90ns",
+        "idle latency of ntstore + fence: complete once in the iMC's ADR domain, close to DRAM (seed 000)",
+    ),
+    ParamSpec::new(
+        "clwb_latency",
+        ParamKind::Duration,
+        "62ns",
+        "idle latency of store + clwb + fence; below ntstore as seed 000 reports",
+    ),
+    ParamSpec::new(
+        "write_contention_threads",
+        ParamKind::Int,
+        "4",
+        "writer threads one DIMM serves without loss; seed 000: single-DIMM write bandwidth peaks at 1-4 threads",
+    )
+    .min(1.0)
+    .max(4096.0),
+    ParamSpec::new(
+        "write_contention_penalty",
+        ParamKind::Float,
+        "0.112",
         "extra media write time per writer thread beyond write_contention_threads (XPBuffer and iMC \
          contention); 0.112 puts 8 writers at 1 / (1 + 4 x 0.112) = 69% of the peak, as seed 000 measures; \
-         beyond 8 the seed says only that bandwidth keeps falling, so the linear growth there is a choice")
-        .min(0.0)
-        .max(100.0),
-    ParamSpec::new("contention_window", ParamKind::Duration, "2us",
+         beyond 8 the seed says only that bandwidth keeps falling, so the linear growth there is a choice",
+    )
+    .min(0.0)
+    .max(100.0),
+    ParamSpec::new(
+        "contention_window",
+        ParamKind::Duration,
+        "2us",
         "a CPU counts as a concurrent user of the DIMM while a request of it is outstanding and for \
-         this long after its completion")
-        .min(1.0),
-    ParamSpec::new("remote_read_latency", ParamKind::Duration, "35ns",
+         this long after its completion",
+    )
+    .min(1.0),
+    ParamSpec::new(
+        "remote_read_latency",
+        ParamKind::Duration,
+        "35ns",
         "added to reads from another socket: seed 000 measures remote random reads at 1.20x local \
-         (305 -> 366 ns = 266 ns + the media read slowed by remote_bandwidth_factor, 65 ns, + 35 ns)"),
-    ParamSpec::new("remote_buffer_read_latency", ParamKind::Duration, "123ns",
+         (305 -> 366 ns = 266 ns + the media read slowed by remote_bandwidth_factor, 65 ns, + 35 ns)",
+    ),
+    ParamSpec::new(
+        "remote_buffer_read_latency",
+        ParamKind::Duration,
+        "123ns",
         "added on top of remote_read_latency to remote reads served from the XPBuffer: seed 000 \
          measures remote sequential reads (three of four XPBuffer hits) at 1.79x local but random ones at \
          1.20x, so remote reads keep little of the buffer's benefit; (366 + 3 x (124 + 35 + 123)) / 4 = \
-         303 ns = 1.79 x 169 ns. The seed gives no cause"),
-    ParamSpec::new("remote_ntstore_latency", ParamKind::Duration, "138ns",
-        "added to remote ntstores: seed 000 measures 2.53x local (90 -> 228 ns)"),
-    ParamSpec::new("remote_clwb_latency", ParamKind::Duration, "42ns",
-        "added to remote store + clwb: seed 000 measures 1.68x local (62 -> 104 ns)"),
-    ParamSpec::new("remote_bandwidth_factor", ParamKind::Float, "0.6",
+         303 ns = 1.79 x 169 ns. The seed gives no cause",
+    ),
+    ParamSpec::new(
+        "remote_ntstore_latency",
+        ParamKind::Duration,
+        "138ns",
+        "added to remote ntstores: seed 000 measures 2.53x local (90 -> 228 ns)",
+    ),
+    ParamSpec::new(
+        "remote_clwb_latency",
+        ParamKind::Duration,
+        "42ns",
+        "added to remote store + clwb: seed 000 measures 1.68x local (62 -> 104 ns)",
+    ),
+    ParamSpec::new(
+        "remote_bandwidth_factor",
+        ParamKind::Float,
+        "0.6",
         "fraction of the media rate a single remote stream gets: seed 000 measures 59.2% (read) and \
-         61.7% (write) of local at the best thread count")
-        .min(0.01)
-        .max(1.0),
-    ParamSpec::new("remote_thread_penalty", ParamKind::Float, "0.05",
+         61.7% (write) of local at the best thread count",
+    )
+    .min(0.01)
+    .max(1.0),
+    ParamSpec::new(
+        "remote_thread_penalty",
+        ParamKind::Float,
+        "0.05",
         "extra media time per concurrent remote thread beyond the first; seed 000 gives the shape (remote \
          bandwidth falls with threads) and the best remote / local bandwidth on 6 DIMMs, 59.2% read and \
-         61.7% write; 0.05 gives 52% and 57% in `tiersim characterize` (0.25 gave 37% and 49%)")
-        .min(0.0)
-        .max(100.0),
-    ParamSpec::new("remote_mix_penalty", ParamKind::Float, "2.0",
+         61.7% write; 0.05 gives 52% and 57% in `tiersim characterize` (0.25 gave 37% and 49%)",
+    )
+    .min(0.0)
+    .max(100.0),
+    ParamSpec::new(
+        "remote_mix_penalty",
+        ParamKind::Float,
+        "2.0",
         "media time multiplier for remote requests while remote reads and writes mix on the DIMM; \
-         shape from seed 000 (mixed remote traffic is the worst case), value a choice")
-        .min(1.0)
-        .max(100.0),
-    ParamSpec::new("outlier_probability", ParamKind::Float, "0.0",
+         shape from seed 000 (mixed remote traffic is the worst case), value a choice",
+    )
+    .min(1.0)
+    .max(100.0),
+    ParamSpec::new(
+        "outlier_probability",
+        ParamKind::Float,
+        "0.0",
         "probability that a write takes outlier_latency longer; seed 000 measures 0.006% (6e-5) on hot \
-         spots, cause unknown (wear levelling or thermal); off by default")
-        .min(0.0)
-        .max(1.0),
-    ParamSpec::new("outlier_latency", ParamKind::Duration, "50us",
-        "extra latency of an outlier write: seed 000's outliers exceed 50 us, two orders of magnitude above normal"),
+         spots, cause unknown (wear levelling or thermal); off by default",
+    )
+    .min(0.0)
+    .max(1.0),
+    ParamSpec::new(
+        "outlier_latency",
+        ParamKind::Duration,
+        "50us",
+        "extra latency of an outlier write: seed 000's outliers exceed 50 us, two orders of magnitude above normal",
+    ),
     ParamSpec::new("seed", ParamKind::Int, "1", "seed of the outlier draws").min(0.0),
 ];
 
@@ -160,8 +249,16 @@ impl XpBuffer {
 
     fn unlink(&mut self, s: u32) {
         let (p, n) = (self.prev[s as usize], self.next[s as usize]);
-        if p == NIL { self.head = n } else { self.next[p as usize] = n }
-        if n == NIL { self.tail = p } else { self.prev[n as usize] = p }
+        if p == NIL {
+            self.head = n
+        } else {
+            self.next[p as usize] = n
+        }
+        if n == NIL {
+            self.tail = p
+        } else {
+            self.prev[n as usize] = p
+        }
     }
 
     fn push_front(&mut self, s: u32) {
@@ -297,15 +394,24 @@ impl Pmem {
         let line_shift = pow2_shift(p, "xpline")?;
         let host_shift = pow2_shift(p, "host_line")?;
         if host_shift > line_shift {
-            return Err(Error::config("host_line", format!("{}B is larger than the xpline ({}B)", 1u64 << host_shift, 1u64 << line_shift)));
+            return Err(Error::config(
+                "host_line",
+                format!("{}B is larger than the xpline ({}B)", 1u64 << host_shift, 1u64 << line_shift),
+            ));
         }
         let subs = 1u32 << (line_shift - host_shift);
         if subs > 64 {
-            return Err(Error::config("host_line", format!("an xpline holds {subs} host lines; at most 64 are supported")));
+            return Err(Error::config(
+                "host_line",
+                format!("an xpline holds {subs} host lines; at most 64 are supported"),
+            ));
         }
         let size = p.bytes("xpbuffer_size");
         if !size.is_multiple_of(1u64 << line_shift) {
-            return Err(Error::config("xpbuffer_size", format!("{size}B is not a whole number of {}B xplines", 1u64 << line_shift)));
+            return Err(Error::config(
+                "xpbuffer_size",
+                format!("{size}B is not a whole number of {}B xplines", 1u64 << line_shift),
+            ));
         }
         let lines = size >> line_shift;
         if lines == 0 {
@@ -313,7 +419,8 @@ impl Pmem {
         }
         let xpline = 1u64 << line_shift;
         let clwb = p.str("store_kind") == "clwb";
-        let (wl, rwl) = if clwb { ("clwb_latency", "remote_clwb_latency") } else { ("ntstore_latency", "remote_ntstore_latency") };
+        let (wl, rwl) =
+            if clwb { ("clwb_latency", "remote_clwb_latency") } else { ("ntstore_latency", "remote_ntstore_latency") };
         let seed = p.int("seed").max(0) as u64;
         Ok(Pmem {
             buffer: XpBuffer::new(lines as u32, p.str("xpbuffer_policy") == "lru"),
@@ -404,7 +511,11 @@ impl Pmem {
             s.wrote = s.wrote.max(stamp);
         }
         if req.remote {
-            if req.op.is_write() { s.remote_write = s.remote_write.max(stamp) } else { s.remote_read = s.remote_read.max(stamp) }
+            if req.op.is_write() {
+                s.remote_write = s.remote_write.max(stamp)
+            } else {
+                s.remote_read = s.remote_read.max(stamp)
+            }
         }
     }
 
@@ -415,7 +526,8 @@ impl Pmem {
             f *= 1.0 + self.contention_penalty * f64::from(c.writers - self.contention_threads);
         }
         if req.remote {
-            f *= self.remote_factor * (1.0 + self.remote_thread_penalty * f64::from(c.remote_threads.saturating_sub(1)));
+            f *=
+                self.remote_factor * (1.0 + self.remote_thread_penalty * f64::from(c.remote_threads.saturating_sub(1)));
             if c.remote_mixed {
                 f *= self.remote_mix_penalty;
             }
@@ -435,7 +547,11 @@ impl Pmem {
 
     #[inline]
     fn scaled(service: Ps, f: f64) -> Ps {
-        if f == 1.0 { service } else { ((service as f64) * f).ceil() as Ps }
+        if f == 1.0 {
+            service
+        } else {
+            ((service as f64) * f).ceil() as Ps
+        }
     }
 
     /// Write a displaced line back: a partly written line is first read from the media (RMW).
@@ -509,7 +625,8 @@ impl Device for Pmem {
                         // A fill lands in the buffer read_latency - buffer_read_latency after its
                         // media read; a hit on a line still being filled waits for it (requests
                         // stream in line by line, so the next lines of a miss arrive meanwhile).
-                        (at + self.buffer_read_latency + hit_extra).max(self.buffer.filled[s as usize] + self.read_latency)
+                        (at + self.buffer_read_latency + hit_extra)
+                            .max(self.buffer.filled[s as usize] + self.read_latency)
                     } else {
                         // The demand read goes first; the line it displaces is written back after.
                         self.media_reads += 1;

@@ -20,9 +20,22 @@ fn run(name: &str, table: toml::Table, curves: &[Curve]) -> Vec<Comparison> {
 
 fn show(cmp: &[Comparison]) {
     for c in cmp {
-        println!("{} % reads: max {:.1} vs {:.1} GB/s ({:+.1} %)", c.read_percent, c.model_max / 1e9, c.measured_max / 1e9, c.max_error() * 100.0);
+        println!(
+            "{} % reads: max {:.1} vs {:.1} GB/s ({:+.1} %)",
+            c.read_percent,
+            c.model_max / 1e9,
+            c.measured_max / 1e9,
+            c.max_error() * 100.0
+        );
         for p in &c.points {
-            println!("  {:.0} %: {:.1} GB/s measured {:.1} model {:.1} ({:+.1} %)", p.fraction * 100.0, p.bandwidth / 1e9, p.measured_ns, p.model_ns, p.error() * 100.0);
+            println!(
+                "  {:.0} %: {:.1} GB/s measured {:.1} model {:.1} ({:+.1} %)",
+                p.fraction * 100.0,
+                p.bandwidth / 1e9,
+                p.measured_ns,
+                p.model_ns,
+                p.error() * 100.0
+            );
         }
     }
 }
@@ -32,7 +45,14 @@ fn assert_close(cmp: &[Comparison]) {
     for c in cmp {
         assert!(c.max_error().abs() <= 0.05, "{} % reads: max off by {:.1} %", c.read_percent, c.max_error() * 100.0);
         for p in &c.points {
-            assert!(p.error().abs() <= 0.10, "{} % reads at {} of max: {:.1} vs {:.1} ns", c.read_percent, p.fraction, p.model_ns, p.measured_ns);
+            assert!(
+                p.error().abs() <= 0.10,
+                "{} % reads at {} of max: {:.1} vs {:.1} ns",
+                c.read_percent,
+                p.fraction,
+                p.model_ns,
+                p.measured_ns
+            );
         }
     }
 }
@@ -102,7 +122,13 @@ fn seed003_dram_cxl_peak_ratio() {
     let want_dram = [391.68, 391.68 / (0.67 + 0.33 * 1.741), 391.68 / (0.5 + 0.5 * 1.741)];
     let want_cxl = [108.0, 4.0 * 27.0 * 64.0 / (0.67 * 64.0 + 0.33 * 16.0), 4.0 * 43.52 / (0.5 + 0.5 * 1.177)];
     for i in 0..ratios.len() {
-        assert!((dram[i] / want_dram[i] - 1.0).abs() < 0.01, "dram {} %: {:.1} vs {:.1}", ratios[i], dram[i], want_dram[i]);
+        assert!(
+            (dram[i] / want_dram[i] - 1.0).abs() < 0.01,
+            "dram {} %: {:.1} vs {:.1}",
+            ratios[i],
+            dram[i],
+            want_dram[i]
+        );
         assert!((cxl[i] / want_cxl[i] - 1.0).abs() < 0.01, "cxl {} %: {:.1} vs {:.1}", ratios[i], cxl[i], want_cxl[i]);
     }
     let seed_way = 460.8 / cxl.iter().cloned().fold(0.0, f64::max);
@@ -114,7 +140,6 @@ fn seed003_dram_cxl_peak_ratio() {
         assert!((got - want).abs() < 0.02, "{same_mix:?}");
     }
 }
-
 
 #[test]
 fn bad_curve_files_name_file_and_line() {
@@ -137,7 +162,8 @@ fn bad_curve_files_name_file_and_line() {
 fn maxima_fit_is_exact_for_two_mixes() {
     // 1 / max = r x + (1 - r) y: 100 GB/s at all reads and 80 GB/s at half reads give
     // x = 1/100, y = 2/80 - 1/100 = 0.015, so writes cost 1.5 reads.
-    let curve = |r: f64, max_mbs: f64| Curve::parse("t", r, &format!("{} 90\n{} 80\n1 70\n", max_mbs, max_mbs / 2.0)).unwrap();
+    let curve =
+        |r: f64, max_mbs: f64| Curve::parse("t", r, &format!("{} 90\n{} 80\n1 70\n", max_mbs, max_mbs / 2.0)).unwrap();
     let (rate, cost) = tiersim_devices::curves::fit_maxima(&[curve(1.0, 100_000.0), curve(0.5, 80_000.0)]);
     assert!((rate / 1e9 - 100.0).abs() < 1e-6 && (cost - 1.5).abs() < 1e-9, "{rate} {cost}");
     let c = curve(1.0, 100_000.0);

@@ -1,6 +1,6 @@
 //! `characterize` on every preset (quick mode), and the seed 000 shapes on the Optane preset.
 
-use tiersim_devices::characterize::{characterize, to_json, Target, Table, ON_REQUEST, PMEM_ONLY, TESTS};
+use tiersim_devices::characterize::{characterize, to_json, Table, Target, ON_REQUEST, PMEM_ONLY, TESTS};
 use tiersim_devices::presets;
 
 fn target(name: &str, params: &str) -> Target {
@@ -23,8 +23,11 @@ fn smoke_every_preset() {
         let t = target(p.name, "");
         let out = characterize(&t, &[], true, &[]).unwrap();
         let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
-        let expect: Vec<_> =
-            TESTS.iter().copied().filter(|n| (p.device == "pmem" || !PMEM_ONLY.contains(n)) && !ON_REQUEST.contains(n)).collect();
+        let expect: Vec<_> = TESTS
+            .iter()
+            .copied()
+            .filter(|n| (p.device == "pmem" || !PMEM_ONLY.contains(n)) && !ON_REQUEST.contains(n))
+            .collect();
         assert_eq!(names, expect, "{}", p.name);
         for table in &out {
             for (name, _) in &table.columns {
@@ -40,12 +43,19 @@ fn smoke_every_preset() {
 
 #[test]
 fn deterministic() {
-    assert_eq!(tables("optane_100", "count = 6", &["bandwidth_size"]), tables("optane_100", "count = 6", &["bandwidth_size"]));
+    assert_eq!(
+        tables("optane_100", "count = 6", &["bandwidth_size"]),
+        tables("optane_100", "count = 6", &["bandwidth_size"])
+    );
 }
 
 #[test]
 fn optane_reproduces_seed_000_shapes() {
-    let t = tables("optane_100", "", &["idle_latency", "bandwidth_threads", "ewr_size", "ewr_threads", "ewr_working_set", "scaling"]);
+    let t = tables(
+        "optane_100",
+        "",
+        &["idle_latency", "bandwidth_threads", "ewr_size", "ewr_threads", "ewr_working_set", "scaling"],
+    );
     let lat = t[0].col("latency_ns").unwrap();
     // Sequential read (305 + 3 x 124) / 4, random read 305, ntstore 90, clwb 62.
     assert_eq!(&lat[..4], &[169.25, 305.0, 90.0, 62.0]);
@@ -140,10 +150,15 @@ fn remote_socket_ratios() {
 
 #[test]
 fn bad_targets_and_tests_are_rejected() {
-    let err = |name: &str, params: &str| Target::resolve(name, Some(&toml::from_str(params).unwrap())).err().unwrap().to_string();
+    let err = |name: &str, params: &str| {
+        Target::resolve(name, Some(&toml::from_str(params).unwrap())).err().unwrap().to_string()
+    };
     assert!(err("hbm3", "").starts_with("invalid argument `device`: `hbm3` is neither a preset (ddr5_4800,"));
     assert_eq!(err("optane_100", "count = 0"), "config key `count`: expected devices in the set, 1..=64, got 0");
-    assert_eq!(err("optane_100", "granule = \"3000B\""), "config key `granule`: 3000B is not a power of two of at least 64B");
+    assert_eq!(
+        err("optane_100", "granule = \"3000B\""),
+        "config key `granule`: 3000B is not a power of two of at least 64B"
+    );
     assert_eq!(err("pmem", "xpline = \"100B\""), "config key `xpline`: 100B is not a power of two");
     assert!(err("dram", "chanels = 2").contains("valid parameters: channels,"));
     assert!(err("dram", "chanels = 2").ends_with("hash, write_cost, load_linear_ns, load_linear_write_ns, load_queue_ns, load_queue_write_ns, load_max_util, load_window, load_gain, count, granule"));

@@ -133,9 +133,11 @@ fn full_mshr_stalls_the_host_and_the_wait_is_latency() {
 
 #[test]
 fn a_useful_prefetch_turns_a_miss_into_a_hit() {
-    let mut d = device(r#"prefetcher = "next_n_line"
+    let mut d = device(
+        r#"prefetcher = "next_n_line"
 nl_degree = 1
-nl_offset = 0"#);
+nl_offset = 0"#,
+    );
     // The miss on line 0 prefetches line 1 (die 1): sensed at 3_000_250, channel after line 0:
     // ready at 5_048_250.
     assert_eq!(d.access(&rd(0, 0)), 4126);
@@ -154,9 +156,11 @@ nl_offset = 0"#);
     d.access(&rd(0, 0));
     assert_eq!(d.access(&rd(10_000, LINE)), 14_126);
     // Issued too late: the demand access merges into the prefetch's row (a late prefetch).
-    let mut d = device(r#"prefetcher = "next_n_line"
+    let mut d = device(
+        r#"prefetcher = "next_n_line"
 nl_degree = 1
-nl_offset = 0"#);
+nl_offset = 0"#,
+    );
     d.access(&rd(0, 0));
     assert_eq!(d.access(&rd(100, LINE)), 5150);
     assert_eq!(stat(&d, "prefetch.late"), 1);
@@ -166,8 +170,10 @@ nl_offset = 0"#);
 #[test]
 fn a_dirty_eviction_programs_flash() {
     // 4 KiB pages: one written-back unit fills a page, so it is programmed at once.
-    let mut d = device(r#"flash_page_size = "4KiB"
-flash_pages_per_block = 16"#);
+    let mut d = device(
+        r#"flash_page_size = "4KiB"
+flash_pages_per_block = 16"#,
+    );
     // A write miss on line 0 reads it (fetch on write) and is acknowledged once its data is in
     // the MSHR row: 1250 (80 B request) + 1000 + 40_000 (DRAM write) + 250 (completion) +
     // 100_000 = 142_500 -> 143 ns.
@@ -255,17 +261,23 @@ fn bad_parameters_are_rejected_with_the_key() {
 #[test]
 fn logical_bytes_without_building_the_device() {
     // BASE: 2 dies x 8 blocks x 4 pages x 4 units = 256 units, 25 % hidden: 192 x 4 KiB.
-    for (extra, want) in [("", 192 * LINE), ("overprovisioning = 0.5", 128 * LINE), ("cache_line = \"16KiB\"", 48 * 16384)] {
+    for (extra, want) in
+        [("", 192 * LINE), ("overprovisioning = 0.5", 128 * LINE), ("cache_line = \"16KiB\"", 48 * 16384)]
+    {
         let mut t: toml::Table = toml::from_str(BASE).unwrap();
         t.extend(toml::from_str::<toml::Table>(extra).unwrap());
         let p = Params::resolve(SPECS, Some(&t)).unwrap();
         assert_eq!(tiersim_devices::cxl_flash::logical_bytes(&p).unwrap(), want, "{extra}");
         assert_eq!(CxlFlash::from_params(&p).unwrap().logical_bytes(), want, "{extra}");
     }
-    assert_eq!(device_defaults().logical_bytes(), tiersim_devices::cxl_flash::logical_bytes(&Params::defaults(SPECS).unwrap()).unwrap());
+    assert_eq!(
+        device_defaults().logical_bytes(),
+        tiersim_devices::cxl_flash::logical_bytes(&Params::defaults(SPECS).unwrap()).unwrap()
+    );
     let mut t: toml::Table = toml::from_str(BASE).unwrap();
     t.extend(toml::from_str::<toml::Table>("flash_page_size = \"2KiB\"").unwrap());
-    let e = tiersim_devices::cxl_flash::logical_bytes(&Params::resolve(SPECS, Some(&t)).unwrap()).unwrap_err().to_string();
+    let e =
+        tiersim_devices::cxl_flash::logical_bytes(&Params::resolve(SPECS, Some(&t)).unwrap()).unwrap_err().to_string();
     assert!(e.contains("flash_page_size"), "{e}");
 }
 

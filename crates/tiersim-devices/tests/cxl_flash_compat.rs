@@ -147,9 +147,8 @@ fn reads_go_before_a_waiting_program() {
 /// of which only 1 is tested, one round a phase: every trigger ends a learning phase.
 #[test]
 fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
-    let mut d = device(
-        "prefetcher = \"best_offset\"\nmbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1",
-    );
+    let mut d =
+        device("prefetcher = \"best_offset\"\nmbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1");
     assert_eq!(d.stats()["prefetch"]["prefetcher"], "best_offset_mqsim");
     // Miss on line 10: phase 1, nothing learned. Miss on line 11: 10 was a trigger, offset 1
     // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3310 + 10_000).

@@ -44,7 +44,10 @@ fn dram_write_cost_and_load_term_exact() {
     // 100 ns per unit utilisation, applied at once (gain 1) after a 1 us window. 1000 reads at
     // t = 0 round-robin over 4 channels keep each busy 250 x 2 ns = 500 ns of the first 1000 ns:
     // u = 0.5, so the next read's floor is 1000 + 50 + 102 although its channel is idle.
-    let mut d = dev("dram", &DRAM.replace("load_linear_ns = 0.0", "load_linear_ns = 100.0\nload_gain = 1.0\nload_window = \"1000ns\""));
+    let mut d = dev(
+        "dram",
+        &DRAM.replace("load_linear_ns = 0.0", "load_linear_ns = 100.0\nload_gain = 1.0\nload_window = \"1000ns\""),
+    );
     for k in 0..1000u64 {
         d.access(&req(0, k * 256, 64, Op::Read));
     }
@@ -282,8 +285,24 @@ fn registry_and_presets() {
     }
     let all = presets::all().unwrap();
     let names: Vec<_> = all.iter().map(|p| p.name).collect();
-    assert_eq!(names, ["ddr5_4800", "ddr4_3200", "ddr4_2666", "skylake_ddr4", "cxl_cz120", "cxl_expander", "nvme_ssd", "optane_ssd", "optane_100",
-        "cxl_flash_ull", "cxl_flash_slc", "cxl_flash_mlc", "cxl_flash_tlc"]);
+    assert_eq!(
+        names,
+        [
+            "ddr5_4800",
+            "ddr4_3200",
+            "ddr4_2666",
+            "skylake_ddr4",
+            "cxl_cz120",
+            "cxl_expander",
+            "nvme_ssd",
+            "optane_ssd",
+            "optane_100",
+            "cxl_flash_ull",
+            "cxl_flash_slc",
+            "cxl_flash_mlc",
+            "cxl_flash_tlc"
+        ]
+    );
     for p in &all {
         assert!(!p.summary.is_empty() && !p.source.is_empty(), "{}", p.name);
         let (mut d, resolved) = build(&p.device, Some(&p.params)).unwrap();

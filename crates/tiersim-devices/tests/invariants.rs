@@ -27,7 +27,8 @@ const CHANNELS: [&str; 3] = [
     "channels = 12\ninterleave = \"4KiB\"\nread_latency = \"90ns\"\nwrite_latency = \"30ns\"",
 ];
 
-const NO_LOAD: &str = "load_linear_ns = 0.0\nload_linear_write_ns = 0.0\nload_queue_ns = 0.0\nload_queue_write_ns = 0.0";
+const NO_LOAD: &str =
+    "load_linear_ns = 0.0\nload_linear_write_ns = 0.0\nload_queue_ns = 0.0\nload_queue_write_ns = 0.0";
 
 proptest! {
     #[test]
@@ -166,7 +167,15 @@ fn cxl_flash_is_deterministic() {
             x ^= x >> 7;
             x ^= x << 17;
             let op = if x.is_multiple_of(3) { Op::Write } else { Op::Read };
-            out.push(d.access(&DeviceRequest { now: i * 30, addr: (x % (8 << 20)) & !63, size: 64, op, socket: 0, cpu: 0, remote: false }));
+            out.push(d.access(&DeviceRequest {
+                now: i * 30,
+                addr: (x % (8 << 20)) & !63,
+                size: 64,
+                op,
+                socket: 0,
+                cpu: 0,
+                remote: false,
+            }));
         }
         (out, d.stats().to_string())
     };

@@ -57,7 +57,10 @@ fn sequential_and_full_line_writes_go_to_media_whole() {
     for i in 0..16 {
         w(d.as_mut(), 0, i * 64, 64);
     }
-    assert_eq!((stat(&*d, "media_bytes_written"), stat(&*d, "media_bytes_read"), stat(&*d, "buffer_write_hits")), (1024, 0, 12));
+    assert_eq!(
+        (stat(&*d, "media_bytes_written"), stat(&*d, "media_bytes_read"), stat(&*d, "buffer_write_hits")),
+        (1024, 0, 12)
+    );
     assert_eq!(d.stats()["ewr"], 1.0);
     // A 256 B write to a new line is one media line; a 512 B write spanning lines 5-6, two.
     w(d.as_mut(), 0, 4 * 256, 256);
@@ -268,7 +271,10 @@ fn bad_parameters_are_rejected_naming_the_key() {
     let err = |params: &str| build("pmem", Some(&table(params))).err().expect(params).to_string();
     assert_eq!(err("xpline = \"100B\""), "config key `xpline`: 100B is not a power of two");
     assert_eq!(err("host_line = \"512B\""), "config key `host_line`: 512B is larger than the xpline (256B)");
-    assert_eq!(err("xpbuffer_size = \"1000B\""), "config key `xpbuffer_size`: 1000B is not a whole number of 256B xplines");
+    assert_eq!(
+        err("xpbuffer_size = \"1000B\""),
+        "config key `xpbuffer_size`: 1000B is not a whole number of 256B xplines"
+    );
     assert!(err("store_kind = \"movnt\"").contains("not one of ntstore, clwb"));
     assert!(err("outlier_probability = 2.0").contains("above the maximum 1"));
     assert!(err("media_write_bandwidth = \"0GB/s\"").contains("media_write_bandwidth"));

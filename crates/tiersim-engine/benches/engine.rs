@@ -39,13 +39,7 @@ struct Group<'a> {
 }
 
 fn group(c: &mut Criterion, spec: Group, check: fn(&serde_json::Value)) {
-    let Group {
-        name,
-        platform,
-        overrides,
-        policies,
-        traces,
-    } = spec;
+    let Group { name, platform, overrides, policies, traces } = spec;
     let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
     let mut g = c.benchmark_group(name);
     g.sample_size(10);

@@ -31,9 +31,17 @@ fn main() {
             let s = &r.summary;
             println!(
                 "{trace_name}/{name}: hits {} under-miss {} misses {}; flash reads {} programs {}; stalls {}",
-                s["hits"], s["hits_under_miss"], s["misses"], s["flash"]["reads"], s["flash"]["programs"], s["mshr"]["stall_rows"]
+                s["hits"],
+                s["hits_under_miss"],
+                s["misses"],
+                s["flash"]["reads"],
+                s["flash"]["programs"],
+                s["mshr"]["stall_rows"]
             );
-            lines.push(serde_json::json!({ "replay": format!("{trace_name}/{name}"), "summary": s, "bins": r.bins }).to_string());
+            lines.push(
+                serde_json::json!({ "replay": format!("{trace_name}/{name}"), "summary": s, "bins": r.bins })
+                    .to_string(),
+            );
         }
     }
     std::fs::write(out, lines.join("\n") + "\n").expect("write the output");

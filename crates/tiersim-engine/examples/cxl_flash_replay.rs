@@ -52,8 +52,11 @@ fn main() {
         None => common::params(),
         Some(mode) => {
             let set = format!("replacement = \"cflru\"\nprefetcher = \"best_offset\"\ncompat = \"{mode}\"");
-            tiersim_engine::flash_replay::resolve_params(Some("cxl_flash_ull"), Some(&toml::from_str(&set).expect("params")))
-                .expect("params")
+            tiersim_engine::flash_replay::resolve_params(
+                Some("cxl_flash_ull"),
+                Some(&toml::from_str(&set).expect("params")),
+            )
+            .expect("params")
         }
     };
     let opts = ReplayOptions { ns_per_instruction: common::NS_PER_INSTRUCTION, ..Default::default() };

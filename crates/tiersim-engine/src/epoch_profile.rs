@@ -92,7 +92,15 @@ impl Lookahead {
     /// Read `source` ahead of a run cut into epochs of `per_epoch` accesses, keeping the `top`
     /// hottest pages per epoch, a write counting `write_weight` reads; reading stops at `cap`
     /// buffered accesses.
-    pub fn new(source: Box<dyn AccessSource>, page_size: u64, per_epoch: u64, top: usize, windows: Windows, write_weight: u64, cap: u64) -> Lookahead {
+    pub fn new(
+        source: Box<dyn AccessSource>,
+        page_size: u64,
+        per_epoch: u64,
+        top: usize,
+        windows: Windows,
+        write_weight: u64,
+        cap: u64,
+    ) -> Lookahead {
         let per_epoch = per_epoch.max(1);
         Lookahead {
             source,
@@ -151,7 +159,11 @@ impl Lookahead {
             self.ensure(c + 1);
             if self.read[c] >= self.first[c] {
                 // A mapping record counts as one of its CPU's accesses, as in the engine, but touches no page.
-                self.pending[c].push_back(if a.is_map() { NO_PAGE } else { (a.addr >> self.shift) << 1 | u64::from(a.op.is_write()) });
+                self.pending[c].push_back(if a.is_map() {
+                    NO_PAGE
+                } else {
+                    (a.addr >> self.shift) << 1 | u64::from(a.op.is_write())
+                });
                 self.buffered += 1;
             }
             self.read[c] += 1;
@@ -210,9 +222,9 @@ impl Lookahead {
             self.close(pos);
         }
         self.window = match self.windows {
-            Windows::PerCpu if self.epochs > 0 => {
-                (0..pos.len().max(self.start.len())).map(|c| (at(pos, c), at(pos, c).saturating_sub(at(&self.start, c)))).collect()
-            }
+            Windows::PerCpu if self.epochs > 0 => (0..pos.len().max(self.start.len()))
+                .map(|c| (at(pos, c), at(pos, c).saturating_sub(at(&self.start, c))))
+                .collect(),
             _ => self.trace_span(self.epochs)?,
         };
         self.start = pos.to_vec();
@@ -325,9 +337,20 @@ mod tests {
     fn near_is_the_node_whose_cpus_use_a_page_most() {
         // CPU 0 (node 0) reads page 5 twice and writes page 6; CPU 1 (node 1) reads page 5 three
         // times and page 6 once, and page 7 once; CPU 2 (node 0) reads page 7 once.
-        let ops = [(0, 5, Op::Read), (1, 5, Op::Read), (0, 5, Op::Read), (1, 5, Op::Read), (0, 6, Op::Write), (1, 5, Op::Read), (1, 6, Op::Read), (1, 7, Op::Read), (2, 7, Op::Read)];
+        let ops = [
+            (0, 5, Op::Read),
+            (1, 5, Op::Read),
+            (0, 5, Op::Read),
+            (1, 5, Op::Read),
+            (0, 6, Op::Write),
+            (1, 5, Op::Read),
+            (1, 6, Op::Read),
+            (1, 7, Op::Read),
+            (2, 7, Op::Read),
+        ];
         let trace: Vec<Access> = ops.iter().map(|&(c, p, op)| acc(c, p, op)).collect();
-        let mut la = Lookahead::new(source(trace.clone()), 4096, 9, 1, Windows::PerCpu, 4, 100).with_cpu_nodes(vec![0, 1, 0]);
+        let mut la =
+            Lookahead::new(source(trace.clone()), 4096, 9, 1, Windows::PerCpu, 4, 100).with_cpu_nodes(vec![0, 1, 0]);
         // Page 6: 4 (the write) on node 0 against 1; page 7: a tie, to the lower node. Every page
         // used has its node, not only the `top` hottest.
         assert_eq!(la.next(&[0, 0, 0]).unwrap(), [(5, 5)]);
@@ -349,10 +372,12 @@ mod tests {
     }
 
     fn pages(v: Vec<(u64, u64)>) -> Vec<u64> {
-        v.into_iter().map(|(p, n)| {
-            assert_eq!(n, 1);
-            p
-        }).collect()
+        v.into_iter()
+            .map(|(p, n)| {
+                assert_eq!(n, 1);
+                p
+            })
+            .collect()
     }
 
     #[test]

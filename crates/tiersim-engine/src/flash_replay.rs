@@ -30,8 +30,8 @@ use tiersim_core::{Access, Error, Ns, Op, Params, Result};
 use tiersim_trace::progress::{with_progress, ProgressFn};
 use tiersim_trace::{AccessSource, TimeUnit};
 
-use tiersim_devices::cxl_flash::{self, CxlFlash};
 use crate::readahead::ReadAhead;
+use tiersim_devices::cxl_flash::{self, CxlFlash};
 use tiersim_devices::{presets, Device, DeviceRequest};
 
 const HOST_LINE: u64 = 64;
@@ -219,7 +219,8 @@ struct HintFile {
 impl HintFile {
     fn open(path: &Path) -> Result<HintFile> {
         let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut h = HintFile { path: path.to_owned(), lines: BufReader::new(f).lines(), line_no: 0, next: None, last: 0 };
+        let mut h =
+            HintFile { path: path.to_owned(), lines: BufReader::new(f).lines(), line_no: 0, next: None, last: 0 };
         h.advance()?;
         Ok(h)
     }
@@ -305,7 +306,10 @@ fn check_hot_hints(h: &HotHints) -> Result<()> {
     if h.lead > MAX_HINT_LEAD {
         return Err(Error::arg(
             "hint_lead",
-            format!("{} accesses is above the maximum {MAX_HINT_LEAD}: the replay holds that many accesses read ahead", h.lead),
+            format!(
+                "{} accesses is above the maximum {MAX_HINT_LEAD}: the replay holds that many accesses read ahead",
+                h.lead
+            ),
         ));
     }
     Ok(())
@@ -344,7 +348,12 @@ impl Feed {
     }
 
     #[inline]
-    fn next(&mut self, src: &mut dyn AccessSource, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<Option<(Access, Ns)>> {
+    fn next(
+        &mut self,
+        src: &mut dyn AccessSource,
+        scatter: &mut Option<Scatter>,
+        clock: &mut Clock,
+    ) -> Result<Option<(Access, Ns)>> {
         loop {
             let Some(&a) = self.batch.get(self.pos) else {
                 if !self.refill(src)? {
@@ -374,7 +383,13 @@ fn scattered(mut a: Access, scatter: &mut Option<Scatter>, clock: &mut Clock) ->
 /// The common case (open loop, no LLC, no hints): each decoded batch is walked as a slice and
 /// its accesses go straight to the device, with the clock's time unit decided once per batch
 /// rather than per access. Returns the device requests issued.
-fn replay_open(dev: &mut CxlFlash, src: &mut dyn AccessSource, feed: &mut Feed, scatter: &mut Option<Scatter>, clock: &mut Clock) -> Result<u64> {
+fn replay_open(
+    dev: &mut CxlFlash,
+    src: &mut dyn AccessSource,
+    feed: &mut Feed,
+    scatter: &mut Option<Scatter>,
+    clock: &mut Clock,
+) -> Result<u64> {
     #[inline(always)]
     fn run(dev: &mut CxlFlash, batch: &[Access], mut issue: impl FnMut(&Access) -> (u64, Ns)) -> u64 {
         let mut n = 0;
@@ -384,7 +399,15 @@ fn replay_open(dev: &mut CxlFlash, src: &mut dyn AccessSource, feed: &mut Feed, 
                 continue;
             }
             let (addr, now) = issue(a);
-            dev.access(&DeviceRequest { now, addr, size: u32::from(a.size.max(1)), op: a.op, socket: 0, cpu: a.cpu, remote: false });
+            dev.access(&DeviceRequest {
+                now,
+                addr,
+                size: u32::from(a.size.max(1)),
+                op: a.op,
+                socket: 0,
+                cpu: a.cpu,
+                remote: false,
+            });
             n += 1;
         }
         n
@@ -437,7 +460,12 @@ impl Prepare {
     }
 }
 
-pub fn replay(src: &mut dyn AccessSource, params: &Params, opts: &ReplayOptions, hot: Option<&FxHashSet<u64>>) -> Result<ReplayResult> {
+pub fn replay(
+    src: &mut dyn AccessSource,
+    params: &Params,
+    opts: &ReplayOptions,
+    hot: Option<&FxHashSet<u64>>,
+) -> Result<ReplayResult> {
     replay_source(src, params, opts, hot, None)
 }
 
@@ -494,7 +522,8 @@ fn replay_source(
         let now = match opts.closed_loop {
             None => t,
             Some(n) => {
-                let free = if outstanding.len() < n as usize { last_issue } else { outstanding.pop().map_or(0, |r| r.0) };
+                let free =
+                    if outstanding.len() < n as usize { last_issue } else { outstanding.pop().map_or(0, |r| r.0) };
                 free.max(last_issue)
             }
         };
@@ -595,7 +624,8 @@ impl Input<'_> {
             Input::File { path, format } => {
                 // Decoded (zstd frames, byte planes, or text) on a thread of its own, as the
                 // engine's traces are: the replay's core only simulates.
-                let reader = tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
+                let reader =
+                    tiersim_trace::convert::open(path, *format, &tiersim_trace::convert::TextOptions::default())?;
                 Ok(Box::new(ReadAhead::new(reader)?))
             }
             Input::Generator { name, params, seed } => {

@@ -30,7 +30,10 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub enum TraceInput<'a> {
     File(&'a Path),
     /// Run a generator in memory, without writing a trace file.
-    Generator { name: &'a str, params: Option<&'a toml::Table> },
+    Generator {
+        name: &'a str,
+        params: Option<&'a toml::Table>,
+    },
 }
 
 pub struct RunRequest<'a> {
@@ -105,11 +108,16 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
             // read ahead for a thread that waits.
             let cap = per_epoch.saturating_mul(4).saturating_add(platform.host.uint("read_ahead"));
             let (again, _, _) = open_source(&req.trace, req.seed)?;
-            Some(Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap).with_cpu_nodes(platform.cpu_node.clone()))
+            Some(
+                Lookahead::new(again, platform.page_size, per_epoch, want.top, windows, want.write_weight, cap)
+                    .with_cpu_nodes(platform.cpu_node.clone()),
+            )
         }
         None => None,
     };
-    let result = with_progress(source.as_mut(), progress, |src| sim::simulate_with_future(platform, policy, src, future, req.options))?;
+    let result = with_progress(source.as_mut(), progress, |src| {
+        sim::simulate_with_future(platform, policy, src, future, req.options)
+    })?;
     let mut summary = result.summary;
     let (lens, lens_warning) = regime::lens(platform);
     let (regime, regime_warnings) = regime::diagnostics(&summary, scanner);
@@ -148,10 +156,15 @@ fn open_source(input: &TraceInput, seed: u64) -> Result<(Box<dyn AccessSource>, 
         }
         TraceInput::Generator { name, params } => {
             let entry = tiersim_trace::gen::find(name)?;
-            let resolved = tiersim_core::Params::resolve(entry.info.params, *params).map_err(|e| e.under("generator_params"))?;
+            let resolved =
+                tiersim_core::Params::resolve(entry.info.params, *params).map_err(|e| e.under("generator_params"))?;
             t.insert("generator".into(), (*name).into());
             t.insert("generator_params".into(), resolved.to_toml().into());
-            (Box::new(tiersim_trace::gen::GeneratorSource::new((entry.build)(&resolved, seed)?)), format!("generator:{name}"), t)
+            (
+                Box::new(tiersim_trace::gen::GeneratorSource::new((entry.build)(&resolved, seed)?)),
+                format!("generator:{name}"),
+                t,
+            )
         }
     })
 }

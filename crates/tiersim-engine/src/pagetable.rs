@@ -64,7 +64,8 @@ pub struct PageExt {
     pub scan_accessed: bool,
 }
 
-const EXT_EMPTY: PageExt = PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false };
+const EXT_EMPTY: PageExt =
+    PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false };
 
 /// Per-page state, 8 bytes so one cache line holds eight pages.
 #[derive(Clone, Copy, Debug)]
@@ -398,7 +399,8 @@ mod tests {
         let mut pt = PageTable::new(false);
         let mut base_of: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
         // Chunks 0..8 and the same plus multiples of RECENT: each slot is fought over.
-        let chunks: Vec<u64> = (0..8u64).flat_map(|c| (0..4u64).map(move |k| c + k * RECENT as u64 + (k << 40))).collect();
+        let chunks: Vec<u64> =
+            (0..8u64).flat_map(|c| (0..4u64).map(move |k| c + k * RECENT as u64 + (k << 40))).collect();
         for _ in 0..20_000 {
             let chunk = chunks[rng.gen_range(0..chunks.len())];
             let vpn = (chunk << CHUNK_SHIFT) | rng.gen_range(0..CHUNK as u64);
@@ -451,7 +453,8 @@ mod tests {
         let (mut lazy, mut eager) = (PageTable::new(false), PageTable::new(true));
         let mut ids = Vec::new();
         for step in 0..6000u32 {
-            let vpn = (rng.gen_range(0..10 + u64::from(step) / 100) << (CHUNK_SHIFT + 3)) | rng.gen_range(0..CHUNK as u64);
+            let vpn =
+                (rng.gen_range(0..10 + u64::from(step) / 100) << (CHUNK_SHIFT + 3)) | rng.gen_range(0..CHUNK as u64);
             let id = lazy.slot(vpn).unwrap();
             assert_eq!(eager.slot(vpn).unwrap(), id);
             ids.push(id);

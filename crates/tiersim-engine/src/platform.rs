@@ -5,8 +5,8 @@
 //! the pressure of the paper's workload. Overrides (`key.path=value`) are applied to the raw
 //! TOML before validation, so they are checked exactly like the file itself.
 
-pub use tiersim_core::units::parse_cpu_list;
 use tiersim_core::units::parse_bytes;
+pub use tiersim_core::units::parse_cpu_list;
 use tiersim_core::{Error, ParamKind, ParamSpec, Params, Result};
 
 pub const HOST_PARAMS: &[ParamSpec] = &[
@@ -90,17 +90,35 @@ pub const STATS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("epoch", ParamKind::Duration, "100us", "time-series epoch length (simulated time)").min(1.0),
     // Bounds the series' memory by the input rather than by simulated time (stats.epoch=1ns on
     // a long run made gigabytes of rows).
-    ParamSpec::new("max_epochs", ParamKind::Int, "65536", "time-series epochs kept: past it, pairs of epochs merge and the epoch doubles (the summary says so)")
-        .min(2.0)
-        .max(16_777_216.0),
-    ParamSpec::new("warmup_accesses", ParamKind::Int, "0", "accesses that place pages but are not measured (like ChampSim warmup)").min(0.0),
-    ParamSpec::new("ping_pong_window", ParamKind::Duration, "1s", "a page migrated back to the node it left within this time counts as ping-pong"),
+    ParamSpec::new(
+        "max_epochs",
+        ParamKind::Int,
+        "65536",
+        "time-series epochs kept: past it, pairs of epochs merge and the epoch doubles (the summary says so)",
+    )
+    .min(2.0)
+    .max(16_777_216.0),
+    ParamSpec::new(
+        "warmup_accesses",
+        ParamKind::Int,
+        "0",
+        "accesses that place pages but are not measured (like ChampSim warmup)",
+    )
+    .min(0.0),
+    ParamSpec::new(
+        "ping_pong_window",
+        ParamKind::Duration,
+        "1s",
+        "a page migrated back to the node it left within this time counts as ping-pong",
+    ),
 ];
 
-const NODE_KEYS: &[&str] = &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];
+const NODE_KEYS: &[&str] =
+    &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];
 const SWAP_KEYS: &[&str] = &["enabled", "device", "preset", "capacity", "params"];
 const DAX_KEYS: &[&str] = &["mode", "device", "preset", "params"];
-const TOP_KEYS: &[&str] = &["name", "summary", "scale", "host", "os", "stats", "storage", "nodes", "swap", "dax", "distances"];
+const TOP_KEYS: &[&str] =
+    &["name", "summary", "scale", "host", "os", "stats", "storage", "nodes", "swap", "dax", "distances"];
 
 /// Platform presets shipped with tiersim: (name, TOML).
 pub static PRESETS: &[(&str, &str)] = &[
@@ -229,7 +247,12 @@ fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     let source_line = text.lines().nth(line - 1).unwrap_or("").trim();
-    Error::Syntax { path: origin.into(), line: line as u64, column: column as u64, msg: format!("{msg} (in `{source_line}`)") }
+    Error::Syntax {
+        path: origin.into(),
+        line: line as u64,
+        column: column as u64,
+        msg: format!("{msg} (in `{source_line}`)"),
+    }
 }
 
 /// Parse `key.path=value`; the value is TOML (`4`, `"16GiB"`, `[1, 2]`, `true`), and a bare word
@@ -257,19 +280,27 @@ fn apply_override(table: &mut toml::Table, o: &str) -> Result<()> {
                 return Err(Error::arg(o, "expected nodes.NAME.key=value"));
             }
             let name = &path[i + 1];
-            let nodes = cur.get_mut("nodes").and_then(|v| v.as_array_mut()).ok_or_else(|| Error::config("nodes", "platform has no nodes"))?;
+            let nodes = cur
+                .get_mut("nodes")
+                .and_then(|v| v.as_array_mut())
+                .ok_or_else(|| Error::config("nodes", "platform has no nodes"))?;
             let names: Vec<String> =
                 nodes.iter().filter_map(|n| n.get("name").and_then(|v| v.as_str()).map(str::to_owned)).collect();
-            let node = nodes
-                .iter_mut()
-                .find(|n| n.get("name").and_then(|v| v.as_str()) == Some(name))
-                .ok_or_else(|| Error::config(format!("nodes.{name}"), format!("no node named {name:?}; nodes are {}", names.join(", "))))?;
+            let node =
+                nodes.iter_mut().find(|n| n.get("name").and_then(|v| v.as_str()) == Some(name)).ok_or_else(|| {
+                    Error::config(
+                        format!("nodes.{name}"),
+                        format!("no node named {name:?}; nodes are {}", names.join(", ")),
+                    )
+                })?;
             cur = node.as_table_mut().ok_or_else(|| Error::config(format!("nodes.{name}"), "expected a table"))?;
             i += 2;
             continue;
         }
         let entry = cur.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = entry.as_table_mut().ok_or_else(|| Error::config(path[..=i].join("."), "is not a table; cannot set a key inside it"))?;
+        cur = entry
+            .as_table_mut()
+            .ok_or_else(|| Error::config(path[..=i].join("."), "is not a table; cannot set a key inside it"))?;
         i += 1;
     }
     cur.insert(path[path.len() - 1].clone(), value);
@@ -415,7 +446,8 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     os_t.entry("daemon_time_scale").or_insert(toml::Value::Float(scale.min(1.0)));
     let os = Params::resolve(OS_PARAMS, Some(&os_t)).map_err(|e| e.under("os"))?;
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
-    let storage = Params::resolve(crate::storage::iopath::SPECS, section(t, "storage")?).map_err(|e| e.under("storage"))?;
+    let storage =
+        Params::resolve(crate::storage::iopath::SPECS, section(t, "storage")?).map_err(|e| e.under("storage"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {
         return Err(Error::config("os.page_size", format!("{page_size} B is not a power of two")));
@@ -425,7 +457,9 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
 
     let raw_nodes = match t.get("nodes") {
         Some(toml::Value::Array(a)) if !a.is_empty() => a,
-        Some(toml::Value::Array(_)) | None => return Err(Error::config("nodes", "a platform needs at least one [[nodes]] entry")),
+        Some(toml::Value::Array(_)) | None => {
+            return Err(Error::config("nodes", "a platform needs at least one [[nodes]] entry"))
+        }
         Some(v) => return Err(Error::config("nodes", format!("expected an array of tables ([[nodes]]), got {v}"))),
     };
     if raw_nodes.len() > 64 {
@@ -444,7 +478,8 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         }
         check_keys(nt, NODE_KEYS, &at)?;
         let (device, preset, params) = device_params(nt, &at, None)?;
-        let raw_cap = bytes_of(nt, "capacity", &at)?.ok_or_else(|| Error::config(format!("{at}.capacity"), "missing node capacity"))?;
+        let raw_cap = bytes_of(nt, "capacity", &at)?
+            .ok_or_else(|| Error::config(format!("{at}.capacity"), "missing node capacity"))?;
         let capacity_bytes = (raw_cap as f64 * scale) as u64;
         let capacity_pages = capacity_bytes / page_size;
         if capacity_pages == 0 {
@@ -454,7 +489,10 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
             ));
         }
         if capacity_pages > u32::MAX as u64 {
-            return Err(Error::config(format!("{at}.capacity"), format!("{capacity_pages} pages is more than the 2^32 frames a node may have")));
+            return Err(Error::config(
+                format!("{at}.capacity"),
+                format!("{capacity_pages} pages is more than the 2^32 frames a node may have"),
+            ));
         }
         let cpus = match str_of(nt, "cpus", &at)? {
             Some(s) => parse_cpu_list(s).map_err(|e| Error::config(format!("{at}.cpus"), e))?,
@@ -462,14 +500,20 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         };
         let socket = int_of(nt, "socket", &at)?.unwrap_or(0);
         if socket < 0 || socket >= sockets as i64 {
-            return Err(Error::config(format!("{at}.socket"), format!("socket {socket} does not exist (host.sockets = {sockets})")));
+            return Err(Error::config(
+                format!("{at}.socket"),
+                format!("socket {socket} does not exist (host.sockets = {sockets})"),
+            ));
         }
         for &c in &cpus {
-            let slot = cpu_node.get_mut(c as usize).ok_or_else(|| {
-                Error::config(format!("{at}.cpus"), format!("CPU {c} is beyond host.cpus = {ncpus}"))
-            })?;
+            let slot = cpu_node
+                .get_mut(c as usize)
+                .ok_or_else(|| Error::config(format!("{at}.cpus"), format!("CPU {c} is beyond host.cpus = {ncpus}")))?;
             if let Some(prev) = slot {
-                return Err(Error::config(format!("{at}.cpus"), format!("CPU {c} is already local to node {}", nodes[*prev as usize].name)));
+                return Err(Error::config(
+                    format!("{at}.cpus"),
+                    format!("CPU {c} is already local to node {}", nodes[*prev as usize].name),
+                ));
             }
             *slot = Some(i as u16);
         }
@@ -479,11 +523,17 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         }
         let count = int_of(nt, "count", &at)?.unwrap_or(1);
         if !(1..=64).contains(&count) {
-            return Err(Error::config(format!("{at}.count"), format!("{count} devices in the interleave set; must be 1..64")));
+            return Err(Error::config(
+                format!("{at}.count"),
+                format!("{count} devices in the interleave set; must be 1..64"),
+            ));
         }
         let interleave = bytes_of(nt, "interleave", &at)?.unwrap_or(4096);
         if !interleave.is_power_of_two() || interleave < 64 {
-            return Err(Error::config(format!("{at}.interleave"), format!("{interleave} B must be a power of two of at least 64 B")));
+            return Err(Error::config(
+                format!("{at}.interleave"),
+                format!("{interleave} B must be a power of two of at least 64 B"),
+            ));
         }
         nodes.push(NodeSpec {
             name,
@@ -502,7 +552,14 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     let cpu_node: Vec<u16> = cpu_node
         .iter()
         .enumerate()
-        .map(|(c, n)| n.ok_or_else(|| Error::config("nodes", format!("CPU {c} is local to no node: give every CPU a node in some node's `cpus`"))))
+        .map(|(c, n)| {
+            n.ok_or_else(|| {
+                Error::config(
+                    "nodes",
+                    format!("CPU {c} is local to no node: give every CPU a node in some node's `cpus`"),
+                )
+            })
+        })
         .collect::<Result<_>>()?;
 
     let swap = match section(t, "swap")? {
@@ -520,7 +577,10 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
                 let capacity_bytes = (raw as f64 * scale) as u64;
                 let capacity_pages = capacity_bytes / page_size;
                 if capacity_pages == 0 {
-                    return Err(Error::config("swap.capacity", format!("capacity {capacity_bytes} B (after scale) is smaller than one page")));
+                    return Err(Error::config(
+                        "swap.capacity",
+                        format!("capacity {capacity_bytes} B (after scale) is smaller than one page"),
+                    ));
                 }
                 Some(SwapSpec { device, preset, capacity_bytes, capacity_pages, params })
             } else {
@@ -536,7 +596,9 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
             let devdax = match str_of(dt, "mode", "dax")?.unwrap_or("fsdax") {
                 "fsdax" => false,
                 "devdax" => true,
-                other => return Err(Error::config("dax.mode", format!("expected \"fsdax\" or \"devdax\", got {other:?}"))),
+                other => {
+                    return Err(Error::config("dax.mode", format!("expected \"fsdax\" or \"devdax\", got {other:?}")))
+                }
             };
             let (device, preset, params) = device_params(dt, "dax", None)?;
             Some(DaxSpec { devdax, device, preset, params })
@@ -545,15 +607,18 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
 
     let n = nodes.len();
     let distances = match t.get("distances") {
-        None => (0..n).map(|a| (0..n).map(|b| if a == b { 10 } else { default_distance(&nodes[a], &nodes[b]) }).collect()).collect(),
+        None => (0..n)
+            .map(|a| (0..n).map(|b| if a == b { 10 } else { default_distance(&nodes[a], &nodes[b]) }).collect())
+            .collect(),
         Some(v) => {
-            let rows = v.as_array().ok_or_else(|| Error::config("distances", "expected a square matrix of integers"))?;
+            let rows =
+                v.as_array().ok_or_else(|| Error::config("distances", "expected a square matrix of integers"))?;
             let m: Vec<Vec<u32>> = rows
                 .iter()
                 .map(|r| {
-                    r.as_array()
-                        .filter(|r| r.len() == n)
-                        .and_then(|r| r.iter().map(|x| x.as_integer().filter(|x| (10..=255).contains(x)).map(|x| x as u32)).collect())
+                    r.as_array().filter(|r| r.len() == n).and_then(|r| {
+                        r.iter().map(|x| x.as_integer().filter(|x| (10..=255).contains(x)).map(|x| x as u32)).collect()
+                    })
                 })
                 .collect::<Option<_>>()
                 .ok_or_else(|| Error::config("distances", format!("expected a {n}x{n} matrix of integers 10..255")))?;
@@ -610,10 +675,28 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     }
     resolved.insert(
         "distances".into(),
-        toml::Value::Array(distances.iter().map(|r| toml::Value::Array(r.iter().map(|d| (*d as i64).into()).collect())).collect()),
+        toml::Value::Array(
+            distances.iter().map(|r| toml::Value::Array(r.iter().map(|d| (*d as i64).into()).collect())).collect(),
+        ),
     );
 
-    Ok(Platform { name, summary, scale, host, os, stats, storage, nodes, swap, dax, distances, watermarks, page_size, cpu_node, resolved })
+    Ok(Platform {
+        name,
+        summary,
+        scale,
+        host,
+        os,
+        stats,
+        storage,
+        nodes,
+        swap,
+        dax,
+        distances,
+        watermarks,
+        page_size,
+        cpu_node,
+        resolved,
+    })
 }
 
 impl Platform {
@@ -622,7 +705,9 @@ impl Platform {
     /// lower id) — policies.md 1.1.
     pub fn zonelist(&self, from: usize) -> Vec<u16> {
         let mut order: Vec<usize> = (0..self.nodes.len()).collect();
-        order.sort_by_key(|&b| (if b == from { 0 } else { 1 }, self.distances[from][b], !self.nodes[b].cpus.is_empty(), b));
+        order.sort_by_key(|&b| {
+            (if b == from { 0 } else { 1 }, self.distances[from][b], !self.nodes[b].cpus.is_empty(), b)
+        });
         order.into_iter().map(|b| b as u16).collect()
     }
 }

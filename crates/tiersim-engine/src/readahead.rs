@@ -195,7 +195,14 @@ mod tests {
             if self.fail_at.is_some_and(|f| self.next + n > f) {
                 return Err(Error::Sim(format!("bad frame after access {}", self.next)));
             }
-            out.extend((self.next..self.next + n).map(|addr| Access { time: 1, addr, cpu: (addr % 5) as u32, size: 64, op: Op::Read, flags: 0 }));
+            out.extend((self.next..self.next + n).map(|addr| Access {
+                time: 1,
+                addr,
+                cpu: (addr % 5) as u32,
+                size: 64,
+                op: Op::Read,
+                flags: 0,
+            }));
             self.next += n;
             Ok(n as usize)
         }
@@ -229,7 +236,9 @@ mod tests {
 
     #[test]
     fn same_accesses_in_order_whatever_the_batch_sizes() {
-        for (len, step, max, clear) in [(0, 7, 5, true), (100_000, 16384, 16384, true), (100_000, 1000, 333, false), (50_000, 7, 20_000, true)] {
+        for (len, step, max, clear) in
+            [(0, 7, 5, true), (100_000, 16384, 16384, true), (100_000, 1000, 333, false), (50_000, 7, 20_000, true)]
+        {
             let mut src = ReadAhead::new(counting(len, step, None)).unwrap();
             let (seen, err) = drain(&mut src, max, clear);
             assert_eq!(err, None);

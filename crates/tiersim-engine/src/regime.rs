@@ -22,7 +22,10 @@ pub fn lens(p: &Platform) -> (Value, Option<String>) {
              of work as on the modelled machine (docs/model.md, \"Time scale\")"
         )
     });
-    (json!({"scale": scale, "daemon_time_scale": time, "consistent": consistent, "daemon_rate_vs_lens": daemon_rate}), warning)
+    (
+        json!({"scale": scale, "daemon_time_scale": time, "consistent": consistent, "daemon_rate_vs_lens": daemon_rate}),
+        warning,
+    )
 }
 
 /// Full scanner passes below which a scanning policy has had too few rounds to act: AutoNUMA's
@@ -88,7 +91,14 @@ mod tests {
     use super::*;
 
     fn spec() -> ScanSpec {
-        ScanSpec { top_tier: true, scan_size: 1 << 20, period_min_ns: 1000, period_max_ns: 60_000, delay_ns: 1000, max_rate_bytes_per_s: 1e9 }
+        ScanSpec {
+            top_tier: true,
+            scan_size: 1 << 20,
+            period_min_ns: 1000,
+            period_max_ns: 60_000,
+            delay_ns: 1000,
+            max_rate_bytes_per_s: 1e9,
+        }
     }
 
     fn summary(passes: u64, hint_ns: u64, hint_faults: u64, migration_ns: u64) -> Value {

@@ -56,19 +56,33 @@ fn mqsim_text_and_native_replay_identically() {
     assert!(s["cache"]["flushes"].as_u64().unwrap() > 0);
     // Closed loop with one access outstanding never queues behind itself: no stalls, and its
     // latencies are no worse than the open loop's.
-    let c = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &p, &ReplayOptions { closed_loop: Some(1), ..opts }).unwrap();
+    let c = replay_input(
+        &Input::File { path: &text, format: Some(Format::Mqsim) },
+        &p,
+        &ReplayOptions { closed_loop: Some(1), ..opts },
+    )
+    .unwrap();
     assert_eq!(c.summary["mshr"]["stall_behind"], 0);
     assert!(c.summary["latency_ns"]["mean_exact"].as_f64() <= a.summary["latency_ns"]["mean_exact"].as_f64());
     assert_eq!(c.summary["replay"]["mode"], "closed(1)");
     // Compat mode knows a read's completion only once later requests arrive: closed loop, which
     // issues on completions, is refused rather than run on lower bounds.
     let compat = params("compat = \"mqsim_cxl\"");
-    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &compat, &ReplayOptions { closed_loop: Some(4), ..ReplayOptions::default() })
-        .err()
-        .expect("closed loop in compat mode accepted")
-        .to_string();
+    let e = replay_input(
+        &Input::File { path: &text, format: Some(Format::Mqsim) },
+        &compat,
+        &ReplayOptions { closed_loop: Some(4), ..ReplayOptions::default() },
+    )
+    .err()
+    .expect("closed loop in compat mode accepted")
+    .to_string();
     assert!(e.contains("closed_loop") && e.contains("open loop"), "{e}");
-    assert!(replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &compat, &ReplayOptions::default()).is_ok());
+    assert!(replay_input(
+        &Input::File { path: &text, format: Some(Format::Mqsim) },
+        &compat,
+        &ReplayOptions::default()
+    )
+    .is_ok());
 }
 
 /// `limit` replays the trace's first accesses and nothing else: the same result as a trace cut
@@ -85,7 +99,12 @@ fn a_limit_replays_exactly_the_first_accesses() {
         let cut = d.path().join(format!("cut{limit}.trace"));
         std::fs::write(&cut, lines.lines().take(limit).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
         let opts = ReplayOptions { scatter: Some(9), llc_bytes, llc_ways: 8, ..Default::default() };
-        let limited = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &p, &ReplayOptions { limit: limit as u64, ..opts.clone() }).unwrap();
+        let limited = replay_input(
+            &Input::File { path: &text, format: Some(Format::Mqsim) },
+            &p,
+            &ReplayOptions { limit: limit as u64, ..opts.clone() },
+        )
+        .unwrap();
         let whole = replay_input(&Input::File { path: &cut, format: Some(Format::Mqsim) }, &p, &opts).unwrap();
         assert_eq!(limited.summary, whole.summary, "limit {limit}");
         assert_eq!(limited.bins, whole.bins);
@@ -106,19 +125,26 @@ fn malformed_input_names_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let text = d.path().join("bad.trace");
     std::fs::write(&text, "0 0 4096 8 1\n10 0 8192 8 1\n20 0 0x3000 8 7\n").unwrap();
-    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &ReplayOptions::default())
+    let e =
+        replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &ReplayOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(e.contains("bad.trace:3:") && e.contains("neither 1 (read) nor 0 (write)"), "{e}");
+    // A text file without a named format is not guessed.
+    let e = replay_input(&Input::File { path: &text, format: None }, &params(""), &ReplayOptions::default())
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("bad.trace:3:") && e.contains("neither 1 (read) nor 0 (write)"), "{e}");
-    // A text file without a named format is not guessed.
-    let e = replay_input(&Input::File { path: &text, format: None }, &params(""), &ReplayOptions::default()).err().unwrap().to_string();
     assert!(e.contains("not a native tiersim trace"), "{e}");
     let hints = d.path().join("hints.txt");
     std::fs::write(&hints, "# time addr\n0 4096\n5 oops\n").unwrap();
     std::fs::write(&text, "0 0 4096 8 1\n").unwrap();
     let opts = ReplayOptions { hint_file: Some(hints), ..Default::default() };
-    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &opts).err().unwrap().to_string();
+    let e = replay_input(&Input::File { path: &text, format: Some(Format::Mqsim) }, &params(""), &opts)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("hints.txt:3:") && e.contains("address \"oops\""), "{e}");
 }
 
@@ -133,11 +159,17 @@ fn a_hint_turns_a_miss_into_a_hit() {
     let p = params("prefetcher = \"none\"");
     let plain = replay_input(&input, &p, &ReplayOptions::default()).unwrap();
     assert_eq!(plain.summary["misses"], 1);
-    let hinted = replay_input(&input, &p, &ReplayOptions { hint_file: Some(hints.clone()), ..Default::default() }).unwrap();
+    let hinted =
+        replay_input(&input, &p, &ReplayOptions { hint_file: Some(hints.clone()), ..Default::default() }).unwrap();
     assert_eq!(hinted.summary["hits"], 1);
     assert_eq!(hinted.summary["hints"]["prefetches"], 1);
     // hint_mode = off ignores it.
-    let off = replay_input(&input, &params("prefetcher = \"none\"\nhint_mode = \"off\""), &ReplayOptions { hint_file: Some(hints), ..Default::default() }).unwrap();
+    let off = replay_input(
+        &input,
+        &params("prefetcher = \"none\"\nhint_mode = \"off\""),
+        &ReplayOptions { hint_file: Some(hints), ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(off.summary["misses"], 1);
 }
 
@@ -150,7 +182,10 @@ fn generated_hot_hints_and_llc_filter() {
     let plain = replay_input(&input, &p, &base).unwrap();
     let llc = &plain.summary["replay"]["llc"];
     // The LLC sends misses and dirty write-backs only.
-    assert_eq!(plain.summary["requests"].as_u64().unwrap(), llc["misses"].as_u64().unwrap() + llc["writebacks"].as_u64().unwrap());
+    assert_eq!(
+        plain.summary["requests"].as_u64().unwrap(),
+        llc["misses"].as_u64().unwrap() + llc["writebacks"].as_u64().unwrap()
+    );
     assert!(llc["hits"].as_u64().unwrap() > 0);
     let hints = HotHints { top: 0.1, probability: 0.5, lead: 64, seed: 1 };
     let hinted = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(hints), ..base.clone() }).unwrap();
@@ -163,7 +198,8 @@ fn generated_hot_hints_and_llc_filter() {
     // The read-ahead window holds `lead` accesses: 2^32 of them asked for 128 GiB up front and
     // aborted the process; the lead is bounded.
     let far = HotHints { lead: 1 << 32, ..hints };
-    let e = replay_input(&input, &p, &ReplayOptions { hot_hints: Some(far), ..base }).err().expect("refused").to_string();
+    let e =
+        replay_input(&input, &p, &ReplayOptions { hot_hints: Some(far), ..base }).err().expect("refused").to_string();
     assert!(e.contains("hint_lead") && e.contains("above the maximum 1048576"), "{e}");
 }
 
@@ -174,12 +210,18 @@ fn generated_hot_hints_and_llc_filter() {
 #[test]
 fn reads_in_flight_without_mshr_are_bounded_by_the_configuration_not_the_trace_length() {
     let replay = |accesses: u64, cap: u32| {
-        let gen: toml::Table = toml::from_str(&format!("accesses = {accesses}\nfootprint = \"1GiB\"\nthreads = 4\nwrite_ratio = 0.0")).unwrap();
+        let gen: toml::Table =
+            toml::from_str(&format!("accesses = {accesses}\nfootprint = \"1GiB\"\nthreads = 4\nwrite_ratio = 0.0"))
+                .unwrap();
         let input = Input::Generator { name: "random", params: Some(&gen), seed: 5 };
         let p = params(&format!("mshr_rows = 0\nno_mshr_max_inflight = {cap}\nflash_blocks_per_plane = 512"));
         let opts = ReplayOptions { ns_per_instruction: 0.5, ..ReplayOptions::default() };
         let s = replay_input(&input, &p, &opts).unwrap().summary;
-        (s["mshr"]["peak_rows"].as_u64().unwrap(), s["mshr"]["stall_rows"].as_u64().unwrap(), s["mshr"]["in_flight_cap"].clone())
+        (
+            s["mshr"]["peak_rows"].as_u64().unwrap(),
+            s["mshr"]["stall_rows"].as_u64().unwrap(),
+            s["mshr"]["in_flight_cap"].clone(),
+        )
     };
     // Unbounded in effect (the cap above the trace): the peak follows the trace's length.
     let (short, _, _) = replay(5_000, 1 << 24);
@@ -245,15 +287,25 @@ fn the_fast_path_replays_as_the_general_loop_does() {
         assert!(a.summary["writes"].as_u64().unwrap() > 0);
         assert_eq!(a.summary["replay"]["scattered_pages"].is_null(), scatter.is_none());
     }
-    let gen: toml::Table = toml::from_str("accesses = 30000\nthreads = 3\nfile_share = 0.25\nfootprint = \"16MiB\"\ngap_instructions = 150").unwrap();
+    let gen: toml::Table = toml::from_str(
+        "accesses = 30000\nthreads = 3\nfile_share = 0.25\nfootprint = \"16MiB\"\ngap_instructions = 150",
+    )
+    .unwrap();
     let input = Input::Generator { name: "random", params: Some(&gen), seed: 4 };
     for (scatter, limit) in [(None, 0), (Some(5), 0), (Some(5), 20_001)] {
         let fast = ReplayOptions { ns_per_instruction: 0.3, scatter, limit, ..Default::default() };
         let general = ReplayOptions { hint_file: Some(empty.clone()), ..fast.clone() };
         let a = replay_input(&input, &p, &fast).unwrap();
-        assert_eq!(a.summary, replay_input(&input, &p, &general).unwrap().summary, "generator, scatter {scatter:?} limit {limit}");
+        assert_eq!(
+            a.summary,
+            replay_input(&input, &p, &general).unwrap().summary,
+            "generator, scatter {scatter:?} limit {limit}"
+        );
         let accesses = a.summary["replay"]["trace_accesses"].as_u64().unwrap();
         let requests = a.summary["requests"].as_u64().unwrap();
-        assert!(requests < accesses && requests >= 20_000, "{requests} requests of {accesses} accesses: mapping records skipped");
+        assert!(
+            requests < accesses && requests >= 20_000,
+            "{requests} requests of {accesses} accesses: mapping records skipped"
+        );
     }
 }

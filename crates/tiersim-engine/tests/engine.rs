@@ -332,7 +332,8 @@ fn tpp_allocates_page_cache_on_the_slow_tier_first() {
     let a: Vec<_> = (0..6)
         .map(|i| Access { flags: if i % 2 == 1 { Access::FILE } else { 0 }, ..acc(0, i * 4096, Op::Read, 0) })
         .collect();
-    let pages = |r: &SimResult| (u(&r.summary["nodes"][0], &["final_pages"]), u(&r.summary["nodes"][1], &["final_pages"]));
+    let pages =
+        |r: &SimResult| (u(&r.summary["nodes"][0], &["final_pages"]), u(&r.summary["nodes"][1], &["final_pages"]));
     assert_eq!(pages(&run(&p, "tpp", a.clone()).unwrap()), (3, 3));
     assert_eq!(pages(&run_with(&p, "tpp", "page_type_aware = false", a.clone()).unwrap()), (6, 0));
     assert_eq!(pages(&run(&p, "linux_default", a).unwrap()), (6, 0));
@@ -513,7 +514,8 @@ fn bad_platforms_and_traces_are_rejected() {
         let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
         platform::load(path.to_str().unwrap(), &o).err().map(|e| e.to_string()).unwrap_or_default()
     };
-    assert!(load(&["nodes.dram0.bogus=1"]).contains("config key `nodes.dram0.bogus`: unknown key; valid keys: name, device"));
+    assert!(load(&["nodes.dram0.bogus=1"])
+        .contains("config key `nodes.dram0.bogus`: unknown key; valid keys: name, device"));
     assert!(load(&["nodes.dram9.capacity=1"]).contains("no node named \"dram9\"; nodes are dram0"));
     assert!(load(&["host.bogus=1"]).contains("config key `host.bogus`: unknown parameter"));
     assert!(load(&["bogus=1"]).contains("config key `bogus`: unknown key"));
@@ -522,7 +524,11 @@ fn bad_platforms_and_traces_are_rejected() {
     assert!(load(&["os.page_size=\"12KiB\""]).contains("not a power of two"));
     assert!(load(&["host.cpus=8"]).contains("CPU 4 is local to no node"));
     assert!(load(&["nodeschannels"]).contains("expected key.path=value"));
-    assert!(platform::load("no_such_preset", &[]).err().unwrap().to_string().contains("presets: cascadelake_dcpmm, dram_only, epyc_cxl_nps1"));
+    assert!(platform::load("no_such_preset", &[])
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("presets: cascadelake_dcpmm, dram_only, epyc_cxl_nps1"));
 
     let p = plat(&text, &[]);
     let e = run(&p, "linux_default", vec![acc(9, 0, Op::Read, 0)]).err().unwrap().to_string();
@@ -553,8 +559,18 @@ fn presets_load_and_interleave_gives_the_white_paper_ratios() {
 
 #[test]
 fn same_inputs_same_results() {
-    let p = plat(&one_node("[swap]\npreset = \"nvme_ssd\""), &["nodes.dram0.capacity=\"64KiB\"", "stats.epoch=\"200ns\""]);
-    let a: Vec<_> = (0..500u64).map(|i| acc((i % 4) as u32, (i * 7919 % 40) * 4096 + (i % 64) * 64, if i % 3 == 0 { Op::Write } else { Op::Read }, i % 5)).collect();
+    let p =
+        plat(&one_node("[swap]\npreset = \"nvme_ssd\""), &["nodes.dram0.capacity=\"64KiB\"", "stats.epoch=\"200ns\""]);
+    let a: Vec<_> = (0..500u64)
+        .map(|i| {
+            acc(
+                (i % 4) as u32,
+                (i * 7919 % 40) * 4096 + (i % 64) * 64,
+                if i % 3 == 0 { Op::Write } else { Op::Read },
+                i % 5,
+            )
+        })
+        .collect();
     let r1 = run(&p, "linux_default", a.clone()).unwrap();
     let r2 = run(&p, "linux_default", a).unwrap();
     assert_eq!(r1.summary.to_string(), r2.summary.to_string());
@@ -576,7 +592,10 @@ fn random_platform(caps: &[u64], swap: bool, cpus: u32, sockets: u32) -> Platfor
             _ => String::new(),
         };
         let socket = i as u32 % sockets;
-        text.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\nsocket = {socket}\n{cpus}{DRAM}\n", c * 4));
+        text.push_str(&format!(
+            "[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\nsocket = {socket}\n{cpus}{DRAM}\n",
+            c * 4
+        ));
     }
     plat(&text, &[])
 }
@@ -709,7 +728,8 @@ fn scanner_hints_accessed_flash_pages_to_the_device() {
     // previous visit too: scan 2 (page 13, placed before scan 1) and scan 4 (page 14, read
     // before scans 3 and 4): 2.
     // One scan window covers all 18 pages, so every scan wraps.
-    let params = "scan_size = \"256KiB\"\nscan_period_min = \"100us\"\nscan_period_max = \"1ms\"\nscan_delay = \"10us\"";
+    let params =
+        "scan_size = \"256KiB\"\nscan_period_min = \"100us\"\nscan_period_max = \"1ms\"\nscan_delay = \"10us\"";
     for (mode, want) in [("none", 0), ("scan", 9), ("scan_hot", 2)] {
         let p = flash_tiered(mode, "pin");
         let r = run_with(&p, "autonuma", params, flash_hint_trace()).unwrap();
@@ -791,7 +811,10 @@ fn vma_readahead_reads_the_pages_around_the_fault_wherever_their_slots() {
     assert_eq!((sw(&r, "readahead_pages"), sw(&r, "swap_cache_hits"), sw(&r, "read_requests")), (1 + 2 + 2, 4, 4));
     // By slot cluster the same reads find page 1's neighbours by slot, 8..15 = pages 8..1:
     // page 1 brings 2..8, and pages 2..7 all hit.
-    let pc = plat(&text.replace("page_cluster = 3", "page_cluster = 3\nswap_readahead = \"cluster\""), &["nodes.dram0.capacity=\"256KiB\""]);
+    let pc = plat(
+        &text.replace("page_cluster = 3", "page_cluster = 3\nswap_readahead = \"cluster\""),
+        &["nodes.dram0.capacity=\"256KiB\""],
+    );
     let r = run(&pc, "linux_default", a.clone()).unwrap();
     assert_eq!((sw(&r, "swap_ins"), sw(&r, "readahead_pages"), sw(&r, "swap_cache_hits")), (2, 7, 6), "{}", r.summary);
     // page_cluster = 0 turns either off.
@@ -817,7 +840,8 @@ fn a_reclaim_pass_writes_contiguous_slots_in_one_request() {
 
 #[test]
 fn scale_sets_the_daemon_time_scale_unless_given() {
-    let load = |o: &[&str]| platform::load("cascadelake_dcpmm", &o.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let load =
+        |o: &[&str]| platform::load("cascadelake_dcpmm", &o.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     let p = load(&["scale=0.001953125"]);
     assert_eq!(p.os.float("daemon_time_scale"), 0.001953125);
     let (lens, warning) = tiersim_engine::regime::lens(&p);
@@ -856,11 +880,25 @@ fn dynamic_oracle_follows_a_changing_hot_set() {
             assert_eq!(want.top, 14);
             pol.set_epoch_length(70);
             let ahead = Box::new(Mem::new(TimeUnit::Instructions, a.clone()));
-            future = Some(tiersim_engine::Lookahead::new(ahead, 4096, 70, want.top, tiersim_engine::Windows::PerCpu, want.write_weight, 1000));
+            future = Some(tiersim_engine::Lookahead::new(
+                ahead,
+                4096,
+                70,
+                want.top,
+                tiersim_engine::Windows::PerCpu,
+                want.write_weight,
+                1000,
+            ));
         } else {
             pol.set_profile(&tiersim_engine::profile(&mut Mem::new(TimeUnit::Instructions, a.clone()), 4096).unwrap());
         }
-        let r = simulate_with_future(&p, pol, &mut Mem::new(TimeUnit::Instructions, a.clone()), future, SimOptions { check_every: 1 });
+        let r = simulate_with_future(
+            &p,
+            pol,
+            &mut Mem::new(TimeUnit::Instructions, a.clone()),
+            future,
+            SimOptions { check_every: 1 },
+        );
         r.unwrap().summary
     };
     // The static oracle keeps phase A's pages (ties go to lower pages): 70 of 140 fast.
@@ -911,8 +949,12 @@ fn the_min_free_reserve_shrinks_with_scale() {
 /// series equals the one a run with the final epoch length makes from the start.
 #[test]
 fn time_series_is_coarsened_past_max_epochs() {
-    let accesses: Vec<Access> = (0..3000).map(|i| acc(i % 4, (i as u64 * 4096 * 7) % (1 << 20), if i % 3 == 0 { Op::Write } else { Op::Read }, 1000)).collect();
-    let fine = run(&plat(&one_node(""), &["stats.epoch=\"1ns\"", "stats.max_epochs=64"]), "linux_default", accesses.clone()).unwrap();
+    let accesses: Vec<Access> = (0..3000)
+        .map(|i| acc(i % 4, (i as u64 * 4096 * 7) % (1 << 20), if i % 3 == 0 { Op::Write } else { Op::Read }, 1000))
+        .collect();
+    let fine =
+        run(&plat(&one_node(""), &["stats.epoch=\"1ns\"", "stats.max_epochs=64"]), "linux_default", accesses.clone())
+            .unwrap();
     let ts = &fine.timeseries;
     let s = &fine.summary;
     assert!(s["timeseries"]["coarsened"].as_bool().unwrap());
@@ -924,7 +966,12 @@ fn time_series_is_coarsened_past_max_epochs() {
     for i in 1..ts.epoch.len() {
         assert_eq!((ts.epoch[i], ts.t_start_ns[i]), (i as u64, ts.t_end_ns[i - 1]));
     }
-    let coarse = run(&plat(&one_node(""), &[&format!("stats.epoch=\"{epoch}ns\""), "stats.max_epochs=16777216"]), "linux_default", accesses).unwrap();
+    let coarse = run(
+        &plat(&one_node(""), &[&format!("stats.epoch=\"{epoch}ns\""), "stats.max_epochs=16777216"]),
+        "linux_default",
+        accesses,
+    )
+    .unwrap();
     assert!(!coarse.summary["timeseries"]["coarsened"].as_bool().unwrap());
     assert_eq!(coarse.timeseries, fine.timeseries);
 }

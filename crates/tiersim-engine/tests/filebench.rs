@@ -24,14 +24,27 @@ fn one_direct_ssd_read_costs_the_sum_of_its_layers() {
     // Polling saves the interrupt's 3000 ns for its own 300.
     let mut iop = toml::Table::new();
     iop.insert("completion".into(), s("poll"));
-    let p = run(&[("device", s("optane_ssd")), ("cache", s("direct")), ("threads", 1.into()), ("ops", 500.into()), ("iopath", iop.into())]);
+    let p = run(&[
+        ("device", s("optane_ssd")),
+        ("cache", s("direct")),
+        ("threads", 1.into()),
+        ("ops", 500.into()),
+        ("iopath", iop.into()),
+    ]);
     assert!((o.mean_latency_ns - p.mean_latency_ns - 2_700.0).abs() <= 1.0, "{}", p.mean_latency_ns);
 }
 
 #[test]
 fn ssd_latency_under_load_is_the_queue_and_pm_stays_near_a_microsecond() {
     // Seed 001 finding 5: a block from PM ~1 us, from the SSD 100-200 us (under load).
-    let pm = run(&[("device", s("optane_100")), ("cache", s("dax")), ("api", s("mmap")), ("block_size", s("4KiB")), ("threads", 1.into()), ("ops", 2000.into())]);
+    let pm = run(&[
+        ("device", s("optane_100")),
+        ("cache", s("dax")),
+        ("api", s("mmap")),
+        ("block_size", s("4KiB")),
+        ("threads", 1.into()),
+        ("ops", 2000.into()),
+    ]);
     assert!(pm.mean_latency_ns < 2_500.0, "{}", pm.mean_latency_ns);
     let ssd = run(&[("device", s("optane_ssd")), ("cache", s("direct")), ("threads", 32.into()), ("ops", 4000.into())]);
     // 32 threads x 8 KiB at 2.5 GB/s: about 32 x 3.3 us of queue.
@@ -62,7 +75,8 @@ fn dax_never_touches_the_page_cache() {
 
 #[test]
 fn sequential_reads_hit_after_readahead() {
-    let o = run(&[("device", s("optane_ssd")), ("pattern", s("sequential")), ("threads", 2.into()), ("ops", 2000.into())]);
+    let o =
+        run(&[("device", s("optane_ssd")), ("pattern", s("sequential")), ("threads", 2.into()), ("ops", 2000.into())]);
     let pc = &o.stats["page_cache"];
     // Stream 0 starts at page 0: one miss, then readahead. Stream 1 starts mid-file, which
     // ondemand_readahead takes for a small random read (read as is); its second read is
@@ -74,9 +88,20 @@ fn sequential_reads_hit_after_readahead() {
 #[test]
 fn writeback_conserves_pages_and_bytes() {
     for dev in ["optane_ssd", "optane_100"] {
-        let o = run(&[("device", s(dev)), ("workload", s("write")), ("page_cache", s("16MiB")), ("file_size", s("64MiB")), ("threads", 4.into()), ("ops", 6000.into())]);
+        let o = run(&[
+            ("device", s(dev)),
+            ("workload", s("write")),
+            ("page_cache", s("16MiB")),
+            ("file_size", s("64MiB")),
+            ("threads", 4.into()),
+            ("ops", 6000.into()),
+        ]);
         let pc = &o.stats["page_cache"];
-        let (dirtied, wb, left) = (pc["dirtied"].as_u64().unwrap(), pc["written_back"].as_u64().unwrap(), pc["dirty_at_end"].as_u64().unwrap());
+        let (dirtied, wb, left) = (
+            pc["dirtied"].as_u64().unwrap(),
+            pc["written_back"].as_u64().unwrap(),
+            pc["dirty_at_end"].as_u64().unwrap(),
+        );
         assert!(wb > 1000, "{dev}: the dirty limit forces writeback: {pc}");
         assert_eq!(dirtied, wb + left, "{dev}: {pc}");
         assert_eq!(o.stats["writeback_pages"].as_u64().unwrap(), wb, "{dev}");
@@ -87,7 +112,13 @@ fn writeback_conserves_pages_and_bytes() {
 
 #[test]
 fn commits_share_log_writes_only_with_group_commit() {
-    let base = [("workload", s("kv")), ("kv_mix", s("w")), ("threads", 16.into()), ("ops", 3000.into()), ("warm", true.into())];
+    let base = [
+        ("workload", s("kv")),
+        ("kv_mix", s("w")),
+        ("threads", 16.into()),
+        ("ops", 3000.into()),
+        ("warm", true.into()),
+    ];
     let g = run(&base);
     let mut solo_cfg = base.to_vec();
     solo_cfg.push(("kv_group_commit", false.into()));
@@ -100,7 +131,13 @@ fn commits_share_log_writes_only_with_group_commit() {
 
 #[test]
 fn same_inputs_same_results() {
-    let cfg = [("workload", s("kv")), ("kv_mix", s("a")), ("kv_cache", s("4MiB")), ("page_cache", s("32MiB")), ("ops", 3000.into())];
+    let cfg = [
+        ("workload", s("kv")),
+        ("kv_mix", s("a")),
+        ("kv_cache", s("4MiB")),
+        ("page_cache", s("32MiB")),
+        ("ops", 3000.into()),
+    ];
     assert_eq!(run(&cfg), run(&cfg));
 }
 

@@ -13,9 +13,34 @@ use tiersim_core::Error;
 use tiersim_engine::platform::{self, HOST_PARAMS, OS_PARAMS, PRESETS, STATS_PARAMS};
 
 const EDGE: &[&str] = &[
-    "nan", "-nan", "inf", "-inf", "0", "-1", "1e300", "-1e300", "1e-300", "9223372036854775807", "-9223372036854775808",
-    "\"\"", "\"0B\"", "\"1e30s\"", "\"nan\"", "\"16EiB\"", "\"18446744073709551615B\"", "\"0ns\"", "\"1ns\"", "true", "[]",
-    "[nan]", "{}", "\"x\"", "0.5", "4096", "1024", "65536",
+    "nan",
+    "-nan",
+    "inf",
+    "-inf",
+    "0",
+    "-1",
+    "1e300",
+    "-1e300",
+    "1e-300",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "\"\"",
+    "\"0B\"",
+    "\"1e30s\"",
+    "\"nan\"",
+    "\"16EiB\"",
+    "\"18446744073709551615B\"",
+    "\"0ns\"",
+    "\"1ns\"",
+    "true",
+    "[]",
+    "[nan]",
+    "{}",
+    "\"x\"",
+    "0.5",
+    "4096",
+    "1024",
+    "65536",
 ];
 
 fn cases(default: usize) -> usize {
@@ -77,7 +102,10 @@ fn mutated_platform_files_load_or_fail_with_a_located_error() {
             }
         }
     }
-    eprintln!("platform TOML: {} cases, {ok} loaded, {rejected} rejected naming a key or file:line:column", ok + rejected);
+    eprintln!(
+        "platform TOML: {} cases, {ok} loaded, {rejected} rejected naming a key or file:line:column",
+        ok + rejected
+    );
 }
 
 #[test]

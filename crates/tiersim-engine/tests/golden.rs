@@ -50,7 +50,8 @@ fn figures(policy: &str) -> serde_json::Value {
 
 #[test]
 fn every_policy_matches_its_golden_result() {
-    let got: BTreeMap<&str, serde_json::Value> = tiersim_policies::REGISTRY.iter().map(|e| (e.info.name, figures(e.info.name))).collect();
+    let got: BTreeMap<&str, serde_json::Value> =
+        tiersim_policies::REGISTRY.iter().map(|e| (e.info.name, figures(e.info.name))).collect();
     let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
     if std::env::var_os("TIERSIM_BLESS").is_some() {
         std::fs::write(GOLDEN, &text).unwrap();

@@ -209,14 +209,19 @@ fn a_writer_outrunning_the_device_is_held_to_its_write_rate() {
 #[test]
 fn dax_never_touches_the_page_cache() {
     let p = platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"");
-    let mut trace: Vec<Access> = (0..100).map(|i| call(if i % 3 == 0 { Op::Write } else { Op::Read }, i, 4096)).collect();
+    let mut trace: Vec<Access> =
+        (0..100).map(|i| call(if i % 3 == 0 { Op::Write } else { Op::Read }, i, 4096)).collect();
     // Loads and stores to a mapping spanning three 2 MiB regions: one PMD fault each.
     trace.extend((0..60).map(|i| mapped(if i % 2 == 0 { Op::Write } else { Op::Read }, i * 20)));
     trace.extend((0..10).map(|i| anon(Op::Write, i)));
     let r = run(&p, trace).unwrap();
     let s = &r.summary;
     let pc = &s["page_cache"];
-    assert_eq!((u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])), (0, 0, 0, 0), "{pc}");
+    assert_eq!(
+        (u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])),
+        (0, 0, 0, 0),
+        "{pc}"
+    );
     assert_eq!((u(pc, &["read_calls"]), u(pc, &["write_calls"])), (0, 0));
     assert_eq!(lru(s, "inactive_file") + lru(s, "active_file"), 0);
     assert_eq!(lru(s, "inactive_anon") + lru(s, "active_anon"), 10);
@@ -239,7 +244,10 @@ fn dax_never_touches_the_page_cache() {
 fn bad_file_accesses_are_clear_errors() {
     // A call on a page the trace used as anonymous memory.
     let p = platform("1MiB", "");
-    let e = run(&p, vec![anon(Op::Write, 3), Access { addr: 3 * PAGE, ..call(Op::Read, 0, 100) }]).err().unwrap().to_string();
+    let e = run(&p, vec![anon(Op::Write, 3), Access { addr: 3 * PAGE, ..call(Op::Read, 0, 100) }])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
     // A call running off the end of the address space.
     let e = run(&p, vec![Access { addr: u64::MAX - 100, ..call(Op::Read, 0, 4096) }]).err().unwrap().to_string();
@@ -278,7 +286,15 @@ fn direct(op: Op, page: u64, bytes: u16) -> Access {
 fn device_ns(p: &platform::Platform, op: Op, bytes: u32) -> u64 {
     let s = p.swap.as_ref().unwrap();
     let mut dev = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap();
-    dev.access(&tiersim_devices::DeviceRequest { now: 1_000_000, addr: 0, size: bytes, op, socket: 0, cpu: 0, remote: false }) - 1_000_000
+    dev.access(&tiersim_devices::DeviceRequest {
+        now: 1_000_000,
+        addr: 0,
+        size: bytes,
+        op,
+        socket: 0,
+        cpu: 0,
+        remote: false,
+    }) - 1_000_000
 }
 
 #[test]
@@ -297,7 +313,11 @@ fn o_direct_calls_go_to_the_device_and_leave_the_page_cache_alone() {
         let d = &pc["direct"];
         let calls = if op == Op::Read { (1, 0) } else { (0, 1) };
         assert_eq!((u(d, &["read_calls"]), u(d, &["write_calls"]), u(d, &["requests"])), (calls.0, calls.1, 1), "{d}");
-        assert_eq!((u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])), (0, 0, 0, 0), "{pc}");
+        assert_eq!(
+            (u(pc, &["hits"]), u(pc, &["misses"]), u(pc, &["readahead_pages"]), u(pc, &["dirtied_pages"])),
+            (0, 0, 0, 0),
+            "{pc}"
+        );
         assert_eq!(lru(s, "inactive_file") + lru(s, "active_file"), 0);
         let moved = if op == Op::Read { "bytes_read" } else { "bytes_written" };
         assert_eq!(u(s, &["swap", "device", moved]), 4096);
@@ -319,7 +339,11 @@ fn o_direct_calls_go_to_the_device_and_leave_the_page_cache_alone() {
     t.push(direct(Op::Read, 0, 8192));
     let r = run(&p, t).unwrap();
     let pc = &r.summary["page_cache"];
-    assert_eq!((u(pc, &["direct", "flushed_pages"]), u(pc, &["direct", "invalidated_pages"]), u(pc, &["dirty_pages"])), (1, 0, 0), "{pc}");
+    assert_eq!(
+        (u(pc, &["direct", "flushed_pages"]), u(pc, &["direct", "invalidated_pages"]), u(pc, &["dirty_pages"])),
+        (1, 0, 0),
+        "{pc}"
+    );
     assert_eq!((u(pc, &["writeback_pages_direct"]), u(pc, &["writeback_bytes"])), (1, 4096));
     assert_eq!(lru(&r.summary, "inactive_file") + lru(&r.summary, "active_file"), 12);
     assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 4096);
@@ -328,7 +352,13 @@ fn o_direct_calls_go_to_the_device_and_leave_the_page_cache_alone() {
     let r = run(&p, t).unwrap();
     let pc = &r.summary["page_cache"];
     assert_eq!((u(pc, &["direct", "flushed_pages"]), u(pc, &["direct", "invalidated_pages"])), (1, 2), "{pc}");
-    assert_eq!(u(pc, &["dirtied_pages"]), u(pc, &["writeback_pages_flusher"]) + u(pc, &["writeback_pages_reclaim"]) + u(pc, &["writeback_pages_direct"]) + u(pc, &["dirty_pages"]));
+    assert_eq!(
+        u(pc, &["dirtied_pages"]),
+        u(pc, &["writeback_pages_flusher"])
+            + u(pc, &["writeback_pages_reclaim"])
+            + u(pc, &["writeback_pages_direct"])
+            + u(pc, &["dirty_pages"])
+    );
     // The first read missed page 0, the write hit page 1, the last read misses page 0 again.
     assert_eq!((u(pc, &["misses"]), u(pc, &["hits"])), (2, 1), "{pc}");
     assert_eq!(lru(&r.summary, "inactive_file") + lru(&r.summary, "active_file"), 12 - 2 + 1);
@@ -359,7 +389,11 @@ fn a_cold_mapped_read_is_a_major_fault_that_reads_around_it() {
     let r = run(&p, with(map(0, 256), [mapped(Op::Read, 0)])).unwrap();
     let s = &r.summary;
     let f = &s["faults"];
-    assert_eq!((u(f, &["major"]), u(f, &["minor_file"]), u(f, &["first_touch"]), u(f, &["file_unread"])), (1, 0, 0, 0), "{f}");
+    assert_eq!(
+        (u(f, &["major"]), u(f, &["minor_file"]), u(f, &["first_touch"]), u(f, &["file_unread"])),
+        (1, 0, 0, 0),
+        "{f}"
+    );
     assert_eq!(u(s, &["swap", "device", "bytes_read"]), 32 * 4096);
     assert_eq!(u(&s["page_cache"], &["read_requests"]), 1);
     assert_eq!(u(&s["page_cache"], &["mmap", "fault_read_pages"]), 32);
@@ -409,7 +443,10 @@ fn read_around_stays_inside_the_file() {
     let s = &r.summary;
     assert_eq!(u(s, &["swap", "device", "bytes_read"]), 36 * 4096);
     assert_eq!((u(s, &["faults", "major"]), u(s, &["faults", "first_touch"])), (2, 2), "{}", s["faults"]);
-    assert_eq!((lru(s, "inactive_file") + lru(s, "active_file"), lru(s, "inactive_anon") + lru(s, "active_anon")), (36, 2));
+    assert_eq!(
+        (lru(s, "inactive_file") + lru(s, "active_file"), lru(s, "inactive_anon") + lru(s, "active_anon")),
+        (36, 2)
+    );
 }
 
 #[test]
@@ -440,7 +477,10 @@ fn mapped_pages_without_bounds_keep_the_old_first_touch() {
     let p = platform("4MiB", "");
     let r = run(&p, vec![mapped(Op::Read, 0), mapped(Op::Read, 1)]).unwrap();
     let s = &r.summary;
-    assert_eq!((u(&s["faults"], &["first_touch"]), u(&s["faults"], &["file_unread"]), u(&s["faults"], &["major"])), (2, 2, 0));
+    assert_eq!(
+        (u(&s["faults"], &["first_touch"]), u(&s["faults"], &["file_unread"]), u(&s["faults"], &["major"])),
+        (2, 2, 0)
+    );
     assert_eq!(u(s, &["swap", "device", "bytes_read"]), 0);
     let note = s["notes"][0].as_str().unwrap();
     assert!(note.starts_with("2 first touches") && note.contains("no mapping record"), "{note}");
@@ -494,7 +534,11 @@ fn page_cache_invariants_over_random_mixes() {
         let sw = &s["swap"];
         assert!(u(sw, &["file_drops"]) > 0 && u(&s["faults"], &["major"]) > 0, "round {round}: {s}");
         let swapped_in = u(sw, &["swap_ins"]) + u(sw, &["readahead_pages"]);
-        assert_eq!(u(sw, &["device", "bytes_read"]), (u(pc, &["pages_read"]) + swapped_in) * 4096, "round {round}: {pc} {sw}");
+        assert_eq!(
+            u(sw, &["device", "bytes_read"]),
+            (u(pc, &["pages_read"]) + swapped_in) * 4096,
+            "round {round}: {pc} {sw}"
+        );
     }
 }
 

@@ -17,7 +17,10 @@ use serde_json::json;
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
 use crate::autonuma::two_stage_filter;
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, MoveMode, Policy, PolicyEntry, ScanSpec, ScanVisit, Topology};
+use crate::{
+    is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, MoveMode, Policy, PolicyEntry, ScanSpec,
+    ScanVisit, Topology,
+};
 
 /// numa_balancing_extended bits and the background_demotion sysfs knob (policies.md 2.1).
 #[derive(Debug, Clone, Copy)]
@@ -31,19 +34,63 @@ macro_rules! autotiering_params {
     ($period_max:literal, $scan_size:literal) => {
         &[
             // The authors' scan settings per variant ([ATU] run-bench.sh, policies.md 2.1).
-            ParamSpec::new("scan_size", ParamKind::Bytes, $scan_size, "present memory made PROT_NONE per scan window (scan_size_mb)").min(4096.0),
-            ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)")
-                .min(1.0)
-                .not_above("scan_period_max"),
-            ParamSpec::new("scan_period_max", ParamKind::Duration, $period_max, "longest scan period (scan_period_max_ms)").min(1.0),
+            ParamSpec::new(
+                "scan_size",
+                ParamKind::Bytes,
+                $scan_size,
+                "present memory made PROT_NONE per scan window (scan_size_mb)",
+            )
+            .min(4096.0),
+            ParamSpec::new(
+                "scan_period_min",
+                ParamKind::Duration,
+                "1000ms",
+                "shortest scan period (scan_period_min_ms)",
+            )
+            .min(1.0)
+            .not_above("scan_period_max"),
+            ParamSpec::new(
+                "scan_period_max",
+                ParamKind::Duration,
+                $period_max,
+                "longest scan period (scan_period_max_ms)",
+            )
+            .min(1.0),
             ParamSpec::new("scan_delay", ParamKind::Duration, "1000ms", "time before the first scan (scan_delay_ms)"),
-            ParamSpec::new("skip_lower_tier", ParamKind::Bool, "true", "bottom-tier pages are not put on LAP lists (page_balancing/skip_lower_tier)"),
-            ParamSpec::new("batch_demotion", ParamKind::Bool, "true", "kdemoted refills the pool in batches ([ATU] sets 1 for 4 KiB pages)"),
-            ParamSpec::new("pool_max", ParamKind::Int, "16", "per-CPU reserved frames kdemoted fills to (MAX_NR_FREE_PAGES; 4 for 2 MiB pages)").min(1.0),
-            ParamSpec::new("pool_min", ParamKind::Int, "4", "promote from the pool only while it holds more (MIN_NR_FREE_PAGES; 3 for 2 MiB)")
-                .min(0.0)
-                .not_above("pool_max"),
-            ParamSpec::new("exchange_scan", ParamKind::Int, "16", "deferred-list entries scanned for an exchange partner (nr_to_scan)").min(0.0),
+            ParamSpec::new(
+                "skip_lower_tier",
+                ParamKind::Bool,
+                "true",
+                "bottom-tier pages are not put on LAP lists (page_balancing/skip_lower_tier)",
+            ),
+            ParamSpec::new(
+                "batch_demotion",
+                ParamKind::Bool,
+                "true",
+                "kdemoted refills the pool in batches ([ATU] sets 1 for 4 KiB pages)",
+            ),
+            ParamSpec::new(
+                "pool_max",
+                ParamKind::Int,
+                "16",
+                "per-CPU reserved frames kdemoted fills to (MAX_NR_FREE_PAGES; 4 for 2 MiB pages)",
+            )
+            .min(1.0),
+            ParamSpec::new(
+                "pool_min",
+                ParamKind::Int,
+                "4",
+                "promote from the pool only while it holds more (MIN_NR_FREE_PAGES; 3 for 2 MiB)",
+            )
+            .min(0.0)
+            .not_above("pool_max"),
+            ParamSpec::new(
+                "exchange_scan",
+                ParamKind::Int,
+                "16",
+                "deferred-list entries scanned for an exchange partner (nr_to_scan)",
+            )
+            .min(0.0),
         ]
     };
 }
@@ -55,18 +102,43 @@ const SOURCE: &str = "Kim et al., AutoTiering, USENIX ATC'21; kernel patch csl-a
 
 macro_rules! entry {
     ($name:literal, $summary:literal, $params:expr, $build:ident) => {
-        PolicyEntry { info: PluginInfo { name: $name, summary: $summary, source: SOURCE, params: $params }, build: $build }
+        PolicyEntry {
+            info: PluginInfo { name: $name, summary: $summary, source: SOURCE, params: $params },
+            build: $build,
+        }
     };
 }
 
-pub(crate) const CPM: PolicyEntry =
-    entry!("autotiering_cpm", "AutoTiering CPM: promote/migrate to the best node with room (local DRAM, remote DRAM, local PMEM)", OPM_OFF, build_cpm);
-pub(crate) const CPMX: PolicyEntry = entry!("autotiering_cpmx", "AutoTiering CPMX: CPM + same-tier page exchange via deferred lists", OPM_OFF, build_cpmx);
-pub(crate) const OPM: PolicyEntry =
-    entry!("autotiering_opm", "AutoTiering OPM: 8-bit access history, LAP lists, on-demand demotion of a colder page", OPM_ON, build_opm);
-pub(crate) const OPMX: PolicyEntry = entry!("autotiering_opmx", "AutoTiering OPMX: OPM with exchange instead of demotion + promotion", OPM_ON, build_opmx);
-pub(crate) const OPM_BD: PolicyEntry =
-    entry!("autotiering_opm_bd", "AutoTiering OPM-BD: background demotion by kdemoted into per-CPU reserved pools", OPM_ON, build_opm_bd);
+pub(crate) const CPM: PolicyEntry = entry!(
+    "autotiering_cpm",
+    "AutoTiering CPM: promote/migrate to the best node with room (local DRAM, remote DRAM, local PMEM)",
+    OPM_OFF,
+    build_cpm
+);
+pub(crate) const CPMX: PolicyEntry = entry!(
+    "autotiering_cpmx",
+    "AutoTiering CPMX: CPM + same-tier page exchange via deferred lists",
+    OPM_OFF,
+    build_cpmx
+);
+pub(crate) const OPM: PolicyEntry = entry!(
+    "autotiering_opm",
+    "AutoTiering OPM: 8-bit access history, LAP lists, on-demand demotion of a colder page",
+    OPM_ON,
+    build_opm
+);
+pub(crate) const OPMX: PolicyEntry = entry!(
+    "autotiering_opmx",
+    "AutoTiering OPMX: OPM with exchange instead of demotion + promotion",
+    OPM_ON,
+    build_opmx
+);
+pub(crate) const OPM_BD: PolicyEntry = entry!(
+    "autotiering_opm_bd",
+    "AutoTiering OPM-BD: background demotion by kdemoted into per-CPU reserved pools",
+    OPM_ON,
+    build_opm_bd
+);
 
 fn build_cpm(p: &Params, t: &Topology) -> Result<Box<dyn Policy>> {
     AutoTiering::build(p, t, Variant { opm: false, exchange: false, background: false })
@@ -102,7 +174,8 @@ struct PageInfo {
     deferred: bool,
 }
 
-const EMPTY: PageInfo = PageInfo { prev: NONE32, next: NONE32, node: NONE16, lap: UNLISTED, bitmap: 0, deferred: false };
+const EMPTY: PageInfo =
+    PageInfo { prev: NONE32, next: NONE32, node: NONE16, lap: UNLISTED, bitmap: 0, deferred: false };
 
 #[derive(Clone, Copy, Default)]
 struct List {
@@ -174,7 +247,11 @@ impl AutoTiering {
         let down = |i: usize| -> Option<NodeId> {
             let s = topo.nodes[i].socket;
             (tier[i] < max_tier)
-                .then(|| ((tier[i] + 1)..=max_tier).find_map(|d| topo.node_on(s, d)).or_else(|| next_tier_node(i as NodeId, topo)))
+                .then(|| {
+                    ((tier[i] + 1)..=max_tier)
+                        .find_map(|d| topo.node_on(s, d))
+                        .or_else(|| next_tier_node(i as NodeId, topo))
+                })
                 .flatten()
         };
         let page_huge = topo.page_size >= 2 << 20;
@@ -692,7 +769,10 @@ mod tests {
         os.files.extend([40, 41]);
         setup(&mut p, &mut os, &[(10, 0), (11, 0), (40, 0), (41, 0), (20, 2)], &[10, 11, 40, 41]);
         fault(&mut p, &mut os, 0, 20);
-        assert_eq!(os.log[..3], ["demote file 40 -> 2 Background", "demote file 41 -> 2 Background", "demote 11 -> 2 Background reserve"]);
+        assert_eq!(
+            os.log[..3],
+            ["demote file 40 -> 2 Background", "demote file 41 -> 2 Background", "demote 11 -> 2 Background reserve"]
+        );
         assert_eq!(p.stats()["file_demotions"], 2);
     }
 
@@ -721,7 +801,14 @@ mod tests {
         // LAP[0] from its head, where untouched pages are inserted (the last scanned first),
         // and this fault falls back to CPM.
         assert_eq!(fault(&mut p, &mut os, 0, 20), Migrate(0));
-        assert_eq!(os.log, vec!["demote 14 -> 2 Background reserve", "demote 13 -> 2 Background reserve", "demote 12 -> 2 Background reserve"]);
+        assert_eq!(
+            os.log,
+            vec![
+                "demote 14 -> 2 Background reserve",
+                "demote 13 -> 2 Background reserve",
+                "demote 12 -> 2 Background reserve"
+            ]
+        );
         assert_eq!(os.reserved[0], 3);
         // Second fault: the pool holds 3 > pool_min: the page takes a reserved frame.
         assert_eq!(fault(&mut p, &mut os, 0, 20), Stay);

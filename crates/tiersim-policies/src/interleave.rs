@@ -11,10 +11,25 @@ use tiersim_core::{Error, NodeId, ParamKind, ParamSpec, Params, PluginInfo, Resu
 use crate::{PlaceCtx, Policy, PolicyEntry, Topology};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("nodes", ParamKind::StrList, "[]", "nodes to interleave over, by name; empty = every memory node (--interleave=all)"),
-    ParamSpec::new("weights", ParamKind::FloatList, "[]", "integer weight 1..255 per node, in `nodes` order; empty = 1 each"),
-    ParamSpec::new("mode", ParamKind::Str, "offset", "offset: node by virtual page number (VMA policy); round_robin: per-CPU countdown (task policy)")
-        .choices(&["offset", "round_robin"]),
+    ParamSpec::new(
+        "nodes",
+        ParamKind::StrList,
+        "[]",
+        "nodes to interleave over, by name; empty = every memory node (--interleave=all)",
+    ),
+    ParamSpec::new(
+        "weights",
+        ParamKind::FloatList,
+        "[]",
+        "integer weight 1..255 per node, in `nodes` order; empty = 1 each",
+    ),
+    ParamSpec::new(
+        "mode",
+        ParamKind::Str,
+        "offset",
+        "offset: node by virtual page number (VMA policy); round_robin: per-CPU countdown (task policy)",
+    )
+    .choices(&["offset", "round_robin"]),
 ];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
@@ -46,7 +61,10 @@ fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
             .map(|name| {
                 topo.node_by_name(name).ok_or_else(|| {
                     let valid: Vec<_> = topo.nodes.iter().map(|n| n.name.as_str()).collect();
-                    Error::config("policy_params.nodes", format!("no node named {name:?}; nodes are {}", valid.join(", ")))
+                    Error::config(
+                        "policy_params.nodes",
+                        format!("no node named {name:?}; nodes are {}", valid.join(", ")),
+                    )
                 })
             })
             .collect::<Result<_>>()?
@@ -54,7 +72,10 @@ fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     let mut seen = vec![false; topo.nodes.len()];
     for &n in &nodes {
         if std::mem::replace(&mut seen[n as usize], true) {
-            return Err(Error::config("policy_params.nodes", format!("node {:?} is listed twice", topo.nodes[n as usize].name)));
+            return Err(Error::config(
+                "policy_params.nodes",
+                format!("node {:?} is listed twice", topo.nodes[n as usize].name),
+            ));
         }
     }
     let raw = params.floats("weights");
@@ -72,7 +93,10 @@ fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
                 if w.fract() == 0.0 && (1.0..=255.0).contains(&w) {
                     Ok(w as u64)
                 } else {
-                    Err(Error::config("policy_params.weights", format!("weight {w} is not an integer in 1..255 (the kernel's range)")))
+                    Err(Error::config(
+                        "policy_params.weights",
+                        format!("weight {w} is not an integer in 1..255 (the kernel's range)"),
+                    ))
                 }
             })
             .collect::<Result<_>>()?
@@ -138,7 +162,9 @@ mod tests {
         // Offset mode is a function of the page: vpn 0..3 on dram0, vpn 4 on pmem0.
         let topo = two_socket();
         let free = [1; 4];
-        let at = |p: &mut Box<dyn Policy>, vpn| p.place(&PlaceCtx { topo: &topo, cpu: 5, local_node: 1, vpn, free_pages: &free, file: false });
+        let at = |p: &mut Box<dyn Policy>, vpn| {
+            p.place(&PlaceCtx { topo: &topo, cpu: 5, local_node: 1, vpn, free_pages: &free, file: false })
+        };
         assert_eq!((0..6).map(|v| at(&mut p, v)).collect::<Vec<_>>(), vec![0, 0, 0, 0, 2, 0]);
     }
 
@@ -153,8 +179,18 @@ mod tests {
         let mut p = make("nodes = [\"dram1\", \"pmem1\"]\nweights = [2, 1]\nmode = \"round_robin\"").unwrap();
         let topo = two_socket();
         let free = [1; 4];
-        let seq: Vec<_> =
-            (0..7).map(|v| p.place(&PlaceCtx { topo: &topo, cpu: 1, local_node: 0, vpn: 1000 + v * 7, free_pages: &free, file: false })).collect();
+        let seq: Vec<_> = (0..7)
+            .map(|v| {
+                p.place(&PlaceCtx {
+                    topo: &topo,
+                    cpu: 1,
+                    local_node: 0,
+                    vpn: 1000 + v * 7,
+                    free_pages: &free,
+                    file: false,
+                })
+            })
+            .collect();
         assert_eq!(seq, vec![1, 1, 3, 1, 1, 3, 1]);
     }
 

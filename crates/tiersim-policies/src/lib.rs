@@ -258,7 +258,13 @@ pub trait Policy: Send {
 
     /// Free pages kswapd keeps on `node` proactively, checked after every allocation there
     /// (TPP's demotion watermark); None = only the kernel's usual low/high watermarks.
-    fn reclaim_goal(&self, _node: NodeId, _watermarks: (u64, u64, u64), _capacity: u64, _topo: &Topology) -> Option<u64> {
+    fn reclaim_goal(
+        &self,
+        _node: NodeId,
+        _watermarks: (u64, u64, u64),
+        _capacity: u64,
+        _topo: &Topology,
+    ) -> Option<u64> {
         None
     }
 
@@ -300,7 +306,15 @@ pub trait Policy: Send {
     /// (ties: lower page first), at most `top`; `os` carries out the moves, charged as their mode
     /// says to the CPU about to issue. `near` holds, by virtual page number, every page the epoch
     /// uses with the node whose CPUs make most of its accesses (empty if the CPUs share one node).
-    fn on_epoch(&mut self, _epoch: usize, _hottest: &[(u64, u64)], _near: &[(u64, NodeId)], _topo: &Topology, _os: &mut dyn MemOps) {}
+    fn on_epoch(
+        &mut self,
+        _epoch: usize,
+        _hottest: &[(u64, u64)],
+        _near: &[(u64, NodeId)],
+        _topo: &Topology,
+        _os: &mut dyn MemOps,
+    ) {
+    }
 
     /// A promotion into `node` failed for lack of free memory; return the free-page goal kswapd
     /// should reclaim (demote) the node to, if the policy wakes it (NUMAB-2's promo watermark).
@@ -340,11 +354,18 @@ pub fn is_top_tier(node: NodeId, topo: &Topology) -> bool {
 /// Scanner parameters shared by every policy that uses NUMA balancing, with the kernel's
 /// defaults (policies.md 1.2: `kernel.numa_balancing_*`).
 pub const SCAN_PARAMS: [ParamSpec; 4] = [
-    ParamSpec::new("scan_size", ParamKind::Bytes, "256MiB", "present memory made PROT_NONE per scan window (scan_size_mb)").min(4096.0),
+    ParamSpec::new(
+        "scan_size",
+        ParamKind::Bytes,
+        "256MiB",
+        "present memory made PROT_NONE per scan window (scan_size_mb)",
+    )
+    .min(4096.0),
     ParamSpec::new("scan_period_min", ParamKind::Duration, "1000ms", "shortest scan period (scan_period_min_ms)")
         .min(1.0)
         .not_above("scan_period_max"),
-    ParamSpec::new("scan_period_max", ParamKind::Duration, "60000ms", "longest scan period (scan_period_max_ms)").min(1.0),
+    ParamSpec::new("scan_period_max", ParamKind::Duration, "60000ms", "longest scan period (scan_period_max_ms)")
+        .min(1.0),
     ParamSpec::new("scan_delay", ParamKind::Duration, "1000ms", "time before the first scan (scan_delay_ms)"),
 ];
 
@@ -551,7 +572,14 @@ pub(crate) mod testutil {
     pub const WMARKS: [(u64, u64, u64); 4] = [(4, 5, 6); 4];
 
     /// A hint fault by `cpu` on a page that lives on `node`.
-    pub fn hint<'a>(topo: &'a Topology, cpu: u32, node: NodeId, last_cpu: Option<u32>, scan_seq: u64, free: &'a [u64]) -> HintCtx<'a> {
+    pub fn hint<'a>(
+        topo: &'a Topology,
+        cpu: u32,
+        node: NodeId,
+        last_cpu: Option<u32>,
+        scan_seq: u64,
+        free: &'a [u64],
+    ) -> HintCtx<'a> {
         HintCtx {
             topo,
             cpu,

@@ -11,16 +11,35 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{
+    is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry,
+    ScanSpec, Topology, SCAN_PARAMS,
+};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
     SCAN_PARAMS[1],
     SCAN_PARAMS[2],
     SCAN_PARAMS[3],
-    ParamSpec::new("hot_threshold", ParamKind::Duration, "1000ms", "hint-fault latency below which a page is hot (hot_threshold_ms)").min(1.0),
-    ParamSpec::new("promote_rate_limit", ParamKind::Bandwidth, "65536MB/s", "promotion candidates per node per second (promote_rate_limit_MBps)"),
-    ParamSpec::new("demotion", ParamKind::Bool, "true", "reclaim demotes to the next tier (demotion_enabled; kernel default false)"),
+    ParamSpec::new(
+        "hot_threshold",
+        ParamKind::Duration,
+        "1000ms",
+        "hint-fault latency below which a page is hot (hot_threshold_ms)",
+    )
+    .min(1.0),
+    ParamSpec::new(
+        "promote_rate_limit",
+        ParamKind::Bandwidth,
+        "65536MB/s",
+        "promotion candidates per node per second (promote_rate_limit_MBps)",
+    ),
+    ParamSpec::new(
+        "demotion",
+        ParamKind::Bool,
+        "true",
+        "reclaim demotes to the next tier (demotion_enabled; kernel default false)",
+    ),
 ];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {

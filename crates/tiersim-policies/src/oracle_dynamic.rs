@@ -123,10 +123,18 @@ fn build(p: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
     let mode = if p.str("migrations") == "free" { MoveMode::Free } else { MoveMode::Background };
     let balance = p.str("fast_nodes") == "balanced";
     if balance && (mode != MoveMode::Free || p.str("free_targets") != "users") {
-        return Err(Error::config("policy_params.fast_nodes", "\"balanced\" needs migrations = \"free\" and free_targets = \"users\""));
+        return Err(Error::config(
+            "policy_params.fast_nodes",
+            "\"balanced\" needs migrations = \"free\" and free_targets = \"users\"",
+        ));
     }
     Ok(Box::new(OracleDynamic {
-        profile: EpochProfile { epochs: p.uint("epochs"), top, per_cpu: p.str("windows") == "per_cpu", write_weight: p.uint("write_weight") },
+        profile: EpochProfile {
+            epochs: p.uint("epochs"),
+            top,
+            per_cpu: p.str("windows") == "per_cpu",
+            write_weight: p.uint("write_weight"),
+        },
         mode,
         near_users: mode == MoveMode::Free && p.str("free_targets") == "users",
         min_accesses: if mode == MoveMode::Free { 1 } else { p.uint("min_accesses") },
@@ -206,8 +214,12 @@ impl OracleDynamic {
                     None => continue,
                 },
             };
-            let Some(&nearest) = topo.zonelists[users as usize].iter().find(|&&f| is_top_tier(f, topo)) else { continue };
-            let fits = |f: NodeId, load: &[f64], pages: &[u64]| pages[f as usize] < topo.nodes[f as usize].usable_pages && load[f as usize] + count as f64 <= even;
+            let Some(&nearest) = topo.zonelists[users as usize].iter().find(|&&f| is_top_tier(f, topo)) else {
+                continue;
+            };
+            let fits = |f: NodeId, load: &[f64], pages: &[u64]| {
+                pages[f as usize] < topo.nodes[f as usize].usable_pages && load[f as usize] + count as f64 <= even
+            };
             let target = if fits(nearest, &load, &pages) {
                 nearest
             } else {
@@ -231,7 +243,8 @@ impl OracleDynamic {
             if os.page_node(page).filter(|&n| is_top_tier(n, topo) && n != to).is_none() {
                 continue;
             }
-            if (os.room(to) || (self.evict_from(to, cold, topo, os) && os.room(to))) && os.migrate(page, to, self.mode) {
+            if (os.room(to) || (self.evict_from(to, cold, topo, os) && os.room(to))) && os.migrate(page, to, self.mode)
+            {
                 self.moves += 1;
                 self.balance_moves += 1;
             }
@@ -293,7 +306,14 @@ impl Policy for OracleDynamic {
         self.epoch_length
     }
 
-    fn on_epoch(&mut self, _epoch: usize, hottest: &[(u64, u64)], near: &[(u64, NodeId)], topo: &Topology, os: &mut dyn MemOps) {
+    fn on_epoch(
+        &mut self,
+        _epoch: usize,
+        hottest: &[(u64, u64)],
+        near: &[(u64, NodeId)],
+        topo: &Topology,
+        os: &mut dyn MemOps,
+    ) {
         let (hottest, spill) = hottest.split_at(share_prefix(hottest, self.fast_share));
         self.hot = hottest.iter().map(|&(vpn, _)| vpn).collect();
         if self.near_users {
@@ -340,9 +360,12 @@ impl Policy for OracleDynamic {
             // moves, local to the page's users.
             let from = if self.near_users { self.home.get(page as usize).copied().unwrap_or(n) } else { n };
             let balanced = self.fast_target.get(&vpn).copied();
-            let fast: Vec<NodeId> =
-                balanced.into_iter().chain(topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo))).collect();
-            let target = fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
+            let fast: Vec<NodeId> = balanced
+                .into_iter()
+                .chain(topo.zonelists[from as usize].iter().copied().filter(|&f| is_top_tier(f, topo)))
+                .collect();
+            let target =
+                fast.into_iter().find(|&f| os.room(f) || (self.evict_from(f, &mut cold, topo, os) && os.room(f)));
             if let Some(f) = target {
                 if os.migrate(page, f, self.mode) {
                     self.moves += 1;
@@ -383,10 +406,13 @@ fn share_prefix(hottest: &[(u64, u64)], share: f64) -> usize {
     }
     let limit = share * hottest.iter().map(|&(_, c)| c as f64).sum::<f64>();
     let mut sum = 0.0;
-    hottest.iter().take_while(|&&(_, c)| {
-        sum += c as f64;
-        sum <= limit
-    }).count()
+    hottest
+        .iter()
+        .take_while(|&&(_, c)| {
+            sum += c as f64;
+            sum <= limit
+        })
+        .count()
 }
 
 #[cfg(test)]
@@ -403,7 +429,9 @@ mod tests {
         for n in &mut topo.nodes {
             n.usable_pages = usable;
         }
-        let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"\nfree_targets = \"{targets}\"")).unwrap();
+        let t: toml::Table =
+            toml::from_str(&format!("epochs = 2\nmigrations = \"{migrations}\"\nfree_targets = \"{targets}\""))
+                .unwrap();
         (build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap(), topo)
     }
 
@@ -462,7 +490,8 @@ mod tests {
             p.on_epoch(0, &[(10, 40)], &[], &topo, &mut os);
             for (id, vpn, want) in [(0, 10, 1), (1, 11, 3)] {
                 let free = [1000; 4];
-                let node = p.place(&PlaceCtx { topo: &topo, cpu: 4, local_node: 1, vpn, free_pages: &free, file: false });
+                let node =
+                    p.place(&PlaceCtx { topo: &topo, cpu: 4, local_node: 1, vpn, free_pages: &free, file: false });
                 assert_eq!(node, want);
                 p.on_page_placed(id, node);
                 os.node.insert(id, node);
@@ -523,7 +552,8 @@ mod tests {
             for n in &mut topo.nodes {
                 n.usable_pages = 4;
             }
-            let t: toml::Table = toml::from_str(&format!("epochs = 2\nmigrations = \"free\"\nfast_nodes = \"{fast_nodes}\"")).unwrap();
+            let t: toml::Table =
+                toml::from_str(&format!("epochs = 2\nmigrations = \"free\"\nfast_nodes = \"{fast_nodes}\"")).unwrap();
             let mut p = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &topo).unwrap();
             p.set_epoch_length(100);
             let mut os = FakeOs::new(&[1000, 1000, 1000, 1000]);
@@ -535,7 +565,8 @@ mod tests {
             p.on_epoch(0, &hot, &near, &topo, &mut os);
             let free = [999; 4];
             for (id, vpn) in [(0u32, 10u64), (1, 11), (2, 12), (3, 13)] {
-                let node = p.place(&PlaceCtx { topo: &topo, cpu: 0, local_node: 0, vpn, free_pages: &free, file: false });
+                let node =
+                    p.place(&PlaceCtx { topo: &topo, cpu: 0, local_node: 0, vpn, free_pages: &free, file: false });
                 assert_eq!(node, want[id as usize], "{fast_nodes} {vpn}");
                 p.on_page_placed(id, node);
                 // As `users` placed them: every page on dram0.
@@ -543,7 +574,8 @@ mod tests {
             }
             // The next epoch moves the pages that sit on dram0 against the balance to dram1.
             p.on_epoch(1, &hot, &near, &topo, &mut os);
-            let moved: Vec<&str> = if fast_nodes == "balanced" { vec!["migrate 1 -> 1 Free", "migrate 2 -> 1 Free"] } else { vec![] };
+            let moved: Vec<&str> =
+                if fast_nodes == "balanced" { vec!["migrate 1 -> 1 Free", "migrate 2 -> 1 Free"] } else { vec![] };
             assert_eq!(os.log, moved, "{fast_nodes}");
             assert_eq!(p.stats().get("balance_moves").is_some(), fast_nodes == "balanced");
         }
@@ -552,9 +584,12 @@ mod tests {
     #[test]
     fn balanced_fast_nodes_need_free_moves_to_users() {
         for (migrations, targets) in [("charged", "users"), ("free", "kernel")] {
-            let t: toml::Table =
-                toml::from_str(&format!("migrations = \"{migrations}\"\nfree_targets = \"{targets}\"\nfast_nodes = \"balanced\"")).unwrap();
-            let err = build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &two_socket()).err().expect("refused").to_string();
+            let t: toml::Table = toml::from_str(&format!(
+                "migrations = \"{migrations}\"\nfree_targets = \"{targets}\"\nfast_nodes = \"balanced\""
+            ))
+            .unwrap();
+            let err =
+                build(&Params::resolve(PARAMS, Some(&t)).unwrap(), &two_socket()).err().expect("refused").to_string();
             assert!(err.contains("fast_nodes") && err.contains("needs migrations = \"free\""), "{err}");
         }
     }

@@ -83,7 +83,14 @@ mod tests {
         p.set_profile(&[(7, 50), (3, 40), (9, 40), (1, 2)]);
         let free = [10; 4];
         let at = |p: &mut Box<dyn Policy>, cpu: u32, vpn| {
-            p.place(&PlaceCtx { topo: &topo, cpu, local_node: topo.cpu_node[cpu as usize], vpn, free_pages: &free, file: false })
+            p.place(&PlaceCtx {
+                topo: &topo,
+                cpu,
+                local_node: topo.cpu_node[cpu as usize],
+                vpn,
+                free_pages: &free,
+                file: false,
+            })
         };
         assert_eq!(at(&mut p, 0, 7), 0);
         // Node 0's quota is used up: the next hot page from CPU 0 takes remote DRAM, not the

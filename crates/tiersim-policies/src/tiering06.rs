@@ -11,7 +11,10 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry, ScanSpec, ScanVisit, Topology, SCAN_PARAMS};
+use crate::{
+    is_top_tier, next_tier_node, scan_spec, CandidateWindow, FaultDecision, HintCtx, MemOps, Policy, PolicyEntry,
+    ScanSpec, ScanVisit, Topology, SCAN_PARAMS,
+};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
@@ -19,13 +22,19 @@ const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[2],
     SCAN_PARAMS[3],
     // The AutoTiering scripts ([ATU] run-bench.sh) set numa_balancing_rate_limit_mbps = 30.
-    ParamSpec::new("rate_limit", ParamKind::Bandwidth, "30MB/s", "promotion candidates per node per second (numa_balancing_rate_limit_mbps)"),
+    ParamSpec::new(
+        "rate_limit",
+        ParamKind::Bandwidth,
+        "30MB/s",
+        "promotion candidates per node per second (numa_balancing_rate_limit_mbps)",
+    ),
 ];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
     info: PluginInfo {
         name: "tiering06",
-        summary: "Intel Tiering-0.x: promote pages young in two consecutive scans, rate limit, kswapd demotes to high + rate",
+        summary:
+            "Intel Tiering-0.x: promote pages young in two consecutive scans, rate limit, kswapd demotes to high + rate",
         source: "Huang Ying, 'autonuma, memory tiering' RFC (Nov 2019) and RFC-V2 (Feb 2020) (policies.md 4)",
         params: PARAMS,
     },

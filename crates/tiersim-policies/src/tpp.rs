@@ -12,17 +12,30 @@
 
 use tiersim_core::{NodeId, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::{is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, PlaceCtx, Policy, PolicyEntry, ScanSpec, Topology, SCAN_PARAMS};
+use crate::{
+    is_top_tier, next_tier_node, scan_spec, FaultDecision, HintCtx, MemOps, PlaceCtx, Policy, PolicyEntry, ScanSpec,
+    Topology, SCAN_PARAMS,
+};
 
 const PARAMS: &[ParamSpec] = &[
     SCAN_PARAMS[0],
     SCAN_PARAMS[1],
     SCAN_PARAMS[2],
     SCAN_PARAMS[3],
-    ParamSpec::new("demote_scale_factor", ParamKind::Int, "200", "vm.demote_scale_factor: demotion watermark in 1/10000 of a node (200 = 2 %)")
-        .min(1.0)
-        .max(10000.0),
-    ParamSpec::new("page_type_aware", ParamKind::Bool, "true", "allocate page cache on the local slow tier first, anonymous memory on the local node"),
+    ParamSpec::new(
+        "demote_scale_factor",
+        ParamKind::Int,
+        "200",
+        "vm.demote_scale_factor: demotion watermark in 1/10000 of a node (200 = 2 %)",
+    )
+    .min(1.0)
+    .max(10000.0),
+    ParamSpec::new(
+        "page_type_aware",
+        ParamKind::Bool,
+        "true",
+        "allocate page cache on the local slow tier first, anonymous memory on the local node",
+    ),
 ];
 
 pub(crate) const ENTRY: PolicyEntry = PolicyEntry {
@@ -42,7 +55,9 @@ struct Tpp {
 }
 
 fn build(params: &Params, topo: &Topology) -> Result<Box<dyn Policy>> {
-    Ok(Box::new(Tpp { scan: scan_spec(params, false, topo), demote_scale_factor: params.uint("demote_scale_factor"),
+    Ok(Box::new(Tpp {
+        scan: scan_spec(params, false, topo),
+        demote_scale_factor: params.uint("demote_scale_factor"),
         page_type_aware: params.bool("page_type_aware"),
     }))
 }
@@ -126,7 +141,14 @@ mod tests {
         let place = |params: &str, cpu: u32, file: bool| {
             let t: toml::Table = toml::from_str(params).unwrap();
             let mut p = crate::build("tpp", Some(&t), &topo).unwrap().0;
-            p.place(&PlaceCtx { topo: &topo, cpu, local_node: topo.cpu_node[cpu as usize], vpn: 0, free_pages: &free, file })
+            p.place(&PlaceCtx {
+                topo: &topo,
+                cpu,
+                local_node: topo.cpu_node[cpu as usize],
+                vpn: 0,
+                free_pages: &free,
+                file,
+            })
         };
         // CPU 0 is on DRAM node 0 (PMEM 2), CPU 4 on DRAM node 1 (PMEM 3).
         assert_eq!(place("", 0, true), 2);

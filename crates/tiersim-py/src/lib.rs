@@ -44,7 +44,8 @@ fn panic_hook(info: &std::panic::PanicHookInfo<'_>) {
 }
 
 fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
-    let out = py.allow_threads(|| catch_unwind(AssertUnwindSafe(f)).map_err(|p| (p, PANIC_AT.with(|a| a.borrow_mut().take()))));
+    let out = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(f)).map_err(|p| (p, PANIC_AT.with(|a| a.borrow_mut().take()))));
     match out {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(TiersimError::new_err(e.to_string())),
@@ -55,8 +56,11 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
             let at = at.map(|a| format!(" at {a}")).unwrap_or_default();
-            let details = if debug_enabled() { "the backtrace is above" } else { "set TIERSIM_DEBUG=1 for a backtrace" };
-            Err(TiersimError::new_err(format!("internal error: {msg}{at} ({details}; please report this as a tiersim bug)")))
+            let details =
+                if debug_enabled() { "the backtrace is above" } else { "set TIERSIM_DEBUG=1 for a backtrace" };
+            Err(TiersimError::new_err(format!(
+                "internal error: {msg}{at} ({details}; please report this as a tiersim bug)"
+            )))
         }
     }
 }
@@ -286,7 +290,12 @@ fn mix(py: Python<'_>, inputs: Vec<String>, dst: String, first_cpus: Option<Vec<
 fn trace_stats(py: Python<'_>, path: String, src_format: Option<String>, max_points: usize) -> PyResult<String> {
     guarded(py, || {
         let from = self::src_format(src_format.as_deref())?;
-        let v = tiersim_trace::stats::trace_stats(Path::new(&path), from, &TextOptions::default(), &StatsOptions { max_points })?;
+        let v = tiersim_trace::stats::trace_stats(
+            Path::new(&path),
+            from,
+            &TextOptions::default(),
+            &StatsOptions { max_points },
+        )?;
         Ok(v.to_string())
     })
 }
@@ -338,7 +347,8 @@ fn characterize(
                 .iter()
                 .find(|t| t.name == "bwlat")
                 .ok_or_else(|| Error::arg("compare", "needs the bwlat test (--test bwlat)"))?;
-            let kept: Vec<_> = curves.into_iter().filter(|c| ratios.contains(&((c.read_ratio * 100.0).round() as u32))).collect();
+            let kept: Vec<_> =
+                curves.into_iter().filter(|c| ratios.contains(&((c.read_ratio * 100.0).round() as u32))).collect();
             out["measured"] = cal::curves_json(&kept);
             out["comparison"] = cal::to_json(&cal::compare(bwlat, &kept)?);
         }
@@ -348,7 +358,14 @@ fn characterize(
 
 #[pyfunction]
 #[pyo3(signature = (curves_dir, device, base, params=String::new(), ratios=Vec::new()))]
-fn calibrate(py: Python<'_>, curves_dir: String, device: String, base: String, params: String, ratios: Vec<u32>) -> PyResult<String> {
+fn calibrate(
+    py: Python<'_>,
+    curves_dir: String,
+    device: String,
+    base: String,
+    params: String,
+    ratios: Vec<u32>,
+) -> PyResult<String> {
     use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
         let p = table("params", &params)?;
@@ -554,7 +571,9 @@ fn flash_replay(
             scatter,
         };
         let r = match &progress {
-            Some(callback) => replay::replay_input_observed(&input, &p, &opts, Some(&mut python_progress(callback, &stopped))),
+            Some(callback) => {
+                replay::replay_input_observed(&input, &p, &opts, Some(&mut python_progress(callback, &stopped)))
+            }
             None => replay::replay_input(&input, &p, &opts),
         }?;
         let resolved = toml::to_string(&p.to_toml()).map_err(|e| Error::Sim(format!("writing the parameters: {e}")))?;
@@ -583,7 +602,11 @@ fn write_parquet(py: Python<'_>, path: String, columns: Vec<(String, String, Bou
                 "i64" => Values::I64(values.extract()?),
                 "f64" => Values::F64(values.extract()?),
                 "str" => Values::Str(values.extract()?),
-                _ => return Err(TiersimError::new_err(format!("column '{name}': kind '{kind}' is not one of i64, f64, str"))),
+                _ => {
+                    return Err(TiersimError::new_err(format!(
+                        "column '{name}': kind '{kind}' is not one of i64, f64, str"
+                    )))
+                }
             };
             Ok(Column { name, values })
         })

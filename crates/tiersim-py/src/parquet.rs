@@ -85,7 +85,11 @@ fn split<T: Clone, U>(values: &[Option<T>], convert: impl Fn(T) -> U) -> (Vec<i1
     (levels, present)
 }
 
-fn write_values<T: DataType>(writer: &mut SerializedColumnWriter<'_>, levels: &[i16], values: &[T::T]) -> Result<(), WriteError> {
+fn write_values<T: DataType>(
+    writer: &mut SerializedColumnWriter<'_>,
+    levels: &[i16],
+    values: &[T::T],
+) -> Result<(), WriteError> {
     writer.typed::<T>().write_batch(values, Some(levels), None)?;
     Ok(())
 }
@@ -94,7 +98,11 @@ fn write_values<T: DataType>(writer: &mut SerializedColumnWriter<'_>, levels: &[
 pub fn write(path: &Path, columns: &[Column]) -> Result<(), WriteError> {
     let rows = columns.first().map_or(0, |c| c.values.len());
     if let Some(c) = columns.iter().find(|c| c.values.len() != rows) {
-        return Err(WriteError::Invalid(format!("column '{}' has {} values, the first column {rows}", c.name, c.values.len())));
+        return Err(WriteError::Invalid(format!(
+            "column '{}' has {} values, the first column {rows}",
+            c.name,
+            c.values.len()
+        )));
     }
     let fields = columns.iter().map(field).collect::<Result<Vec<_>, _>>()?;
     let schema = Arc::new(Type::group_type_builder("schema").with_fields(fields).build()?);
@@ -107,7 +115,8 @@ pub fn write(path: &Path, columns: &[Column]) -> Result<(), WriteError> {
     if rows > 0 {
         let mut group = writer.next_row_group()?;
         for column in columns {
-            let mut out = group.next_column()?.ok_or_else(|| WriteError::Invalid("fewer columns than the schema".into()))?;
+            let mut out =
+                group.next_column()?.ok_or_else(|| WriteError::Invalid("fewer columns than the schema".into()))?;
             match &column.values {
                 Values::I64(v) => {
                     let (levels, present) = split(v, |x| x);

@@ -14,7 +14,8 @@ use tiersim_trace::gen;
 const ACCESSES: u64 = 1_000_000;
 
 fn lackey_text() -> (String, u64) {
-    let p: toml::Table = toml::from_str(&format!("accesses = {ACCESSES}\nfootprint = \"256MiB\"\ngap_instructions = 3")).unwrap();
+    let p: toml::Table =
+        toml::from_str(&format!("accesses = {ACCESSES}\nfootprint = \"256MiB\"\ngap_instructions = 3")).unwrap();
     let mut g = gen::open_generator("hashmap", Some(&p), 1).expect("bench generator");
     let mut s = String::with_capacity(ACCESSES as usize * 80);
     let mut lines = 0;

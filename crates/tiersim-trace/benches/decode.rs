@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tiersim_core::Access;
-use tiersim_trace::gen::{self, Generator};
 use tiersim_trace::format::{rewrite_as_v1, RECORD_SIZE};
+use tiersim_trace::gen::{self, Generator};
 use tiersim_trace::{AccessSource, TraceReader, TraceWriter, WriterOptions};
 
 const RECORDS: u64 = 10_000_000;

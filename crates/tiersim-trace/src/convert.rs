@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 
 use tiersim_core::{Access, Error, Op, Result};
 
-use crate::format::{check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, MAGIC};
+use crate::format::{
+    check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, MAGIC,
+};
 use crate::AccessSource;
 
 /// What one MQSim_CXL trace line is, whatever its size field says.
@@ -49,7 +51,10 @@ impl Format {
             "mqsim" => Ok(Format::Mqsim),
             "lackey" => Ok(Format::Lackey),
             "csv" => Ok(Format::Csv),
-            _ => Err(Error::arg("format", format!("unknown trace format `{name}`; valid formats: {}", Format::NAMES.join(", ")))),
+            _ => Err(Error::arg(
+                "format",
+                format!("unknown trace format `{name}`; valid formats: {}", Format::NAMES.join(", ")),
+            )),
         }
     }
 
@@ -77,7 +82,12 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        TextOptions { addr_kind: AddrKind::Virtual, page_size: 4096, csv_time_unit: TimeUnit::Instructions, ns_per_instruction: 0.5 }
+        TextOptions {
+            addr_kind: AddrKind::Virtual,
+            page_size: 4096,
+            csv_time_unit: TimeUnit::Instructions,
+            ns_per_instruction: 0.5,
+        }
     }
 }
 
@@ -158,7 +168,13 @@ pub fn create(path: &Path, format: Format, meta: TraceMeta, opts: &TextOptions) 
 
 /// Copy every access of `src` (read as `src_format`, or native by magic) to `dst` as
 /// `dst_format`; returns the statistics of what was written.
-pub fn convert(src: &Path, src_format: Option<Format>, dst: &Path, dst_format: Format, opts: &TextOptions) -> Result<TraceStats> {
+pub fn convert(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    dst_format: Format,
+    opts: &TextOptions,
+) -> Result<TraceStats> {
     let mut r = open(src, src_format, opts)?;
     let h = r.header().clone();
     let meta = TraceMeta { time_unit: h.time_unit, addr_kind: h.addr_kind, page_size: h.page_size };
@@ -347,7 +363,10 @@ impl LineParser for Mqsim {
             t => return Err(format!("type {t:?} is neither 1 (read) nor 0 (write)")),
         };
         if time < self.last {
-            return Err(format!("time {time} is before the previous line's {}; MQSim needs non-decreasing times", self.last));
+            return Err(format!(
+                "time {time} is before the previous line's {}; MQSim needs non-decreasing times",
+                self.last
+            ));
         }
         self.last = time;
         // MQSim_CXL only keeps the page (`addr / 4096`): the 64 B block holding the address
@@ -407,7 +426,11 @@ pub enum LackeyLine {
     Other,
     /// `I  addr,size`: one guest instruction.
     Instr,
-    Data { kind: DataKind, addr: u64, size: u16 },
+    Data {
+        kind: DataKind,
+        addr: u64,
+        size: u16,
+    },
 }
 
 /// Parse one line of lackey output (without its newline). Shared by the text reader and the
@@ -640,7 +663,10 @@ impl LineFormatter for MqsimOut {
         let time = match self.unit {
             TimeUnit::Ns => {
                 if a.time < self.last {
-                    return Ok(Err(format!("time {} ns is before the previous access's {}; MQSim needs non-decreasing times", a.time, self.last)));
+                    return Ok(Err(format!(
+                        "time {} ns is before the previous access's {}; MQSim needs non-decreasing times",
+                        a.time, self.last
+                    )));
                 }
                 a.time
             }
@@ -685,7 +711,10 @@ impl LackeyOut {
 impl LineFormatter for LackeyOut {
     fn line(&mut self, a: &Access, w: &mut dyn Write) -> std::io::Result<std::result::Result<(), String>> {
         if a.cpu != 0 {
-            return Ok(Err(format!("cpu {}: lackey traces have one thread (select CPU 0 with `tiersim trace sample`)", a.cpu)));
+            return Ok(Err(format!(
+                "cpu {}: lackey traces have one thread (select CPU 0 with `tiersim trace sample`)",
+                a.cpu
+            )));
         }
         if let Some(h) = self.held.take() {
             if a.op == Op::Write && a.time == 0 && a.addr == h.addr && a.size == h.size {

@@ -13,7 +13,9 @@ pub mod progress;
 pub mod stats;
 pub mod tools;
 
-pub use format::{AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, V2p, WriterOptions};
+pub use format::{
+    AddrKind, FrameFilter, TimeUnit, TraceHeader, TraceMeta, TraceReader, TraceStats, TraceWriter, V2p, WriterOptions,
+};
 pub use gen::{generate, open_generator, Generator, GeneratorSource};
 
 /// Header and statistics of a trace file (the header's own, unverified, or computed by a full

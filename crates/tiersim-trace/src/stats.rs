@@ -215,7 +215,11 @@ mod tests {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) >> 1;
                 // Skewed: most accesses go to a few pages, so compactions keep few live marks.
                 let r = x % 1000;
-                if r < 800 { r % 40 } else { r }
+                if r < 800 {
+                    r % 40
+                } else {
+                    r
+                }
             })
             .collect();
         let mut rd = ReuseDistance::default();

@@ -27,7 +27,13 @@ pub struct SampleOptions {
 /// trace `dst`. In instruction traces a kept access's gap absorbs its CPU's dropped gaps, so
 /// each CPU's instruction count stays that of the original program. File mapping records are
 /// all kept, in place.
-pub fn sample(src: &Path, src_format: Option<Format>, dst: &Path, opts: &SampleOptions, text: &TextOptions) -> Result<TraceStats> {
+pub fn sample(
+    src: &Path,
+    src_format: Option<Format>,
+    dst: &Path,
+    opts: &SampleOptions,
+    text: &TextOptions,
+) -> Result<TraceStats> {
     if opts.every == 0 {
         return Err(Error::arg("every", "must be at least 1"));
     }
@@ -189,7 +195,10 @@ pub fn mix(inputs: &[MixInput<'_>], dst: &Path, text: &TextOptions) -> Result<Tr
         }
         let base = inp.first_cpu.map(u64::from).unwrap_or(next_cpu);
         if base + n as u64 > MAX_CPUS as u64 {
-            return Err(Error::arg(inp.path.display().to_string(), format!("CPUs {base}..{} exceed {MAX_CPUS}", base + n as u64)));
+            return Err(Error::arg(
+                inp.path.display().to_string(),
+                format!("CPUs {base}..{} exceed {MAX_CPUS}", base + n as u64),
+            ));
         }
         if let Some(&(lo, hi, j)) = used.iter().find(|&&(lo, hi, _)| base < hi && lo < base + n as u64) {
             return Err(Error::arg(
@@ -245,4 +254,3 @@ pub fn mix(inputs: &[MixInput<'_>], dst: &Path, text: &TextOptions) -> Result<Tr
     }
     w.finish()
 }
-

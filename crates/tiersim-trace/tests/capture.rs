@@ -140,7 +140,11 @@ fn pages_text(base: u64, pages: u64) -> String {
         for p in 0..pages {
             // Pages in a scrambled order, at an offset that changes with the round.
             let page = (p * 7 + round) % pages;
-            t.push_str(&format!("I  401000,3\n {} {:x},8\n", if p % 3 == 0 { 'S' } else { 'L' }, base + page * 4096 + 8 * round));
+            t.push_str(&format!(
+                "I  401000,3\n {} {:x},8\n",
+                if p % 3 == 0 { 'S' } else { 'L' },
+                base + page * 4096 + 8 * round
+            ));
         }
     }
     t
@@ -186,7 +190,8 @@ fn buddy_capture_writes_twin_traces_and_records_the_mode() {
     assert_eq!(h.stats.unwrap().footprint_pages, 50);
 
     // Fragmented memory scatters the same pages; the same seed gives the same bytes.
-    let frag = |o: &Out| run(&text, "llc = 0\nv2p = \"buddy\"\nphys_mem = \"64MiB\"\nfragmentation = 0.5", None, o).unwrap();
+    let frag =
+        |o: &Out| run(&text, "llc = 0\nv2p = \"buddy\"\nphys_mem = \"64MiB\"\nfragmentation = 0.5", None, o).unwrap();
     let (o1, o2) = (outs(), outs());
     frag(&o1);
     frag(&o2);
@@ -199,9 +204,14 @@ fn buddy_capture_writes_twin_traces_and_records_the_mode() {
 #[test]
 fn buddy_memory_full_is_a_clear_error_and_leaves_no_output() {
     let o = outs();
-    let e = run(&pages_text(0x10_0000, 40), "llc = 0\nv2p = \"buddy\"\nphys_mem = \"128KiB\"\nfragmentation = 0.0", None, &o)
-        .unwrap_err()
-        .to_string();
+    let e = run(
+        &pages_text(0x10_0000, 40),
+        "llc = 0\nv2p = \"buddy\"\nphys_mem = \"128KiB\"\nfragmentation = 0.0",
+        None,
+        &o,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("`phys_mem`: the buddy model's memory is full after 32 pages"), "{e}");
     assert!(!o.out.exists() && !o.virt.exists());
 }
@@ -235,7 +245,8 @@ fn pagemap_capture_of_this_process_uses_its_frames() {
             let r = run(&text, "llc = 0", Some(std::process::id()), &o).unwrap();
             assert_eq!(r.v2p, "buddy");
             assert!(r.v2p_note.contains("CAP_SYS_ADMIN"), "{}", r.v2p_note);
-            let e = run(&text, "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &outs()).unwrap_err().to_string();
+            let e =
+                run(&text, "llc = 0\nv2p = \"pagemap\"", Some(std::process::id()), &outs()).unwrap_err().to_string();
             assert!(e.contains("CAP_SYS_ADMIN"), "{e}");
         }
         Lookup::Absent => panic!("a touched page of this process is not present"),
@@ -273,7 +284,8 @@ fn auto_falls_back_to_buddy_when_pagemap_never_shows_a_page() {
 #[test]
 fn malformed_input_names_the_line_and_leaves_nothing() {
     let o = outs();
-    let e = run("==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", "phys_mem = \"64MiB\"", None, &o).unwrap_err().to_string();
+    let e =
+        run("==1== hi\nI  0040,2\n L 1000,8\n X 1000,8\n", "phys_mem = \"64MiB\"", None, &o).unwrap_err().to_string();
     assert_eq!(e, "<lackey>:4: unknown access kind 'X'; lackey writes I, L, S and M");
     assert!(!o.out.exists() && !o.virt.exists());
     assert!(std::fs::read_dir(o.out.parent().unwrap()).unwrap().next().is_none(), "no temporary files left");
@@ -384,7 +396,9 @@ fn pagemap_follows_copy_on_write_of_the_zero_page() {
     };
     let mut input = WriteBetween { parts: [first.as_bytes(), second.as_bytes()], next: 0, buf: &mut buf, idx };
     let r = capture(&mut input, Path::new("<lackey>"), &req, &Progress::default()).unwrap();
-    let Lookup::Frame { frame: own, exclusive: true } = pm.lookup(page / 4096) else { panic!("written page not exclusive") };
+    let Lookup::Frame { frame: own, exclusive: true } = pm.lookup(page / 4096) else {
+        panic!("written page not exclusive")
+    };
     assert_ne!(own, zero);
     let p: Vec<u64> = read(&o.out).iter().map(|a| a.addr).collect();
     assert_eq!(p, vec![zero * 4096, own * 4096 + 8, own * 4096 + 16]);
@@ -628,14 +642,19 @@ fn instrumented_threads_merge_by_stamp_with_their_cpus_and_gaps() {
          thread 0 cpu 0 loads 3 stores 2 bytes 40 hits 3 misses 2 writebacks 1 records 3\n",
     )
     .unwrap();
-    std::fs::write(dir.join("t0.bin"), rt_records(&[(10, 0x10000, 1, 64, 0), (30, 0x20040, 3, 64, 0), (30, 0x10000, 0, 64, 1)])).unwrap();
+    std::fs::write(
+        dir.join("t0.bin"),
+        rt_records(&[(10, 0x10000, 1, 64, 0), (30, 0x20040, 3, 64, 0), (30, 0x10000, 0, 64, 1)]),
+    )
+    .unwrap();
     std::fs::write(dir.join("t1.bin"), rt_records(&[(20, 0x30000, 3, 64, 0), (40, 0x30040, 2, 64, 0)])).unwrap();
     // Pages 0x10 and 0x30 have frames (the last entry of 0x10 wins: the zero page first, then
     // its own frame); page 0x20 never showed one.
-    let pm: Vec<u8> = [(0x10u64, (1u64 << 63) | 7), (0x30, (1 << 63) | (1 << 56) | 9), (0x10, (1 << 63) | (1 << 56) | 5)]
-        .iter()
-        .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
-        .collect();
+    let pm: Vec<u8> =
+        [(0x10u64, (1u64 << 63) | 7), (0x30, (1 << 63) | (1 << 56) | 9), (0x10, (1 << 63) | (1 << 56) | 5)]
+            .iter()
+            .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
+            .collect();
     std::fs::write(dir.join("pagemap.bin"), pm).unwrap();
     let o = outs();
     // 1.5 instructions per access: gaps 1, 3, 0 -> 1 (carry .5), 5 (4.5+.5), 0; 3, 2 -> 4 (carry .5), 3.
@@ -657,7 +676,8 @@ fn instrumented_threads_merge_by_stamp_with_their_cpus_and_gaps() {
     let llc = r.llc.unwrap();
     assert_eq!((llc.hits, llc.misses, llc.writebacks, llc.dirty_at_exit, llc.caches), (6, 4, 1, 1, 1));
     assert_eq!((r.loads, r.stores, r.instructions), (8, 2, 16));
-    let th: Vec<(u32, u32, u64, u64, u64)> = r.threads.iter().map(|t| (t.thread, t.cpu, t.instructions, t.accesses, t.records)).collect();
+    let th: Vec<(u32, u32, u64, u64, u64)> =
+        r.threads.iter().map(|t| (t.thread, t.cpu, t.instructions, t.accesses, t.records)).collect();
     assert_eq!(th, vec![(0, 0, 8, 5, 3), (1, 16, 8, 5, 2)]);
     // Without readable frames the buddy model gives them, and says why.
     let s = std::fs::read_to_string(dir.join("summary")).unwrap().replace("pagemap ok", "pagemap hidden");

@@ -53,7 +53,14 @@ fn regenerate_mapped_data_when_asked() {
     if std::env::var_os("TIERSIM_REGEN_TEST_DATA").is_none() {
         return;
     }
-    convert::convert(&data("mapped.csv"), Some(Format::Csv), &data("mapped.trace"), Format::Native, &TextOptions::default()).unwrap();
+    convert::convert(
+        &data("mapped.csv"),
+        Some(Format::Csv),
+        &data("mapped.trace"),
+        Format::Native,
+        &TextOptions::default(),
+    )
+    .unwrap();
 }
 
 /// The committed mapped trace (mapped.csv, written by hand, and mapped.trace from it): a file
@@ -65,7 +72,10 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     assert_eq!(read(&data("mapped.trace"), None), csv);
     let maps: Vec<&Access> = csv.iter().filter(|a| a.is_map()).collect();
     assert_eq!(maps.len(), 2);
-    assert_eq!((maps[0].op, maps[0].map_bytes(), maps[1].op, maps[1].addr), (Op::Read, 65535 * 4096, Op::Write, 0x4000_0000 + 65535 * 4096));
+    assert_eq!(
+        (maps[0].op, maps[0].map_bytes(), maps[1].op, maps[1].addr),
+        (Op::Read, 65535 * 4096, Op::Write, 0x4000_0000 + 65535 * 4096)
+    );
     assert_eq!(csv.iter().map(|a| a.flags).collect::<Vec<_>>(), vec![9, 9, 1, 1, 0, 3, 7, 0]);
     // The header's statistics count the records but neither their bytes nor their pages.
     let h = tiersim_trace::TraceReader::open(&data("mapped.trace")).unwrap();
@@ -94,13 +104,19 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     let opts = tiersim_trace::tools::SampleOptions { window: (Some(5), None), cpus: Some(vec![1]), every: 2 };
     tiersim_trace::tools::sample(&data("mapped.trace"), None, &sampled, &opts, &o).unwrap();
     let kept = read(&sampled, None);
-    assert_eq!(kept.iter().filter(|a| a.is_map()).map(|a| (a.time, a.addr)).collect::<Vec<_>>(), vec![(0, maps[0].addr), (0, maps[1].addr)]);
+    assert_eq!(
+        kept.iter().filter(|a| a.is_map()).map(|a| (a.time, a.addr)).collect::<Vec<_>>(),
+        vec![(0, maps[0].addr), (0, maps[1].addr)]
+    );
     // CPU 1 at instructions 2, 7, 9: from 5 on, 7 and 9 pass; every 2nd keeps 7, its gap
     // counted from the window's start (2).
     assert_eq!(kept.iter().filter(|a| !a.is_map()).map(|a| (a.time, a.flags)).collect::<Vec<_>>(), vec![(2, 3)]);
     // `trace stats` counts them apart from the accesses.
     let st = tiersim_trace::stats::trace_stats(&data("mapped.trace"), None, &o, &Default::default()).unwrap();
-    assert_eq!((st["accesses"].as_u64(), st["mapping_records"].as_u64(), st["mapped_bytes"].as_u64()), (Some(6), Some(2), Some(65537 * 4096)));
+    assert_eq!(
+        (st["accesses"].as_u64(), st["mapping_records"].as_u64(), st["mapped_bytes"].as_u64()),
+        (Some(6), Some(2), Some(65537 * 4096))
+    );
 }
 
 /// MQSim_CXL's trace format as its simulator reads it: each line one 64 B access whatever the
@@ -202,7 +218,14 @@ fn native_round_trips_through_csv_and_lackey() {
     let meta = TraceMeta { time_unit: TimeUnit::Ns, addr_kind: AddrKind::Physical, page_size: 4096 };
     let mut w = TraceWriter::create(&src, meta).unwrap();
     let accesses: Vec<Access> = (0..100u64)
-        .map(|i| Access { time: i * 37, addr: (i * 7919) << 12, cpu: 0, size: 4096, op: if i % 3 == 0 { Op::Write } else { Op::Read }, flags: 0 })
+        .map(|i| Access {
+            time: i * 37,
+            addr: (i * 7919) << 12,
+            cpu: 0,
+            size: 4096,
+            op: if i % 3 == 0 { Op::Write } else { Op::Read },
+            flags: 0,
+        })
         .collect();
     w.write_all(&accesses).unwrap();
     w.finish().unwrap();
@@ -245,7 +268,9 @@ fn csv_carries_the_file_flag() {
     // System calls, buffered (flags 3) and O_DIRECT (7), keep their flags through CSV.
     for (direct, flags) in [(false, "3"), (true, "7")] {
         let calls = d.path().join("c.trace");
-        let params = toml::from_str(&format!("footprint = \"1MiB\"\naccesses = 2000\nfile_share = 0.5\ndirect = {direct}")).unwrap();
+        let params =
+            toml::from_str(&format!("footprint = \"1MiB\"\naccesses = 2000\nfile_share = 0.5\ndirect = {direct}"))
+                .unwrap();
         gen::generate("fileio", Some(&params), &calls, 1).unwrap();
         let accesses = read(&calls, None);
         let n = accesses.iter().filter(|a| a.is_syscall() && a.is_direct() == direct).count();
@@ -258,7 +283,10 @@ fn csv_carries_the_file_flag() {
     // The older header without the column: anonymous memory.
     let old = d.path().join("old.csv");
     std::fs::write(&old, "time,cpu,op,addr,size\n5,1,W,0x1000,64\n").unwrap();
-    assert_eq!(read(&old, Some(Format::Csv)), vec![Access { time: 5, addr: 0x1000, cpu: 1, size: 64, op: Op::Write, flags: 0 }]);
+    assert_eq!(
+        read(&old, Some(Format::Csv)),
+        vec![Access { time: 5, addr: 0x1000, cpu: 1, size: 64, op: Op::Write, flags: 0 }]
+    );
 }
 
 #[test]
@@ -281,7 +309,11 @@ fn malformed_lines_name_file_and_line() {
         (Format::Csv, "# tiersim time_unit=weeks\ntime,cpu,op,addr,size\n", ":1: unknown setting"),
         (Format::Csv, "time,cpu,op,addr,size\n1,0,R,0x40\n", ":2: expected 5 fields"),
         (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8\n", ":2: expected 6 fields"),
-        (Format::Csv, "time,cpu,op,addr,size,file\n1,0,R,0x40,8,1\n2,0,W,0x40,8,yes\n", ":3: file \"yes\" is not 0 (anonymous), 1 (file page), 3"),
+        (
+            Format::Csv,
+            "time,cpu,op,addr,size,file\n1,0,R,0x40,8,1\n2,0,W,0x40,8,yes\n",
+            ":3: file \"yes\" is not 0 (anonymous), 1 (file page), 3",
+        ),
     ];
     for (i, (f, text, want)) in cases.iter().enumerate() {
         let p = d.path().join(format!("bad{i}.txt"));

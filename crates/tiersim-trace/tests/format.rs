@@ -54,7 +54,13 @@ fn edge_accesses(n: usize, seed: u64) -> Vec<Access> {
                     if i % 2 == 0 { Op::Read } else { Op::Write },
                 )
             } else {
-                acc(rng.gen(), rng.gen(), rng.gen_range(0..65536), rng.gen_range(1..=u16::MAX), if rng.gen() { Op::Write } else { Op::Read })
+                acc(
+                    rng.gen(),
+                    rng.gen(),
+                    rng.gen_range(0..65536),
+                    rng.gen_range(1..=u16::MAX),
+                    if rng.gen() { Op::Write } else { Op::Read },
+                )
             }
         })
         .collect()
@@ -354,7 +360,11 @@ fn malformed_headers_name_offset_and_expectation() {
         (patch(H_FRAME_FILTER, &[255]), 36, "unknown frame_filter 255"),
         (patch(H_V2P, &[3]), 37, "unknown v2p 3; expected 0 (not recorded), 1 (pagemap) or 2 (buddy model)"),
         (patch(H_READS, &0u64.to_le_bytes()), 40, "header stats disagree"),
-        (patch(HEADER_SIZE, b"\0\0\0\0"), 128, "expected the records region to start with a frame descriptor (magic 5e 2a 4d 18)"),
+        (
+            patch(HEADER_SIZE, b"\0\0\0\0"),
+            128,
+            "expected the records region to start with a frame descriptor (magic 5e 2a 4d 18)",
+        ),
     ];
     for (bytes, offset, msg) in cases {
         let r = TraceReader::open(&put(&p, &bytes)).map(|_| ());
@@ -464,11 +474,21 @@ fn invalid_record_fields() {
         let (o, m) = trace_err(read_all(&put(&p, &b), 3));
         let problem = &want[want.find("): ").unwrap() + 3..];
         if index < 2 {
-            assert!(m.contains(&format!("record {index} (record {index} of the byte-shuffled zstd frame at this offset): {problem}")), "{m}");
+            assert!(
+                m.contains(&format!(
+                    "record {index} (record {index} of the byte-shuffled zstd frame at this offset): {problem}"
+                )),
+                "{m}"
+            );
             assert_eq!(o, HEADER_SIZE as u64);
         } else {
             let inner = index - 2;
-            assert!(m.contains(&format!("record {index} (record {inner} of the byte-shuffled zstd frame at this offset): {problem}")), "{m}");
+            assert!(
+                m.contains(&format!(
+                    "record {index} (record {inner} of the byte-shuffled zstd frame at this offset): {problem}"
+                )),
+                "{m}"
+            );
             assert_eq!(o, frame_offsets_to_end(&b)[1]);
         }
     }
@@ -508,7 +528,8 @@ fn invalid_fields_found_in_long_shuffled_frames() {
         b[H_TIME_UNIT] = 0;
         for batch in [1 << 20, 64, 7] {
             let (o, m) = trace_err(read_all(&put(&p, &b), batch));
-            let want = format!("record {index} (record {index} of the byte-shuffled zstd frame at this offset): {want}");
+            let want =
+                format!("record {index} (record {index} of the byte-shuffled zstd frame at this offset): {want}");
             assert!(m.contains(&want), "batch {batch}: {m:?} should contain {want:?}");
             assert_eq!(o, HEADER_SIZE as u64);
         }
@@ -561,7 +582,11 @@ fn compression_levels_and_frame_sizes_read_the_same() {
             assert_eq!(std::fs::read(&p).unwrap()[H_FRAME_FILTER..H_FRAME_FILTER + 4], [want.code(), 0, 0, 0]);
             assert_eq!(inspect(&p).unwrap()["frame_filter"], want.name());
             for batch in [1, 7, 1000, 1 << 20] {
-                assert_eq!(read_all(&p, batch).unwrap(), a, "level {level}, {frame_records} per frame, shuffle {shuffle}, batch {batch}");
+                assert_eq!(
+                    read_all(&p, batch).unwrap(),
+                    a,
+                    "level {level}, {frame_records} per frame, shuffle {shuffle}, batch {batch}"
+                );
             }
             assert_eq!(*first.get_or_insert(s.clone()), s);
         }
@@ -598,7 +623,13 @@ fn sorted_accesses(n: usize) -> Vec<Access> {
     (0..n)
         .map(|_| {
             t += rng.gen_range(0..50);
-            acc(t, rng.gen_range(0..1 << 40) & !63, rng.gen_range(0..64), 64, if rng.gen_bool(0.3) { Op::Write } else { Op::Read })
+            acc(
+                t,
+                rng.gen_range(0..1 << 40) & !63,
+                rng.gen_range(0..64),
+                64,
+                if rng.gen_bool(0.3) { Op::Write } else { Op::Read },
+            )
         })
         .collect()
 }
@@ -730,11 +761,23 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
     // The committed trace predates both flag bits: it still reads, as anonymous loads and stores.
     let old = read_all(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/small.trace")), 1000).unwrap();
     assert!(!old.is_empty() && old.iter().all(|a| a.flags == 0));
-    let flags = [0, Access::FILE, Access::FILE | Access::SYSCALL, Access::FILE | Access::SYSCALL | Access::DIRECT, Access::FILE | Access::MAP];
-    let accesses: Vec<Access> = (0..3000u64).map(|i| Access { flags: flags[i as usize % 5], ..acc(i, i * 4096, 0, 4096, Op::Read) }).collect();
+    let flags = [
+        0,
+        Access::FILE,
+        Access::FILE | Access::SYSCALL,
+        Access::FILE | Access::SYSCALL | Access::DIRECT,
+        Access::FILE | Access::MAP,
+    ];
+    let accesses: Vec<Access> =
+        (0..3000u64).map(|i| Access { flags: flags[i as usize % 5], ..acc(i, i * 4096, 0, 4096, Op::Read) }).collect();
     for shuffle in [true, false] {
         let p = d.path().join("f.trace");
-        write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { frame_records: 700, shuffle, ..Default::default() }, &accesses);
+        write_trace(
+            &p,
+            meta(TimeUnit::Instructions),
+            WriterOptions { frame_records: 700, shuffle, ..Default::default() },
+            &accesses,
+        );
         assert_eq!(read_all(&p, 333).unwrap(), accesses, "v2, shuffle {shuffle}");
         let v1 = put(&d.path().join("f1.trace"), &as_v1(&std::fs::read(&p).unwrap()));
         assert_eq!(read_all(&v1, 333).unwrap(), accesses, "v1, shuffle {shuffle}");
@@ -743,7 +786,12 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
     let mut bad = accesses.clone();
     bad[1234].flags = 16 | Access::FILE;
     let p = d.path().join("bad.trace");
-    write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { frame_records: 700, shuffle: false, ..Default::default() }, &bad);
+    write_trace(
+        &p,
+        meta(TimeUnit::Instructions),
+        WriterOptions { frame_records: 700, shuffle: false, ..Default::default() },
+        &bad,
+    );
     let (_, msg) = trace_err(read_all(&p, 333));
     assert!(msg.contains("0x11") && msg.contains("bit 3 (file mapping record)"), "{msg}");
 }

@@ -13,9 +13,33 @@ use tiersim_core::Error;
 use tiersim_trace::convert::{self, Format, TextOptions};
 
 const EDGE: &[&str] = &[
-    "", "0", "-1", "1", "nan", "inf", "-0", "0x", "0xffffffffffffffff", "18446744073709551615", "18446744073709551616",
-    "99999999999999999999999", "4294967296", "65535", "65536", "36028797018963968", "1e9", "0.5", "R", "W", "Q", "2",
-    "\u{0}", "é", " ", ",", "#",
+    "",
+    "0",
+    "-1",
+    "1",
+    "nan",
+    "inf",
+    "-0",
+    "0x",
+    "0xffffffffffffffff",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999999",
+    "4294967296",
+    "65535",
+    "65536",
+    "36028797018963968",
+    "1e9",
+    "0.5",
+    "R",
+    "W",
+    "Q",
+    "2",
+    "\u{0}",
+    "é",
+    " ",
+    ",",
+    "#",
 ];
 
 fn cases(default: usize) -> usize {
@@ -96,7 +120,8 @@ fn read(path: &Path, format: Format) -> tiersim_core::Result<u64> {
 fn mutated_text_traces_end_in_ok_or_a_located_error() {
     let d = tempfile::tempdir().unwrap();
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
-    for (name, format) in [("small.csv", Format::Csv), ("small.mqsim", Format::Mqsim), ("small.lackey", Format::Lackey)] {
+    for (name, format) in [("small.csv", Format::Csv), ("small.mqsim", Format::Mqsim), ("small.lackey", Format::Lackey)]
+    {
         let text = std::fs::read_to_string(format!("{data}{name}")).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(15);
         let (mut ok, mut rejected) = (0, 0);

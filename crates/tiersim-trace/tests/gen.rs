@@ -64,7 +64,10 @@ fn random_file_share_marks_the_top_of_the_footprint_file_backed() {
     let (_, a, _) = run("random", "footprint = \"1MiB\"\naccesses = 20000\nfile_share = 0.25", 3);
     let base = gen::DEFAULT_BASE_ADDR;
     // The trace opens with the file's mapping record: the upper 256 KiB, 64 pages.
-    assert_eq!(a[0], Access { time: 0, addr: base + (768 << 10), cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    assert_eq!(
+        a[0],
+        Access { time: 0, addr: base + (768 << 10), cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP }
+    );
     let a = &a[1..];
     // Same addresses; exactly the upper 256 KiB (pages 192..256) carry the file flag, and the
     // trace file keeps it.
@@ -222,7 +225,10 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     let (_, a, _) = run("fileio", params, 3);
     let file_base = base + (2 << 20);
     // First the file's mapping record: 256 KiB at the 2 MiB boundary.
-    assert_eq!(a[0], Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    assert_eq!(
+        a[0],
+        Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP }
+    );
     let a = a[1..].to_vec();
     let calls: Vec<&Access> = a.iter().filter(|x| x.is_syscall()).collect();
     assert_eq!(calls.len() + a.iter().filter(|x| x.flags == 0).count(), 4000);
@@ -240,13 +246,19 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     }
     // Through a mapping, each operation is 8 KiB of 64-byte lines, same choices, same offsets.
     let (_, m, _) = run("fileio", &format!("{params}\nfile_access = \"mmap\""), 3);
-    assert_eq!(m[0], Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP });
+    assert_eq!(
+        m[0],
+        Access { time: 0, addr: file_base, cpu: 0, size: 64, op: Op::Read, flags: Access::FILE | Access::MAP }
+    );
     let lines: Vec<&Access> = m[1..].iter().filter(|x| x.is_file()).collect();
     assert_eq!(lines.len(), calls.len() * 128);
     assert!(lines.iter().all(|x| x.flags == Access::FILE && x.size == 64));
     for (k, c) in calls.iter().enumerate() {
         let op = &lines[k * 128..(k + 1) * 128];
-        assert!(op.iter().enumerate().all(|(j, x)| x.addr == c.addr + 64 * j as u64 && x.op == c.op && x.cpu == c.cpu), "operation {k}");
+        assert!(
+            op.iter().enumerate().all(|(j, x)| x.addr == c.addr + 64 * j as u64 && x.op == c.op && x.cpu == c.cpu),
+            "operation {k}"
+        );
     }
     // O_DIRECT: the same trace with the direct bit on every call, nothing else changed.
     let (_, d, _) = run("fileio", &format!("{params}\ndirect = true"), 3);
@@ -258,10 +270,14 @@ fn fileio_streams_each_threads_slice_by_calls_or_mapped_lines() {
     }
     let err = |extra: &str| {
         let t = table(&format!("{params}\ndirect = true\n{extra}"));
-        gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3).unwrap_err().to_string()
+        gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3)
+            .unwrap_err()
+            .to_string()
     };
     assert!(err("file_access = \"mmap\"").contains("direct"));
     let t = table(&params.replace("io_size = \"8KiB\"", "io_size = 1000\ndirect = true"));
-    let e = gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3).unwrap_err().to_string();
+    let e = gen::generate("fileio", Some(&t), &tempfile::tempdir().unwrap().path().join("e.trace"), 3)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("io_size") && e.contains("512"), "{e}");
 }

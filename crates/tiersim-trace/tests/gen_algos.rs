@@ -35,7 +35,8 @@ fn matmul_count_is_2n3_plus_n2() {
     // A, B and C: 8 KiB each, page aligned, one after the other.
     assert_eq!(s.footprint_pages, 6);
     let (a0, b0, c0) = (BASE, BASE + 8192, BASE + 16384);
-    let want = [(a0, 0, Op::Read), (a0 + 16 * 256, 1, Op::Read), (b0, 0, Op::Read), (b0, 1, Op::Read), (a0 + 8, 0, Op::Read)];
+    let want =
+        [(a0, 0, Op::Read), (a0 + 16 * 256, 1, Op::Read), (b0, 0, Op::Read), (b0, 1, Op::Read), (a0 + 8, 0, Op::Read)];
     for (i, (addr, cpu, op)) in want.into_iter().enumerate() {
         assert_eq!((a[i].addr, a[i].cpu, a[i].op, a[i].size), (addr, cpu, op, 8), "access {i}");
     }
@@ -59,7 +60,9 @@ fn hashmap_builds_then_looks_up() {
     let entries_at = BASE + 8192;
     let entry_writes: HashSet<_> = build.iter().filter(|x| x.size == 24).map(|x| x.addr).collect();
     assert_eq!(entry_writes.len(), 1024);
-    assert!(entry_writes.iter().all(|&e| e >= entries_at && e < entries_at + 32 * 1024 && (e - entries_at).is_multiple_of(32)));
+    assert!(entry_writes
+        .iter()
+        .all(|&e| e >= entries_at && e < entries_at + 32 * 1024 && (e - entries_at).is_multiple_of(32)));
     // 8 KiB of buckets and 32 KiB of entries.
     assert_eq!(s.footprint_pages, 10);
     // Lookups: one bucket read per lookup, then chain entries; the value write ratio holds.
@@ -77,7 +80,8 @@ fn minheap_ops_touch_log_n_levels() {
     assert_eq!(s.footprint_pages, 8);
     assert!(a.iter().all(|x| x.size == 32 && x.addr >= BASE && x.addr < BASE + 32768));
     // Steady state: every operation starts with reading the root and the last entry.
-    let start = a.windows(2).position(|w| w[0].addr == BASE && w[1].addr == BASE + 1023 * 32 && w[0].op == Op::Read).unwrap();
+    let start =
+        a.windows(2).position(|w| w[0].addr == BASE && w[1].addr == BASE + 1023 * 32 && w[0].op == Op::Read).unwrap();
     let mut ops = Vec::new();
     let mut i = start;
     while i + 1 < a.len() {
@@ -151,7 +155,9 @@ fn kv_keys_are_zipfian_and_mix_holds() {
     // An operation's record access starts at the record (a read) or at a field (an update).
     let run = &a[40000..];
     let starts = |op: Op| {
-        run.iter().filter(|x| x.op == op && x.addr >= records_at && ((x.addr - records_at) % 1024).is_multiple_of(102)).count() as f64
+        run.iter()
+            .filter(|x| x.op == op && x.addr >= records_at && ((x.addr - records_at) % 1024).is_multiple_of(102))
+            .count() as f64
     };
     let (reads, updates) = (starts(Op::Read), starts(Op::Write));
     let ratio = reads / (reads + updates);
@@ -250,8 +256,14 @@ fn graph_bfs_visits_the_component() {
     let fp = 400 * 256;
     assert_eq!(graph::scale(fp, 16, true), 8);
     let (parent_at, queue_at) = (BASE + 102_400, BASE + 106_496);
-    let (s, a, _) = run("graph", &format!("footprint = {fp}
-algorithm = \"bfs\"\naccesses = 150000\nthreads = 2"), 4);
+    let (s, a, _) = run(
+        "graph",
+        &format!(
+            "footprint = {fp}
+algorithm = \"bfs\"\naccesses = 150000\nthreads = 2"
+        ),
+        4,
+    );
     assert_eq!(s.accesses, 150000);
     let build_end = 4096 + 5 * 4096 + 512 + 7 * 4096 + 513;
     // Init: every parent set to -1, by both threads.
@@ -261,11 +273,16 @@ algorithm = \"bfs\"\naccesses = 150000\nthreads = 2"), 4);
     let starts: Vec<usize> = (0..a.len()).filter(|&i| a[i].op == Op::Write && a[i].addr == queue_at).collect();
     assert!(starts.len() >= 3, "{} searches", starts.len());
     let first = &a[starts[0]..starts[1]];
-    let queue: Vec<u64> = first.iter().filter(|x| x.op == Op::Write && x.addr >= queue_at).map(|x| (x.addr - queue_at) / 4).collect();
+    let queue: Vec<u64> =
+        first.iter().filter(|x| x.op == Op::Write && x.addr >= queue_at).map(|x| (x.addr - queue_at) / 4).collect();
     assert_eq!(queue, (0..queue.len() as u64).collect::<Vec<_>>());
     // Parents written: one per vertex reached after the root (whose parent is written just
     // before its queue slot), then the next search's 256 resets and its root.
-    let parents: Vec<u64> = first.iter().filter(|x| x.op == Op::Write && x.addr >= parent_at && x.addr < queue_at).map(|x| x.addr).collect();
+    let parents: Vec<u64> = first
+        .iter()
+        .filter(|x| x.op == Op::Write && x.addr >= parent_at && x.addr < queue_at)
+        .map(|x| x.addr)
+        .collect();
     assert_eq!(parents.len(), (queue.len() - 1) + 256 + 1);
     let reached: HashSet<_> = parents[..queue.len() - 1].iter().collect();
     assert_eq!(reached.len(), queue.len() - 1);

@@ -32,7 +32,8 @@ fn accesses(n: usize, seed: u64) -> Vec<Access> {
 
 fn write(path: &Path, a: &[Access], frame_records: usize, shuffle: bool) -> Vec<u8> {
     let meta = TraceMeta { time_unit: TimeUnit::Ns, addr_kind: AddrKind::Virtual, page_size: 4096 };
-    let mut w = TraceWriter::create_with(path, meta, WriterOptions { frame_records, shuffle, ..Default::default() }).unwrap();
+    let mut w =
+        TraceWriter::create_with(path, meta, WriterOptions { frame_records, shuffle, ..Default::default() }).unwrap();
     w.write_all(a).unwrap();
     w.finish().unwrap();
     std::fs::read(path).unwrap()
@@ -112,7 +113,10 @@ fn frames_swapped_duplicated_or_dropped_are_rejected() {
         let swapped = reassemble(&good, &[0, 2, 1, 3, 4, 5, 6, 7, 8, 9]);
         let (o, m) = trace_err(read_all(&put(d.path(), &swapped)));
         assert_eq!(o, u[1].0 as u64);
-        assert!(m.contains("frame sequence number 2 where frame 1 belongs: frames are out of order, duplicated or missing"), "{m}");
+        assert!(
+            m.contains("frame sequence number 2 where frame 1 belongs: frames are out of order, duplicated or missing"),
+            "{m}"
+        );
         let dup = reassemble(&good, &[0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9]);
         let (_, m) = trace_err(read_all(&put(d.path(), &dup)));
         assert!(m.contains("expected a trailer of 4 per-CPU counts and the end block (64 bytes)"), "{m}");
@@ -185,7 +189,10 @@ fn inspect_says_unverified_and_verify_recomputes() {
     let v1 = d.path().join("small.trace");
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/small.trace"), &v1).unwrap();
     let ok = verify(&v1).unwrap();
-    assert_eq!((ok["version"].as_u64(), ok["accesses"].as_u64(), ok["frames_checked"].is_null()), (Some(1), Some(27), true));
+    assert_eq!(
+        (ok["version"].as_u64(), ok["accesses"].as_u64(), ok["frames_checked"].is_null()),
+        (Some(1), Some(27), true)
+    );
     let mut b = std::fs::read(&v1).unwrap();
     let fp = u64::from_le_bytes(b[H_FOOTPRINT_PAGES..H_FOOTPRINT_PAGES + 8].try_into().unwrap());
     b[H_FOOTPRINT_PAGES..H_FOOTPRINT_PAGES + 8].copy_from_slice(&(fp + 1).to_le_bytes());
@@ -350,7 +357,10 @@ fn a_fifo_is_refused_not_waited_on() {
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let e = inspect(&fifo).err().unwrap().to_string();
     assert!(e.contains("not a regular file (a FIFO, socket or device); a trace must be a regular file"), "{e}");
-    let e = tiersim_trace::convert::open(&fifo, Some(tiersim_trace::convert::Format::Csv), &Default::default()).err().unwrap().to_string();
+    let e = tiersim_trace::convert::open(&fifo, Some(tiersim_trace::convert::Format::Csv), &Default::default())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("not a regular file"), "{e}");
     let e = inspect(d.path()).err().unwrap().to_string();
     assert!(e.contains("a directory; a trace must be a regular file"), "{e}");

@@ -35,7 +35,8 @@ fn sample_every_nth_cpus_and_window() {
     assert_eq!(s.time_last, 9910);
 
     let src = generate(d.path(), "r4.trace", "random", "accesses = 1000\nthreads = 4", 1);
-    let s = sample(&src, None, &out, &SampleOptions { cpus: Some(vec![1, 3]), every: 1, ..Default::default() }, &t).unwrap();
+    let s = sample(&src, None, &out, &SampleOptions { cpus: Some(vec![1, 3]), every: 1, ..Default::default() }, &t)
+        .unwrap();
     assert_eq!(s.per_cpu, vec![0, 250, 0, 250]);
     assert_eq!(s.time_last, 2500);
 
@@ -57,7 +58,8 @@ fn mix_remaps_cpus_and_address_spaces() {
     let a = generate(d.path(), "a.trace", "random", "accesses = 1000\nthreads = 2\nfootprint = \"1MiB\"", 1);
     let b = generate(d.path(), "b.trace", "stride", "accesses = 300\nthreads = 1\nfootprint = \"1MiB\"", 1);
     let out = d.path().join("m.trace");
-    let inputs = [MixInput { path: &a, format: None, first_cpu: None }, MixInput { path: &b, format: None, first_cpu: None }];
+    let inputs =
+        [MixInput { path: &a, format: None, first_cpu: None }, MixInput { path: &b, format: None, first_cpu: None }];
     let s = mix(&inputs, &out, &t).unwrap();
     assert_eq!(s.per_cpu, vec![500, 500, 300]);
     // Both programs used the same virtual range; now their pages are distinct: the 249 pages
@@ -73,9 +75,15 @@ fn mix_remaps_cpus_and_address_spaces() {
     let pos_last_b = m.iter().rposition(|x| x.cpu == 2).unwrap();
     assert!(pos_last_b < 900 + 3, "{pos_last_b}");
     // Explicit binding, and an overlap is refused.
-    let bound = [MixInput { path: &a, format: None, first_cpu: Some(8) }, MixInput { path: &b, format: None, first_cpu: Some(0) }];
+    let bound = [
+        MixInput { path: &a, format: None, first_cpu: Some(8) },
+        MixInput { path: &b, format: None, first_cpu: Some(0) },
+    ];
     assert_eq!(mix(&bound, &out, &t).unwrap().per_cpu, vec![300, 0, 0, 0, 0, 0, 0, 0, 500, 500]);
-    let clash = [MixInput { path: &a, format: None, first_cpu: Some(0) }, MixInput { path: &b, format: None, first_cpu: Some(1) }];
+    let clash = [
+        MixInput { path: &a, format: None, first_cpu: Some(0) },
+        MixInput { path: &b, format: None, first_cpu: Some(1) },
+    ];
     let e = mix(&clash, &out, &t).unwrap_err().to_string();
     assert!(e.contains("overlap input 0's CPUs 0..2"), "{e}");
 }
@@ -90,7 +98,10 @@ fn stats_of_two_sequential_laps() {
     let r = &v["reuse_distance"];
     assert_eq!(r["cold"], 256);
     // Within a page the distance is 0; a page's first access of the second lap saw 255 others.
-    assert_eq!(r["buckets"], serde_json::json!([{"lo": 0, "hi": 1, "count": 32256}, {"lo": 128, "hi": 256, "count": 256}]));
+    assert_eq!(
+        r["buckets"],
+        serde_json::json!([{"lo": 0, "hi": 1, "count": 32256}, {"lo": 128, "hi": 256, "count": 256}])
+    );
     let h = &v["hotness"];
     assert_eq!(h["buckets"], serde_json::json!([{"lo": 128, "hi": 256, "count": 256}]));
     assert_eq!(h["top_1pct_share"], 3.0 * 128.0 / 32768.0);

@@ -283,8 +283,11 @@ def _inspect_tables(info: dict[str, Any]) -> list[Table]:
         ("format version", str(info.get("version", "-"))),
         ("record layout", str(info.get("record_layout", "-"))),
         ("time unit", str(info.get("time_unit", "-"))),
-        ("addresses", str(info.get("addr_kind", "-"))
-         + (f" (v2p {info['v2p']})" if info.get("v2p") not in (None, "unrecorded") else "")),
+        (
+            "addresses",
+            str(info.get("addr_kind", "-"))
+            + (f" (v2p {info['v2p']})" if info.get("v2p") not in (None, "unrecorded") else ""),
+        ),
         ("page size", _bytes(info.get("page_size"))),
         ("accesses", _int(accesses)),
         (

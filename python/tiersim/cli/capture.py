@@ -14,9 +14,9 @@ from rich.text import Text
 
 from tiersim._convert import parse_cli_value
 from tiersim.cli._common import (
+    U32_MAX,
     Number,
     Terminated,
-    U32_MAX,
     _bytes,
     _int,
     _interrupt_status,
@@ -74,7 +74,8 @@ def capture_cmd(
         str | None, typer.Option("--llc", metavar="SIZE", help=_capture_help("llc", "LLC capacity, 0 for no filter"))
     ] = None,
     llc_ways: Annotated[
-        int | None, typer.Option("--llc-ways", parser=Number(int, 1, U32_MAX), help=_capture_help("llc_ways", "LLC associativity"))
+        int | None,
+        typer.Option("--llc-ways", parser=Number(int, 1, U32_MAX), help=_capture_help("llc_ways", "LLC associativity")),
     ] = None,
     v2p: Annotated[
         str | None,
@@ -222,7 +223,9 @@ def capture_cmd(
                 result = run(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
             except (KeyboardInterrupt, Terminated) as exc:
                 err.print(
-                    Text.assemble(("error: ", "bold red"), "interrupted: the program was killed and no trace was written"),
+                    Text.assemble(
+                        ("error: ", "bold red"), "interrupted: the program was killed and no trace was written"
+                    ),
                     soft_wrap=True,
                 )
                 raise typer.Exit(_interrupt_status(exc)) from None

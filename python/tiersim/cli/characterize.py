@@ -49,11 +49,15 @@ def characterize_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="Fewer points and accesses (seconds).")] = False,
     ratio: Annotated[
         list[int] | None,
-        typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Read percent of the bwlat test; repeatable."),
+        typer.Option(
+            "--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Read percent of the bwlat test; repeatable."
+        ),
     ] = None,
     compare: Annotated[
         Path | None,
-        typer.Option("--compare", metavar="DIR", help="Measured Mess curves (bwlat_R.txt) to overlay and score bwlat against."),
+        typer.Option(
+            "--compare", metavar="DIR", help="Measured Mess curves (bwlat_R.txt) to overlay and score bwlat against."
+        ),
     ] = None,
     output: Annotated[
         Path | None,
@@ -65,7 +69,9 @@ def characterize_cmd(
     params = _pairs(param, "--param")
     with _user_errors():
         with err.status(Text(f"characterizing {device} ...")):
-            result = tiersim.characterize(device, params, tests=test or (), quick=quick, ratios=ratio or (), compare=compare)
+            result = tiersim.characterize(
+                device, params, tests=test or (), quick=quick, ratios=ratio or (), compare=compare
+            )
         for name, df in result.tables.items():
             _print_frame(f"{result.titles[name]}  [{name}]", df)
         if result.comparison is not None:
@@ -77,21 +83,31 @@ def characterize_cmd(
 
 @app.command("calibrate")
 def calibrate_cmd(
-    curves: Annotated[Path, typer.Argument(metavar="CURVES_DIR", help="Directory of Mess-format curves, bwlat_R.txt (MB/s, ns).")],
+    curves: Annotated[
+        Path, typer.Argument(metavar="CURVES_DIR", help="Directory of Mess-format curves, bwlat_R.txt (MB/s, ns).")
+    ],
     device: Annotated[str, typer.Option("--device", help="Model to fit: dram or cxl.")],
-    output: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", help="Platform TOML to write (use with run -p).")],
+    output: Annotated[
+        Path, typer.Option("--out", "-o", metavar="FILE", help="Platform TOML to write (use with run -p).")
+    ],
     base: Annotated[
         str | None, typer.Option("--base", help="Device preset to fit on top of (default ddr4_2666 / cxl_cz120).")
     ] = None,
     param: Annotated[
         list[str] | None,
-        typer.Option("--param", metavar="KEY=VALUE", help="Base device parameter kept fixed, e.g. channels=6; repeatable."),
+        typer.Option(
+            "--param", metavar="KEY=VALUE", help="Base device parameter kept fixed, e.g. channels=6; repeatable."
+        ),
     ] = None,
     ratio: Annotated[
-        list[int] | None, typer.Option("--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Use only these curves; repeatable.")
+        list[int] | None,
+        typer.Option(
+            "--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Use only these curves; repeatable."
+        ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", metavar="DIR", help="Write the overlay plot, the model's curves and the errors here.")
+        Path | None,
+        typer.Option("--plot", metavar="DIR", help="Write the overlay plot, the model's curves and the errors here."),
     ] = None,
 ) -> None:
     """Fit a device model to measured bandwidth-latency curves; print the error per read ratio."""

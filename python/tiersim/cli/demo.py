@@ -78,7 +78,12 @@ def _change(speedup: float) -> str:
 )
 def demo(
     accesses: Annotated[
-        int, typer.Option("--accesses", parser=Number(int, 10_000, I64_MAX), help="Accesses in the stream trace (a quarter or less is warm-up).")
+        int,
+        typer.Option(
+            "--accesses",
+            parser=Number(int, 10_000, I64_MAX),
+            help="Accesses in the stream trace (a quarter or less is warm-up).",
+        ),
     ] = 8_000_000,
     output: Annotated[
         Path, typer.Option("--out", "-o", metavar="DIR", help="Directory for the trace and the run directories.")

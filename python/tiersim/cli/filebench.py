@@ -13,7 +13,18 @@ from rich.text import Text
 
 import tiersim
 from tiersim._convert import params_to_toml
-from tiersim.cli._common import _echo_raw, _int, _kv_table, _merge_shortcuts, _num, _pairs, _print, _user_errors, app, err
+from tiersim.cli._common import (
+    _echo_raw,
+    _int,
+    _kv_table,
+    _merge_shortcuts,
+    _num,
+    _pairs,
+    _print,
+    _user_errors,
+    app,
+    err,
+)
 
 FILES = ("summary.json", "config.toml")
 
@@ -70,37 +81,80 @@ def _tables(r: dict[str, Any]) -> list[Any]:
     stats = r.get("stats") or {}
     pc = stats.get("page_cache") or {}
     stat_rows = [(f"page cache {k.replace('_', ' ')}", _int(v)) for k, v in pc.items()]
-    stat_rows += [("block requests", _int(stats.get("block_requests"))), ("writeback pages", _int(stats.get("writeback_pages")))]
+    stat_rows += [
+        ("block requests", _int(stats.get("block_requests"))),
+        ("writeback pages", _int(stats.get("writeback_pages"))),
+    ]
     log = stats.get("log") or {}
     if log.get("commits"):
         stat_rows.append(("log commits / groups", f"{_int(log.get('commits'))} / {_int(log.get('groups'))}"))
-    return [_kv_table("file benchmark", rows), _kv_table("mean time per operation by layer", layers), _kv_table("statistics", stat_rows)]
+    return [
+        _kv_table("file benchmark", rows),
+        _kv_table("mean time per operation by layer", layers),
+        _kv_table("statistics", stat_rows),
+    ]
 
 
 @app.command("filebench")
 def filebench_cmd(
-    device: Annotated[str | None, typer.Option("--device", help="The file's device: an ssd or pmem preset or kind (parameter device).", show_default=False)] = None,
-    workload: Annotated[str | None, typer.Option("--workload", help="read, write or kv (parameter workload).", show_default=False)] = None,
-    cache: Annotated[str | None, typer.Option("--cache", help="buffered, direct or dax (parameter cache).", show_default=False)] = None,
-    api: Annotated[str | None, typer.Option("--api", help="syscall or mmap (parameter api).", show_default=False)] = None,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Application threads (parameter threads).", show_default=False)] = None,
-    ops: Annotated[int | None, typer.Option("--ops", min=1, help="Measured operations (parameter ops).", show_default=False)] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", help="The file's device: an ssd or pmem preset or kind (parameter device).", show_default=False
+        ),
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="read, write or kv (parameter workload).", show_default=False)
+    ] = None,
+    cache: Annotated[
+        str | None, typer.Option("--cache", help="buffered, direct or dax (parameter cache).", show_default=False)
+    ] = None,
+    api: Annotated[
+        str | None, typer.Option("--api", help="syscall or mmap (parameter api).", show_default=False)
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option("--threads", min=1, help="Application threads (parameter threads).", show_default=False),
+    ] = None,
+    ops: Annotated[
+        int | None, typer.Option("--ops", min=1, help="Measured operations (parameter ops).", show_default=False)
+    ] = None,
     param: Annotated[
-        list[str] | None, typer.Option("--param", metavar="KEY=VALUE", help="Any benchmark parameter, e.g. block_size=8KiB; repeatable.")
+        list[str] | None,
+        typer.Option("--param", metavar="KEY=VALUE", help="Any benchmark parameter, e.g. block_size=8KiB; repeatable."),
     ] = None,
     device_param: Annotated[
-        list[str] | None, typer.Option("--device-param", metavar="KEY=VALUE", help="Override a parameter of the device preset; repeatable.")
+        list[str] | None,
+        typer.Option(
+            "--device-param", metavar="KEY=VALUE", help="Override a parameter of the device preset; repeatable."
+        ),
     ] = None,
     iopath: Annotated[
-        list[str] | None, typer.Option("--iopath", metavar="KEY=VALUE", help="Override a cost of the kernel I/O path, e.g. completion=poll; repeatable.")
+        list[str] | None,
+        typer.Option(
+            "--iopath",
+            metavar="KEY=VALUE",
+            help="Override a cost of the kernel I/O path, e.g. completion=poll; repeatable.",
+        ),
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", metavar="FILE", help="Start from the config.toml of an earlier run (options given here override it).", show_default=False),
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Start from the config.toml of an earlier run (options given here override it).",
+            show_default=False,
+        ),
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--out", "-o", metavar="DIR", help="Directory to write (default: runs/filebench-DEVICE-WORKLOAD-CACHE-API).", show_default=False),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Directory to write (default: runs/filebench-DEVICE-WORKLOAD-CACHE-API).",
+            show_default=False,
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
 ) -> None:
@@ -111,18 +165,24 @@ def filebench_cmd(
         with _user_errors():
             base = _load_config(config)
     given = _pairs(param, "--param")
-    _merge_shortcuts(given, {
-        "device": ("--device", device),
-        "workload": ("--workload", workload),
-        "cache": ("--cache", cache),
-        "api": ("--api", api),
-        "threads": ("--threads", threads),
-        "ops": ("--ops", ops),
-    })
+    _merge_shortcuts(
+        given,
+        {
+            "device": ("--device", device),
+            "workload": ("--workload", workload),
+            "cache": ("--cache", cache),
+            "api": ("--api", api),
+            "threads": ("--threads", threads),
+            "ops": ("--ops", ops),
+        },
+    )
     params = {**base[0], **given}
     dev_params = {**base[1], **_pairs(device_param, "--device-param")}
     path_params = {**base[2], **_pairs(iopath, "--iopath")}
-    name = "-".join(str(params.get(k, d)) for k, d in (("device", "optane_ssd"), ("workload", "read"), ("cache", "buffered"), ("api", "syscall")))
+    name = "-".join(
+        str(params.get(k, d))
+        for k, d in (("device", "optane_ssd"), ("workload", "read"), ("cache", "buffered"), ("api", "syscall"))
+    )
     out = output or Path("runs") / f"filebench-{name}"
     with _user_errors():
         from tiersim._result import check_out_dir

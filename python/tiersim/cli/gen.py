@@ -10,7 +10,18 @@ from rich.text import Text
 
 import tiersim
 from tiersim._convert import parse_cli_value
-from tiersim.cli._common import I64_MAX, U32_MAX, Number, _inspect_tables, _merge_shortcuts, _pairs, _print, _user_errors, app, err
+from tiersim.cli._common import (
+    I64_MAX,
+    U32_MAX,
+    Number,
+    _inspect_tables,
+    _merge_shortcuts,
+    _pairs,
+    _print,
+    _user_errors,
+    app,
+    err,
+)
 
 
 @app.command("gen")
@@ -19,18 +30,26 @@ def gen_cmd(
     output: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", help="Trace file to write.")],
     size: Annotated[str | None, typer.Option("--size", help="Footprint, e.g. 512MiB (parameter footprint).")] = None,
     count: Annotated[
-        int | None, typer.Option("--count", parser=Number(int, 1, I64_MAX), help="Number of accesses (parameter accesses).")
+        int | None,
+        typer.Option("--count", parser=Number(int, 1, I64_MAX), help="Number of accesses (parameter accesses)."),
     ] = None,
     write_ratio: Annotated[
         float | None,
-        typer.Option("--write-ratio", parser=Number(float, 0.0, 1.0), help="Fraction of writes (parameter write_ratio)."),
+        typer.Option(
+            "--write-ratio", parser=Number(float, 0.0, 1.0), help="Fraction of writes (parameter write_ratio)."
+        ),
     ] = None,
-    threads: Annotated[int | None, typer.Option("--threads", parser=Number(int, 1, U32_MAX), help="Threads / CPUs (parameter threads).")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option("--threads", parser=Number(int, 1, U32_MAX), help="Threads / CPUs (parameter threads)."),
+    ] = None,
     seed: Annotated[int, typer.Option(parser=Number(int, 0), help="Generator seed.")] = 0,
     param: Annotated[
         list[str] | None, typer.Option("--param", metavar="KEY=VALUE", help="Any generator parameter; repeatable.")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing -o file that is not a tiersim trace.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing -o file that is not a tiersim trace.")
+    ] = False,
 ) -> None:
     """Generate a synthetic trace file, then print its statistics."""
     params = _pairs(param, "--param")
@@ -53,13 +72,18 @@ def mix_cmd(
     output: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", help="Trace to write.")],
     first_cpu: Annotated[
         list[int] | None,
-        typer.Option("--first-cpu", parser=Number(int, 0, U32_MAX), help="CPU of each trace's CPU 0, in trace order; repeat once per trace."),
+        typer.Option(
+            "--first-cpu",
+            parser=Number(int, 0, U32_MAX),
+            help="CPU of each trace's CPU 0, in trace order; repeat once per trace.",
+        ),
     ] = None,
 ) -> None:
     """Combine traces into a multi-program workload, each bound to its own CPUs."""
     if first_cpu and len(first_cpu) != len(traces):
         raise typer.BadParameter(
-            f"{len(first_cpu)} --first-cpu values for {len(traces)} traces; give one per trace", param_hint="--first-cpu"
+            f"{len(first_cpu)} --first-cpu values for {len(traces)} traces; give one per trace",
+            param_hint="--first-cpu",
         )
     with _user_errors():
         info = tiersim.mix(traces, output, first_cpus=first_cpu or None)

@@ -27,9 +27,13 @@ def report_cmd(
     ],
     output: Annotated[
         Path | None,
-        typer.Option("--out", "-o", metavar="FILE", help="HTML file (default: report.html in the run or sweep directory)."),
+        typer.Option(
+            "--out", "-o", metavar="FILE", help="HTML file (default: report.html in the run or sweep directory)."
+        ),
     ] = None,
-    image_format: Annotated[ImageFormat, typer.Option("--format", help="Image format embedded in the page.")] = ImageFormat.png,
+    image_format: Annotated[
+        ImageFormat, typer.Option("--format", help="Image format embedded in the page.")
+    ] = ImageFormat.png,
     baseline: Annotated[
         str | None, typer.Option("--baseline", metavar="POLICY", help="Sweep: policy label to normalise to.")
     ] = None,

@@ -15,13 +15,20 @@ from tiersim.cli._common import MAX_WORKERS, Number, _user_errors, app, err, out
 
 @app.command("reproduce")
 def reproduce_cmd(
-    study: Annotated[str | None, typer.Argument(help="Study name; omit to list the studies.", show_default=False)] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="The scaled-down variant that runs in seconds to a minute.")] = False,
+    study: Annotated[
+        str | None, typer.Argument(help="Study name; omit to list the studies.", show_default=False)
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The scaled-down variant that runs in seconds to a minute.")
+    ] = False,
     output: Annotated[
         Path | None,
         typer.Option("--out", "-o", metavar="DIR", help="Output directory (default: reproduce/STUDY[-quick])."),
     ] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes for sweeps.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes for sweeps."),
+    ] = None,
 ) -> None:
     """Reproduce a reference study: run it, compare each finding with the paper, write a report."""
     from tiersim import studies

@@ -62,10 +62,19 @@ def _nodes_table(s: dict[str, Any], exec_ns: int, total: int, compact: bool) -> 
     page_size = s.get("page_size")
     sep = "\n" if compact else " "
     # Compact also drops the padding at the table's edges (2 columns).
-    nodes = Table(title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=not compact,
-                  show_edge=not compact)
-    headers = ("node", "device", "tier", "accesses", "share", "bytes", "GB/s" if compact else "bandwidth",
-               "final pages / capacity")
+    nodes = Table(
+        title="memory nodes", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=not compact, show_edge=not compact
+    )
+    headers = (
+        "node",
+        "device",
+        "tier",
+        "accesses",
+        "share",
+        "bytes",
+        "GB/s" if compact else "bandwidth",
+        "final pages / capacity",
+    )
     for name in headers:
         numeric = name not in ("node", "device")
         # Figures never wrap; in the compact form the header of the last column may.
@@ -124,38 +133,70 @@ def _summary_tables(result: tiersim.RunResult, console: Console) -> list[Table]:
         touch, swap_in = _int(faults.get("first_touch")), _int(faults.get("swap_in"))
         rows.append(("page faults", f"{touch} first touch, {swap_in} swap-in"))
         if faults.get("major") or faults.get("minor_file"):
-            rows.append(("file mapping faults", f"{_int(faults.get('major'))} major (read the device), "
-                                                f"{_int(faults.get('minor_file'))} minor (page cached)"))
+            rows.append(
+                (
+                    "file mapping faults",
+                    f"{_int(faults.get('major'))} major (read the device), "
+                    f"{_int(faults.get('minor_file'))} minor (page cached)",
+                )
+            )
     for note in s.get("notes") or []:
         rows.append(("note", str(note)))
     swap = s.get("swap") or {}
     if swap.get("swap_ins") or swap.get("swap_outs"):
         rows.append(("swap ins / outs", f"{_int(swap.get('swap_ins'))} / {_int(swap.get('swap_outs'))}"))
     if swap.get("file_drops"):
-        rows.append(("page cache", f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
-                                   f"{_int(swap.get('file_refaults'))} read back"))
+        rows.append(
+            (
+                "page cache",
+                f"{_int(swap.get('file_drops'))} dropped ({_int(swap.get('file_writebacks'))} written back), "
+                f"{_int(swap.get('file_refaults'))} read back",
+            )
+        )
     pc = s.get("page_cache") or {}
     if pc.get("read_calls") or pc.get("write_calls"):
-        rows.append(("file calls", f"{_int(pc.get('read_calls'))} reads, {_int(pc.get('write_calls'))} writes, "
-                                   f"mean {_num(pc.get('mean_call_ns'))} ns; page-cache hit ratio {100 * pc.get('hit_ratio', 0):.2f}%"))
-        rows.append(("writeback", f"{_int(pc.get('writeback_bytes'))} B ({_int(pc.get('writeback_pages_flusher'))} pages by the flusher, "
-                                  f"{_int(pc.get('writeback_pages_reclaim'))} by reclaim), {_int(pc.get('dirty_pages'))} pages still dirty"))
+        rows.append(
+            (
+                "file calls",
+                f"{_int(pc.get('read_calls'))} reads, {_int(pc.get('write_calls'))} writes, "
+                f"mean {_num(pc.get('mean_call_ns'))} ns; page-cache hit ratio {100 * pc.get('hit_ratio', 0):.2f}%",
+            )
+        )
+        rows.append(
+            (
+                "writeback",
+                f"{_int(pc.get('writeback_bytes'))} B ({_int(pc.get('writeback_pages_flusher'))} pages by the flusher, "
+                f"{_int(pc.get('writeback_pages_reclaim'))} by reclaim), {_int(pc.get('dirty_pages'))} pages still dirty",
+            )
+        )
     direct = pc.get("direct") or {}
     if direct.get("read_calls") or direct.get("write_calls"):
-        rows.append(("O_DIRECT calls", f"{_int(direct.get('read_calls'))} reads, {_int(direct.get('write_calls'))} writes in "
-                                       f"{_int(direct.get('requests'))} requests; {_int(direct.get('flushed_pages'))} cached pages written "
-                                       f"back first, {_int(direct.get('invalidated_pages'))} dropped; mean of all calls {_num(pc.get('mean_call_ns'))} ns"))
+        rows.append(
+            (
+                "O_DIRECT calls",
+                f"{_int(direct.get('read_calls'))} reads, {_int(direct.get('write_calls'))} writes in "
+                f"{_int(direct.get('requests'))} requests; {_int(direct.get('flushed_pages'))} cached pages written "
+                f"back first, {_int(direct.get('invalidated_pages'))} dropped; mean of all calls {_num(pc.get('mean_call_ns'))} ns",
+            )
+        )
     dax = pc.get("dax") or {}
     if dax:
-        rows.append(("DAX (" + str(dax.get("mode")) + ")", f"{_int(dax.get('calls'))} calls, {_int(dax.get('faults'))} faults, "
-                                                          f"{_int(dax.get('accesses'))} loads/stores"))
+        rows.append(
+            (
+                "DAX (" + str(dax.get("mode")) + ")",
+                f"{_int(dax.get('calls'))} calls, {_int(dax.get('faults'))} faults, "
+                f"{_int(dax.get('accesses'))} loads/stores",
+            )
+        )
     series = s.get("timeseries") or {}
     if series.get("coarsened"):
-        rows.append((
-            "time series",
-            f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
-            f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
-        ))
+        rows.append(
+            (
+                "time series",
+                f"coarsened: epoch {_int(series.get('requested_epoch_ns'))} ns -> {_int(series.get('epoch_ns'))} ns "
+                f"(stats.max_epochs = {_int(series.get('max_epochs'))})",
+            )
+        )
 
     from tiersim._result import regime_rows
     from tiersim.bound import BOUND, bound_lines
@@ -216,7 +257,11 @@ def run(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(parser=Number(int, 0), help="Seed for every random choice of the run (default 0, or the run directory's).", show_default=False),
+        typer.Option(
+            parser=Number(int, 0),
+            help="Seed for every random choice of the run (default 0, or the run directory's).",
+            show_default=False,
+        ),
     ] = None,
     gen: Annotated[
         str | None, typer.Option("--gen", metavar="NAME", help="Run generator NAME in memory instead of a trace file.")

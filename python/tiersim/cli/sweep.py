@@ -18,7 +18,18 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from tiersim.cli._common import MAX_WORKERS, Number, Terminated, _int, _interrupt_status, _kv_table, _print, _user_errors, app, err
+from tiersim.cli._common import (
+    MAX_WORKERS,
+    Number,
+    Terminated,
+    _int,
+    _interrupt_status,
+    _kv_table,
+    _print,
+    _user_errors,
+    app,
+    err,
+)
 
 
 @app.command("sweep")
@@ -29,7 +40,10 @@ def sweep_cmd(
         typer.Option("--out", "-o", metavar="DIR", help="Sweep directory (default: sweeps/SPEC beside the spec)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes (default: one per CPU).")
+        int | None,
+        typer.Option(
+            "--workers", "-j", parser=Number(int, 1, MAX_WORKERS), help="Local worker processes (default: one per CPU)."
+        ),
     ] = None,
     scheduler: Annotated[
         str | None,

@@ -14,12 +14,12 @@ from rich.text import Text
 
 import tiersim
 from tiersim.cli._common import (
+    _FROM_HELP,
     I64_MAX,
     MAX_NS_PER_INSTRUCTION,
+    U32_MAX,
     Number,
     TraceFormat,
-    U32_MAX,
-    _FROM_HELP,
     _bytes,
     _echo_raw,
     _fmt,
@@ -87,9 +87,16 @@ def trace_convert(
     addr_kind: Annotated[
         AddrKindOpt, typer.Option("--addr-kind", help="Address kind of text input (it does not say).")
     ] = AddrKindOpt.virtual,
-    page_size: Annotated[int, typer.Option("--page-size", parser=Number(int, 64, U32_MAX), help="Page size recorded for text input.")] = 4096,
+    page_size: Annotated[
+        int, typer.Option("--page-size", parser=Number(int, 64, U32_MAX), help="Page size recorded for text input.")
+    ] = 4096,
     ns_per_instruction: Annotated[
-        float, typer.Option("--ns-per-instruction", parser=Number(float, 0.0, MAX_NS_PER_INSTRUCTION), help="Instruction trace to MQSim: ns per instruction.")
+        float,
+        typer.Option(
+            "--ns-per-instruction",
+            parser=Number(float, 0.0, MAX_NS_PER_INSTRUCTION),
+            help="Instruction trace to MQSim: ns per instruction.",
+        ),
     ] = 0.5,
 ) -> None:
     """Convert a trace between native, MQSim_CXL text, Valgrind lackey output and CSV."""
@@ -126,7 +133,10 @@ def trace_sample(
     src: Annotated[Path, typer.Argument(help="Input trace.")],
     output: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", help="Native trace to write.")],
     start: Annotated[
-        int | None, typer.Option(parser=Number(int, 0), help="Window start: ns, or the CPU's instruction count for instruction traces.")
+        int | None,
+        typer.Option(
+            parser=Number(int, 0), help="Window start: ns, or the CPU's instruction count for instruction traces."
+        ),
     ] = None,
     end: Annotated[int | None, typer.Option(parser=Number(int, 0), help="Window end (exclusive), same unit.")] = None,
     cpus: Annotated[str | None, typer.Option(help="Only these CPUs, e.g. 0,2,4-7.")] = None,
@@ -147,7 +157,9 @@ def trace_stats_cmd(
     png: Annotated[
         Path | None, typer.Option("--png", metavar="FILE", help="Write a plot of page accesses over time.")
     ] = None,
-    max_points: Annotated[int, typer.Option("--max-points", parser=Number(int, 2, I64_MAX), help="Scatter points kept at most.")] = 100_000,
+    max_points: Annotated[
+        int, typer.Option("--max-points", parser=Number(int, 2, I64_MAX), help="Scatter points kept at most.")
+    ] = 100_000,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
     """Reuse-distance and page-hotness histograms, and a page-vs-time plot (CXL-flash fig. 3 style)."""
@@ -163,13 +175,18 @@ def trace_stats_cmd(
     rows = [
         ("accesses", _int(stats["accesses"])),
         ("pages", f"{_int(stats['pages'])} of {_bytes(stats['page_size'])}"),
-        ("hottest 1% / 10% of pages", f"{100 * stats['hotness']['top_1pct_share']:.1f}% / "
-         f"{100 * stats['hotness']['top_10pct_share']:.1f}% of accesses"),
+        (
+            "hottest 1% / 10% of pages",
+            f"{100 * stats['hotness']['top_1pct_share']:.1f}% / "
+            f"{100 * stats['hotness']['top_10pct_share']:.1f}% of accesses",
+        ),
         ("first touches", _int(stats["reuse_distance"]["cold"])),
     ]
     if stats.get("mapping_records"):
         # Not accesses: the file bounds of mapped files, which the counts above leave out.
-        rows.append(("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)"))
+        rows.append(
+            ("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)")
+        )
     tables: list[Any] = [_kv_table("trace statistics", rows)]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),

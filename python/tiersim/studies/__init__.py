@@ -93,7 +93,14 @@ def study_sweep(out: Path, name: str, text: str, workers: int | None) -> pl.Data
 from tiersim.studies import autotiering, cxl_expansion, cxl_flash, optane, scaling, scm_vs_ssd  # noqa: E402 - the registry needs Study
 
 # The registry: the only place a study is named.
-STUDIES: list[Study] = [autotiering.STUDY, cxl_expansion.STUDY, cxl_flash.STUDY, optane.STUDY, scm_vs_ssd.STUDY, scaling.STUDY]
+STUDIES: list[Study] = [
+    autotiering.STUDY,
+    cxl_expansion.STUDY,
+    cxl_flash.STUDY,
+    optane.STUDY,
+    scm_vs_ssd.STUDY,
+    scaling.STUDY,
+]
 
 
 def get(name: str) -> Study:
@@ -106,7 +113,9 @@ def get(name: str) -> Study:
 CLAIMS_FILE = "claims.json"
 
 
-def reproduce(name: str, out_dir: str | os.PathLike[str], *, quick: bool = False, workers: int | None = None) -> tuple[StudyResult, Path, float]:
+def reproduce(
+    name: str, out_dir: str | os.PathLike[str], *, quick: bool = False, workers: int | None = None
+) -> tuple[StudyResult, Path, float]:
     """Run study `name` into out_dir and write report.html and claims.json there. Returns the
     result, the report path and the wall time in seconds."""
     from tiersim import report as rp
@@ -138,11 +147,14 @@ def reproduce(name: str, out_dir: str | os.PathLike[str], *, quick: bool = False
         report.figure("data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii"), caption)
     for part in result.sweeps:
         report.heading(part.title)
-        sub = rp.sweep_report(part.results, part.sweep_dir, baseline=part.baseline, detail=part.detail,
-                                  compare=part.compare)
+        sub = rp.sweep_report(
+            part.results, part.sweep_dir, baseline=part.baseline, detail=part.detail, compare=part.compare
+        )
         # One level down: the study's heading is this sweep's title.
-        report.parts.extend(p.replace("<h3>", "<h4>").replace("</h3>", "</h4>").replace("<h2>", "<h3>").replace("</h2>", "</h3>")
-                            for p in sub.parts)
+        report.parts.extend(
+            p.replace("<h3>", "<h4>").replace("</h3>", "</h4>").replace("<h2>", "<h3>").replace("</h2>", "</h3>")
+            for p in sub.parts
+        )
     path = report.write(out / rp.REPORT_FILE)
     elapsed = time.perf_counter() - start
     claims = {"study": study.name, "quick": quick, "claims": [asdict(c) for c in result.claims]}

@@ -54,7 +54,8 @@ PAPER_CPM_GRAPH500 = 1.17
 
 
 ORACLE_FREE_TOML = "".join(
-    f'\n[[policy]]\nname = "{MEMBER_POLICY}"\nlabel = "{label}"\nparams = {inline_table(params)}\n' for label, params in BOUND_MEMBERS.items()
+    f'\n[[policy]]\nname = "{MEMBER_POLICY}"\nlabel = "{label}"\nparams = {inline_table(params)}\n'
+    for label, params in BOUND_MEMBERS.items()
 )
 
 
@@ -65,13 +66,26 @@ def with_bound(df: pl.DataFrame) -> pl.DataFrame:
     if members.is_empty():
         return df
     keys = [k for k in ("platform", "trace", "seed") if k in df.columns]
-    best = (members.sort([*keys, "execution_time_ns", "policy"]).group_by(keys, maintain_order=True).first()
-            .with_columns(pl.col("policy").alias("bound_member"), pl.lit(BOUND).alias("policy")))
+    best = (
+        members.sort([*keys, "execution_time_ns", "policy"])
+        .group_by(keys, maintain_order=True)
+        .first()
+        .with_columns(pl.col("policy").alias("bound_member"), pl.lit(BOUND).alias("policy"))
+    )
     return pl.concat([df, best.select([*df.columns, "bound_member"])], how="diagonal_relaxed")
 
 
-def workloads_spec(name: str, footprint_mib: int, accesses: int | dict[str, int], scale: float, policies: list[str], extra: str,
-                   gen_seed: int = 1, only: list[str] | None = None, settings: dict[str, object] | None = None) -> str:
+def workloads_spec(
+    name: str,
+    footprint_mib: int,
+    accesses: int | dict[str, int],
+    scale: float,
+    policies: list[str],
+    extra: str,
+    gen_seed: int = 1,
+    only: list[str] | None = None,
+    settings: dict[str, object] | None = None,
+) -> str:
     """A sweep of the three workloads under `policies` (and the `extra` [[policy]] tables) on
     cascadelake_dcpmm at `scale`, daemons by the lens default; the scaling study uses it too.
     `accesses` is one count for every workload or one per workload label; `gen_seed` seeds the
@@ -106,14 +120,20 @@ name = "tiering06"
 label = "{TIERING06_FAST}"
 params = {{ rate_limit = "300MB/s" }}
 """
-    long_trace = f"""
+    long_trace = (
+        f"""
 [[trace]]
 label = "{KV_LONG}"
 gen = "kv"
 seed = 1
 params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, "accesses": KV_LONG_FACTOR * accesses})}
-""" if kv_long else ""
-    return workloads_spec("autotiering", footprint_mib, accesses, SCALE, POLICIES, tiering06_fast + ORACLE_FREE_TOML + long_trace)
+"""
+        if kv_long
+        else ""
+    )
+    return workloads_spec(
+        "autotiering", footprint_mib, accesses, SCALE, POLICIES, tiering06_fast + ORACLE_FREE_TOML + long_trace
+    )
 
 
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
@@ -193,19 +213,20 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     claims.append(_lap_claim(out / "autotiering", df))
     beaten = [(w, p) for w in workloads for p in [*POLICIES, TIERING06_FAST] if s[w, p] > s[w, BOUND]]
     chosen = {w: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0] for w in workloads}
-    claims.append(Claim(
-        "tiersim's own bound: no policy beats the fastest of the free-migration oracle family",
-        "(not in the paper)",
-        "; ".join(f"{w} {x(s[w, BOUND])} ({chosen[w]})" for w in workloads)
-        + ("" if not beaten else " - beaten by " + ", ".join(f"{p} on {w}" for w, p in beaten)),
-        "every speedup <= the bound's",
-        not beaten,
-        "oracle_static is only the bound of static placements; the dynamic oracle knows each epoch's hot pages; "
-        f"the bound is the fastest of {len(BOUND_MEMBERS)} free-migration runs (fast-tier traffic shares, epochs, balanced fast nodes)",
-    ))
+    claims.append(
+        Claim(
+            "tiersim's own bound: no policy beats the fastest of the free-migration oracle family",
+            "(not in the paper)",
+            "; ".join(f"{w} {x(s[w, BOUND])} ({chosen[w]})" for w in workloads)
+            + ("" if not beaten else " - beaten by " + ", ".join(f"{p} on {w}" for w, p in beaten)),
+            "every speedup <= the bound's",
+            not beaten,
+            "oracle_static is only the bound of static placements; the dynamic oracle knows each epoch's hot pages; "
+            f"the bound is the fastest of {len(BOUND_MEMBERS)} free-migration runs (fast-tier traffic shares, epochs, balanced fast nodes)",
+        )
+    )
     table = pl.DataFrame(
-        {"policy": [*POLICIES, *EXTRA]}
-        | {w: [f"{s[w, p]:.2f}" for p in [*POLICIES, *EXTRA]] for w in workloads}
+        {"policy": [*POLICIES, *EXTRA]} | {w: [f"{s[w, p]:.2f}" for p in [*POLICIES, *EXTRA]] for w in workloads}
     )
     notes = [
         f"Scaled: cascadelake_dcpmm at scale {SCALE} (1/512), daemons by the same factor (the lens default); "
@@ -213,8 +234,14 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "(autonuma: Linux 5.3 with AutoNUMA on, the paper's baseline).",
         "A trace of ten million accesses makes tens of accesses per page between two scans where graph500 makes "
         "thousands, so hint faults weigh more per access than on the real machine (docs/model.md, time scale).",
-        *([] if quick else [f"{KV_LONG}: kv with {KV_LONG_FACTOR}x the accesses ({KV_LONG_FACTOR * acc:,}), long enough for "
-                            "4 or more scanner passes, where kv's 1-2 passes are warned."]),
+        *(
+            []
+            if quick
+            else [
+                f"{KV_LONG}: kv with {KV_LONG_FACTOR}x the accesses ({KV_LONG_FACTOR * acc:,}), long enough for "
+                "4 or more scanner passes, where kv's 1-2 passes are warned."
+            ]
+        ),
     ]
     return StudyResult(
         claims=claims,

@@ -38,7 +38,11 @@ THREADS = 128
 CAPACITY_DRAM_SHARE = 0.5
 # The paper's DDR-only runs page to 8 NVMe drives (> 300 MB/s per core): 8x one drive's bandwidth
 # and queue depth (nvme_ssd: 3.5 / 3.0 GB/s, QD 32).
-EIGHT_NVME = {"swap.params.read_bandwidth": "28GB/s", "swap.params.write_bandwidth": "24GB/s", "swap.params.queue_depth": 256}
+EIGHT_NVME = {
+    "swap.params.read_bandwidth": "28GB/s",
+    "swap.params.write_bandwidth": "24GB/s",
+    "swap.params.queue_depth": 256,
+}
 # Two workloads larger than DRAM, 200 instructions of work between accesses (a data-processing
 # loop, not a pointer chase). kv: YCSB b (95 % reads, zipfian keys); its load phase writes every
 # record first, as Spark loads its RDDs. scan: every thread rescans its slice of the data set,
@@ -50,7 +54,13 @@ SCAN_PASSES = 4
 
 def _bandwidth_spec(trace: str, footprint_mib: int, accesses: int) -> str:
     if trace == "stream":
-        params = {"threads": THREADS, "arrays": 3, "access_size": 64, "footprint": f"{footprint_mib}MiB", "accesses": accesses}
+        params = {
+            "threads": THREADS,
+            "arrays": 3,
+            "access_size": 64,
+            "footprint": f"{footprint_mib}MiB",
+            "accesses": accesses,
+        }
         one_pass = footprint_mib * 2**20 // 64
     else:
         params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses}
@@ -80,8 +90,12 @@ name = "interleave"
 def _capacity_spec(footprint_mib: int, accesses: int) -> str:
     scale = CAPACITY_DRAM_SHARE * footprint_mib * 2**20 / (768 * 2**30)
     params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses, **KV_PARAMS}
-    scan = {"threads": THREADS, "footprint": f"{footprint_mib}MiB",
-            "accesses": SCAN_PASSES * footprint_mib * 2**20 // 64, **SCAN_PARAMS}
+    scan = {
+        "threads": THREADS,
+        "footprint": f"{footprint_mib}MiB",
+        "accesses": SCAN_PASSES * footprint_mib * 2**20 // 64,
+        **SCAN_PARAMS,
+    }
     return f"""[sweep]
 name = "capacity"
 seeds = [1]
@@ -123,7 +137,6 @@ def _time(df: pl.DataFrame, **where: str) -> float:
     return float(sel["execution_time_ns"][0])
 
 
-
 def _seed003_bandwidths() -> tuple[float, float, float]:
     """Seed 003's fig. 2 arithmetic on the epyc_cxl nodes: DRAM's nominal pin rate (the model's
     sustained read maximum over its efficiency) and the 4 CZ120 modules' sustained maximum at their
@@ -136,6 +149,7 @@ def _seed003_bandwidths() -> tuple[float, float, float]:
     best = cxl.tables["bwlat"].sort("bandwidth_mbs", descending=True).row(0, named=True)
     return nominal, best["bandwidth_mbs"] / 1000, best["read_ratio"]
 
+
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     sizes = SIZES[quick]
     claims: list[Claim] = []
@@ -146,7 +160,9 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         df = study_sweep(out, f"bandwidth-{trace}", _bandwidth_spec(trace, fp, acc), workers)
         parts.append(SweepPart(f"Bandwidth expansion: {trace}", df, out / f"bandwidth-{trace}", "linux_default"))
         gain = {
-            nps: _time(df, platform=f"epyc_cxl_{nps}", policy="linux_default") / _time(df, platform=f"epyc_cxl_{nps}", policy="interleave") - 1
+            nps: _time(df, platform=f"epyc_cxl_{nps}", policy="linux_default")
+            / _time(df, platform=f"epyc_cxl_{nps}", policy="interleave")
+            - 1
             for nps in ("nps1", "nps2", "nps4")
         }
         kind = (
@@ -155,40 +171,79 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             else "8 B element accesses as the stencil issues them; tiersim has no cache filter, so each is a memory access"
         )
         claims += [
-            Claim(f"{trace}: interleave 80:20 (NPS4) is faster than DDR only", "+17%", pct(gain["nps4"]), "ours > 0",
-                  gain["nps4"] > 0, kind),
-            Claim(f"{trace}: size of the 80:20 gain", "+17%", pct(gain["nps4"]),
-                  f"within +-{SIZE_TOLERANCE_BW:.0%} of 17%", within(gain["nps4"], PAPER_NPS4_GAIN, SIZE_TOLERANCE_BW)),
-            Claim(f"{trace}: interleave 50:50 (NPS1) is slower than DDR only", "slower", pct(gain["nps1"]), "ours < 0",
-                  gain["nps1"] < 0),
-            Claim(f"{trace}: interleave 66:34 (NPS2) is slower than DDR only", "slower", pct(gain["nps2"]), "ours < 0",
-                  gain["nps2"] < 0),
+            Claim(
+                f"{trace}: interleave 80:20 (NPS4) is faster than DDR only",
+                "+17%",
+                pct(gain["nps4"]),
+                "ours > 0",
+                gain["nps4"] > 0,
+                kind,
+            ),
+            Claim(
+                f"{trace}: size of the 80:20 gain",
+                "+17%",
+                pct(gain["nps4"]),
+                f"within +-{SIZE_TOLERANCE_BW:.0%} of 17%",
+                within(gain["nps4"], PAPER_NPS4_GAIN, SIZE_TOLERANCE_BW),
+            ),
+            Claim(
+                f"{trace}: interleave 50:50 (NPS1) is slower than DDR only",
+                "slower",
+                pct(gain["nps1"]),
+                "ours < 0",
+                gain["nps1"] < 0,
+            ),
+            Claim(
+                f"{trace}: interleave 66:34 (NPS2) is slower than DDR only",
+                "slower",
+                pct(gain["nps2"]),
+                "ours < 0",
+                gain["nps2"] < 0,
+            ),
         ]
-        tables.append((f"Bandwidth expansion, {trace}: execution time vs DDR only", pl.DataFrame({
-            "config": ["50:50 (NPS1)", "66:34 (NPS2)", "80:20 (NPS4)"],
-            "paper": ["slower", "slower", "+17%"],
-            "ours": [pct(gain[n]) for n in ("nps1", "nps2", "nps4")],
-        })))
+        tables.append(
+            (
+                f"Bandwidth expansion, {trace}: execution time vs DDR only",
+                pl.DataFrame(
+                    {
+                        "config": ["50:50 (NPS1)", "66:34 (NPS2)", "80:20 (NPS4)"],
+                        "paper": ["slower", "slower", "+17%"],
+                        "ours": [pct(gain[n]) for n in ("nps1", "nps2", "nps4")],
+                    }
+                ),
+            )
+        )
     nps1 = parts[0].results.filter(pl.col("policy") == "linux_default").row(0, named=True)
     read_peaks = nps1["node.dram0.peak_bandwidth_gbs"] / nps1["node.cxl0.peak_bandwidth_gbs"]
     dram_nominal, cxl_best, cxl_mix = _seed003_bandwidths()
     ratio = dram_nominal / cxl_best
-    claims.append(Claim(
-        "peak bandwidth of local DRAM : the 4 CXL modules (the paper's way: nominal DDR5 : CXL at its best mix)",
-        f"about {PAPER_BW_RATIO}x",
-        f"{ratio:.2f}x ({dram_nominal:.0f} : {cxl_best:.0f} GB/s at {cxl_mix:.0f} % reads)",
-        "within +-15%", within(ratio, PAPER_BW_RATIO, 0.15),
-        f"fig. 2's 460.8 GB/s is the 12 channels' pin rate and its 160 GB/s the modules' best rating; "
-        f"the run's two sustained read peaks give {read_peaks:.2f}x "
-        f"({nps1['node.dram0.peak_bandwidth_gbs']:.0f} : {nps1['node.cxl0.peak_bandwidth_gbs']:.0f} GB/s), "
-        "a like-for-like comparison the paper does not make (docs/reproduce.md)",
-    ))
+    claims.append(
+        Claim(
+            "peak bandwidth of local DRAM : the 4 CXL modules (the paper's way: nominal DDR5 : CXL at its best mix)",
+            f"about {PAPER_BW_RATIO}x",
+            f"{ratio:.2f}x ({dram_nominal:.0f} : {cxl_best:.0f} GB/s at {cxl_mix:.0f} % reads)",
+            "within +-15%",
+            within(ratio, PAPER_BW_RATIO, 0.15),
+            f"fig. 2's 460.8 GB/s is the 12 channels' pin rate and its 160 GB/s the modules' best rating; "
+            f"the run's two sustained read peaks give {read_peaks:.2f}x "
+            f"({nps1['node.dram0.peak_bandwidth_gbs']:.0f} : {nps1['node.cxl0.peak_bandwidth_gbs']:.0f} GB/s), "
+            "a like-for-like comparison the paper does not make (docs/reproduce.md)",
+        )
+    )
 
     fp, acc = sizes["kv"]
     shutil.copyfile(DDR_ONLY_PLATFORM, out / DDR_ONLY_PLATFORM.name)
     cap = study_sweep(out, "capacity", _capacity_spec(fp, acc), workers)
-    parts.append(SweepPart("Capacity expansion: data sets twice the DRAM", cap, out / "capacity", "ddr_only",
-                           detail=True, compare="platform"))
+    parts.append(
+        SweepPart(
+            "Capacity expansion: data sets twice the DRAM",
+            cap,
+            out / "capacity",
+            "ddr_only",
+            detail=True,
+            compare="platform",
+        )
+    )
     swap_rows = []
     for trace, what in (("kv", "a zipfian key-value store (YCSB b)"), ("scan", "repeated scans (Spark SVM-like)")):
         speedup, io_cut, t = {}, {}, {}
@@ -198,37 +253,81 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             speedup[dram] = rows["ddr_only"]["execution_time_ns"] / rows["ddr_cxl"]["execution_time_ns"]
             for plat, r in rows.items():
                 t[(plat, dram)] = r["execution_time_ns"]
-                swap_rows.append({"trace": trace, "dram": dram, "platform": plat, "time_ms": round(r["execution_time_ns"] / 1e6, 2),
-                                  **{k: r.get(f"swap.{k}", 0) for k in ("swap_ins", "swap_outs", "readahead_pages",
-                                                                         "swap_cache_hits", "read_requests", "write_requests")}})
+                swap_rows.append(
+                    {
+                        "trace": trace,
+                        "dram": dram,
+                        "platform": plat,
+                        "time_ms": round(r["execution_time_ns"] / 1e6, 2),
+                        **{
+                            k: r.get(f"swap.{k}", 0)
+                            for k in (
+                                "swap_ins",
+                                "swap_outs",
+                                "readahead_pages",
+                                "swap_cache_hits",
+                                "read_requests",
+                                "write_requests",
+                            )
+                        },
+                    }
+                )
             io = lambda r: r["swap.swap_ins"] + r["swap.swap_outs"]  # noqa: E731
             io_cut[dram] = 1 - io(rows["ddr_cxl"]) / io(rows["ddr_only"]) if io(rows["ddr_only"]) else 0.0
         claims += [
-            Claim(f"{trace}: DDR + CXL is faster than DDR only + swap when the data exceed 768 GB of DRAM",
-                  f"{PAPER_SPEEDUP_768}x", f"{speedup['768GiB']:.2f}x", "ours > 1", speedup["768GiB"] > 1,
-                  f"Spark SVM in the paper; {what} here"),
-            Claim(f"{trace}: size of the speedup with 768 GB DRAM", f"{PAPER_SPEEDUP_768}x", f"{speedup['768GiB']:.2f}x",
-                  f"within +-{SIZE_TOLERANCE_CAP:.0%}", within(speedup["768GiB"], PAPER_SPEEDUP_768, SIZE_TOLERANCE_CAP)),
-            Claim(f"{trace}: with 1152 GB DRAM, CXL helps less than with 768 GB",
-                  f"{PAPER_SPEEDUP_1152}x < {PAPER_SPEEDUP_768}x",
-                  f"{speedup['1152GiB']:.2f}x < {speedup['768GiB']:.2f}x", "ours(1152) < ours(768)",
-                  speedup["1152GiB"] < speedup["768GiB"]),
-            Claim(f"{trace}: size of the speedup with 1152 GB DRAM", f"{PAPER_SPEEDUP_1152}x", f"{speedup['1152GiB']:.2f}x",
-                  f"within +-{SIZE_TOLERANCE_CAP:.0%}", within(speedup["1152GiB"], PAPER_SPEEDUP_1152, SIZE_TOLERANCE_CAP)),
-            Claim(f"{trace}: CXL removes most IO (swap) transactions", "-44% (1 TPC-H stream) to -89%",
-                  pct(-io_cut["768GiB"]), "ours removes >= 44%", io_cut["768GiB"] >= PAPER_IO_CUT,
-                  "768 GB DRAM; swap-ins + swap-outs"),
+            Claim(
+                f"{trace}: DDR + CXL is faster than DDR only + swap when the data exceed 768 GB of DRAM",
+                f"{PAPER_SPEEDUP_768}x",
+                f"{speedup['768GiB']:.2f}x",
+                "ours > 1",
+                speedup["768GiB"] > 1,
+                f"Spark SVM in the paper; {what} here",
+            ),
+            Claim(
+                f"{trace}: size of the speedup with 768 GB DRAM",
+                f"{PAPER_SPEEDUP_768}x",
+                f"{speedup['768GiB']:.2f}x",
+                f"within +-{SIZE_TOLERANCE_CAP:.0%}",
+                within(speedup["768GiB"], PAPER_SPEEDUP_768, SIZE_TOLERANCE_CAP),
+            ),
+            Claim(
+                f"{trace}: with 1152 GB DRAM, CXL helps less than with 768 GB",
+                f"{PAPER_SPEEDUP_1152}x < {PAPER_SPEEDUP_768}x",
+                f"{speedup['1152GiB']:.2f}x < {speedup['768GiB']:.2f}x",
+                "ours(1152) < ours(768)",
+                speedup["1152GiB"] < speedup["768GiB"],
+            ),
+            Claim(
+                f"{trace}: size of the speedup with 1152 GB DRAM",
+                f"{PAPER_SPEEDUP_1152}x",
+                f"{speedup['1152GiB']:.2f}x",
+                f"within +-{SIZE_TOLERANCE_CAP:.0%}",
+                within(speedup["1152GiB"], PAPER_SPEEDUP_1152, SIZE_TOLERANCE_CAP),
+            ),
+            Claim(
+                f"{trace}: CXL removes most IO (swap) transactions",
+                "-44% (1 TPC-H stream) to -89%",
+                pct(-io_cut["768GiB"]),
+                "ours removes >= 44%",
+                io_cut["768GiB"] >= PAPER_IO_CUT,
+                "768 GB DRAM; swap-ins + swap-outs",
+            ),
         ]
         # The order of the two speedups is the order of what 384 GB more DRAM gives each system:
         # S768 / S1152 = (DDR-only gain) / (DDR + CXL gain).
         ddr_gain = t[("ddr_only", "768GiB")] / t[("ddr_only", "1152GiB")]
         cxl_gain = t[("ddr_cxl", "768GiB")] / t[("ddr_cxl", "1152GiB")]
-        claims.append(Claim(
-            f"{trace}: what orders 768 vs 1152 GB: DDR only gains from 1152 GB of DRAM", f"{PAPER_DDR_GAIN}x (DDR + CXL: "
-            f"{PAPER_DDR_GAIN * PAPER_SPEEDUP_1152 / PAPER_SPEEDUP_768:.2f}x)", f"{ddr_gain:.2f}x (DDR + CXL: {cxl_gain:.2f}x)",
-            "DDR-only gain > DDR + CXL gain (then 1152 GB's speedup is the smaller)", ddr_gain > cxl_gain,
-            "the 1152 GB speedup is below the 768 GB one exactly when DDR only gains more from the extra 384 GB "
-            "than DDR + CXL does, i.e. when the extra DRAM removes swap traffic that matters"))
+        claims.append(
+            Claim(
+                f"{trace}: what orders 768 vs 1152 GB: DDR only gains from 1152 GB of DRAM",
+                f"{PAPER_DDR_GAIN}x (DDR + CXL: {PAPER_DDR_GAIN * PAPER_SPEEDUP_1152 / PAPER_SPEEDUP_768:.2f}x)",
+                f"{ddr_gain:.2f}x (DDR + CXL: {cxl_gain:.2f}x)",
+                "DDR-only gain > DDR + CXL gain (then 1152 GB's speedup is the smaller)",
+                ddr_gain > cxl_gain,
+                "the 1152 GB speedup is below the 768 GB one exactly when DDR only gains more from the extra 384 GB "
+                "than DDR + CXL does, i.e. when the extra DRAM removes swap traffic that matters",
+            )
+        )
     notes = [
         "Scaled down: the platforms' capacities are multiplied by `scale` so each data set is twice the "
         "768 GB DRAM node; threads = 128 as on the EPYC 9754; mlp = 10 (the preset). The bandwidth "
@@ -239,8 +338,13 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "percent and can flip between --quick and the full run. The paper's Spark SVM sits between "
         "our two workloads: it gains 1.61x from 1152 GB of DDR alone (fig. 14a).",
     ]
-    tables.append(("Capacity runs: the swap path (swap-ins, pages read ahead (VMA-based readahead, the kernel's "
-                   "default for SSD swap), swap-cache hits, device requests)", pl.DataFrame(swap_rows)))
+    tables.append(
+        (
+            "Capacity runs: the swap path (swap-ins, pages read ahead (VMA-based readahead, the kernel's "
+            "default for SSD swap), swap-cache hits, device requests)",
+            pl.DataFrame(swap_rows),
+        )
+    )
     return StudyResult(claims=claims, tables=tables, sweeps=parts, notes=notes)
 
 

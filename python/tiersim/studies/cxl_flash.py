@@ -188,8 +188,11 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     agree_compat = int(both["agrees (mqsim_cxl)"].sum())
     return StudyResult(
         claims=claims(df),
-        tables=[*tables(df), (f"every finding in both device modes (mqsim_cxl agrees with {agree_compat} of {both.height})", both)],
-        notes=[*notes(quick), f"The same rows with `compat = \"mqsim_cxl\"` on every device: {COMPAT_CSV}."],
+        tables=[
+            *tables(df),
+            (f"every finding in both device modes (mqsim_cxl agrees with {agree_compat} of {both.height})", both),
+        ],
+        notes=[*notes(quick), f'The same rows with `compat = "mqsim_cxl"` on every device: {COMPAT_CSV}.'],
         images=plots(df, out),
     )
 

@@ -76,45 +76,137 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     w24k = _pick(bs6, "bandwidth_gbs", pattern="random", op="write", size=24576.0)
 
     claims = [
-        Claim("random read latency, Optane vs DRAM", "2-3x", f"{rnd:.0f} / {d_rnd:.0f} ns = {rnd / d_rnd:.2f}x",
-              "ours in 2..3", 2 <= rnd / d_rnd <= 3,
-              "ddr4_2666's idle latency has no row-buffer effects; the paper's DRAM is about 100 ns"),
-        Claim("random vs sequential read latency gap (XPBuffer)", "80%", f"{rnd / seq - 1:.0%}",
-              "within +-10% of 80%", within(rnd / seq - 1, 0.80, 0.10)),
-        Claim("ntstore costs more than store + clwb", "ntstore > clwb", f"{nt:.0f} vs {clwb:.0f} ns", "ours ntstore > clwb",
-              nt > clwb),
-        Claim("peak read bandwidth, one DIMM", "6.6 GB/s", f"{rd_peak:.2f} GB/s", "within +-10%", within(rd_peak, 6.6, 0.10)),
-        Claim("peak write bandwidth, one DIMM", "2.3 GB/s", f"{wr_peak:.2f} GB/s", "within +-10%", within(wr_peak, 2.3, 0.10)),
-        Claim("read / write bandwidth asymmetry, one DIMM", "2.9x", f"{rd_peak / wr_peak:.2f}x", "within +-10%",
-              within(rd_peak / wr_peak, 2.9, 0.10)),
-        Claim("write bandwidth peaks at 1-4 threads, then falls", "peak at 1-4 threads",
-              f"peak at {wr_peak_threads:.0f} thread(s), {wr8 / wr_peak:.0%} of it at 8", "peak <= 4 threads and 8 threads lower",
-              wr_peak_threads <= 4 and wr8 < wr_peak),
-        Claim("8 threads of sequential ntstore reach 69% of one thread's bandwidth", "69%", f"{wr8 / wr_peak:.0%}",
-              "within +-10%", within(wr8 / wr_peak, 0.69, 0.10)),
-        Claim("random reads below 256 B (an XPLine) waste bandwidth", "knee at 256 B",
-              f"64 B: {r64:.2f}, 256 B: {r256:.2f} GB/s", "ours 64 B < 1/2 of 256 B", r64 < r256 / 2),
+        Claim(
+            "random read latency, Optane vs DRAM",
+            "2-3x",
+            f"{rnd:.0f} / {d_rnd:.0f} ns = {rnd / d_rnd:.2f}x",
+            "ours in 2..3",
+            2 <= rnd / d_rnd <= 3,
+            "ddr4_2666's idle latency has no row-buffer effects; the paper's DRAM is about 100 ns",
+        ),
+        Claim(
+            "random vs sequential read latency gap (XPBuffer)",
+            "80%",
+            f"{rnd / seq - 1:.0%}",
+            "within +-10% of 80%",
+            within(rnd / seq - 1, 0.80, 0.10),
+        ),
+        Claim(
+            "ntstore costs more than store + clwb",
+            "ntstore > clwb",
+            f"{nt:.0f} vs {clwb:.0f} ns",
+            "ours ntstore > clwb",
+            nt > clwb,
+        ),
+        Claim(
+            "peak read bandwidth, one DIMM",
+            "6.6 GB/s",
+            f"{rd_peak:.2f} GB/s",
+            "within +-10%",
+            within(rd_peak, 6.6, 0.10),
+        ),
+        Claim(
+            "peak write bandwidth, one DIMM",
+            "2.3 GB/s",
+            f"{wr_peak:.2f} GB/s",
+            "within +-10%",
+            within(wr_peak, 2.3, 0.10),
+        ),
+        Claim(
+            "read / write bandwidth asymmetry, one DIMM",
+            "2.9x",
+            f"{rd_peak / wr_peak:.2f}x",
+            "within +-10%",
+            within(rd_peak / wr_peak, 2.9, 0.10),
+        ),
+        Claim(
+            "write bandwidth peaks at 1-4 threads, then falls",
+            "peak at 1-4 threads",
+            f"peak at {wr_peak_threads:.0f} thread(s), {wr8 / wr_peak:.0%} of it at 8",
+            "peak <= 4 threads and 8 threads lower",
+            wr_peak_threads <= 4 and wr8 < wr_peak,
+        ),
+        Claim(
+            "8 threads of sequential ntstore reach 69% of one thread's bandwidth",
+            "69%",
+            f"{wr8 / wr_peak:.0%}",
+            "within +-10%",
+            within(wr8 / wr_peak, 0.69, 0.10),
+        ),
+        Claim(
+            "random reads below 256 B (an XPLine) waste bandwidth",
+            "knee at 256 B",
+            f"64 B: {r64:.2f}, 256 B: {r256:.2f} GB/s",
+            "ours 64 B < 1/2 of 256 B",
+            r64 < r256 / 2,
+        ),
         Claim("EWR of 64 B random ntstores", "0.25", f"{ewr64:.3f}", "within +-10%", within(ewr64, 0.25, 0.10)),
         Claim("EWR of 256 B random ntstores", "0.98", f"{ewr256:.3f}", "within +-10%", within(ewr256, 0.98, 0.10)),
-        Claim("XPBuffer is 16 KB: EWR stays near 1 up to a 16 KB working set, then drops", "16 KB",
-              f"EWR {at16:.2f} at 16 KiB, at most {above:.2f} above", "ours >= 0.95 at 16 KiB and < 0.8 above",
-              at16 >= 0.95 and above < 0.8),
-        Claim("8 sequential ntstore threads on one DIMM lower the EWR (XPBuffer contention)", "0.62",
-              f"{ewr8:.2f}", "within +-10%", within(ewr8, 0.62, 0.10),
-              "8 writers hold about 24 partly written XPLines, far from the 64 that make the model's buffer "
-              "evict them; the bandwidth loss is modelled, the EWR loss is not (docs/devices.md)"),
-        Claim("remote / local sequential read latency", "1.79x", f"{r_seq:.2f}x", "within +-10%", within(r_seq, 1.79, 0.10)),
-        Claim("remote / local random read latency", "1.20x", f"{r_rnd:.2f}x", "within +-10%", within(r_rnd, 1.20, 0.10)),
+        Claim(
+            "XPBuffer is 16 KB: EWR stays near 1 up to a 16 KB working set, then drops",
+            "16 KB",
+            f"EWR {at16:.2f} at 16 KiB, at most {above:.2f} above",
+            "ours >= 0.95 at 16 KiB and < 0.8 above",
+            at16 >= 0.95 and above < 0.8,
+        ),
+        Claim(
+            "8 sequential ntstore threads on one DIMM lower the EWR (XPBuffer contention)",
+            "0.62",
+            f"{ewr8:.2f}",
+            "within +-10%",
+            within(ewr8, 0.62, 0.10),
+            "8 writers hold about 24 partly written XPLines, far from the 64 that make the model's buffer "
+            "evict them; the bandwidth loss is modelled, the EWR loss is not (docs/devices.md)",
+        ),
+        Claim(
+            "remote / local sequential read latency",
+            "1.79x",
+            f"{r_seq:.2f}x",
+            "within +-10%",
+            within(r_seq, 1.79, 0.10),
+        ),
+        Claim(
+            "remote / local random read latency", "1.20x", f"{r_rnd:.2f}x", "within +-10%", within(r_rnd, 1.20, 0.10)
+        ),
         Claim("remote / local ntstore latency", "2.53x", f"{r_nt:.2f}x", "within +-10%", within(r_nt, 2.53, 0.10)),
-        Claim("remote / local store + clwb latency", "1.68x", f"{r_clwb:.2f}x", "within +-10%", within(r_clwb, 1.68, 0.10)),
-        Claim("best remote read bandwidth / best local, 6 DIMMs", "59.2% (10 vs 16 threads)",
-              f"{rr:.1%} ({rr_t:.0f} vs {rl_t:.0f} threads)", "within +-10%", within(rr, 0.592, 0.10)),
-        Claim("best remote write bandwidth / best local, 6 DIMMs", "61.7% (4 threads each)",
-              f"{rw:.1%} ({rw_t:.0f} vs {lw_t:.0f} threads)", "within +-10%", within(rw, 0.617, 0.10)),
-        Claim("6 interleaved DIMMs raise peak read bandwidth", "5.8x", f"{read6:.2f}x", "within +-10%", within(read6, 5.8, 0.10)),
-        Claim("6 interleaved DIMMs raise peak write bandwidth", "5.6x", f"{write6:.2f}x", "within +-10%", within(write6, 5.6, 0.10)),
-        Claim("6 DIMMs: random 4 KB accesses dip below 24 KB ones (interleave contention)", "dip at 4 KB, peak at 24 KB",
-              f"write 4 KiB {w4k:.2f} vs 24 KiB {w24k:.2f} GB/s", "ours 4 KiB < 0.8 x 24 KiB", w4k < 0.8 * w24k),
+        Claim(
+            "remote / local store + clwb latency", "1.68x", f"{r_clwb:.2f}x", "within +-10%", within(r_clwb, 1.68, 0.10)
+        ),
+        Claim(
+            "best remote read bandwidth / best local, 6 DIMMs",
+            "59.2% (10 vs 16 threads)",
+            f"{rr:.1%} ({rr_t:.0f} vs {rl_t:.0f} threads)",
+            "within +-10%",
+            within(rr, 0.592, 0.10),
+        ),
+        Claim(
+            "best remote write bandwidth / best local, 6 DIMMs",
+            "61.7% (4 threads each)",
+            f"{rw:.1%} ({rw_t:.0f} vs {lw_t:.0f} threads)",
+            "within +-10%",
+            within(rw, 0.617, 0.10),
+        ),
+        Claim(
+            "6 interleaved DIMMs raise peak read bandwidth",
+            "5.8x",
+            f"{read6:.2f}x",
+            "within +-10%",
+            within(read6, 5.8, 0.10),
+        ),
+        Claim(
+            "6 interleaved DIMMs raise peak write bandwidth",
+            "5.6x",
+            f"{write6:.2f}x",
+            "within +-10%",
+            within(write6, 5.6, 0.10),
+        ),
+        Claim(
+            "6 DIMMs: random 4 KB accesses dip below 24 KB ones (interleave contention)",
+            "dip at 4 KB, peak at 24 KB",
+            f"write 4 KiB {w4k:.2f} vs 24 KiB {w24k:.2f} GB/s",
+            "ours 4 KiB < 0.8 x 24 KiB",
+            w4k < 0.8 * w24k,
+        ),
     ]
     tables = [
         ("Idle latency, one DIMM (ns)", lat),
@@ -130,10 +222,14 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     ]
     images = [
         (out / "optane_100_x1" / f"{name}.png", caption)
-        for name, caption in (("bandwidth_threads", "one DIMM: bandwidth vs threads"),
-                              ("ewr_working_set", "one DIMM: EWR vs working set (XPBuffer probe)"))
-    ] + [(out / "optane_100_x6" / "bandwidth_size.png", "six DIMMs: bandwidth vs access size"),
-         (out / "optane_100_x6" / "remote_bandwidth.png", "six DIMMs: remote / local bandwidth vs threads")]
+        for name, caption in (
+            ("bandwidth_threads", "one DIMM: bandwidth vs threads"),
+            ("ewr_working_set", "one DIMM: EWR vs working set (XPBuffer probe)"),
+        )
+    ] + [
+        (out / "optane_100_x6" / "bandwidth_size.png", "six DIMMs: bandwidth vs access size"),
+        (out / "optane_100_x6" / "remote_bandwidth.png", "six DIMMs: remote / local bandwidth vs threads"),
+    ]
     return StudyResult(claims=claims, tables=tables, notes=notes, images=[i for i in images if i[0].is_file()])
 
 

@@ -19,8 +19,18 @@ import polars as pl
 
 from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
-from tiersim.studies.autotiering import (BASELINE, BOUND, BOUND_MEMBERS, ORACLE_FREE, ORACLE_FREE_TOML, POLICIES, THREADS, WORKLOADS,
-                                         with_bound, workloads_spec)
+from tiersim.studies.autotiering import (
+    BASELINE,
+    BOUND,
+    BOUND_MEMBERS,
+    ORACLE_FREE,
+    ORACLE_FREE_TOML,
+    POLICIES,
+    THREADS,
+    WORKLOADS,
+    with_bound,
+    workloads_spec,
+)
 from tiersim.studies.autotiering import SCALE as README_SCALE
 
 LABELS = [*POLICIES, ORACLE_FREE, BOUND]
@@ -102,7 +112,11 @@ CALM_MORE_POLICIES = [BASELINE, "oracle_static", "oracle_dynamic"]
 # Both again, with the baseline, at every size with DCPMM's media read and write bandwidth 100x
 # wider (seed 000's 6.6 and 2.3 GB/s per DIMM), where DCPMM does not queue: what still moves is
 # the rest of the model.
-WIDE_DCPMM = {f"nodes.{n}.params.media_{d}_bandwidth": b for n in ("pmem0", "pmem1") for d, b in (("read", "660GB/s"), ("write", "230GB/s"))}
+WIDE_DCPMM = {
+    f"nodes.{n}.params.media_{d}_bandwidth": b
+    for n in ("pmem0", "pmem1")
+    for d, b in (("read", "660GB/s"), ("write", "230GB/s"))
+}
 QUEUE_WORKLOADS = {True: ["uniform"], False: ["uniform", "hashmap"]}
 
 
@@ -157,7 +171,7 @@ def time_growth(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]
     for df in frames:
         for r in df.iter_rows(named=True):
             t.setdefault((r["trace"], r["policy"]), []).append(float(r["execution_time_ns"]))
-    return {k: [b / a for a, b in zip(v, v[1:])] for k, v in t.items()}
+    return {k: [b / a for a, b in zip(v, v[1:], strict=False)] for k, v in t.items()}
 
 
 def slow_shares(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
@@ -188,7 +202,9 @@ def trusted(frames: list[pl.DataFrame]) -> dict[tuple[str, str], bool]:
     for df in frames:
         for r in df.iter_rows(named=True):
             passes = r.get("regime.scanner.scan_passes")
-            ok = (passes is None or passes >= MIN_SCAN_PASSES) and (r.get("regime.daemon_share") or 0.0) <= MAX_DAEMON_SHARE
+            ok = (passes is None or passes >= MIN_SCAN_PASSES) and (
+                r.get("regime.daemon_share") or 0.0
+            ) <= MAX_DAEMON_SHARE
             key = (r["trace"], r["policy"])
             out[key] = out.get(key, True) and ok
     return out
@@ -213,8 +229,9 @@ def _self_similar_trace(fp: int, acc: int, gen_seed: int) -> str:
 def _more_traces(fp: int, gen_seed: int, only: list[str] | None = None) -> str:
     return "".join(
         f'\n[[trace]]\nlabel = "{label}"\ngen = "{gen}"\nseed = {gen_seed}\n'
-        f'params = {inline_table({"footprint": f"{fp}MiB", "threads": THREADS, "accesses": rate * fp} | params)}\n'
-        for label, (gen, params, rate) in MORE.items() if only is None or label in only
+        f"params = {inline_table({'footprint': f'{fp}MiB', 'threads': THREADS, 'accesses': rate * fp} | params)}\n"
+        for label, (gen, params, rate) in MORE.items()
+        if only is None or label in only
     )
 
 
@@ -225,9 +242,20 @@ def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings
         if acc is None:
             extra, only = ORACLE_FREE_TOML + _more_traces(fp, gen_seed), []
         else:
-            extra = ORACLE_FREE_TOML + (_self_similar_trace(fp, acc, gen_seed) if only is not None and KV in only else "")
-        text = workloads_spec(name, fp, acc, sc, POLICIES, extra, gen_seed=gen_seed, only=only,
-                              settings={"host.read_ahead": read_ahead(sc)} | (settings or {}))
+            extra = ORACLE_FREE_TOML + (
+                _self_similar_trace(fp, acc, gen_seed) if only is not None and KV in only else ""
+            )
+        text = workloads_spec(
+            name,
+            fp,
+            acc,
+            sc,
+            POLICIES,
+            extra,
+            gen_seed=gen_seed,
+            only=only,
+            settings={"host.read_ahead": read_ahead(sc)} | (settings or {}),
+        )
         frames.append(with_bound(study_sweep(out, name, text, workers)))
     return pl.concat(frames, how="diagonal_relaxed")
 
@@ -240,8 +268,16 @@ def _calm_more(out: Path, quick: bool, workers: int | None) -> list[pl.DataFrame
     frames = []
     for fp, _, sc in MORE_SIZES[quick]:
         name = f"scaling_more_{fp}MiB_calm"
-        text = workloads_spec(name, fp, None, sc, CALM_MORE_POLICIES, _more_traces(fp, 1, CALM_MORE), only=[],
-                              settings={"host.read_ahead": read_ahead(sc)} | CALM)
+        text = workloads_spec(
+            name,
+            fp,
+            None,
+            sc,
+            CALM_MORE_POLICIES,
+            _more_traces(fp, 1, CALM_MORE),
+            only=[],
+            settings={"host.read_ahead": read_ahead(sc)} | CALM,
+        )
         frames.append(study_sweep(out, name, text, workers))
     return frames
 
@@ -254,21 +290,51 @@ def _wide_dcpmm(out: Path, quick: bool, workers: int | None) -> list[pl.DataFram
         parts = []
         if any(w in WORKLOADS for w in QUEUE_WORKLOADS[quick]):
             name = f"scaling_{fp}MiB_wide_dcpmm"
-            parts.append(study_sweep(out, name, workloads_spec(
-                name, fp, acc, sc, [BASELINE], ORACLE_FREE_TOML, only=[w for w in QUEUE_WORKLOADS[quick] if w in WORKLOADS],
-                settings={"host.read_ahead": read_ahead(sc)} | WIDE_DCPMM), workers))
+            parts.append(
+                study_sweep(
+                    out,
+                    name,
+                    workloads_spec(
+                        name,
+                        fp,
+                        acc,
+                        sc,
+                        [BASELINE],
+                        ORACLE_FREE_TOML,
+                        only=[w for w in QUEUE_WORKLOADS[quick] if w in WORKLOADS],
+                        settings={"host.read_ahead": read_ahead(sc)} | WIDE_DCPMM,
+                    ),
+                    workers,
+                )
+            )
         more = [w for w in QUEUE_WORKLOADS[quick] if w in MORE]
         if more:
             mfp, _, msc = MORE_SIZES[quick][i]
             name = f"scaling_more_{mfp}MiB_wide_dcpmm"
-            parts.append(study_sweep(out, name, workloads_spec(
-                name, mfp, None, msc, [BASELINE], ORACLE_FREE_TOML + _more_traces(mfp, 1, more), only=[],
-                settings={"host.read_ahead": read_ahead(msc)} | WIDE_DCPMM), workers))
+            parts.append(
+                study_sweep(
+                    out,
+                    name,
+                    workloads_spec(
+                        name,
+                        mfp,
+                        None,
+                        msc,
+                        [BASELINE],
+                        ORACLE_FREE_TOML + _more_traces(mfp, 1, more),
+                        only=[],
+                        settings={"host.read_ahead": read_ahead(msc)} | WIDE_DCPMM,
+                    ),
+                    workers,
+                )
+            )
         frames.append(with_bound(pl.concat(parts, how="diagonal_relaxed")))
     return frames
 
 
-def queue_table(frames: list[pl.DataFrame], wide: list[pl.DataFrame], quick: bool) -> tuple[pl.DataFrame, dict[str, tuple[float, float]]]:
+def queue_table(
+    frames: list[pl.DataFrame], wide: list[pl.DataFrame], quick: bool
+) -> tuple[pl.DataFrame, dict[str, tuple[float, float]]]:
     """Per QUEUE_WORKLOADS workload, the bound's speedup over the baseline at each size with
     DCPMM's queue (the study's runs) and without it (`wide`), each with its spread, the bound's
     member, the busiest DCPMM node's mean latency and both runs' time growth; and per workload
@@ -282,14 +348,24 @@ def queue_table(frames: list[pl.DataFrame], wide: list[pl.DataFrame], quick: boo
         row: dict[str, object] = {"workload": w, "sizes": size_label(w, quick)}
         for k, f in cols.items():
             v = s[k][w, BOUND]
-            row |= {f"bound{k}": "/".join(f"{x:.2f}" for x in v), f"spread{k}": f"{100 * spread(v):.1f}%",
-                    f"member{k}": "/".join(df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
-                                           .removeprefix(ORACLE_FREE).lstrip("_") or "32 epochs" for df in f),
-                    f"busiest slow node (us){k}": "/".join(f"{x / 1000:.2f}" for x in busiest[k][w, BOUND]),
-                    f"bound time growth{k}": "/".join(f"{x:.2f}" for x in growth[k][w, BOUND]),
-                    f"{BASELINE} time growth{k}": "/".join(f"{x:.2f}" for x in growth[k][w, BASELINE])}
+            row |= {
+                f"bound{k}": "/".join(f"{x:.2f}" for x in v),
+                f"spread{k}": f"{100 * spread(v):.1f}%",
+                f"member{k}": "/".join(
+                    df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
+                    .removeprefix(ORACLE_FREE)
+                    .lstrip("_")
+                    or "32 epochs"
+                    for df in f
+                ),
+                f"busiest slow node (us){k}": "/".join(f"{x / 1000:.2f}" for x in busiest[k][w, BOUND]),
+                f"bound time growth{k}": "/".join(f"{x:.2f}" for x in growth[k][w, BOUND]),
+                f"{BASELINE} time growth{k}": "/".join(f"{x:.2f}" for x in growth[k][w, BASELINE]),
+            }
         rows.append(row)
-    return pl.DataFrame(rows), {w: (spread(s[""][w, BOUND]), spread(s[" (DCPMM 100x wider)"][w, BOUND])) for w in QUEUE_WORKLOADS[quick]}
+    return pl.DataFrame(rows), {
+        w: (spread(s[""][w, BOUND]), spread(s[" (DCPMM 100x wider)"][w, BOUND])) for w in QUEUE_WORKLOADS[quick]
+    }
 
 
 def calm_speedups(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[float]]:
@@ -297,13 +373,18 @@ def calm_speedups(frames: list[pl.DataFrame]) -> dict[tuple[str, str], list[floa
     out: dict[tuple[str, str], list[float]] = {}
     for df in frames:
         for w in set(df["trace"]):
-            t = {r["policy"]: float(r["execution_time_ns"]) for r in df.filter(pl.col("trace") == w).iter_rows(named=True)}
+            t = {
+                r["policy"]: float(r["execution_time_ns"])
+                for r in df.filter(pl.col("trace") == w).iter_rows(named=True)
+            }
             for p, v in t.items():
                 out.setdefault((w, p), []).append(t[BASELINE] / v)
     return out
 
 
-def seed_spread(base: dict[tuple[str, str], float], others: list[dict[tuple[str, str], list[float]]]) -> dict[tuple[str, str], float]:
+def seed_spread(
+    base: dict[tuple[str, str], float], others: list[dict[tuple[str, str], list[float]]]
+) -> dict[tuple[str, str], float]:
     """(workload, policy label) -> largest relative deviation of another instance's speedup from
     seed 1's, at the middle size."""
     return {k: max(abs(o[k][0] / v - 1) for o in others) for k, v in base.items()} if others else {}
@@ -320,7 +401,11 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     mid = len(plan) // 2
     noise_frames = [_run_size(out, plan[mid], workers, seed) for seed in NOISE_SEEDS[quick]]
     noise = seed_spread({k: v[mid] for k, v in s.items()}, [speedups([f]) for f in noise_frames])
-    calm_frames = [_run_size(out, parts, workers, settings=CALM) for parts in sweeps(quick, calm=True)] if CALM_WORKLOADS[quick] else []
+    calm_frames = (
+        [_run_size(out, parts, workers, settings=CALM) for parts in sweeps(quick, calm=True)]
+        if CALM_WORKLOADS[quick]
+        else []
+    )
     calm = speedups(calm_frames) if calm_frames else {}
     queue, queue_spread = queue_table(frames, _wide_dcpmm(out, quick, workers), quick)
     calm_more = _calm_more(out, quick, workers)
@@ -331,15 +416,22 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         if p == BASELINE:
             continue
         sp, ns = spread(v), noise.get((w, p))
-        rows.append({"workload": w, "policy": p, "sizes": size_label(w, quick)} | {c: f"{x:.2f}" for c, x in zip(size_cols, v)}
-                    | {"spread": f"{100 * sp:.1f}%", "seed spread": "-" if ns is None else f"{100 * ns:.1f}%",
-                       "slow-tier share": "/".join(f"{100 * x:.1f}" for x in slow[w, p]) + "%",
-                       "time growth": "/".join(f"{x:.2f}" for x in growth[w, p]),
-                       "busiest slow node (us)": "/".join(f"{x / 1000:.2f}" for x in busiest[w, p]),
-                       "no write contention": "-" if (w, p) not in calm else "/".join(f"{x:.2f}" for x in calm[w, p]),
-                       "its spread": "-" if (w, p) not in calm else f"{100 * spread(calm[w, p]):.1f}%",
-                       "within 5%": sp <= TOLERANCE, "within noise": sp <= max(TOLERANCE, ns or 0.0),
-                       "regime ok": trust[w, p] and trust[w, BASELINE]})
+        rows.append(
+            {"workload": w, "policy": p, "sizes": size_label(w, quick)}
+            | {c: f"{x:.2f}" for c, x in zip(size_cols, v, strict=False)}
+            | {
+                "spread": f"{100 * sp:.1f}%",
+                "seed spread": "-" if ns is None else f"{100 * ns:.1f}%",
+                "slow-tier share": "/".join(f"{100 * x:.1f}" for x in slow[w, p]) + "%",
+                "time growth": "/".join(f"{x:.2f}" for x in growth[w, p]),
+                "busiest slow node (us)": "/".join(f"{x / 1000:.2f}" for x in busiest[w, p]),
+                "no write contention": "-" if (w, p) not in calm else "/".join(f"{x:.2f}" for x in calm[w, p]),
+                "its spread": "-" if (w, p) not in calm else f"{100 * spread(calm[w, p]):.1f}%",
+                "within 5%": sp <= TOLERANCE,
+                "within noise": sp <= max(TOLERANCE, ns or 0.0),
+                "regime ok": trust[w, p] and trust[w, BASELINE],
+            }
+        )
     table = pl.DataFrame(rows)
     within = sum(r["within 5%"] for r in rows)
     claimed = [r for r in rows if r["regime ok"]]
@@ -349,16 +441,31 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     calm_base = time_growth(calm_more)
 
     def base_row(w: str) -> dict:
-        t = [df.filter((pl.col("trace") == w) & (pl.col("policy") == BASELINE))["execution_time_ns"][0] for df in frames]
-        return ({"workload": w, "sizes": size_label(w, quick)} | {c: f"{x / 1e6:.1f} ms" for c, x in zip(size_cols, t)}
-                | {"time growth": "/".join(f"{x:.2f}" for x in growth[w, BASELINE]),
-                   "time growth without write contention": "/".join(f"{x:.2f}" for x in calm_base.get((w, BASELINE), [])) or "-"})
+        t = [
+            df.filter((pl.col("trace") == w) & (pl.col("policy") == BASELINE))["execution_time_ns"][0] for df in frames
+        ]
+        return (
+            {"workload": w, "sizes": size_label(w, quick)}
+            | {c: f"{x / 1e6:.1f} ms" for c, x in zip(size_cols, t, strict=False)}
+            | {
+                "time growth": "/".join(f"{x:.2f}" for x in growth[w, BASELINE]),
+                "time growth without write contention": "/".join(f"{x:.2f}" for x in calm_base.get((w, BASELINE), []))
+                or "-",
+            }
+        )
+
     baselines = pl.DataFrame([base_row(w) for w in TRACES if all(w in set(df["trace"]) for df in frames)])
-    members = pl.DataFrame([
-        {"workload": w} | {c: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
-                           for c, df in zip(size_cols, frames)}
-        for w in TRACES if all(w in set(df["trace"]) for df in frames)
-    ])
+    members = pl.DataFrame(
+        [
+            {"workload": w}
+            | {
+                c: df.filter((pl.col("trace") == w) & (pl.col("policy") == BOUND))["bound_member"][0]
+                for c, df in zip(size_cols, frames, strict=False)
+            }
+            for w in TRACES
+            if all(w in set(df["trace"]) for df in frames)
+        ]
+    )
     claims = [
         Claim(
             "speedups over autonuma do not depend on the size a lens-consistent run is simulated at, "
@@ -373,8 +480,11 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"DCPMM's queue moves the bound on {' and '.join(QUEUE_WORKLOADS[quick])}: with DCPMM's media 100x wider, "
             "where it does not queue, the bound's speedup holds",
             "(tiersim's own model claim)",
-            "; ".join(f"{r['workload']} {r['bound']} ({r['spread']}) with the queue, {r['bound (DCPMM 100x wider)']} "
-                      f"({r['spread (DCPMM 100x wider)']}) without" for r in queue.iter_rows(named=True)),
+            "; ".join(
+                f"{r['workload']} {r['bound']} ({r['spread']}) with the queue, {r['bound (DCPMM 100x wider)']} "
+                f"({r['spread (DCPMM 100x wider)']}) without"
+                for r in queue.iter_rows(named=True)
+            ),
             f"each within {100 * TOLERANCE:.0f}% without the queue",
             all(wide <= TOLERANCE for _, wide in queue_spread.values()),
             "the table 'DCPMM's queue' below",
@@ -402,20 +512,28 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "highest mean access latency of a DCPMM node at each size, its queueing delay.",
         f"oracle_bound: tiersim's bound, the fastest of {len(BOUND_MEMBERS)} free-migration oracle runs "
         f"({', '.join(BOUND_MEMBERS)}); the last table names the member chosen.",
-        "DCPMM's queue: the bound on " + " and ".join(QUEUE_WORKLOADS[quick]) + " moves with size where its DCPMM queues "
+        "DCPMM's queue: the bound on "
+        + " and ".join(QUEUE_WORKLOADS[quick])
+        + " moves with size where its DCPMM queues "
         "(busiest slow node), not with foresight or write contention (docs/model.md); the controlled run gives DCPMM's "
         "media read and write bandwidth 100x (660 and 230 GB/s per DIMM), so that it does not queue, and runs the "
         "baseline and the bound's members again at every size: its spread is what moves without the queue.",
         f"All pairs, warned regimes included: {within} of {len(rows)} within {100 * TOLERANCE:.0f}%; "
-        "docs/model.md (\"When a result can be trusted\") and docs/reproduce.md (\"scaling\") say why the others move.",
+        'docs/model.md ("When a result can be trusted") and docs/reproduce.md ("scaling") say why the others move.',
     ]
     return StudyResult(
         claims=claims,
-        tables=[("Speedup over autonuma at each size", table), ("Regime at each size", regimes),
-                ("The baseline (autonuma) at each size, and its time growth per doubling", baselines),
-                (f"The bound's fastest member at each size (of {len(BOUND_MEMBERS)})", members),
-                ("DCPMM's queue: the bound with it (the runs above) and without it (DCPMM's media 100x wider)", queue)],
-        sweeps=[SweepPart(f"size {c}", df, out / plan[i][0][0], BASELINE) for i, (c, df) in enumerate(zip(size_cols, frames))],
+        tables=[
+            ("Speedup over autonuma at each size", table),
+            ("Regime at each size", regimes),
+            ("The baseline (autonuma) at each size, and its time growth per doubling", baselines),
+            (f"The bound's fastest member at each size (of {len(BOUND_MEMBERS)})", members),
+            ("DCPMM's queue: the bound with it (the runs above) and without it (DCPMM's media 100x wider)", queue),
+        ],
+        sweeps=[
+            SweepPart(f"size {c}", df, out / plan[i][0][0], BASELINE)
+            for i, (c, df) in enumerate(zip(size_cols, frames, strict=False))
+        ],
         notes=notes,
     )
 
@@ -426,25 +544,31 @@ def _regimes(frames: list[pl.DataFrame]) -> pl.DataFrame:
     which makes room for a few pages (a count that shrinks with the machine), so rate-limited
     promoters lose one candidate per kswapd wake-up: failed per promotion."""
     rows = []
-    for col, df in zip(["x1", "x2", "x4"], frames):
+    for col, df in zip(["x1", "x2", "x4"], frames, strict=False):
         pols = ["autonuma", "tpp", "autotiering_opm_bd", "tiering06", "numab_tiering"]
         for r in df.filter(pl.col("policy").is_in(pols)).iter_rows(named=True):
             promos = r.get("tiering.promotions") or 0
-            rows.append({
-                "size": col, "workload": r["trace"], "policy": r["policy"],
-                "scan passes": r.get("regime.scanner.scan_passes"),
-                "accesses/page/pass": round(r.get("regime.scanner.accesses_per_page_per_pass") or 0.0, 1),
-                "daemon share": f"{100 * (r.get('regime.daemon_share') or 0.0):.1f}%",
-                "promotions/page": round(promos / r["pages_touched"], 3),
-                "failed/promotion": round((r.get("tiering.failed_promotions") or 0) / promos, 3) if promos else None,
-            })
+            rows.append(
+                {
+                    "size": col,
+                    "workload": r["trace"],
+                    "policy": r["policy"],
+                    "scan passes": r.get("regime.scanner.scan_passes"),
+                    "accesses/page/pass": round(r.get("regime.scanner.accesses_per_page_per_pass") or 0.0, 1),
+                    "daemon share": f"{100 * (r.get('regime.daemon_share') or 0.0):.1f}%",
+                    "promotions/page": round(promos / r["pages_touched"], 3),
+                    "failed/promotion": round((r.get("tiering.failed_promotions") or 0) / promos, 3)
+                    if promos
+                    else None,
+                }
+            )
     return pl.DataFrame(rows).sort("workload", "policy", "size")
 
 
 STUDY = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
-    source="tiersim's own model (docs/model.md, \"Time scale\")",
+    source='tiersim\'s own model (docs/model.md, "Time scale")',
     runtime="--quick about 1 min (171 runs), full about 20-25 min (981 runs), 2 workers",
     run=run,
 )

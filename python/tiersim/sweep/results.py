@@ -47,6 +47,7 @@ ENVIRONMENTAL_ERRORS = (
 def environmental(error: str | None) -> bool:
     return bool(error) and any(e in error for e in ENVIRONMENTAL_ERRORS)  # type: ignore[operator]
 
+
 # Config columns of the results table, in this order, before the grid columns and the metrics.
 CONFIG_COLUMNS = (
     "hash",
@@ -87,7 +88,12 @@ def flatten_summary(summary: Mapping[str, Any]) -> dict[str, int | float]:
         if key in ("devices", "nodes", "seed"):
             continue
         # The swap device's own statistics are device internals like `devices`.
-        walk(key, {k: v for k, v in value.items() if k != "device"} if key == "swap" and isinstance(value, Mapping) else value)
+        walk(
+            key,
+            {k: v for k, v in value.items() if k != "device"}
+            if key == "swap" and isinstance(value, Mapping)
+            else value,
+        )
     for node in summary.get("nodes", []):
         name = node.get("name")
         for k, v in node.items():
@@ -228,7 +234,9 @@ def sweep_lock(out_dir: Path) -> Iterator[None]:
             holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
             raise TiersimError(f"sweep directory '{out_dir}' is in use by {holder}; wait for it or stop it") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        os.pwrite(
+            fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0
+        )
         yield
     finally:
         os.close(fd)

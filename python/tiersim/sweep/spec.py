@@ -237,7 +237,7 @@ def _platform_ref(
 
 def _overrides(where: str, table: Any) -> list[str]:
     if not isinstance(table, dict):
-        raise _err(where, "expected a table of dotted platform keys, e.g. { \"host.mlp\" = 4 }")
+        raise _err(where, 'expected a table of dotted platform keys, e.g. { "host.mlp" = 4 }')
     try:
         return overrides_to_list(table)
     except TiersimError as exc:
@@ -247,7 +247,9 @@ def _overrides(where: str, table: Any) -> list[str]:
 def _policies(spec_path: Path, sweep: dict[str, Any], entries: Any) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, policy name, params) per expanded policy (a policy's own grid expands here)."""
     registry = {p["name"]: {q["name"] for q in p.get("params", [])} for p in tiersim.list_plugins()["policies"]}
-    raw: list[tuple[str, dict[str, Any]]] = [(f"sweep.policies[{i}]", {"name": n}) for i, n in enumerate(sweep.get("policies", []), 1)]
+    raw: list[tuple[str, dict[str, Any]]] = [
+        (f"sweep.policies[{i}]", {"name": n}) for i, n in enumerate(sweep.get("policies", []), 1)
+    ]
     raw += [(f"[[policy]] {i}", e) for i, e in enumerate(entries or [], 1)]
     out = []
     for tag, entry in raw:
@@ -289,8 +291,10 @@ def load_sweep(spec: str | os.PathLike[str], digests: dict[str, Any] | None = No
     _check_keys(str(spec_path), doc, _TOP_KEYS)
     sweep = _check_keys(f"{spec_path}: [sweep]", doc.get("sweep", {}), _SWEEP_KEYS)
     seeds = sweep.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(
-        isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**64 for s in seeds
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**64 for s in seeds)
     ):
         raise _err(f"{spec_path}: sweep.seeds", f"expected a non-empty list of non-negative integers, got {seeds!r}")
     base = _overrides(f"{spec_path}: sweep.set", sweep.get("set", {}))
@@ -305,9 +309,11 @@ def load_sweep(spec: str | os.PathLike[str], digests: dict[str, Any] | None = No
     version = tiersim.__version__
     resolved: dict[tuple[str, tuple[str, ...]], str] = {}
     runs: list[RunSpec] = []
-    for trace, (p_label, platform, p_source, p_over), (pol_label, pol_name, pol_params), combo, seed in itertools.product(
-        traces, platforms, policies, list(_combos(grid)), seeds
-    ):
+    for trace, (p_label, platform, p_source, p_over), (
+        pol_label,
+        pol_name,
+        pol_params,
+    ), combo, seed in itertools.product(traces, platforms, policies, list(_combos(grid)), seeds):
         overrides = tuple(base + p_over + overrides_to_list(dict(combo)))
         key = (platform, overrides)
         if key not in resolved:

@@ -179,7 +179,9 @@ def run_local(
     pending = deque(tasks)
     while pending:
         suspects: list[RunTask] = []
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+        )
         in_flight: dict[Any, RunTask] = {}
         try:
             while pending or in_flight:

@@ -76,7 +76,9 @@ fn mix(x: u64) -> u64 {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub(super) fn matches8(tags: &[u32; 8], key: u32) -> u32 {
-    use std::arch::x86_64::{_mm_castsi128_ps, _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_ps, _mm_set1_epi32, __m128i};
+    use std::arch::x86_64::{
+        __m128i, _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_ps, _mm_set1_epi32,
+    };
     // SAFETY: SSE2 is part of x86_64; both loads read 4 u32 inside the 8-element array.
     unsafe {
         let k = _mm_set1_epi32(key as i32);
@@ -188,7 +190,12 @@ impl Cache {
             let view = SetView { set, first, ways: self.ways, dirty: &self.dirty, flags: &self.flags };
             let s = self.repl.victim(&view);
             let i = s as usize;
-            let e = Evicted { line: u64::from(self.tags[i] - 1), dirty: self.dirty[i], valid: self.valid[i], flags: self.flags[i] };
+            let e = Evicted {
+                line: u64::from(self.tags[i] - 1),
+                dirty: self.dirty[i],
+                valid: self.valid[i],
+                flags: self.flags[i],
+            };
             if e.flags & PINNED != 0 {
                 self.pinned[set] -= 1;
             }

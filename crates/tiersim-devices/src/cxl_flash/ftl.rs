@@ -118,13 +118,20 @@ impl Ftl {
                 .iter()
                 .all(|n| n.is_power_of_two())
                 .then(|| {
-                    let shift = geo.dies().trailing_zeros() + geo.planes.trailing_zeros() + geo.units_per_page.trailing_zeros();
+                    let shift =
+                        geo.dies().trailing_zeros() + geo.planes.trailing_zeros() + geo.units_per_page.trailing_zeros();
                     (u64::from(geo.dies()) - 1, shift, u64::from(geo.pages_per_block) - 1)
                 }),
             decode_shifts: [geo.units_per_page, geo.pages_per_block, geo.blocks_per_plane]
                 .iter()
                 .all(|n| n.is_power_of_two())
-                .then(|| (geo.units_per_page.trailing_zeros(), geo.pages_per_block.trailing_zeros(), geo.blocks_per_plane.trailing_zeros())),
+                .then(|| {
+                    (
+                        geo.units_per_page.trailing_zeros(),
+                        geo.pages_per_block.trailing_zeros(),
+                        geo.blocks_per_plane.trailing_zeros(),
+                    )
+                }),
         }
     }
 
@@ -145,7 +152,12 @@ impl Ftl {
             let low = |x: u64, bits: u32| (x & ((1u64 << bits) - 1)) as u32;
             let page_all = ppa >> unit_bits;
             let block_all = page_all >> page_bits;
-            return ((block_all >> block_bits) as usize, low(block_all, block_bits), low(page_all, page_bits), low(ppa, unit_bits));
+            return (
+                (block_all >> block_bits) as usize,
+                low(block_all, block_bits),
+                low(page_all, page_bits),
+                low(ppa, unit_bits),
+            );
         }
         let g = &flash.geo;
         let unit = (ppa % u64::from(g.units_per_page)) as u32;
@@ -159,7 +171,8 @@ impl Ftl {
 
     fn encode(flash: &Flash, plane: usize, block: u32, page: u32, unit: u32) -> u64 {
         let g = &flash.geo;
-        ((plane as u64 * u64::from(g.blocks_per_plane) + u64::from(block)) * u64::from(g.pages_per_block) + u64::from(page))
+        ((plane as u64 * u64::from(g.blocks_per_plane) + u64::from(block)) * u64::from(g.pages_per_block)
+            + u64::from(page))
             * u64::from(g.units_per_page)
             + u64::from(unit)
     }
@@ -181,13 +194,18 @@ impl Ftl {
                 }
                 let dies = u64::from(g.dies());
                 let die = (lpn % dies) as u32;
-                let page = (lpn / dies / u64::from(g.planes) / u64::from(g.units_per_page) % u64::from(g.pages_per_block)) as u32;
+                let page = (lpn / dies / u64::from(g.planes) / u64::from(g.units_per_page)
+                    % u64::from(g.pages_per_block)) as u32;
                 Location::Flash { die, page }
             }
             BUFFERED => Location::Buffer,
             v => {
                 let (plane, _, page, _) = self.decode(flash, u64::from(v - 1));
-                let die = if g.planes.is_power_of_two() { plane as u32 >> g.planes.trailing_zeros() } else { plane as u32 / g.planes };
+                let die = if g.planes.is_power_of_two() {
+                    plane as u32 >> g.planes.trailing_zeros()
+                } else {
+                    plane as u32 / g.planes
+                };
                 Location::Flash { die, page }
             }
         }
@@ -356,7 +374,11 @@ impl Ftl {
             for page in 0..g.pages_per_block {
                 let mut n = 0;
                 for u in 0..upp {
-                    let lpn1 = self.planes[plane].blocks[victim as usize].lpns.get(page as usize * upp + u).copied().unwrap_or(0);
+                    let lpn1 = self.planes[plane].blocks[victim as usize]
+                        .lpns
+                        .get(page as usize * upp + u)
+                        .copied()
+                        .unwrap_or(0);
                     if lpn1 == 0 {
                         continue;
                     }
@@ -424,7 +446,9 @@ impl Ftl {
         let blocks: u64 = self
             .planes
             .iter()
-            .map(|p| p.blocks.iter().map(|b| (b.lpns.capacity() * 4 + std::mem::size_of::<Block>()) as u64).sum::<u64>())
+            .map(|p| {
+                p.blocks.iter().map(|b| (b.lpns.capacity() * 4 + std::mem::size_of::<Block>()) as u64).sum::<u64>()
+            })
             .sum();
         self.map.bytes() + blocks
     }
@@ -472,7 +496,13 @@ mod tests {
             unit: 4096,
             units_per_page: 4,
         };
-        let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
+        let timing = Timing {
+            read: vec![3_000_000],
+            program: vec![100_000_000],
+            erase: 1_000_000_000,
+            read_command: 0,
+            program_command: 0,
+        };
         let flash = Flash::new(geo, timing, 4e9);
         let ftl = Ftl::new(&flash, 192, 0.0);
         (flash, ftl)
@@ -483,8 +513,23 @@ mod tests {
     #[test]
     fn unwritten_units_are_striped_over_dies_planes_then_pages() {
         for (channels, ways, masks) in [(8, 4, true), (3, 5, false)] {
-            let geo = Geometry { channels, ways, planes: 4, blocks_per_plane: 8, pages_per_block: 16, page_size: 16384, unit: 4096, units_per_page: 4 };
-            let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
+            let geo = Geometry {
+                channels,
+                ways,
+                planes: 4,
+                blocks_per_plane: 8,
+                pages_per_block: 16,
+                page_size: 16384,
+                unit: 4096,
+                units_per_page: 4,
+            };
+            let timing = Timing {
+                read: vec![3_000_000],
+                program: vec![100_000_000],
+                erase: 1_000_000_000,
+                read_command: 0,
+                program_command: 0,
+            };
             let flash = Flash::new(geo, timing, 4e9);
             let ftl = Ftl::new(&flash, geo.physical_units() / 2, 0.0);
             assert_eq!(ftl.stripe_masks.is_some(), masks);
@@ -500,8 +545,23 @@ mod tests {
     #[test]
     fn decode_inverts_encode() {
         for (blocks, pages, upp, shifts) in [(8, 16, 4, true), (6, 16, 4, false), (8, 5, 2, false), (8, 16, 3, false)] {
-            let geo = Geometry { channels: 2, ways: 3, planes: 2, blocks_per_plane: blocks, pages_per_block: pages, page_size: 16384, unit: 4096, units_per_page: upp };
-            let timing = Timing { read: vec![3_000_000], program: vec![100_000_000], erase: 1_000_000_000, read_command: 0, program_command: 0 };
+            let geo = Geometry {
+                channels: 2,
+                ways: 3,
+                planes: 2,
+                blocks_per_plane: blocks,
+                pages_per_block: pages,
+                page_size: 16384,
+                unit: 4096,
+                units_per_page: upp,
+            };
+            let timing = Timing {
+                read: vec![3_000_000],
+                program: vec![100_000_000],
+                erase: 1_000_000_000,
+                read_command: 0,
+                program_command: 0,
+            };
             let flash = Flash::new(geo, timing, 4e9);
             let ftl = Ftl::new(&flash, geo.physical_units() / 2, 0.0);
             assert_eq!(ftl.decode_shifts.is_some(), shifts);

@@ -115,12 +115,8 @@ impl LpnMap {
 
     /// Heap bytes held (the memory target's accounting).
     pub fn bytes(&self) -> u64 {
-        let chunks: u64 = self
-            .chunks
-            .iter()
-            .flatten()
-            .map(|c| (std::mem::size_of::<Chunk>() + c.vals.capacity() * 4) as u64)
-            .sum();
+        let chunks: u64 =
+            self.chunks.iter().flatten().map(|c| (std::mem::size_of::<Chunk>() + c.vals.capacity() * 4) as u64).sum();
         (self.chunks.len() * std::mem::size_of::<Option<Box<Chunk>>>()) as u64 + chunks
     }
 

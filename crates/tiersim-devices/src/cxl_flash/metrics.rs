@@ -188,7 +188,8 @@ mod tests {
     #[test]
     fn buckets_are_hdrhistograms() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let mut values: Vec<u64> = vec![1, 2, 1023, 1024, 2047, 2048, 2049, 4095, 4096, 1 << 39, MAX_TRACKED_NS - 1, MAX_TRACKED_NS];
+        let mut values: Vec<u64> =
+            vec![1, 2, 1023, 1024, 2047, 2048, 2049, 4095, 4096, 1 << 39, MAX_TRACKED_NS - 1, MAX_TRACKED_NS];
         values.extend([MAX_TRACKED_NS + 1, (1 << 41) - 1, 1 << 41, (1 << 41) + 1, u64::MAX / 2, u64::MAX]);
         for k in 0..64 {
             values.push(1u64 << k);
@@ -212,7 +213,9 @@ mod tests {
         }
         let got = lat.class_histogram(Class::Miss as usize);
         assert_eq!(got.len(), values.len() as u64);
-        let pairs = |h: &Histogram<u64>| h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect::<Vec<_>>();
+        let pairs = |h: &Histogram<u64>| {
+            h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect::<Vec<_>>()
+        };
         assert_eq!(pairs(&got), pairs(&want));
         assert_eq!((got.min(), got.max(), got.mean()), (want.min(), want.max(), want.mean()));
         for q in [0.5, 0.9, 0.99, 0.999] {

@@ -90,7 +90,10 @@ mod summary;
 mod tsu;
 
 use cache::{Cache, PinOutcome};
-use compat::{MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_PROGRAM_PLANE_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS, MQSIM_READ_RB_DELAY_NS};
+use compat::{
+    MqsimDram, MQSIM_PROGRAM_COMMAND_NS, MQSIM_PROGRAM_PLANE_NS, MQSIM_READ_COMMAND_NS, MQSIM_READ_PLANE_NS,
+    MQSIM_READ_RB_DELAY_NS,
+};
 use flash::{Flash, Geometry, Timing};
 use ftl::Ftl;
 use metrics::{Class, Latency};
@@ -242,7 +245,8 @@ pub fn build(p: &Params) -> Result<Box<dyn Device>> {
 }
 
 /// Why compat mode runs only under an open-loop `flash replay`.
-pub const COMPAT_OPEN_LOOP_ONLY: &str = "compat = \"mqsim_cxl\" works only with `tiersim flash replay` in open loop, as \
+pub const COMPAT_OPEN_LOOP_ONLY: &str =
+    "compat = \"mqsim_cxl\" works only with `tiersim flash replay` in open loop, as \
     MQSim_CXL replays its traces: a flash read's completion is known only once the requests after it have arrived \
     (its die forms its command when it gets the channel), so a caller that needs each completion at issue (an \
     engine run, a closed-loop replay) would be given a lower bound; use compat = \"none\" there";
@@ -491,7 +495,9 @@ impl Layout {
         if physical >= u64::from(u32::MAX) {
             return Err(Error::config(
                 "flash_blocks_per_plane",
-                format!("the device has {physical} mapping units; at most 2^32 - 2 are supported (16 TiB of 4 KiB units)"),
+                format!(
+                    "the device has {physical} mapping units; at most 2^32 - 2 are supported (16 TiB of 4 KiB units)"
+                ),
             ));
         }
         let op = p.float("overprovisioning");
@@ -597,7 +603,12 @@ impl CxlFlash {
             resp_row: None,
             dram,
             cache,
-            mshr: Mshr::new(u32_param(p, "mshr_rows")?, u32_param(p, "mshr_entries")?, u32_param(p, "no_mshr_max_inflight")?, geo.dies()),
+            mshr: Mshr::new(
+                u32_param(p, "mshr_rows")?,
+                u32_param(p, "mshr_entries")?,
+                u32_param(p, "no_mshr_max_inflight")?,
+                geo.dies(),
+            ),
             flash,
             ftl,
             prefetcher,
@@ -695,7 +706,6 @@ impl CxlFlash {
             }
         }
     }
-
 }
 
 impl Device for CxlFlash {

@@ -419,7 +419,19 @@ mod tests {
                     now + rng.gen_range(0..40)
                 };
                 let die = (die < dies).then_some(die);
-                let row = Row { line, ready, kind: Kind::Fill, merged: 1, prefetch: false, demanded: true, dirty: 0, resp_bytes: 0, resp_count: 0, pin: false, die };
+                let row = Row {
+                    line,
+                    ready,
+                    kind: Kind::Fill,
+                    merged: 1,
+                    prefetch: false,
+                    demanded: true,
+                    dirty: 0,
+                    resp_bytes: 0,
+                    resp_count: 0,
+                    pin: false,
+                    die,
+                };
                 let i = m.alloc(row);
                 heap.push(Reverse((ready, i)));
                 newest.insert(line, i);

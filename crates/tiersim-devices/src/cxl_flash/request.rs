@@ -7,10 +7,10 @@
 use tiersim_core::Op;
 
 use super::cache::{Evicted, PREFETCHED};
+use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
 use super::ftl::Location;
 use super::metrics::Class;
 use super::mshr::{Kind, Row, PENDING};
-use super::compat::{MQSIM_DRAM_EVENT_NS, MQSIM_DRAM_QUEUE, WAITING};
 use super::{count_pin, fib_slot, prefetch, CxlFlash};
 use crate::pipe::{ps_from_ns, Ps};
 
@@ -345,7 +345,9 @@ impl CxlFlash {
             cache.flags[s] &= !PREFETCHED;
             self.pf.useful += 1;
             self.trigger(line, false, t);
-        } else if self.mq.as_ref().is_some_and(|mq| mq.prefetched.contains(&line)) && self.prefetcher.trigger_on_every_hit() {
+        } else if self.mq.as_ref().is_some_and(|mq| mq.prefetched.contains(&line))
+            && self.prefetcher.trigger_on_every_hit()
+        {
             self.trigger(line, false, t);
         }
         done

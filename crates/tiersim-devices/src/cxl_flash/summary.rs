@@ -38,8 +38,8 @@ impl CxlFlash {
         let years = |rate: f64| (rate > 0.0 && span_s > 0.0).then_some(rate);
         let program_rate = ops.program_bytes as f64 / span_s;
         let lifetime = years(program_rate).map(|r| self.endurance as f64 * physical as f64 / r / YEAR_S);
-        let worst = (max_erases > 0 && span_s > 0.0)
-            .then(|| self.endurance as f64 / (f64::from(max_erases) / span_s) / YEAR_S);
+        let worst =
+            (max_erases > 0 && span_s > 0.0).then(|| self.endurance as f64 / (f64::from(max_erases) / span_s) / YEAR_S);
         let flush_rate = ((c.evictions_dirty << self.line_shift) as f64) / span_s;
         let mqsim = years(flush_rate).map(|r| self.endurance as f64 * self.logical_bytes() as f64 / r / MQSIM_YEAR_S);
         let flash_reads = c.flash_reads_demand + c.flash_reads_prefetch + c.flash_reads_rmw;

@@ -401,7 +401,8 @@ mod tests {
             while s.next_event().is_some_and(|e| e <= t) {
                 s.step();
             }
-            let (die, plane, page, write) = (rng.gen_range(0..6), rng.gen_range(0..4), rng.gen_range(0..2), rng.gen_bool(0.3));
+            let (die, plane, page, write) =
+                (rng.gen_range(0..6), rng.gen_range(0..4), rng.gen_range(0..2), rng.gen_bool(0.3));
             s.submit(t, die, plane, page, write, tag);
             arrivals.push((t, write));
         }

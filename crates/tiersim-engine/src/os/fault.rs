@@ -108,7 +108,9 @@ impl Engine {
         let epoch = self.policy_epoch;
         self.policy_epoch += 1;
         let (hottest, near) = match self.future.as_mut() {
-            Some(future) => (future.next(&self.cpus.iter().map(|c| c.done).collect::<Vec<_>>())?, future.near().to_vec()),
+            Some(future) => {
+                (future.next(&self.cpus.iter().map(|c| c.done).collect::<Vec<_>>())?, future.near().to_vec())
+            }
             None => (Vec::new(), Vec::new()),
         };
         self.policy_epoch_at = self.policy_epoch_at.saturating_add(self.policy_epoch_len);

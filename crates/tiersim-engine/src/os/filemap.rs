@@ -281,7 +281,11 @@ impl Engine {
         if self.files.dax.is_some() {
             return self.dax_access(c, a, issue_ps);
         }
-        let done = if a.is_direct() { self.direct_io(c, a, issue_ps / 1000)? } else { self.buffered_io(c, a, issue_ps / 1000)? };
+        let done = if a.is_direct() {
+            self.direct_io(c, a, issue_ps / 1000)?
+        } else {
+            self.buffered_io(c, a, issue_ps / 1000)?
+        };
         self.finish_call(c, a, issue_ps, done);
         Ok(None)
     }
@@ -384,7 +388,15 @@ impl Engine {
             let addr = ((e.frame as u64) << self.page_shift) | (lo & (self.page_size - 1));
             let socket = self.cpus[c].socket;
             let remote = socket != self.nodes[node].spec.socket;
-            let done = self.nodes[node].dev.access(&DeviceRequest { now: at, addr, size: bytes as u32, op: a.op, socket, cpu: c as u32, remote });
+            let done = self.nodes[node].dev.access(&DeviceRequest {
+                now: at,
+                addr,
+                size: bytes as u32,
+                op: a.op,
+                socket,
+                cpu: c as u32,
+                remote,
+            });
             at = done + self.penalty[self.cpus[c].node as usize * self.nodes.len() + node];
             self.pt.entries[p as usize].flags &= !LOCKED;
             if write {
@@ -435,14 +447,23 @@ impl Engine {
         for vpn in first..=last {
             slots.push(self.file_page(vpn)?);
         }
-        let dirty: Vec<u32> = slots.iter().copied().filter(|&p| self.pt.entries[p as usize].flags & DIRTY != 0).collect();
+        let dirty: Vec<u32> =
+            slots.iter().copied().filter(|&p| self.pt.entries[p as usize].flags & DIRTY != 0).collect();
         if !dirty.is_empty() {
             at += io.fs_map;
             let mut done = at;
             let swap = self.swap.as_mut().expect("call_range checks for a block device");
             for run in page_runs(&dirty, per_request) {
                 at += block + driver;
-                let req = DeviceRequest { now: at, addr: dirty[run.start] as u64 * self.page_size, size: (run.len() as u64 * self.page_size) as u32, op: Op::Write, socket, cpu: c as u32, remote: false };
+                let req = DeviceRequest {
+                    now: at,
+                    addr: dirty[run.start] as u64 * self.page_size,
+                    size: (run.len() as u64 * self.page_size) as u32,
+                    op: Op::Write,
+                    socket,
+                    cpu: c as u32,
+                    remote: false,
+                };
                 done = done.max(swap.dev.access(&req));
                 self.files.stats.write_requests += measuring;
             }
@@ -473,7 +494,15 @@ impl Engine {
             let hi = end_byte.min((first + run.end as u64) << self.page_shift);
             let addr = slots[run.start] as u64 * self.page_size + (lo & (self.page_size - 1));
             at += io.fs_map + block + driver;
-            done = done.max(swap.dev.access(&DeviceRequest { now: at, addr, size: (hi - lo) as u32, op: a.op, socket, cpu: c as u32, remote: false }));
+            done = done.max(swap.dev.access(&DeviceRequest {
+                now: at,
+                addr,
+                size: (hi - lo) as u32,
+                op: a.op,
+                socket,
+                cpu: c as u32,
+                remote: false,
+            }));
             requests += 1;
         }
         let s = &mut self.files.stats;
@@ -497,7 +526,8 @@ impl Engine {
         let s = &mut self.files.streams[c];
         let sequential = s.prev.is_none_or(|p| p + 1 == vpn || p == vpn);
         let (start, size) = if sequential {
-            let size = if s.size > 0 && s.start + s.size == vpn { next_ra_size(s.size, max) } else { init_ra_size(want, max) };
+            let size =
+                if s.size > 0 && s.start + s.size == vpn { next_ra_size(s.size, max) } else { init_ra_size(want, max) };
             let size = size.max(want);
             (s.start, s.size, s.async_size) = (vpn, size, size - want);
             (vpn, size)
@@ -631,7 +661,8 @@ impl Engine {
         }
         let freerun = (background + thresh) / 2;
         let f = &self.files;
-        let mut over = (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+        let mut over =
+            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
         let mut until = t;
         for &(done, n) in &f.in_flight {
             if over == 0 {
@@ -700,7 +731,8 @@ impl Engine {
         // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
         // virtual address so that no device sees an address near the top of u64.
         let addr = a.addr & ((1 << 48) - 1);
-        let req = |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
+        let req =
+            |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
         if a.is_syscall() {
             if dax.devdax {
                 return Err(Error::Sim(format!(
@@ -742,10 +774,17 @@ impl Engine {
     pub(crate) fn map_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
         let n = self.processed;
         if a.flags != Access::FILE | Access::MAP {
-            return Err(Error::Sim(format!("access #{n}: flags {:#04x} mark a file mapping record (bit 3) with bits other than bit 0", a.flags)));
+            return Err(Error::Sim(format!(
+                "access #{n}: flags {:#04x} mark a file mapping record (bit 3) with bits other than bit 0",
+                a.flags
+            )));
         }
         let Some(end_byte) = a.addr.checked_add(a.map_bytes()).filter(|&e| e < u64::MAX - self.page_size) else {
-            return Err(Error::Sim(format!("access #{n}: a file mapping of {} bytes at {:#x} runs past the end of the address space", a.map_bytes(), a.addr)));
+            return Err(Error::Sim(format!(
+                "access #{n}: a file mapping of {} bytes at {:#x} runs past the end of the address space",
+                a.map_bytes(),
+                a.addr
+            )));
         };
         let (lo, hi) = (a.addr >> self.page_shift, ((end_byte - 1) >> self.page_shift) + 1);
         let overlap = |maps: &BTreeMap<u64, FileMap>, skip: Option<u64>| {

@@ -26,7 +26,10 @@ impl Engine {
         let size = self.page_size as u32;
         let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
         let (read, write) = if copy {
-            (self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read)), self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write)))
+            (
+                self.nodes[from].dev.access(&req((old as u64) << self.page_shift, Op::Read)),
+                self.nodes[to].dev.access(&req((new as u64) << self.page_shift, Op::Write)),
+            )
         } else {
             (t, t)
         };
@@ -92,7 +95,15 @@ impl Engine {
         self.lru_push_head(nb, a);
         self.lru_push_head(na, b);
         let size = self.page_size as u32;
-        let req = |frame: u32, op| DeviceRequest { now: t, addr: (frame as u64) << self.page_shift, size, op, socket: 0, cpu: 0, remote: false };
+        let req = |frame: u32, op| DeviceRequest {
+            now: t,
+            addr: (frame as u64) << self.page_shift,
+            size,
+            op,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        };
         let mut done = t;
         done = done.max(self.nodes[na].dev.access(&req(ea.frame, Op::Read)));
         done = done.max(self.nodes[nb].dev.access(&req(eb.frame, Op::Read)));

@@ -25,7 +25,9 @@ impl Engine {
             if target.is_none() && !can_swap && !can_drop {
                 break;
             }
-            let Some(p) = self.pick_victim(node, target.is_some() || can_swap, target.is_some() || can_drop) else { break };
+            let Some(p) = self.pick_victim(node, target.is_some() || can_swap, target.is_some() || can_drop) else {
+                break;
+            };
             match target {
                 Some(d) => {
                     self.move_page(p, node, d, t, true);

@@ -60,7 +60,12 @@ impl Engine {
                     if spec.top_tier || !self.top_tier[e.node as usize] {
                         let accessed = e.flags & PROT_NONE == 0;
                         if self.scan_visits {
-                            self.policy.on_scan(&ScanVisit { page: id as u32, node: e.node as NodeId, accessed, now_ns: t });
+                            self.policy.on_scan(&ScanVisit {
+                                page: id as u32,
+                                node: e.node as NodeId,
+                                accessed,
+                                now_ns: t,
+                            });
                         }
                         let (node, frame) = (e.node as usize, e.frame);
                         if accessed {

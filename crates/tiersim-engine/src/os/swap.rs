@@ -114,7 +114,15 @@ impl Engine {
     /// A page-sized transfer of file page `p` on the block device: the file offset stands in for
     /// the page id, which is stable for the run.
     pub(crate) fn block_request(&self, p: u32, t: Ns, op: Op) -> DeviceRequest {
-        DeviceRequest { now: t, addr: p as u64 * self.page_size, size: self.page_size as u32, op, socket: 0, cpu: 0, remote: false }
+        DeviceRequest {
+            now: t,
+            addr: p as u64 * self.page_size,
+            size: self.page_size as u32,
+            op,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        }
     }
 
     /// Move page `p` (already off its LRU list) to swap at `t`: a page still in the swap cache
@@ -132,7 +140,8 @@ impl Engine {
             if swap.used >= swap.capacity {
                 // Swap is full: take the slot of a page waiting in the swap cache, which becomes
                 // an ordinary (dirty) anon page (try_to_free_swap under vm_swap_full).
-                let (&q, &s) = swap.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
+                let (&q, &s) =
+                    swap.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
                 swap.cache_slot.remove(&q);
                 swap.free_slot(s);
                 swap.cache_freed += measuring as u64;
@@ -164,7 +173,15 @@ impl Engine {
         slots.sort_unstable();
         for run in page_runs(&slots, u64::from(WRITE_BATCH)) {
             let n = run.len() as u64;
-            swap.dev.access(&DeviceRequest { now: t, addr: slots[run.start] as u64 * page, size: (n * page) as u32, op: Op::Write, socket: 0, cpu: 0, remote: false });
+            swap.dev.access(&DeviceRequest {
+                now: t,
+                addr: slots[run.start] as u64 * page,
+                size: (n * page) as u32,
+                op: Op::Write,
+                socket: 0,
+                cpu: 0,
+                remote: false,
+            });
             swap.write_requests += self.measuring as u64;
         }
         slots.clear();
@@ -178,7 +195,11 @@ impl Engine {
     /// time in ps.
     pub(crate) fn swap_in(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
         let slot = self.pt.entries[p as usize].frame;
-        let mut slots = if self.swap.as_ref().is_some_and(|s| s.vma_readahead) { self.vma_window(p, vpn) } else { self.cluster_window(slot) };
+        let mut slots = if self.swap.as_ref().is_some_and(|s| s.vma_readahead) {
+            self.vma_window(p, vpn)
+        } else {
+            self.cluster_window(slot)
+        };
         slots.sort_unstable();
         let swap = self.swap.as_mut().expect("a swapped page implies swap");
         let mut done = t;
@@ -328,7 +349,8 @@ impl Engine {
     /// Read dropped file page `p` back from the block device at `t` (a major fault); returns the
     /// fault time in ps. It comes back on the inactive file list (add_to_page_cache_lru).
     pub(crate) fn file_refault(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
-        let req = DeviceRequest { socket: self.cpus[cpu].socket, cpu: cpu as u32, ..self.block_request(p, t, Op::Read) };
+        let req =
+            DeviceRequest { socket: self.cpus[cpu].socket, cpu: cpu as u32, ..self.block_request(p, t, Op::Read) };
         let swap = self.swap.as_mut().expect("a dropped file page implies a block device");
         let done = swap.dev.access(&req);
         if self.measuring {

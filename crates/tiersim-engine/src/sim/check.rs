@@ -33,7 +33,10 @@ impl Engine {
         }
         for (i, n) in self.nodes.iter().enumerate() {
             if n.used + n.reserved > n.capacity {
-                return fail(format!("node {} holds {} pages and {} reserved frames over its capacity {}", n.spec.name, n.used, n.reserved, n.capacity));
+                return fail(format!(
+                    "node {} holds {} pages and {} reserved frames over its capacity {}",
+                    n.spec.name, n.used, n.reserved, n.capacity
+                ));
             }
             if seen[i].len() as u64 != n.used {
                 return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
@@ -44,7 +47,12 @@ impl Engine {
                 while p != NIL {
                     let e = self.pt.entries[p as usize];
                     if e.node as usize != i || lru::list_of(e.flags) != l {
-                        return fail(format!("page {p} on node {}'s list {l} lives on node {} in list {}", n.spec.name, e.node, lru::list_of(e.flags)));
+                        return fail(format!(
+                            "page {p} on node {}'s list {l} lives on node {} in list {}",
+                            n.spec.name,
+                            e.node,
+                            lru::list_of(e.flags)
+                        ));
                     }
                     if self.pt.lru[p as usize].prev != prev {
                         return fail(format!("page {p} on node {}'s list {l} has a broken back link", n.spec.name));
@@ -67,12 +75,19 @@ impl Engine {
         let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
         let cached = self.swap.as_ref().map_or(0, |s| s.cache_slot.len() as u64);
         if swapped + cached != swap_used {
-            return fail(format!("{swapped} pages are swapped and {cached} in the swap cache but swap holds {swap_used} slots"));
+            return fail(format!(
+                "{swapped} pages are swapped and {cached} in the swap cache but swap holds {swap_used} slots"
+            ));
         }
         for (&q, &slot) in self.swap.iter().flat_map(|s| s.cache_slot.iter()) {
             let e = self.pt.entries[q as usize];
-            if e.node >= DROPPED || e.flags & SWAPCACHE == 0 || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q) {
-                return fail(format!("swap-cache page {q} (slot {slot}) is not a resident SWAPCACHE page owning its slot"));
+            if e.node >= DROPPED
+                || e.flags & SWAPCACHE == 0
+                || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q)
+            {
+                return fail(format!(
+                    "swap-cache page {q} (slot {slot}) is not a resident SWAPCACHE page owning its slot"
+                ));
             }
         }
         // Read-around never takes a page of anonymous memory: inside a mapped file every page
@@ -86,9 +101,13 @@ impl Engine {
                 }
             }
         }
-        let dirty_file = self.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();
+        let dirty_file =
+            self.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();
         if dirty_file != self.files.dirty.len() {
-            return fail(format!("{dirty_file} resident file pages are dirty but the flusher knows of {}", self.files.dirty.len()));
+            return fail(format!(
+                "{dirty_file} resident file pages are dirty but the flusher knows of {}",
+                self.files.dirty.len()
+            ));
         }
         Ok(())
     }

@@ -86,7 +86,13 @@ impl Engine {
             let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
             s.epoch_ins = 0;
             s.epoch_outs = 0;
-            let c = Counters { accesses: ins, reads: ins, writes: outs, bytes: (ins + outs) * self.page_size, ..Counters::default() };
+            let c = Counters {
+                accesses: ins,
+                reads: ins,
+                writes: outs,
+                bytes: (ins + outs) * self.page_size,
+                ..Counters::default()
+            };
             self.push_row(start, end, "swap".into(), used, c, span);
             if let Some(h) = self.ts.hotness.as_mut() {
                 h.push([0; 9]);
@@ -117,7 +123,14 @@ impl Engine {
                 ts.t_end_ns[to] = ts.t_end_ns[b];
                 ts.node.swap(to, b);
                 ts.pages[to] = ts.pages[b];
-                for v in [&mut ts.accesses, &mut ts.reads, &mut ts.writes, &mut ts.bytes, &mut ts.migrated_in, &mut ts.migrated_out] {
+                for v in [
+                    &mut ts.accesses,
+                    &mut ts.reads,
+                    &mut ts.writes,
+                    &mut ts.bytes,
+                    &mut ts.migrated_in,
+                    &mut ts.migrated_out,
+                ] {
                     v[to] = v[a] + v[b];
                 }
                 let span = (ts.t_end_ns[to] - ts.t_start_ns[to]).max(1) as f64;
@@ -133,7 +146,9 @@ impl Engine {
         ts.t_end_ns.truncate(keep);
         ts.node.truncate(keep);
         ts.pages.truncate(keep);
-        for v in [&mut ts.accesses, &mut ts.reads, &mut ts.writes, &mut ts.bytes, &mut ts.migrated_in, &mut ts.migrated_out] {
+        for v in
+            [&mut ts.accesses, &mut ts.reads, &mut ts.writes, &mut ts.bytes, &mut ts.migrated_in, &mut ts.migrated_out]
+        {
             v.truncate(keep);
         }
         ts.bandwidth_gbs.truncate(keep);

@@ -190,7 +190,8 @@ impl IssueOrder {
     #[inline(never)]
     fn set_wide(&mut self, cpu: usize, issue_ps: u64) {
         if let IssueOrder::Narrow(t) = self {
-            let keys = t.keys.iter().map(|&k| if k < u64::IDLE { u128::new(k.time(), k.cpu()) } else { u128::idle(k.cpu()) });
+            let keys =
+                t.keys.iter().map(|&k| if k < u64::IDLE { u128::new(k.time(), k.cpu()) } else { u128::idle(k.cpu()) });
             *self = IssueOrder::Wide(Tree::with_keys(keys.collect()));
         }
         if let IssueOrder::Wide(t) = self {

@@ -23,12 +23,14 @@ use crate::os::lru::LruStats;
 use crate::os::scan::DeviceHints;
 use crate::os::swap::Swap;
 use crate::os::PageEvent;
-use crate::pagetable::{PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED};
+use crate::pagetable::{
+    PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED,
+};
 use crate::platform::Platform;
 pub use epoch::Timeseries;
-pub use stats::LatencyBins;
 use issue::IssueOrder;
 use queue::CpuQueue;
+pub use stats::LatencyBins;
 pub(crate) use stats::LatencyHist;
 use stats::{finish, TieringStats};
 
@@ -331,7 +333,6 @@ impl Engine {
         })
     }
 
-
     /// Issue time (ps) of `a`, the next access of CPU `cpu`. Closed loop: the CPU's clock plus the
     /// compute gap before `a` (instructions x CPI / frequency, or the trace's ns delta). Open loop
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
@@ -402,7 +403,8 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns)?;
             return Ok(Some(issue_ps + cost));
         }
-        if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some()) {
+        if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.dax.is_some())
+        {
             return self.file_access(c, a, issue_ps);
         }
         let entry = *self.pt.entry(p);
@@ -430,7 +432,15 @@ impl Engine {
         // SAFETY: as above.
         let n = unsafe { self.nodes.get_unchecked_mut(node) };
         let remote = socket != n.spec.socket;
-        let done = n.dev.access_local(&mut DeviceRequest { now: t, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote });
+        let done = n.dev.access_local(&mut DeviceRequest {
+            now: t,
+            addr,
+            size: a.size as u32,
+            op: a.op,
+            socket,
+            cpu: c as u32,
+            remote,
+        });
         let latency = done - t + penalty;
 
         if self.measuring {
@@ -472,7 +482,9 @@ impl Engine {
         let e = self.pt.entries[p as usize];
         let fault_ps = match e.node {
             // A page of a file a mapping record names: filemap_fault, with read-around.
-            UNTOUCHED | DROPPED if (a.is_file() || e.node == DROPPED) && self.swap.is_some() && self.files.mapped(vpn) => {
+            UNTOUCHED | DROPPED
+                if (a.is_file() || e.node == DROPPED) && self.swap.is_some() && self.files.mapped(vpn) =>
+            {
                 self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?
             }
             UNTOUCHED => {
@@ -487,7 +499,13 @@ impl Engine {
                     )));
                 }
                 // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
-                let flags = if a.is_file() { FILE } else if self.new_anon_active { ACTIVE } else { 0 };
+                let flags = if a.is_file() {
+                    FILE
+                } else if self.new_anon_active {
+                    ACTIVE
+                } else {
+                    0
+                };
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
                 if self.measuring {
                     self.first_touch_faults += 1;
@@ -498,7 +516,9 @@ impl Engine {
             SWAPPED => self.swap_in(p, c, vpn, issue_ns)?,
             DROPPED => self.file_refault(p, c, vpn, issue_ns)?,
             // A page-cache page no PTE maps yet: a minor fault, with fault-around.
-            _ if e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED => self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?,
+            _ if e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED => {
+                self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?
+            }
             _ if e.flags & SWAPCACHE != 0 => self.swap_cache_map(p),
             _ => 0,
         };
@@ -515,7 +535,6 @@ impl Engine {
         Ok(None)
     }
 }
-
 
 /// What sets issue times, copied out of the engine so the event loop can use it while it
 /// holds a CPU mutably.
@@ -751,7 +770,19 @@ mod tests {
     fn instr_ps_matches_unsigned_conversions() {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let plain = |n: u64, k: f64| (n as f64 * k) as u64;
-        let edges = [0, 1, 3, u32::MAX as u64, 1 << 32, (1 << 52) - 1, 1 << 52, (1 << 53) + 1, i64::MAX as u64, 1 << 63, u64::MAX];
+        let edges = [
+            0,
+            1,
+            3,
+            u32::MAX as u64,
+            1 << 32,
+            (1 << 52) - 1,
+            1 << 52,
+            (1 << 53) + 1,
+            i64::MAX as u64,
+            1 << 63,
+            u64::MAX,
+        ];
         for k in [0.0, 0.001, 0.4444444444444444, 1.0, 2.5, 1e6, 1e9, 3e9, f64::INFINITY, f64::NAN] {
             for n in edges {
                 assert_eq!(instr_ps(n, k), plain(n, k), "{n} x {k}");

@@ -108,7 +108,8 @@ mod tests {
                 d.push_back(a);
             } else if rng.gen_bool(0.005) {
                 // A run at once, across the wrap and past the capacity at times.
-                let run: Vec<Access> = (0..rng.gen_range(0..100u64)).map(|k| Access { time: i, addr: k, ..EMPTY }).collect();
+                let run: Vec<Access> =
+                    (0..rng.gen_range(0..100u64)).map(|k| Access { time: i, addr: k, ..EMPTY }).collect();
                 q.extend_from_slice(&run);
                 d.extend(run);
             } else if !d.is_empty() {

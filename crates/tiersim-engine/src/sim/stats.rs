@@ -192,7 +192,9 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
             "file_refaults": s.file_refaults,
             "device": s.dev.stats(),
         }),
-        None => json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0, "file_drops": 0, "file_writebacks": 0, "file_refaults": 0}),
+        None => {
+            json!({"enabled": false, "swap_ins": 0, "swap_outs": 0, "bytes_in": 0, "bytes_out": 0, "file_drops": 0, "file_writebacks": 0, "file_refaults": 0})
+        }
     };
     let mut summary = json!({
         "execution_time_ns": exec,

@@ -97,22 +97,48 @@ enum Step {
     Until(Ns),
     /// One line of a copy at a time, `LINES_IN_FLIGHT` outstanding, so every line is issued at
     /// its own time; `CopyEnd` waits for the last and charges the copy.
-    Copy { src: Mem, dst: Mem, bytes: u64 },
+    Copy {
+        src: Mem,
+        dst: Mem,
+        bytes: u64,
+    },
     CopyEnd,
     /// Buffered read of file pages `[first, first + count)` into the user buffer at `user`.
-    ReadPages { first: u64, count: u64, user: u64 },
+    ReadPages {
+        first: u64,
+        count: u64,
+        user: u64,
+    },
     /// Buffered write of whole pages from the user buffer.
-    WritePages { first: u64, count: u64, user: u64 },
+    WritePages {
+        first: u64,
+        count: u64,
+        user: u64,
+    },
     /// Loads (or stores) of mmapped file pages.
-    MapAccess { first: u64, count: u64, write: bool },
+    MapAccess {
+        first: u64,
+        count: u64,
+        write: bool,
+    },
     /// A block request straight to the device (O_DIRECT, or writeback of `pages` pages).
-    Block { op: Op, offset: u64, bytes: u64, user: u64, writeback: u64 },
+    Block {
+        op: Op,
+        offset: u64,
+        bytes: u64,
+        user: u64,
+        writeback: u64,
+    },
     Throttle,
     /// A DAX mmap fault mapping `dax_fault_bytes` region `.0`.
     DaxFault(u64),
     Kv(KvOp),
-    Commit { bytes: u64 },
-    LogWrite { bytes: u64 },
+    Commit {
+        bytes: u64,
+    },
+    LogWrite {
+        bytes: u64,
+    },
     LogDone,
     /// The flusher's pass.
     Flush,
@@ -253,13 +279,20 @@ impl Bench {
         top.remove("device_params");
         top.remove("iopath");
         let p = Params::resolve(SPECS, Some(&top))?;
-        let path = IoPath::from_params(&Params::resolve(super::iopath::SPECS, path_over.as_ref()).map_err(|e| e.under("iopath"))?)?;
+        let path = IoPath::from_params(
+            &Params::resolve(super::iopath::SPECS, path_over.as_ref()).map_err(|e| e.under("iopath"))?,
+        )?;
         let target = Target::resolve(p.str("device"), dev_over.as_ref()).map_err(|e| e.under("device_params"))?;
         let kind = target.entry.info.name;
         let driver = match kind {
             "ssd" => Driver::Nvme,
             "pmem" => Driver::PmemBio,
-            k => return Err(Error::config("device", format!("`{k}` is not a storage device; expected an ssd or pmem preset or kind"))),
+            k => {
+                return Err(Error::config(
+                    "device",
+                    format!("`{k}` is not a storage device; expected an ssd or pmem preset or kind"),
+                ))
+            }
         };
         let count = p.uint("count") as u32;
         let dev = InterleaveSet::build(target.entry.build, &target.params(&[])?, count, 4096)?;
@@ -267,7 +300,10 @@ impl Bench {
         channels.insert("channels".into(), (p.uint("dram_channels") as i64).into());
         let dram_t = Target::resolve(p.str("dram"), Some(&channels)).map_err(|e| e.under("dram"))?;
         if dram_t.entry.info.name != "dram" {
-            return Err(Error::config("dram", format!("`{}` is a {} preset; expected a dram one", p.str("dram"), dram_t.entry.info.name)));
+            return Err(Error::config(
+                "dram",
+                format!("`{}` is a {} preset; expected a dram one", p.str("dram"), dram_t.entry.info.name),
+            ));
         }
         let dram = InterleaveSet::build(dram_t.entry.build, &dram_t.params(&[])?, 1, 4096)?;
         let mode = match p.str("cache") {
@@ -280,7 +316,10 @@ impl Bench {
         }
         let api = if p.str("api") == "mmap" { Api::Mmap } else { Api::Syscall };
         if api == Api::Mmap && mode == CacheMode::Direct {
-            return Err(Error::config("api", "mmap of a file goes through the page cache (or DAX); O_DIRECT applies to read/write calls"));
+            return Err(Error::config(
+                "api",
+                "mmap of a file goes through the page cache (or DAX); O_DIRECT applies to read/write calls",
+            ));
         }
         let block = p.bytes("block_size");
         if block == 0 || block % PAGE != 0 {
@@ -326,7 +365,11 @@ impl Bench {
             dev,
             dram,
             driver,
-            cache: PageCache::new(cache_pages, (p.bytes("read_ahead") / PAGE).max(1), file_pages + kv.as_ref().map_or(0, |k| k.log_pages())),
+            cache: PageCache::new(
+                cache_pages,
+                (p.bytes("read_ahead") / PAGE).max(1),
+                file_pages + kv.as_ref().map_or(0, |k| k.log_pages()),
+            ),
             mapped: FxHashSet::default(),
             dax_mapped: FxHashSet::default(),
             api,
@@ -455,7 +498,9 @@ impl Bench {
                 vec![sys, Step::Cpu(p.vfs, Layer::Fs), body]
             }
             (CacheMode::Buffered, Api::Mmap) => vec![Step::MapAccess { first, count, write: op == Op::Write }],
-            (CacheMode::Direct, _) => vec![sys, Step::Cpu(p.vfs, Layer::Fs), Step::Block { op, offset, bytes, user, writeback: 0 }],
+            (CacheMode::Direct, _) => {
+                vec![sys, Step::Cpu(p.vfs, Layer::Fs), Step::Block { op, offset, bytes, user, writeback: 0 }]
+            }
             (CacheMode::Dax, Api::Syscall) => {
                 // dax_iomap_rw: one extent lookup, then a copy between PMEM and the user buffer
                 // (copy_mc_to_user / copy_from_iter_flushcache, i.e. ntstores).
@@ -504,7 +549,15 @@ impl Bench {
             match self.driver {
                 Driver::Nvme => {
                     let (tag, start) = self.tags.acquire(at);
-                    let req = DeviceRequest { now: start, addr: offset + o, size: part as u32, op, socket: 0, cpu: t as u32, remote: false };
+                    let req = DeviceRequest {
+                        now: start,
+                        addr: offset + o,
+                        size: part as u32,
+                        op,
+                        socket: 0,
+                        cpu: t as u32,
+                        remote: false,
+                    };
                     let end = self.dev.access(&req);
                     self.tags.release(tag, end);
                     done = done.max(end);
@@ -676,7 +729,11 @@ impl Bench {
                 }
                 for (i, pg) in (first..first + count).enumerate() {
                     let frame = self.cache.frame(pg).unwrap_or(0);
-                    next.push(Step::Copy { src: Mem::Dram(frame * PAGE), dst: Mem::Dram(user + i as u64 * PAGE), bytes: PAGE });
+                    next.push(Step::Copy {
+                        src: Mem::Dram(frame * PAGE),
+                        dst: Mem::Dram(user + i as u64 * PAGE),
+                        bytes: PAGE,
+                    });
                 }
                 next.push(Step::CopyEnd);
                 push(self, next);
@@ -709,7 +766,11 @@ impl Bench {
                         }
                     };
                     self.cache.mark_dirty(pg);
-                    next.push(Step::Copy { src: Mem::Dram(user + i as u64 * PAGE), dst: Mem::Dram(frame * PAGE), bytes: PAGE });
+                    next.push(Step::Copy {
+                        src: Mem::Dram(user + i as u64 * PAGE),
+                        dst: Mem::Dram(frame * PAGE),
+                        bytes: PAGE,
+                    });
                 }
                 self.charge(t, Layer::PageCache, cpu);
                 self.threads[t].clock = now + cpu;
@@ -834,12 +895,21 @@ impl Bench {
                 let mut i = 0;
                 while i < pages.len() {
                     let mut j = i + 1;
-                    while j < pages.len() && pages[j].0 == pages[j - 1].0 + 1 && (j - i + 1) as u64 * PAGE <= p.max_request {
+                    while j < pages.len()
+                        && pages[j].0 == pages[j - 1].0 + 1
+                        && (j - i + 1) as u64 * PAGE <= p.max_request
+                    {
                         j += 1;
                     }
                     let n = (j - i) as u64;
                     self.writeback_pages += n;
-                    next.push(Step::Block { op: Op::Write, offset: pages[i].0 * PAGE, bytes: n * PAGE, user: pages[i].1 * PAGE, writeback: n });
+                    next.push(Step::Block {
+                        op: Op::Write,
+                        offset: pages[i].0 * PAGE,
+                        bytes: n * PAGE,
+                        user: pages[i].1 * PAGE,
+                        writeback: n,
+                    });
                     i = j;
                 }
                 next.push(Step::Flush);
@@ -972,7 +1042,13 @@ impl Bench {
                 v.push(Step::Copy { src: Mem::Dram(user), dst: Mem::Dram((1 << 43) + off), bytes });
                 v.push(Step::CopyEnd);
                 v.push(Step::Cpu(p.syscall + p.fsync, Layer::Fs));
-                v.push(Step::Block { op: Op::Write, offset: first * PAGE, bytes: (last - first + 1) * PAGE, user: (1 << 43) + first * PAGE, writeback: 0 });
+                v.push(Step::Block {
+                    op: Op::Write,
+                    offset: first * PAGE,
+                    bytes: (last - first + 1) * PAGE,
+                    user: (1 << 43) + first * PAGE,
+                    writeback: 0,
+                });
                 v
             }
         }

@@ -200,7 +200,18 @@ impl Layers {
         ["syscall", "fs", "page_cache", "block", "driver", "completion", "fault", "device", "copy", "wait"];
 
     pub fn values(&self) -> [Ns; 10] {
-        [self.syscall, self.fs, self.page_cache, self.block, self.driver, self.completion, self.fault, self.device, self.copy, self.wait]
+        [
+            self.syscall,
+            self.fs,
+            self.page_cache,
+            self.block,
+            self.driver,
+            self.completion,
+            self.fault,
+            self.device,
+            self.copy,
+            self.wait,
+        ]
     }
 
     pub fn total(&self) -> Ns {
@@ -241,7 +252,9 @@ impl IoPath {
     /// (block layer, driver, completion) for `driver`.
     pub fn request_overhead(&self, driver: Driver) -> (Ns, Ns, Ns) {
         match driver {
-            Driver::Nvme => (self.block_layer, self.driver, if self.poll { self.poll_completion } else { self.irq_completion }),
+            Driver::Nvme => {
+                (self.block_layer, self.driver, if self.poll { self.poll_completion } else { self.irq_completion })
+            }
             Driver::PmemBio => (self.bio_layer, 0, 0),
         }
     }

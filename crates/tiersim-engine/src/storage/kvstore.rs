@@ -58,13 +58,20 @@ impl KvStore {
         let record_size = p.bytes("kv_record_size");
         let per_leaf = block / record_size;
         if per_leaf == 0 {
-            return Err(Error::config("kv_record_size", format!("{record_size} B records do not fit a {block} B leaf")));
+            return Err(Error::config(
+                "kv_record_size",
+                format!("{record_size} B records do not fit a {block} B leaf"),
+            ));
         }
         let leaves = records.div_ceil(per_leaf);
         if leaves * block > file_size {
             return Err(Error::config(
                 "kv_records",
-                format!("{records} records need {} leaf blocks = {} B, more than file_size {file_size} B", leaves, leaves * block),
+                format!(
+                    "{records} records need {} leaf blocks = {} B, more than file_size {file_size} B",
+                    leaves,
+                    leaves * block
+                ),
             ));
         }
         let update_pct = match p.str("kv_mix") {

@@ -73,7 +73,13 @@ pub struct PageCache {
 /// get_init_ra_size (mm/readahead.c).
 pub(crate) fn init_ra_size(req: u64, max: u64) -> u64 {
     let n = req.max(1).next_power_of_two();
-    let n = if n <= max / 32 { n * 4 } else if n <= max / 4 { n * 2 } else { max };
+    let n = if n <= max / 32 {
+        n * 4
+    } else if n <= max / 4 {
+        n * 2
+    } else {
+        max
+    };
     n.min(max)
 }
 
@@ -152,7 +158,16 @@ impl PageCache {
     /// stream's readahead state (`mmap`: read around the fault instead of ondemand readahead;
     /// `random`: POSIX_FADV_RANDOM / MADV_RANDOM, no readahead). Call after the lookups, with
     /// `marker_hit` set when one of them hit a readahead marker.
-    pub fn plan_read(&mut self, ra: &mut RaState, first: u64, count: u64, missing: bool, marker_hit: bool, mmap: bool, random: bool) -> Vec<Read> {
+    pub fn plan_read(
+        &mut self,
+        ra: &mut RaState,
+        first: u64,
+        count: u64,
+        missing: bool,
+        marker_hit: bool,
+        mmap: bool,
+        random: bool,
+    ) -> Vec<Read> {
         let max = self.ra_pages;
         let mut out = Vec::new();
         let sequential = ra.prev_page.is_some_and(|p| p + 1 == first || p == first) || first == 0;
@@ -168,7 +183,11 @@ impl PageCache {
                 *ra = RaState { start, size, async_size: size / 4, prev_page: ra.prev_page };
                 out.push(Read { first: start, count: size, sync: true });
             } else if sequential {
-                let size = if ra.start + ra.size == first && ra.size > 0 { next_ra_size(ra.size, max) } else { init_ra_size(count, max) };
+                let size = if ra.start + ra.size == first && ra.size > 0 {
+                    next_ra_size(ra.size, max)
+                } else {
+                    init_ra_size(count, max)
+                };
                 let size = size.max(count);
                 *ra = RaState { start: first, size, async_size: size - count, prev_page: ra.prev_page };
                 out.push(Read { first, count: size, sync: true });

@@ -48,7 +48,9 @@ impl CacheConfig {
 pub enum Outcome {
     Hit,
     /// The line was fetched; `writeback` is the line number of a dirty line it evicted.
-    Miss { writeback: Option<u64> },
+    Miss {
+        writeback: Option<u64>,
+    },
 }
 
 /// Counters of a cache.
@@ -117,7 +119,8 @@ impl Cache {
         }
         self.stats.misses += 1;
         // An empty way if there is one (its `used` is 0), else the least recently used.
-        let i = base + (0..self.ways).min_by_key(|&w| (self.tags[base + w] != INVALID, self.used[base + w])).unwrap_or(0);
+        let i =
+            base + (0..self.ways).min_by_key(|&w| (self.tags[base + w] != INVALID, self.used[base + w])).unwrap_or(0);
         let writeback = (self.tags[i] != INVALID && self.dirty[i]).then_some(self.tags[i]);
         if writeback.is_some() {
             self.stats.writebacks += 1;

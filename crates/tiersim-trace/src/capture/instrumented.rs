@@ -205,7 +205,10 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     let pm_path = dir.join("pagemap.bin");
     let pm = match sum.pagemap.as_str() {
         "ok" => Ok(Pagemap::snapshot(pm_path.clone(), read_pagemap(&pm_path)?)),
-        "hidden" => Err("/proc/self/pagemap showed every frame number as 0: reading them needs CAP_SYS_ADMIN (run as root)".to_owned()),
+        "hidden" => {
+            Err("/proc/self/pagemap showed every frame number as 0: reading them needs CAP_SYS_ADMIN (run as root)"
+                .to_owned())
+        }
         "unreadable" => Err("the program could not open /proc/self/pagemap".to_owned()),
         _ => Err("the runtime did not read pagemap".to_owned()),
     };

@@ -293,7 +293,11 @@ fn settings(p: &Params, seed: u64) -> Result<Settings> {
 /// Where physical frames come from.
 enum Source {
     /// pagemap, until its first answer tells whether frame numbers are readable.
-    Pagemap { pm: Pagemap, explicit: bool, decided: bool },
+    Pagemap {
+        pm: Pagemap,
+        explicit: bool,
+        decided: bool,
+    },
     Buddy(Buddy),
 }
 
@@ -434,7 +438,9 @@ impl Translator {
             if !self.pending.is_empty() && self.written == 0 {
                 // pagemap never showed a page (the program ended before it was read), and
                 // nothing physical is written yet: the whole trace can take the buddy model.
-                self.use_buddy("the program ended before its pagemap could be read, so the buddy model gave the frames".into())?;
+                self.use_buddy(
+                    "the program ended before its pagemap could be read, so the buddy model gave the frames".into(),
+                )?;
             }
         }
         let mut force_head = force == Force::Head;
@@ -685,7 +691,10 @@ impl Counts {
     fn message(&mut self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         // "==1234== text" (or "--1234--" for debug messages): drop the pid.
-        let text = text.trim_start_matches(['=', '-']).trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['=', '-']);
+        let text = text
+            .trim_start_matches(['=', '-'])
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start_matches(['=', '-']);
         let text = text.strip_prefix(' ').unwrap_or(text);
         if let Some(n) = text.trim_start().strip_prefix("guest instrs:") {
             self.guest_instrs = n.trim().replace(',', "").parse().ok();
@@ -699,7 +708,12 @@ impl Counts {
 /// Read `input` (lackey `--trace-mem=yes` output, with or without Valgrind's `--trace-sched=yes`
 /// lines, named `input_name` in errors) to its end, writing the traces of `req`. On error nothing
 /// appears at the output paths.
-pub fn capture(input: &mut dyn Read, input_name: &Path, req: &CaptureRequest<'_>, progress: &Progress) -> Result<CaptureReport> {
+pub fn capture(
+    input: &mut dyn Read,
+    input_name: &Path,
+    req: &CaptureRequest<'_>,
+    progress: &Progress,
+) -> Result<CaptureReport> {
     let (params, s) = resolve(req)?;
     let pm = match req.pid {
         None => Err("no process id was given".to_owned()),
@@ -749,8 +763,12 @@ fn resolve(req: &CaptureRequest<'_>) -> Result<(Params, Settings)> {
     let s = settings(&params, req.seed)?;
     let physical = s.v2p != "none";
     match (physical, req.virt_out) {
-        (false, Some(_)) => return Err(Error::arg("virt_out", "v2p none writes only the virtual trace, to the output path")),
-        (true, None) => return Err(Error::arg("virt_out", "a physical capture also writes its virtual twin: give its path")),
+        (false, Some(_)) => {
+            return Err(Error::arg("virt_out", "v2p none writes only the virtual trace, to the output path"))
+        }
+        (true, None) => {
+            return Err(Error::arg("virt_out", "a physical capture also writes its virtual twin: give its path"))
+        }
         _ => {}
     }
     if req.virt_out == Some(req.out) {
@@ -1070,7 +1088,13 @@ impl Run {
     }
 
     /// Feed every line of `input` through the pipeline; returns the bytes read.
-    fn read_all(&mut self, input: &mut dyn Read, name: &Path, pipe_capacity: Option<usize>, progress: &Progress) -> Result<u64> {
+    fn read_all(
+        &mut self,
+        input: &mut dyn Read,
+        name: &Path,
+        pipe_capacity: Option<usize>,
+        progress: &Progress,
+    ) -> Result<u64> {
         let mut buf = vec![0u8; CHUNK];
         let mut filled = 0;
         let mut line_no = 0u64;
@@ -1100,7 +1124,11 @@ impl Run {
             buf.copy_within(complete..end, 0);
             filled = end - complete;
             if filled > MAX_LINE {
-                return Err(Error::line(name, line_no + 1, format!("line longer than {MAX_LINE} bytes: not lackey output")));
+                return Err(Error::line(
+                    name,
+                    line_no + 1,
+                    format!("line longer than {MAX_LINE} bytes: not lackey output"),
+                ));
             }
             if eof {
                 self.flush_waiting()?;

@@ -274,7 +274,8 @@ mod tests {
             // Free blocks are aligned, disjoint, and each pair of buddies is never both free at
             // the same order (they would have coalesced).
             let mut covered = vec![false; 1 << 14];
-            let sets: Vec<std::collections::HashSet<u64>> = b.free.iter().map(|l| l.iter().copied().collect()).collect();
+            let sets: Vec<std::collections::HashSet<u64>> =
+                b.free.iter().map(|l| l.iter().copied().collect()).collect();
             for (k, set) in sets.iter().enumerate() {
                 for &s in set {
                     assert_eq!(s % (1 << k), 0);
@@ -283,7 +284,11 @@ mod tests {
                         covered[f as usize] = true;
                     }
                     if k < 10 {
-                        assert!(!set.contains(&(s ^ (1 << k))), "buddies {s} and {} both free at order {k}", s ^ (1 << k));
+                        assert!(
+                            !set.contains(&(s ^ (1 << k))),
+                            "buddies {s} and {} both free at order {k}",
+                            s ^ (1 << k)
+                        );
                     }
                 }
             }

@@ -102,7 +102,14 @@ fn unshuffle_as<const NS: bool>(
         let flags = r[R_FLAGS];
         ok &= (op <= 1) & (flags & !Access::KNOWN_FLAGS == 0) & (size != 0) & (cpu < cpu_limit) & (!NS | (time >= p));
         p = time;
-        slot.write(Access { time, addr: le_u64(&r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read }, flags });
+        slot.write(Access {
+            time,
+            addr: le_u64(&r, R_ADDR),
+            cpu,
+            size,
+            op: if op == 1 { Op::Write } else { Op::Read },
+            flags,
+        });
     }
     *prev = p;
     ok
@@ -259,7 +266,10 @@ mod sse2 {
                 let (tv, av, wv) = (t[s][x], a[s][x], w[x]);
                 let o = out.add((16 * s + 2 * x) / 2 * 3);
                 _mm_storeu_si128(o, _mm_unpacklo_epi64(tv, av));
-                _mm_storeu_si128(o.add(1), _mm_castpd_si128(_mm_shuffle_pd(_mm_castsi128_pd(wv), _mm_castsi128_pd(tv), 0b10)));
+                _mm_storeu_si128(
+                    o.add(1),
+                    _mm_castpd_si128(_mm_shuffle_pd(_mm_castsi128_pd(wv), _mm_castsi128_pd(tv), 0b10)),
+                );
                 _mm_storeu_si128(o.add(2), _mm_unpackhi_epi64(av, wv));
             }
         }
@@ -291,12 +301,22 @@ mod tests {
             for first in [0, n.min(1), n / 2] {
                 let mut dst: Vec<Access> = Vec::with_capacity(n - first);
                 let mut prev = 0;
-                assert!(unshuffle(&planes, first, &mut dst.spare_capacity_mut()[..n - first], MAX_CPUS, true, &mut prev));
+                assert!(unshuffle(
+                    &planes,
+                    first,
+                    &mut dst.spare_capacity_mut()[..n - first],
+                    MAX_CPUS,
+                    true,
+                    &mut prev
+                ));
                 // SAFETY: `unshuffle` returned true, so it wrote all `n - first` slots.
                 unsafe { dst.set_len(n - first) };
                 for (j, a) in dst.iter().enumerate() {
                     let r = &rows[(first + j) * RECORD_SIZE..][..RECORD_SIZE];
-                    assert_eq!((a.time, a.addr, a.cpu, a.size), (le_u64(r, 0), le_u64(r, 8), le_u32(r, 16), le_u16(r, 20)));
+                    assert_eq!(
+                        (a.time, a.addr, a.cpu, a.size),
+                        (le_u64(r, 0), le_u64(r, 8), le_u32(r, 16), le_u16(r, 20))
+                    );
                     assert_eq!(a.op.is_write(), r[R_OP] == 1);
                     assert_eq!(a.flags, r[R_FLAGS]);
                 }
@@ -309,10 +329,12 @@ mod tests {
                     shuffle(&rows, &mut planes);
                     let mut dst: Vec<Access> = Vec::with_capacity(n);
                     let mut prev = 0;
-                    assert!(!unshuffle(&planes, 0, &mut dst.spare_capacity_mut()[..n], MAX_CPUS, true, &mut prev), "n {n}, record {bad}");
+                    assert!(
+                        !unshuffle(&planes, 0, &mut dst.spare_capacity_mut()[..n], MAX_CPUS, true, &mut prev),
+                        "n {n}, record {bad}"
+                    );
                 }
             }
         }
     }
 }
-

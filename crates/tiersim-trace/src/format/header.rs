@@ -179,7 +179,6 @@ pub struct TraceMeta {
     pub page_size: u32,
 }
 
-
 pub(crate) fn encode_header(
     meta: &TraceMeta,
     v2p: V2p,
@@ -255,7 +254,10 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
     let version = le_u16(h, H_VERSION);
     if !SUPPORTED_VERSIONS.contains(&version) {
         let v: Vec<_> = SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect();
-        return Err(err(H_VERSION, format!("unsupported trace version {version}; this build reads version {}", v.join(", "))));
+        return Err(err(
+            H_VERSION,
+            format!("unsupported trace version {version}; this build reads version {}", v.join(", ")),
+        ));
     }
     let layout = le_u16(h, H_RECORD_LAYOUT);
     if layout != RECORD_LAYOUT_V1 {
@@ -316,7 +318,10 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
             ));
         }
         if records_end > file_len {
-            return Err(err(H_RECORDS_END, format!("records_end {records_end} is beyond end of file ({file_len} bytes)")));
+            return Err(err(
+                H_RECORDS_END,
+                format!("records_end {records_end} is beyond end of file ({file_len} bytes)"),
+            ));
         }
         let trailer = file_len - records_end;
         let end_block = if version >= 2 { END_SIZE as u64 } else { 0 };
@@ -337,7 +342,10 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
         if let Some(i) = range.clone().find(|&i| h[i] != 0) {
             return Err(err(
                 i,
-                format!("reserved header byte {i} is {:#04x}; bytes {}..{} are reserved and must be zero", h[i], range.start, range.end),
+                format!(
+                    "reserved header byte {i} is {:#04x}; bytes {}..{} are reserved and must be zero",
+                    h[i], range.start, range.end
+                ),
             ));
         }
     }
@@ -365,7 +373,9 @@ pub(crate) fn parse_header(path: &Path, h: &[u8], file_len: u64) -> Result<RawHe
         if stored != computed {
             return Err(err(
                 H_HEADER_CRC,
-                format!("header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}; the header is corrupt"),
+                format!(
+                    "header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}; the header is corrupt"
+                ),
             ));
         }
     }

@@ -297,7 +297,10 @@ pub(crate) fn open_trace_file(path: &std::path::Path) -> tiersim_core::Result<st
     let meta = std::fs::metadata(path).map_err(|e| tiersim_core::Error::io(path, e))?;
     if !meta.is_file() {
         let what = if meta.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
-        return Err(tiersim_core::Error::arg(path.display().to_string(), format!("{what}; a trace must be a regular file")));
+        return Err(tiersim_core::Error::arg(
+            path.display().to_string(),
+            format!("{what}; a trace must be a regular file"),
+        ));
     }
     std::fs::File::open(path).map_err(|e| tiersim_core::Error::io(path, e))
 }

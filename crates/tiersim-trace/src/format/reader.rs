@@ -81,7 +81,8 @@ impl TraceReader {
             file.read_exact(&mut t).map_err(io)?;
             if v2 {
                 let cut = t.len() - END_SIZE;
-                let frames = check_end_block(path, raw.records_end + cut as u64, &t[..cut], &t[cut..], header.stats.as_ref())?;
+                let frames =
+                    check_end_block(path, raw.records_end + cut as u64, &t[..cut], &t[cut..], header.stats.as_ref())?;
                 end_frames = Some(frames);
                 t.truncate(cut);
             }
@@ -138,12 +139,17 @@ impl TraceReader {
         r.file.seek(SeekFrom::Start(HEADER_SIZE as u64)).map_err(io)?;
         r.refill_input()?;
         let first = &r.inbuf[..r.in_end.min(4)];
-        let (magic, what) = if v2 { (DESC_MAGIC.to_le_bytes(), "a frame descriptor") } else { (ZSTD_MAGIC, "a zstd frame") };
+        let (magic, what) =
+            if v2 { (DESC_MAGIC.to_le_bytes(), "a frame descriptor") } else { (ZSTD_MAGIC, "a zstd frame") };
         if first != &magic[..first.len()] {
             return Err(Error::trace(
                 path,
                 HEADER_SIZE as u64,
-                format!("expected the records region to start with {what} (magic {}), found {}", hex(&magic), hex(first)),
+                format!(
+                    "expected the records region to start with {what} (magic {}), found {}",
+                    hex(&magic),
+                    hex(first)
+                ),
             ));
         }
         Ok(r)
@@ -244,7 +250,10 @@ impl TraceReader {
         if rest.len() < DESC_SIZE {
             return Err(self.err(
                 at,
-                format!("truncated record stream: {} bytes at the end are too short for the descriptor of frame {n}", rest.len()),
+                format!(
+                    "truncated record stream: {} bytes at the end are too short for the descriptor of frame {n}",
+                    rest.len()
+                ),
             ));
         }
         if le_u32(rest, 0) != DESC_MAGIC || le_u32(rest, 4) != 16 {
@@ -300,7 +309,9 @@ impl TraceReader {
         if got != want {
             return Err(self.err(
                 frame_at,
-                format!("frame {seq} checksum mismatch: the descriptor says {want:#010x}, its records give {got:#010x}"),
+                format!(
+                    "frame {seq} checksum mismatch: the descriptor says {want:#010x}, its records give {got:#010x}"
+                ),
             ));
         }
         self.frames_checked += 1;
@@ -461,16 +472,13 @@ impl TraceReader {
             let size = le_u16(r, R_SIZE);
             let op = r[R_OP];
             let flags = r[R_FLAGS];
-            bad |= (op > 1) | (flags & !Access::KNOWN_FLAGS != 0) | (size == 0) | (cpu >= cpu_limit) | (ns & (time < prev));
+            bad |= (op > 1)
+                | (flags & !Access::KNOWN_FLAGS != 0)
+                | (size == 0)
+                | (cpu >= cpu_limit)
+                | (ns & (time < prev));
             prev = time;
-            Access {
-                time,
-                addr: le_u64(r, R_ADDR),
-                cpu,
-                size,
-                op: if op == 1 { Op::Write } else { Op::Read },
-                flags,
-            }
+            Access { time, addr: le_u64(r, R_ADDR), cpu, size, op: if op == 1 { Op::Write } else { Op::Read }, flags }
         }));
         if bad {
             dst.truncate(start);
@@ -527,7 +535,9 @@ impl TraceReader {
                 let index = self.records + i as u64;
                 return self.err(
                     self.frame_of(u),
-                    format!("record {index} (byte {u} of the decompressed records, in the zstd frame at this offset): {m}"),
+                    format!(
+                        "record {index} (byte {u} of the decompressed records, in the zstd frame at this offset): {m}"
+                    ),
                 );
             }
             prev = time;
@@ -576,7 +586,8 @@ impl TraceReader {
         for j in self.frame_next..self.frame_next + n {
             let r = gather1(planes, self.frame_records, j);
             let time = le_u64(&r, R_TIME);
-            if let Some(m) = self.record_problem(time, le_u32(&r, R_CPU), le_u16(&r, R_SIZE), r[R_OP], r[R_FLAGS], prev) {
+            if let Some(m) = self.record_problem(time, le_u32(&r, R_CPU), le_u16(&r, R_SIZE), r[R_OP], r[R_FLAGS], prev)
+            {
                 let index = self.records + (j - self.frame_next) as u64;
                 return self.err(
                     self.frame_at,
@@ -726,7 +737,11 @@ fn inspect_with(path: &Path, verify: bool) -> Result<serde_json::Value> {
         Some(s) => {
             let got = scan(&mut r)?;
             if let Some(m) = stats_mismatch(&s, &got) {
-                return Err(Error::trace(path, H_ACCESSES as u64, format!("header statistics disagree with the records: {m}")));
+                return Err(Error::trace(
+                    path,
+                    H_ACCESSES as u64,
+                    format!("header statistics disagree with the records: {m}"),
+                ));
             }
             (got, "header, verified")
         }

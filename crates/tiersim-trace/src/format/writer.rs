@@ -29,7 +29,6 @@ impl Default for WriterOptions {
     }
 }
 
-
 /// Streams accesses into a trace file. Nothing appears at the target path until `finish`
 /// succeeds; dropping an unfinished writer removes its temporary file.
 pub struct TraceWriter {
@@ -71,9 +70,8 @@ impl TraceWriter {
                 format!("{} records per frame is outside 1..={MAX_FRAME_RECORDS}", opts.frame_records),
             ));
         }
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::arg("path", format!("{} does not name a file", path.display())))?;
+        let name =
+            path.file_name().ok_or_else(|| Error::arg("path", format!("{} does not name a file", path.display())))?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".tmp{}", std::process::id()));
@@ -192,7 +190,8 @@ impl TraceWriter {
 
     fn finish_inner(&mut self) -> Result<TraceStats> {
         self.flush_frame()?;
-        let stats = std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
+        let stats =
+            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
         let records_end = self.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;

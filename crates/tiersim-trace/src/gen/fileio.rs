@@ -76,14 +76,23 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     let io_size = p.bytes("io_size");
     let file_size = p.bytes("file_size");
     if file_size < io_size * c.threads {
-        return Err(Error::config("file_size", format!("{file_size} bytes cannot give each of {} threads one {io_size}-byte operation", c.threads)));
+        return Err(Error::config(
+            "file_size",
+            format!("{file_size} bytes cannot give each of {} threads one {io_size}-byte operation", c.threads),
+        ));
     }
     let direct = p.bool("direct");
     if direct && p.str("file_access") == "mmap" {
-        return Err(Error::config("direct", "O_DIRECT applies to read/write system calls; a mapping of the file goes through the page cache"));
+        return Err(Error::config(
+            "direct",
+            "O_DIRECT applies to read/write system calls; a mapping of the file goes through the page cache",
+        ));
     }
     if direct && !io_size.is_multiple_of(LOGICAL_BLOCK) {
-        return Err(Error::config("io_size", format!("{io_size} bytes is not a multiple of the {LOGICAL_BLOCK}-byte logical block O_DIRECT calls need")));
+        return Err(Error::config(
+            "io_size",
+            format!("{io_size} bytes is not a multiple of the {LOGICAL_BLOCK}-byte logical block O_DIRECT calls need"),
+        ));
     }
     let file_base = c.footprint.next_multiple_of(2 << 20);
     c.check_span(file_base + file_size)?;
@@ -115,7 +124,14 @@ impl FileIo {
         let (cpu, addr, end, write) = self.pending?;
         let size = self.c.access_size.min(end - addr);
         self.pending = (addr + size < end).then_some((cpu, addr + size, end, write));
-        Some(Access { time: self.c.gap, addr, cpu, size: size as u16, op: if write { Op::Write } else { Op::Read }, flags: Access::FILE })
+        Some(Access {
+            time: self.c.gap,
+            addr,
+            cpu,
+            size: size as u16,
+            op: if write { Op::Write } else { Op::Read },
+            flags: Access::FILE,
+        })
     }
 }
 
@@ -144,7 +160,14 @@ impl Generator for FileIo {
         let anon_write = self.rng.gen::<f64>() < self.anon_write_ratio;
         if !file {
             let op = if anon_write { Op::Write } else { Op::Read };
-            return Some(Access { time: self.c.gap, addr: self.c.base + anon_slot * self.c.access_size, cpu, size: self.c.access_size as u16, op, flags: 0 });
+            return Some(Access {
+                time: self.c.gap,
+                addr: self.c.base + anon_slot * self.c.access_size,
+                cpu,
+                size: self.c.access_size as u16,
+                op,
+                flags: 0,
+            });
         }
         let slot = if self.random {
             random_slot

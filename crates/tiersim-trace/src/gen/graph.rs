@@ -26,8 +26,13 @@ const RMAT_B: f64 = 0.19;
 const RMAT_C: f64 = 0.19;
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("footprint", ParamKind::Bytes, "16MiB", "bytes of the edge list, CSR and per-vertex arrays together")
-        .min(4096.0),
+    ParamSpec::new(
+        "footprint",
+        ParamKind::Bytes,
+        "16MiB",
+        "bytes of the edge list, CSR and per-vertex arrays together",
+    )
+    .min(4096.0),
     ParamSpec::new(
         "accesses",
         ParamKind::Int,
@@ -39,7 +44,8 @@ pub const PARAMS: &[ParamSpec] = &[
     GAP_INSTRUCTIONS,
     BASE_ADDR,
     PAGE_SIZE,
-    ParamSpec::new("algorithm", ParamKind::Str, "pagerank", "compute phase: pagerank or bfs").choices(&["pagerank", "bfs"]),
+    ParamSpec::new("algorithm", ParamKind::Str, "pagerank", "compute phase: pagerank or bfs")
+        .choices(&["pagerank", "bfs"]),
     ParamSpec::new("edge_factor", ParamKind::Int, "16", "edges per vertex (graph500: 16)").min(1.0).max(256.0),
 ];
 
@@ -120,7 +126,10 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     let v = 1u64 << scale;
     let e = v * ef;
     if 2 * e >= u32::MAX as u64 {
-        return Err(Error::config("footprint", format!("{} bytes give {e} edges; at most 2^31 are supported", c.footprint)));
+        return Err(Error::config(
+            "footprint",
+            format!("{} bytes give {e} edges; at most 2^31 are supported", c.footprint),
+        ));
     }
     if v < c.threads {
         return Err(Error::config("threads", format!("{} threads for a graph of {v} vertices", c.threads)));

@@ -17,15 +17,8 @@ const BUCKET: u64 = 8;
 const ENTRY: u64 = 32;
 const NONE: u32 = u32::MAX;
 
-pub const PARAMS: &[ParamSpec] = &[
-    FOOTPRINT,
-    ACCESSES,
-    super::write_ratio("0.1"),
-    THREADS,
-    GAP_INSTRUCTIONS,
-    BASE_ADDR,
-    PAGE_SIZE,
-];
+pub const PARAMS: &[ParamSpec] =
+    &[FOOTPRINT, ACCESSES, super::write_ratio("0.1"), THREADS, GAP_INSTRUCTIONS, BASE_ADDR, PAGE_SIZE];
 
 struct Hashmap {
     entries: u64,

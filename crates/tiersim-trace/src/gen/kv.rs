@@ -177,7 +177,9 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
             _ => 1.0,
         },
         popularity: match p.str("popularity") {
-            "self_similar" => Popularity::SelfSimilar(SelfSimilar::new(records, p.float("hot_fraction"), p.float("head_fraction"))),
+            "self_similar" => {
+                Popularity::SelfSimilar(SelfSimilar::new(records, p.float("hot_fraction"), p.float("head_fraction")))
+            }
             _ => Popularity::Zipf(Zipf::new(records, p.float("theta"))),
         },
         load: (0..threads).map(|t| chunk(records, t, threads)).collect(),

@@ -22,8 +22,13 @@ pub const PARAMS: &[ParamSpec] = &[
     GAP_INSTRUCTIONS,
     BASE_ADDR,
     PAGE_SIZE,
-    ParamSpec::new("max_delay", ParamKind::Int, "1000000", "an inserted event's time is the extracted one's plus 0..max_delay")
-        .min(1.0),
+    ParamSpec::new(
+        "max_delay",
+        ParamKind::Int,
+        "1000000",
+        "an inserted event's time is the extracted one's plus 0..max_delay",
+    )
+    .min(1.0),
 ];
 
 struct Heap {
@@ -44,7 +49,10 @@ pub fn build(p: &Params, seed: u64) -> Result<Box<dyn Generator>> {
     if cap < 2 {
         return Err(Error::config(
             "footprint",
-            format!("{} bytes give each of {} threads fewer than 2 heap entries of {ENTRY} bytes", c.footprint, c.threads),
+            format!(
+                "{} bytes give each of {} threads fewer than 2 heap entries of {ENTRY} bytes",
+                c.footprint, c.threads
+            ),
         ));
     }
     let mut l = Layout::new(&c);

@@ -10,8 +10,8 @@ use tiersim_core::{Access, Error, Result};
 use crate::format::{check_page_size, AddrKind, TimeUnit, TraceHeader, TraceMeta, TraceStats, TraceWriter};
 use crate::AccessSource;
 
-pub mod graph;
 pub mod fileio;
+pub mod graph;
 pub mod hashmap;
 pub mod kv;
 pub mod matmul;
@@ -202,14 +202,10 @@ pub(crate) const FOOTPRINT: ParamSpec =
     ParamSpec::new("footprint", ParamKind::Bytes, "64MiB", "bytes of memory the workload spans").min(64.0);
 pub(crate) const ACCESSES: ParamSpec =
     ParamSpec::new("accesses", ParamKind::Int, "1000000", "total accesses to generate, over all threads").min(1.0);
-pub(crate) const THREADS: ParamSpec = ParamSpec::new(
-    "threads",
-    ParamKind::Int,
-    "1",
-    "threads (one per CPU), interleaved round-robin access by access",
-)
-.min(1.0)
-.max(4096.0);
+pub(crate) const THREADS: ParamSpec =
+    ParamSpec::new("threads", ParamKind::Int, "1", "threads (one per CPU), interleaved round-robin access by access")
+        .min(1.0)
+        .max(4096.0);
 pub(crate) const ACCESS_SIZE: ParamSpec = ParamSpec::new(
     "access_size",
     ParamKind::Bytes,
@@ -233,19 +229,13 @@ pub(crate) const BASE_ADDR: ParamSpec = ParamSpec::new(
     "virtual address of the first byte (default 0x7f0000000000, the mmap area); page aligned",
 )
 .min(0.0);
-pub(crate) const PAGE_SIZE: ParamSpec = ParamSpec::new(
-    "page_size",
-    ParamKind::Bytes,
-    "4KiB",
-    "page size recorded in the trace header (a power of two)",
-)
-.min(64.0)
-.max(1073741824.0);
+pub(crate) const PAGE_SIZE: ParamSpec =
+    ParamSpec::new("page_size", ParamKind::Bytes, "4KiB", "page size recorded in the trace header (a power of two)")
+        .min(64.0)
+        .max(1073741824.0);
 
 pub(crate) const fn write_ratio(default: &'static str) -> ParamSpec {
-    ParamSpec::new("write_ratio", ParamKind::Float, default, "fraction of accesses that are writes")
-        .min(0.0)
-        .max(1.0)
+    ParamSpec::new("write_ratio", ParamKind::Float, default, "fraction of accesses that are writes").min(0.0).max(1.0)
 }
 
 /// Parameters every generator takes, checked against each other.

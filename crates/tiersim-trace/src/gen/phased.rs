@@ -116,7 +116,11 @@ impl Program for Phased {
             // The hot structure is written as the intermediate data is consumed: hot line h
             // once its share of intermediate lines has been read.
             let h = (i as u128 * self.hot_lines as u128 / self.cold_lines as u128) as u64;
-            let prev = if i == 0 { u64::MAX } else { ((i - 1) as u128 * self.hot_lines as u128 / self.cold_lines as u128) as u64 };
+            let prev = if i == 0 {
+                u64::MAX
+            } else {
+                ((i - 1) as u128 * self.hot_lines as u128 / self.cold_lines as u128) as u64
+            };
             if h != prev {
                 out.write(self.hot_at + h * size, size);
             }

@@ -143,7 +143,14 @@ impl<P: Program + 'static> Generator for Driver<P> {
                 if let Some(r) = self.take(t) {
                     self.produced += 1;
                     self.empty_barriers = 0;
-                    return Some(Access { time: self.gap, addr: r.addr, cpu: t as u32, size: r.size, op: r.op, flags: 0 });
+                    return Some(Access {
+                        time: self.gap,
+                        addr: r.addr,
+                        cpu: t as u32,
+                        size: r.size,
+                        op: r.op,
+                        flags: 0,
+                    });
                 }
             }
             self.empty_barriers += 1;

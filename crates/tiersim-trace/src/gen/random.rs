@@ -25,9 +25,14 @@ pub const PARAMS: &[ParamSpec] = &[
     GAP_INSTRUCTIONS,
     BASE_ADDR,
     PAGE_SIZE,
-    ParamSpec::new("file_share", ParamKind::Float, "0", "share of the footprint (its upper end) mapped from a file: page-cache pages, not anonymous")
-        .min(0.0)
-        .max(1.0),
+    ParamSpec::new(
+        "file_share",
+        ParamKind::Float,
+        "0",
+        "share of the footprint (its upper end) mapped from a file: page-cache pages, not anonymous",
+    )
+    .min(0.0)
+    .max(1.0),
 ];
 
 struct Random {

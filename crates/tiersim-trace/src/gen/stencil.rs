@@ -59,7 +59,10 @@ pub fn build(p: &Params, _seed: u64) -> Result<Box<dyn Generator>> {
     if nx < 3 || nx - 2 < c.threads {
         return Err(Error::config(
             "footprint",
-            format!("{} bytes give {nf} grids of {nx} x {nx} cells: need at least one interior row per thread", c.footprint),
+            format!(
+                "{} bytes give {nf} grids of {nx} x {nx} cells: need at least one interior row per thread",
+                c.footprint
+            ),
         ));
     }
     let mut l = Layout::new(&c);

@@ -17,24 +17,49 @@ use super::{Context, Prefetcher};
 use crate::cxl_flash::fib_slot;
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("bo_max_offset", ParamKind::Int, "256", "best_offset: largest offset; the list is all 2^i 3^j 5^k up to it (Michaud: 256)")
-        .min(1.0)
-        .max(1048576.0),
-    ParamSpec::new("bo_score_max", ParamKind::Int, "31", "best_offset: a score reaching this ends the learning phase (Michaud: 31)")
-        .min(1.0)
-        .max(1e9),
-    ParamSpec::new("bo_round_max", ParamKind::Int, "100", "best_offset: passes over the offset list per learning phase (Michaud: 100)")
-        .min(1.0)
-        .max(1e9),
-    ParamSpec::new("bo_bad_score", ParamKind::Int, "1", "best_offset: prefetching is off while the best score is at most this (Michaud: 1)")
-        .min(0.0)
-        .max(1e9),
+    ParamSpec::new(
+        "bo_max_offset",
+        ParamKind::Int,
+        "256",
+        "best_offset: largest offset; the list is all 2^i 3^j 5^k up to it (Michaud: 256)",
+    )
+    .min(1.0)
+    .max(1048576.0),
+    ParamSpec::new(
+        "bo_score_max",
+        ParamKind::Int,
+        "31",
+        "best_offset: a score reaching this ends the learning phase (Michaud: 31)",
+    )
+    .min(1.0)
+    .max(1e9),
+    ParamSpec::new(
+        "bo_round_max",
+        ParamKind::Int,
+        "100",
+        "best_offset: passes over the offset list per learning phase (Michaud: 100)",
+    )
+    .min(1.0)
+    .max(1e9),
+    ParamSpec::new(
+        "bo_bad_score",
+        ParamKind::Int,
+        "1",
+        "best_offset: prefetching is off while the best score is at most this (Michaud: 1)",
+    )
+    .min(0.0)
+    .max(1e9),
     ParamSpec::new("bo_rr_entries", ParamKind::Int, "256", "best_offset: recent-requests table entries (Michaud: 256)")
         .min(1.0)
         .max(16777216.0),
-    ParamSpec::new("bo_degree", ParamKind::Int, "1", "best_offset: lines per trigger, X+D ..= X+degree*D (published: 1)")
-        .min(1.0)
-        .max(64.0),
+    ParamSpec::new(
+        "bo_degree",
+        ParamKind::Int,
+        "1",
+        "best_offset: lines per trigger, X+D ..= X+degree*D (published: 1)",
+    )
+    .min(1.0)
+    .max(64.0),
 ];
 
 pub const INFO: PluginInfo = PluginInfo {
@@ -134,7 +159,8 @@ impl BestOffset {
             self.round += 1;
         }
         if reached || self.round >= self.round_max {
-            let (best, score) = self.scores.iter().enumerate().fold((0, 0), |b, (i, &s)| if s > b.1 { (i, s) } else { b });
+            let (best, score) =
+                self.scores.iter().enumerate().fold((0, 0), |b, (i, &s)| if s > b.1 { (i, s) } else { b });
             self.offset = if score > self.bad_score { self.offsets[best] } else { 0 };
             self.scores.iter_mut().for_each(|s| *s = 0);
             self.next = 0;

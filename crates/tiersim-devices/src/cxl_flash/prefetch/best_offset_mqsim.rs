@@ -15,21 +15,46 @@ use tiersim_core::{ParamKind, ParamSpec, Params, PluginInfo, Result};
 use super::{Context, Prefetcher};
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("mbo_history", ParamKind::Int, "1024", "best_offset_mqsim: trigger lines remembered (MQSim_CXL: 1024)")
-        .min(1.0)
-        .max(16777216.0),
-    ParamSpec::new("mbo_max_offset", ParamKind::Int, "127", "best_offset_mqsim: offsets 1..=this are tested (MQSim_CXL: 127)")
-        .min(1.0)
-        .max(65536.0),
-    ParamSpec::new("mbo_rounds", ParamKind::Int, "8", "best_offset_mqsim: passes over the offsets per learning phase (MQSim_CXL: 8)")
-        .min(1.0)
-        .max(1e9),
-    ParamSpec::new("mbo_bad_score", ParamKind::Int, "3", "best_offset_mqsim: an offset is kept with at least this score (MQSim_CXL: 3)")
-        .min(0.0)
-        .max(1e9),
-    ParamSpec::new("mbo_degree", ParamKind::Int, "16", "best_offset_mqsim: offsets kept and prefetched per trigger (MQSim_CXL: 16)")
-        .min(1.0)
-        .max(1024.0),
+    ParamSpec::new(
+        "mbo_history",
+        ParamKind::Int,
+        "1024",
+        "best_offset_mqsim: trigger lines remembered (MQSim_CXL: 1024)",
+    )
+    .min(1.0)
+    .max(16777216.0),
+    ParamSpec::new(
+        "mbo_max_offset",
+        ParamKind::Int,
+        "127",
+        "best_offset_mqsim: offsets 1..=this are tested (MQSim_CXL: 127)",
+    )
+    .min(1.0)
+    .max(65536.0),
+    ParamSpec::new(
+        "mbo_rounds",
+        ParamKind::Int,
+        "8",
+        "best_offset_mqsim: passes over the offsets per learning phase (MQSim_CXL: 8)",
+    )
+    .min(1.0)
+    .max(1e9),
+    ParamSpec::new(
+        "mbo_bad_score",
+        ParamKind::Int,
+        "3",
+        "best_offset_mqsim: an offset is kept with at least this score (MQSim_CXL: 3)",
+    )
+    .min(0.0)
+    .max(1e9),
+    ParamSpec::new(
+        "mbo_degree",
+        ParamKind::Int,
+        "16",
+        "best_offset_mqsim: offsets kept and prefetched per trigger (MQSim_CXL: 16)",
+    )
+    .min(1.0)
+    .max(1024.0),
 ];
 
 pub const INFO: PluginInfo = PluginInfo {

@@ -14,10 +14,18 @@ use super::next_n_line::NextNLine;
 use super::{Context, Counters, Prefetcher};
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("fdp_degrees", ParamKind::FloatList, "[1, 1, 2, 4, 4]",
-        "feedback_directed: degree of each aggressiveness level, least aggressive first (MQSim_CXL)"),
-    ParamSpec::new("fdp_offsets", ParamKind::FloatList, "[4, 8, 16, 32, 64]",
-        "feedback_directed: offset (distance) of each level, as next_n_line's nl_offset (MQSim_CXL)"),
+    ParamSpec::new(
+        "fdp_degrees",
+        ParamKind::FloatList,
+        "[1, 1, 2, 4, 4]",
+        "feedback_directed: degree of each aggressiveness level, least aggressive first (MQSim_CXL)",
+    ),
+    ParamSpec::new(
+        "fdp_offsets",
+        ParamKind::FloatList,
+        "[4, 8, 16, 32, 64]",
+        "feedback_directed: offset (distance) of each level, as next_n_line's nl_offset (MQSim_CXL)",
+    ),
     ParamSpec::new("fdp_start_level", ParamKind::Int, "4", "feedback_directed: initial level, 1-based (MQSim_CXL: 4)")
         .min(1.0)
         .max(64.0),
@@ -30,10 +38,14 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec::new("fdp_lateness", ParamKind::Float, "0.01", "feedback_directed: lateness above is late")
         .min(0.0)
         .max(1.0),
-    ParamSpec::new("fdp_pollution", ParamKind::Float, "0.25",
-        "feedback_directed: pollution above is polluting (the paper uses 0.005; MQSim_CXL 0.25)")
-        .min(0.0)
-        .max(1.0),
+    ParamSpec::new(
+        "fdp_pollution",
+        ParamKind::Float,
+        "0.25",
+        "feedback_directed: pollution above is polluting (the paper uses 0.005; MQSim_CXL 0.25)",
+    )
+    .min(0.0)
+    .max(1.0),
     ParamSpec::new("fdp_interval", ParamKind::Int, "8192", "feedback_directed: cache evictions per sampling interval")
         .min(1.0),
 ];
@@ -50,49 +62,52 @@ pub fn build(p: &Params) -> Result<Box<dyn Prefetcher>> {
 }
 
 impl FeedbackDirected {
-pub fn from_params(p: &Params) -> Result<FeedbackDirected> {
-    let degrees = p.floats("fdp_degrees");
-    let offsets = p.floats("fdp_offsets");
-    if degrees.is_empty() || degrees.len() != offsets.len() {
-        return Err(Error::config("fdp_offsets", format!("{} offsets for {} degrees; give one per level", offsets.len(), degrees.len())));
-    }
-    let whole = |v: f64, key: &str, min: f64| {
-        if v.fract() != 0.0 || v < min || v > 1e6 {
-            Err(Error::config(key, format!("{v} is not a whole number in [{min}, 1e6]")))
-        } else {
-            Ok(v as u64)
+    pub fn from_params(p: &Params) -> Result<FeedbackDirected> {
+        let degrees = p.floats("fdp_degrees");
+        let offsets = p.floats("fdp_offsets");
+        if degrees.is_empty() || degrees.len() != offsets.len() {
+            return Err(Error::config(
+                "fdp_offsets",
+                format!("{} offsets for {} degrees; give one per level", offsets.len(), degrees.len()),
+            ));
         }
-    };
-    let levels = degrees
-        .iter()
-        .zip(offsets)
-        .map(|(&d, &o)| Ok((whole(d, "fdp_degrees", 1.0)?, whole(o, "fdp_offsets", 0.0)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let start = p.uint("fdp_start_level") as usize;
-    if start == 0 || start > levels.len() {
-        return Err(Error::config("fdp_start_level", format!("{start} is not a level in 1..={}", levels.len())));
+        let whole = |v: f64, key: &str, min: f64| {
+            if v.fract() != 0.0 || v < min || v > 1e6 {
+                Err(Error::config(key, format!("{v} is not a whole number in [{min}, 1e6]")))
+            } else {
+                Ok(v as u64)
+            }
+        };
+        let levels = degrees
+            .iter()
+            .zip(offsets)
+            .map(|(&d, &o)| Ok((whole(d, "fdp_degrees", 1.0)?, whole(o, "fdp_offsets", 0.0)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let start = p.uint("fdp_start_level") as usize;
+        if start == 0 || start > levels.len() {
+            return Err(Error::config("fdp_start_level", format!("{start} is not a level in 1..={}", levels.len())));
+        }
+        let (hi, lo) = (p.float("fdp_accuracy_high"), p.float("fdp_accuracy_low"));
+        if lo > hi {
+            return Err(Error::config("fdp_accuracy_low", format!("{lo} is above fdp_accuracy_high {hi}")));
+        }
+        Ok(FeedbackDirected {
+            levels,
+            level: start - 1,
+            accuracy_high: hi,
+            accuracy_low: lo,
+            lateness_threshold: p.float("fdp_lateness"),
+            pollution_threshold: p.float("fdp_pollution"),
+            interval: p.uint("fdp_interval").max(1),
+            last: Counters::default(),
+            accuracy: 0.0,
+            lateness: 0.0,
+            pollution: 0.0,
+            intervals: 0,
+            ups: 0,
+            downs: 0,
+        })
     }
-    let (hi, lo) = (p.float("fdp_accuracy_high"), p.float("fdp_accuracy_low"));
-    if lo > hi {
-        return Err(Error::config("fdp_accuracy_low", format!("{lo} is above fdp_accuracy_high {hi}")));
-    }
-    Ok(FeedbackDirected {
-        levels,
-        level: start - 1,
-        accuracy_high: hi,
-        accuracy_low: lo,
-        lateness_threshold: p.float("fdp_lateness"),
-        pollution_threshold: p.float("fdp_pollution"),
-        interval: p.uint("fdp_interval").max(1),
-        last: Counters::default(),
-        accuracy: 0.0,
-        lateness: 0.0,
-        pollution: 0.0,
-        intervals: 0,
-        ups: 0,
-        downs: 0,
-    })
-}
 }
 
 pub struct FeedbackDirected {
@@ -237,7 +252,8 @@ mod tests {
         assert_eq!(f.level, 4);
         assert_eq!(out, vec![65, 66, 67, 68]);
         // Interval 2: nothing useful, every demand miss polluted: accuracy 0.25 (low) -> decrement.
-        let c2 = Counters { issued: 200, useful: 100, late: 50, pollution_misses: 10, demand_misses: 20, evictions: 20 };
+        let c2 =
+            Counters { issued: 200, useful: 100, late: 50, pollution_misses: 10, demand_misses: 20, evictions: 20 };
         f.on_trigger(&Context { line: 0, miss: true, lines: 1 << 30, counters: &c2 }, &mut out);
         assert_eq!(f.level, 3);
         assert!((f.accuracy - 0.25).abs() < 1e-12 && (f.pollution - 0.5).abs() < 1e-12);

@@ -18,12 +18,22 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec::new("leap_history", ParamKind::Int, "32", "leap: deltas kept in the access history (Leap: 32)")
         .min(2.0)
         .max(65536.0),
-    ParamSpec::new("leap_split", ParamKind::Int, "8", "leap: the first trend window is history / split (Leap: N_split = 8)")
-        .min(1.0)
-        .max(65536.0),
-    ParamSpec::new("leap_max_window", ParamKind::Int, "8", "leap: largest prefetch window in lines (Leap: 8; MQSim_CXL: 16)")
-        .min(1.0)
-        .max(4096.0),
+    ParamSpec::new(
+        "leap_split",
+        ParamKind::Int,
+        "8",
+        "leap: the first trend window is history / split (Leap: N_split = 8)",
+    )
+    .min(1.0)
+    .max(65536.0),
+    ParamSpec::new(
+        "leap_max_window",
+        ParamKind::Int,
+        "8",
+        "leap: largest prefetch window in lines (Leap: 8; MQSim_CXL: 16)",
+    )
+    .min(1.0)
+    .max(4096.0),
 ];
 
 pub const INFO: PluginInfo = PluginInfo {
@@ -112,11 +122,7 @@ impl Leap {
 
     /// Algorithm 1 GetPrefetchWindowSize.
     fn window_size(&mut self, follows_trend: bool) -> u64 {
-        let mut pw = if self.hits == 0 {
-            u64::from(follows_trend)
-        } else {
-            (self.hits + 1).next_power_of_two()
-        };
+        let mut pw = if self.hits == 0 { u64::from(follows_trend) } else { (self.hits + 1).next_power_of_two() };
         pw = pw.min(self.max_window);
         if pw < self.window / 2 {
             pw = self.window / 2;

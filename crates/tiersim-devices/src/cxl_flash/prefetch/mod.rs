@@ -78,10 +78,7 @@ fn build_none(_: &Params) -> Result<Box<dyn Prefetcher>> {
 
 /// Every prefetcher, by config name. The only place a prefetcher is named.
 pub const REGISTRY: &[Entry] = &[
-    Entry {
-        info: PluginInfo { name: "none", summary: "no prefetching", source: "", params: &[] },
-        build: build_none,
-    },
+    Entry { info: PluginInfo { name: "none", summary: "no prefetching", source: "", params: &[] }, build: build_none },
     Entry { info: next_n_line::INFO, build: next_n_line::build },
     Entry { info: feedback_directed::INFO, build: feedback_directed::build },
     Entry { info: best_offset::INFO, build: best_offset::build },

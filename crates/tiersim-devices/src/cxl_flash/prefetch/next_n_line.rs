@@ -9,13 +9,22 @@ use tiersim_core::{Error, ParamKind, ParamSpec, Params, PluginInfo, Result};
 use super::{Context, Prefetcher};
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("nl_degree", ParamKind::Int, "4", "next_n_line: lines fetched per trigger (MQSim_CXL prefetchK = 4)")
-        .min(1.0)
-        .max(1024.0),
-    ParamSpec::new("nl_offset", ParamKind::Int, "16",
-        "next_n_line: distance of the first prefetched line beyond L+1 (MQSim_CXL prefetch_timing_offset = 16)")
-        .min(0.0)
-        .max(1048576.0),
+    ParamSpec::new(
+        "nl_degree",
+        ParamKind::Int,
+        "4",
+        "next_n_line: lines fetched per trigger (MQSim_CXL prefetchK = 4)",
+    )
+    .min(1.0)
+    .max(1024.0),
+    ParamSpec::new(
+        "nl_offset",
+        ParamKind::Int,
+        "16",
+        "next_n_line: distance of the first prefetched line beyond L+1 (MQSim_CXL prefetch_timing_offset = 16)",
+    )
+    .min(0.0)
+    .max(1048576.0),
 ];
 
 pub const INFO: PluginInfo = PluginInfo {

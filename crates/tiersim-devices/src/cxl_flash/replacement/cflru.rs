@@ -9,10 +9,16 @@ use tiersim_core::{ParamKind, ParamSpec, Params, PluginInfo, Result};
 use super::{Lists, Replacement, SetView, Shape};
 
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::new("cflru_window", ParamKind::Float, "0.5", "cflru: clean-first window as a fraction of the ways (MQSim_CXL: 1/2)")
-        .min(0.0)
-        .max(1.0),
-    ParamSpec::new("cflru_window_max", ParamKind::Int, "4096", "cflru: largest window in lines (MQSim_CXL: 4096)").min(1.0),
+    ParamSpec::new(
+        "cflru_window",
+        ParamKind::Float,
+        "0.5",
+        "cflru: clean-first window as a fraction of the ways (MQSim_CXL: 1/2)",
+    )
+    .min(0.0)
+    .max(1.0),
+    ParamSpec::new("cflru_window_max", ParamKind::Int, "4096", "cflru: largest window in lines (MQSim_CXL: 4096)")
+        .min(1.0),
 ];
 
 pub const INFO: PluginInfo = PluginInfo {
@@ -175,7 +181,9 @@ mod tests {
                             lists.hit(set, slot);
                         }
                         2 if used[set] > 0 => dirty[(first + rng.gen_range(0..used[set])) as usize] ^= 1,
-                        _ if used[set] > 0 && rng.gen_bool(0.2) => flags[(first + rng.gen_range(0..used[set])) as usize] ^= PINNED,
+                        _ if used[set] > 0 && rng.gen_bool(0.2) => {
+                            flags[(first + rng.gen_range(0..used[set])) as usize] ^= PINNED
+                        }
                         _ => {}
                     }
                 }

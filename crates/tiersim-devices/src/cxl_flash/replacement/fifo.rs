@@ -5,8 +5,12 @@ use tiersim_core::{Params, PluginInfo, Result};
 
 use super::{Lists, Replacement, SetView, Shape};
 
-pub const INFO: PluginInfo =
-    PluginInfo { name: "fifo", summary: "evict the oldest insertion", source: "MQSim_CXL FIFO; seed 004 §4", params: &[] };
+pub const INFO: PluginInfo = PluginInfo {
+    name: "fifo",
+    summary: "evict the oldest insertion",
+    source: "MQSim_CXL FIFO; seed 004 §4",
+    params: &[],
+};
 
 pub fn build(_: &Params, s: Shape) -> Result<Box<dyn Replacement>> {
     Ok(Box::new(Fifo(Lists::new(s))))

@@ -5,8 +5,12 @@ use tiersim_core::{Params, PluginInfo, Result};
 
 use super::{Lists, Replacement, SetView, Shape};
 
-pub const INFO: PluginInfo =
-    PluginInfo { name: "lru", summary: "evict the least recently used line", source: "MQSim_CXL LRU; seed 004 §5.1", params: &[] };
+pub const INFO: PluginInfo = PluginInfo {
+    name: "lru",
+    summary: "evict the least recently used line",
+    source: "MQSim_CXL LRU; seed 004 §5.1",
+    params: &[],
+};
 
 pub fn build(_: &Params, s: Shape) -> Result<Box<dyn Replacement>> {
     Ok(Box::new(Lru(Lists::new(s))))

@@ -89,8 +89,16 @@ impl Lists {
     #[inline]
     pub fn unlink(&mut self, set: usize, slot: u32) {
         let (p, n) = (self.prev[slot as usize], self.next[slot as usize]);
-        if p == 0 { self.head[set] = n } else { self.next[p as usize - 1] = n }
-        if n == 0 { self.tail[set] = p } else { self.prev[n as usize - 1] = p }
+        if p == 0 {
+            self.head[set] = n
+        } else {
+            self.next[p as usize - 1] = n
+        }
+        if n == 0 {
+            self.tail[set] = p
+        } else {
+            self.prev[n as usize - 1] = p
+        }
         self.prev[slot as usize] = 0;
         self.next[slot as usize] = 0;
     }
