@@ -113,6 +113,34 @@ fn engine_cases() -> Vec<Case> {
         let trace = TraceInput::Generator { name: fileio, params: Some(&params) };
         cases.push(engine_case(&format!("fileio_tiered/{policy}"), "cascadelake_dcpmm", &with_disk, policy, trace));
     }
+    // The same OS paths with a warm-up: counters must count from its end only.
+    let warm: Vec<&str> = SMALL_CASCADE.iter().copied().chain(["stats.warmup_accesses=25000"]).collect();
+    for p in ["numab_tiering", "autotiering_opmx", "tpp", "oracle_dynamic"] {
+        cases.push(engine_case(
+            &format!("warm/phased/{p}"),
+            "cascadelake_dcpmm",
+            &warm,
+            p,
+            TraceInput::File(Path::new(PHASED)),
+        ));
+    }
+    let warm_tight: Vec<&str> = tight.iter().copied().chain(["stats.warmup_accesses=15000"]).collect();
+    let trace = TraceInput::Generator { name: random, params: Some(&random_params) };
+    cases.push(engine_case("warm/swap/random", "dram_only", &warm_tight, "linux_default", trace));
+    for access in ["syscall", "mmap"] {
+        let (fileio, params) = generator(
+            "fileio",
+            &format!(
+                "footprint = \"1MiB\"\naccesses = 40000\nthreads = 4\nfile_size = \"4MiB\"\nfile_share = 0.5\n\
+                 file_write_ratio = 0.3\npattern = \"random\"\nfile_access = \"{access}\""
+            ),
+        );
+        let trace = TraceInput::Generator { name: fileio, params: Some(&params) };
+        cases.push(engine_case(&format!("warm/fileio/{access}"), "dram_only", &warm_tight, "linux_default", trace));
+    }
+    let warm_disk: Vec<&str> = with_disk.iter().copied().chain(["stats.warmup_accesses=15000"]).collect();
+    let trace = TraceInput::Generator { name: fileio, params: Some(&params) };
+    cases.push(engine_case("warm/fileio_tiered/tpp", "cascadelake_dcpmm", &warm_disk, "tpp", trace));
     cases
 }
 
