@@ -11,6 +11,7 @@ use tiersim_trace::AccessSource;
 
 mod epoch_profile;
 pub mod flash_replay;
+mod latency;
 pub mod node;
 mod os;
 pub mod pagetable;

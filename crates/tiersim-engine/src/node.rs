@@ -5,8 +5,8 @@
 use tiersim_core::Result;
 use tiersim_devices::InterleaveSet;
 
+use crate::latency::LatencyHist;
 use crate::platform::NodeSpec;
-use crate::sim::LatencyHist;
 
 /// Counters kept per node: `epoch` counts the current epoch, `total` the epochs flushed, so
 /// an access updates one set. An access does not count `reads` (reads = accesses - writes,

@@ -13,10 +13,11 @@
 //!   weighs each side by its recent rotated/scanned ratio; that feedback is left out.
 //! - `mark_page_accessed`: referenced, then active (TPP's promotion test reads PG_active).
 
-use crate::node::List;
-use crate::pagetable::{Link, ACTIVE, FILE, LOCKED, NIL, PG_REFERENCED, REFERENCED};
+use serde_json::{json, Map, Value};
 
-use crate::sim::Engine;
+use super::{Memory, Metrics};
+use crate::node::{List, Node};
+use crate::pagetable::{Link, PageTable, ACTIVE, FILE, LOCKED, NIL, PG_REFERENCED, REFERENCED};
 
 /// Pages moved per `shrink_active_list` round (SWAP_CLUSTER_MAX).
 const DEACTIVATE_BATCH: u64 = 32;
@@ -39,52 +40,101 @@ pub(crate) struct LruStats {
     pub pgdeactivate: u64,
 }
 
-impl Engine {
-    pub(crate) fn lru_push_head(&mut self, node: usize, p: u32) {
-        let l = list_of(self.pt.entries[p as usize].flags);
-        let list = &mut self.nodes[node].lists[l];
-        self.pt.lru[p as usize] = Link { prev: NIL, next: list.head };
-        if list.head != NIL {
-            self.pt.lru[list.head as usize].prev = p;
-        } else {
-            list.tail = p;
+/// Put `p` at the head of the list of `node` its flags name (add_page_to_lru_list).
+pub(crate) fn add(pt: &mut PageTable, node: &mut Node, p: u32) {
+    let l = list_of(pt.entries[p as usize].flags);
+    let list = &mut node.lists[l];
+    pt.lru[p as usize] = Link { prev: NIL, next: list.head };
+    if list.head != NIL {
+        pt.lru[list.head as usize].prev = p;
+    } else {
+        list.tail = p;
+    }
+    list.head = p;
+    list.len += 1;
+}
+
+/// Take `p` off its list of `node`; its flags must still name that list (del_page_from_lru_list).
+pub(crate) fn del(pt: &mut PageTable, node: &mut Node, p: u32) {
+    let l = list_of(pt.entries[p as usize].flags);
+    let Link { prev, next } = pt.lru[p as usize];
+    let list = &mut node.lists[l];
+    if prev != NIL {
+        pt.lru[prev as usize].next = next;
+    } else {
+        list.head = next;
+    }
+    if next != NIL {
+        pt.lru[next as usize].prev = prev;
+    } else {
+        list.tail = prev;
+    }
+    list.len -= 1;
+}
+
+/// Move `p` (on `node`) to the head of the list its flags name after `set`/`clear`.
+fn relink(pt: &mut PageTable, node: &mut Node, p: u32, set: u8, clear: u8) {
+    del(pt, node, p);
+    let f = &mut pt.entries[p as usize].flags;
+    *f = (*f & !clear) | set;
+    add(pt, node, p);
+}
+
+/// The page at the tail of `node`'s inactive file list, else of its active file list,
+/// passing over pages in flight.
+pub(crate) fn oldest_file_page(pt: &PageTable, node: &Node) -> Option<u32> {
+    for l in [2, 3] {
+        let mut p = node.lists[l].tail;
+        while p != NIL {
+            if pt.entries[p as usize].flags & LOCKED == 0 {
+                return Some(p);
+            }
+            p = pt.lru[p as usize].prev;
         }
-        list.head = p;
-        list.len += 1;
+    }
+    None
+}
+
+/// The four list lengths of `node`, named as /proc/meminfo does.
+pub(crate) fn sizes(node: &Node) -> Value {
+    let l: &[List; 4] = &node.lists;
+    json!({
+        "inactive_anon": l[0].len,
+        "active_anon": l[1].len,
+        "inactive_file": l[2].len,
+        "active_file": l[3].len,
+    })
+}
+
+/// The aging and reclaim choices over every node's lists, and their counters.
+pub(crate) struct Lru {
+    /// vm.swappiness: the anon share of reclaim scanning when both kinds can go.
+    swappiness: u64,
+    /// New anonymous pages start on the active list (Linux before 5.9) or the inactive one.
+    new_anon_active: bool,
+    pub(crate) stats: LruStats,
+}
+
+impl Lru {
+    pub(crate) fn new(swappiness: u64, new_anon_active: bool) -> Lru {
+        Lru { swappiness, new_anon_active, stats: LruStats::default() }
     }
 
-    /// Take `p` off its list; its flags must still name that list.
-    pub(crate) fn lru_unlink(&mut self, node: usize, p: u32) {
-        let l = list_of(self.pt.entries[p as usize].flags);
-        let Link { prev, next } = self.pt.lru[p as usize];
-        let list = &mut self.nodes[node].lists[l];
-        if prev != NIL {
-            self.pt.lru[prev as usize].next = next;
+    /// The list flags of a new anonymous page (lru_cache_add: active before 5.9).
+    pub(crate) fn new_anon_flags(&self) -> u8 {
+        if self.new_anon_active {
+            ACTIVE
         } else {
-            list.head = next;
+            0
         }
-        if next != NIL {
-            self.pt.lru[next as usize].prev = prev;
-        } else {
-            list.tail = prev;
-        }
-        list.len -= 1;
-    }
-
-    /// Move `p` (on `node`) to the head of the list its flags name after `set`/`clear`.
-    fn lru_relink(&mut self, node: usize, p: u32, set: u8, clear: u8) {
-        self.lru_unlink(node, p);
-        let f = &mut self.pt.entries[p as usize].flags;
-        *f = (*f & !clear) | set;
-        self.lru_push_head(node, p);
     }
 
     /// inactive_list_is_low: the ratio grows with the list's size in GB of the real machine
     /// (a scaled-down platform keeps the full-size proportions).
-    fn inactive_is_low(&self, node: usize, file: bool) -> bool {
-        let lists = &self.nodes[node].lists;
+    fn inactive_is_low(mem: &Memory, node: usize, file: bool) -> bool {
+        let lists = &mem.nodes[node].lists;
         let (inactive, active) = (lists[2 * file as usize].len, lists[2 * file as usize + 1].len);
-        let bytes = ((inactive + active) * self.page_size) as f64 / self.topo.capacity_scale;
+        let bytes = ((inactive + active) * mem.page_size) as f64 / mem.topo.capacity_scale;
         let gb = (bytes / (1u64 << 30) as f64) as u64;
         let ratio = if gb == 0 { 1 } else { (10 * gb).isqrt() };
         inactive * ratio < active
@@ -92,61 +142,60 @@ impl Engine {
 
     /// shrink_active_list: up to `n` pages from the active tail to the inactive head, their
     /// young bits cleared (page_referenced), so only a new reference reactivates them.
-    fn shrink_active(&mut self, node: usize, file: bool, n: u64) {
+    fn shrink_active(&mut self, mem: &mut Memory, node: usize, file: bool, n: u64) {
+        let (pt, node) = (&mut mem.pt, &mut mem.nodes[node]);
         for _ in 0..n {
-            let p = self.nodes[node].lists[2 * file as usize + 1].tail;
+            let p = node.lists[2 * file as usize + 1].tail;
             if p == NIL {
                 break;
             }
-            self.lru_relink(node, p, 0, ACTIVE | REFERENCED);
-            if self.measuring {
-                self.lru_stats.pgdeactivate += 1;
-            }
+            relink(pt, node, p, 0, ACTIVE | REFERENCED);
+            self.stats.pgdeactivate += 1;
         }
     }
 
     /// Which kind of page reclaim takes next from `node` (get_scan_count), None if neither may.
-    fn scan_kind(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<bool> {
-        let lists = &self.nodes[node].lists;
+    fn scan_kind(&mut self, mem: &mut Memory, node: usize, anon_ok: bool, file_ok: bool) -> Option<bool> {
+        let lists = &mem.nodes[node].lists;
         let anon = lists[0].len + lists[1].len;
         let file = if file_ok { lists[2].len + lists[3].len } else { 0 };
         let kind = if file == 0 {
             false
-        } else if !anon_ok || anon == 0 || (!self.inactive_is_low(node, true) && lists[2].len > 0) {
+        } else if !anon_ok || anon == 0 || (!Self::inactive_is_low(mem, node, true) && lists[2].len > 0) {
             true
         } else {
             let w_anon = self.swappiness as u128 * anon as u128;
             let w_file = (200 - self.swappiness) as u128 * file as u128;
-            let [sa, sf] = self.nodes[node].scanned;
+            let [sa, sf] = mem.nodes[node].scanned;
             // Take the side that is behind its share: anon while sa / sf < w_anon / w_file.
             (sa as u128 * w_file) > (sf as u128 * w_anon)
         };
         if !kind && (!anon_ok || anon == 0) {
             return None;
         }
-        self.nodes[node].scanned[kind as usize] += 1;
+        mem.nodes[node].scanned[kind as usize] += 1;
         Some(kind)
     }
 
     /// The next page reclaim takes from `node` (shrink_inactive_list + page_check_references),
     /// already off its list; None if no page can go. `anon_ok`, `file_ok`: that kind of page
     /// has somewhere to go.
-    pub(crate) fn pick_victim(&mut self, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
-        let file = self.scan_kind(node, anon_ok, file_ok)?;
+    pub(crate) fn pick_victim(&mut self, mem: &mut Memory, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
+        let file = self.scan_kind(mem, node, anon_ok, file_ok)?;
         // The kind get_scan_count picked may hold only pages in flight: then the other kind.
-        self.victim_of_kind(node, file).or_else(|| match file {
-            true if anon_ok => self.victim_of_kind(node, false),
-            false if file_ok => self.victim_of_kind(node, true),
+        self.victim_of_kind(mem, node, file).or_else(|| match file {
+            true if anon_ok => self.victim_of_kind(mem, node, false),
+            false if file_ok => self.victim_of_kind(mem, node, true),
             _ => None,
         })
     }
 
-    fn victim_of_kind(&mut self, node: usize, file: bool) -> Option<u32> {
+    fn victim_of_kind(&mut self, mem: &mut Memory, node: usize, file: bool) -> Option<u32> {
         let (inactive, active) = (2 * file as usize, 2 * file as usize + 1);
         // Each page is activated at most once and deactivated at most once per call (no access
         // happens meanwhile), so this bound is never the reason to stop while a page could go;
         // it also ends the walk when every page is locked.
-        let lists = &self.nodes[node].lists;
+        let lists = &mem.nodes[node].lists;
         let bound = 2 * (lists[inactive].len + lists[active].len) + DEACTIVATE_BATCH;
         // Pages in flight passed over since the inactive list last grew: once they are all it
         // holds, it must be refilled from the active list even if it is not low by the ratio
@@ -154,82 +203,65 @@ impl Engine {
         // one page per CPU is in flight).
         let mut locked_run = 0;
         for _ in 0..=bound {
-            let inactive_len = self.nodes[node].lists[inactive].len;
-            if self.inactive_is_low(node, file) || inactive_len == 0 || locked_run >= inactive_len {
-                self.shrink_active(node, file, DEACTIVATE_BATCH);
+            let inactive_len = mem.nodes[node].lists[inactive].len;
+            if Self::inactive_is_low(mem, node, file) || inactive_len == 0 || locked_run >= inactive_len {
+                self.shrink_active(mem, node, file, DEACTIVATE_BATCH);
                 locked_run = 0;
             }
-            let p = self.nodes[node].lists[inactive].tail;
+            let (pt, n) = (&mut mem.pt, &mut mem.nodes[node]);
+            let p = n.lists[inactive].tail;
             if p == NIL {
                 return None;
             }
-            if self.measuring {
-                self.lru_stats.pgscan += 1;
-            }
-            let flags = self.pt.entries[p as usize].flags;
+            self.stats.pgscan += 1;
+            let flags = pt.entries[p as usize].flags;
             if flags & LOCKED != 0 {
-                self.lru_relink(node, p, 0, 0);
+                relink(pt, n, p, 0, 0);
                 locked_run += 1;
                 continue;
             }
             if flags & REFERENCED != 0 {
                 if !file || flags & PG_REFERENCED != 0 {
-                    self.lru_relink(node, p, ACTIVE, REFERENCED | PG_REFERENCED);
-                    if self.measuring {
-                        self.lru_stats.pgactivate += 1;
-                    }
+                    relink(pt, n, p, ACTIVE, REFERENCED | PG_REFERENCED);
+                    self.stats.pgactivate += 1;
                 } else {
-                    self.lru_relink(node, p, PG_REFERENCED, REFERENCED);
+                    relink(pt, n, p, PG_REFERENCED, REFERENCED);
                 }
                 continue;
             }
-            self.lru_unlink(node, p);
-            self.pt.entries[p as usize].flags &= !PG_REFERENCED;
-            if self.measuring {
-                self.lru_stats.pgsteal += 1;
-            }
+            del(pt, n, p);
+            pt.entries[p as usize].flags &= !PG_REFERENCED;
+            self.stats.pgsteal += 1;
             return Some(p);
-        }
-        None
-    }
-
-    /// The page at the tail of `node`'s inactive file list, else of its active file list,
-    /// passing over pages in flight.
-    pub(crate) fn oldest_file_page(&self, node: usize) -> Option<u32> {
-        for l in [2, 3] {
-            let mut p = self.nodes[node].lists[l].tail;
-            while p != NIL {
-                if self.pt.entries[p as usize].flags & LOCKED == 0 {
-                    return Some(p);
-                }
-                p = self.pt.lru[p as usize].prev;
-            }
         }
         None
     }
 
     /// mark_page_accessed on a present page: PG_referenced on the first call, activation (and
     /// PG_referenced cleared) on the next while inactive.
-    pub(crate) fn mark_page_accessed(&mut self, p: u32, node: usize) {
-        let flags = self.pt.entries[p as usize].flags;
+    pub(crate) fn mark_page_accessed(&mut self, pt: &mut PageTable, node: &mut Node, p: u32) {
+        let flags = pt.entries[p as usize].flags;
         if flags & PG_REFERENCED == 0 {
-            self.pt.entries[p as usize].flags |= PG_REFERENCED;
+            pt.entries[p as usize].flags |= PG_REFERENCED;
         } else if flags & ACTIVE == 0 {
-            self.lru_relink(node, p, ACTIVE, PG_REFERENCED);
-            if self.measuring {
-                self.lru_stats.pgactivate += 1;
-            }
+            relink(pt, node, p, ACTIVE, PG_REFERENCED);
+            self.stats.pgactivate += 1;
         }
     }
+}
 
-    /// The four list lengths of `node`, named as /proc/meminfo does.
-    pub(crate) fn lru_sizes(&self, node: usize) -> serde_json::Value {
-        let l: &[List; 4] = &self.nodes[node].lists;
-        serde_json::json!({
-            "inactive_anon": l[0].len,
-            "active_anon": l[1].len,
-            "inactive_file": l[2].len,
-            "active_file": l[3].len,
-        })
+impl Metrics for Lru {
+    fn reset(&mut self) {
+        self.stats = LruStats::default();
+    }
+
+    fn report(&self, section: &str, into: &mut Map<String, Value>) {
+        if section == "lru" {
+            let s = &self.stats;
+            into.insert("pgscan".into(), s.pgscan.into());
+            into.insert("pgsteal".into(), s.pgsteal.into());
+            into.insert("pgactivate".into(), s.pgactivate.into());
+            into.insert("pgdeactivate".into(), s.pgdeactivate.into());
+        }
     }
 }

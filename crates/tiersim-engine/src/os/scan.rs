@@ -2,11 +2,12 @@
 //! of the touched address space made PROT_NONE (change_prot_numa) at a period adapted after each
 //! pass (update_task_scan_period); the policy's scan visits and `os.device_hints` ride along.
 
+use serde_json::{Map, Value};
 use tiersim_core::{NodeId, Ns};
 use tiersim_policies::{ScanSpec, ScanVisit};
 
+use super::{Memory, Metrics};
 use crate::pagetable::{CHUNK, CHUNK_SHIFT, DROPPED, PROT_NONE, UNTOUCHED};
-use crate::sim::Engine;
 
 /// Which pages the scanner hints to devices that accept hints (`os.device_hints`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,37 +19,101 @@ pub(crate) enum DeviceHints {
     ScanHot,
 }
 
-impl Engine {
+/// Scanner activity over the measured part of the run.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ScanStats {
+    pub(crate) scans: u64,
+    pub(crate) scan_time_ps: u64,
+    /// Host hints sent to devices (`os.device_hints`).
+    pub(crate) device_hints: u64,
+}
+
+pub(crate) struct Scanner {
+    /// The policy's scanner, if it has one.
+    pub(crate) spec: Option<ScanSpec>,
+    /// When the next scan window is due.
+    pub(crate) next_ns: Ns,
+    period_ns: Ns,
+    cursor: u64,
+    /// Full passes over the address space so far.
+    pub(crate) seq: u64,
+    /// Hint faults and failed migrations since the pass began (update_task_scan_period's input).
+    pub(crate) pass_faults: u64,
+    pub(crate) pass_failed: bool,
+    /// Per node: in the top tier (tiering mode scans only the others).
+    top_tier: Vec<bool>,
+    /// The policy wants each visit (`Policy::on_scan`).
+    visits: bool,
+    device_hints: DeviceHints,
+    /// Per node: its devices take the hints.
+    hint_nodes: Vec<bool>,
+    pte_scan_ps: u64,
+    tlb_shootdown_ps: u64,
+    pub(crate) stats: ScanStats,
+}
+
+/// How the scanner is set up (from the policy and `[os]`).
+pub(crate) struct ScannerSetup {
+    pub(crate) spec: Option<ScanSpec>,
+    pub(crate) top_tier: Vec<bool>,
+    pub(crate) visits: bool,
+    pub(crate) device_hints: DeviceHints,
+    pub(crate) hint_nodes: Vec<bool>,
+    pub(crate) pte_scan_ps: u64,
+    pub(crate) tlb_shootdown_ps: u64,
+}
+
+impl Scanner {
+    pub(crate) fn new(s: ScannerSetup) -> Scanner {
+        Scanner {
+            next_ns: s.spec.map_or(0, |s| s.delay_ns),
+            spec: s.spec,
+            period_ns: 0,
+            cursor: 0,
+            seq: 0,
+            pass_faults: 0,
+            pass_failed: false,
+            top_tier: s.top_tier,
+            visits: s.visits,
+            device_hints: s.device_hints,
+            hint_nodes: s.hint_nodes,
+            pte_scan_ps: s.pte_scan_ps,
+            tlb_shootdown_ps: s.tlb_shootdown_ps,
+            stats: ScanStats::default(),
+        }
+    }
+
     /// One scan window of task_numa_work (policies.md 1.2): walk the touched address space from
     /// the cursor, making present pages PROT_NONE (only pages below the top tier in tiering mode;
     /// pages already PROT_NONE keep their stamp), until a window's worth of present pages or
     /// 8x that much address space; at the end of the address space wrap and adapt the period.
     /// Returns the scan's cost (ps), charged to the CPU that ran it.
-    pub(crate) fn run_scan(&mut self, spec: ScanSpec, t: Ns) -> u64 {
-        let window = (spec.scan_size / self.page_size).max(1);
-        let present: u64 = self.nodes.iter().map(|n| n.used).sum();
-        let windows = (present * self.page_size).div_ceil(spec.scan_size).max(1);
+    pub(crate) fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns) -> u64 {
+        let page_size = mem.page_size;
+        let window = (spec.scan_size / page_size).max(1);
+        let present: u64 = mem.nodes.iter().map(|n| n.used).sum();
+        let windows = (present * page_size).div_ceil(spec.scan_size).max(1);
         // task_scan_min/max: at most 2560 MB/s of scanning, and a full pass per period bound.
         let scan_min = (spec.scan_size as f64 * 1e9 / spec.max_rate_bytes_per_s) as u64;
         let scan_min = scan_min.max(spec.period_min_ns / windows);
         let scan_max = scan_min.max(spec.period_max_ns / windows);
-        if self.scan_period_ns == 0 {
-            self.scan_period_ns = scan_min;
+        if self.period_ns == 0 {
+            self.period_ns = scan_min;
         }
         let t_us = (t / 1000) as u32;
         let (mut walked, mut present_walked) = (0u64, 0u64);
         'walk: loop {
-            let cursor_chunk = self.scan_cursor >> CHUNK_SHIFT;
-            let Some((&chunk, &base)) = self.pt.by_address.range(cursor_chunk..).next() else {
-                self.scan_cursor = 0;
-                self.scan_seq += 1;
-                self.adapt_scan_period(spec, scan_min, scan_max);
+            let cursor_chunk = self.cursor >> CHUNK_SHIFT;
+            let Some((&chunk, &base)) = mem.pt.by_address.range(cursor_chunk..).next() else {
+                self.cursor = 0;
+                self.seq += 1;
+                self.adapt_period(spec, scan_min, scan_max);
                 break;
             };
-            let start = if chunk == cursor_chunk { (self.scan_cursor & (CHUNK as u64 - 1)) as usize } else { 0 };
+            let start = if chunk == cursor_chunk { (self.cursor & (CHUNK as u64 - 1)) as usize } else { 0 };
             for off in start..CHUNK {
                 let id = base as usize + off;
-                let e = &mut self.pt.entries[id];
+                let e = &mut mem.pt.entries[id];
                 // The trace tells us nothing of the program's mappings beyond the pages it
                 // touched, so those stand for its VMAs: untouched slots cost no walk.
                 if e.node == UNTOUCHED {
@@ -59,8 +124,8 @@ impl Engine {
                     present_walked += 1;
                     if spec.top_tier || !self.top_tier[e.node as usize] {
                         let accessed = e.flags & PROT_NONE == 0;
-                        if self.scan_visits {
-                            self.policy.on_scan(&ScanVisit {
+                        if self.visits {
+                            mem.policy.policy.on_scan(&ScanVisit {
                                 page: id as u32,
                                 node: e.node as NodeId,
                                 accessed,
@@ -70,36 +135,34 @@ impl Engine {
                         let (node, frame) = (e.node as usize, e.frame);
                         if accessed {
                             e.flags |= PROT_NONE;
-                            self.pt.ext_mut(id as u32).scan_us = t_us;
+                            mem.pt.ext_mut(id as u32).scan_us = t_us;
                         }
                         if self.device_hints != DeviceHints::None {
-                            self.scan_hint(id, node, frame, accessed, t);
+                            self.scan_hint(mem, id, node, frame, accessed, t);
                         }
                     }
                 }
                 if present_walked >= window || walked >= 8 * window {
-                    self.scan_cursor = (chunk << CHUNK_SHIFT) + off as u64 + 1;
+                    self.cursor = (chunk << CHUNK_SHIFT) + off as u64 + 1;
                     break 'walk;
                 }
             }
-            self.scan_cursor = (chunk + 1) << CHUNK_SHIFT;
+            self.cursor = (chunk + 1) << CHUNK_SHIFT;
         }
         let cost = walked * self.pte_scan_ps + self.tlb_shootdown_ps;
         // The scan runs in the task's context (task_work), so the period counts from its end:
         // a period shorter than the scan's own cost must not starve the task of progress.
-        self.scan_next_ns = t + cost / 1000 + self.scan_period_ns;
-        if self.measuring {
-            self.tiering.scans += 1;
-            self.tiering.scan_time_ps += cost;
-        }
+        self.next_ns = t + cost / 1000 + self.period_ns;
+        self.stats.scans += 1;
+        self.stats.scan_time_ps += cost;
         cost
     }
 
     /// `os.device_hints`: tell the device holding a visited page that it is in use. Accessed means
     /// the PTE was not PROT_NONE: the page was touched since the scanner last protected it (or
     /// has not been visited since it was placed, which was a touch).
-    pub(crate) fn scan_hint(&mut self, id: usize, node: usize, frame: u32, accessed: bool, t: Ns) {
-        let ext = self.pt.ext_mut(id as u32);
+    fn scan_hint(&mut self, mem: &mut Memory, id: usize, node: usize, frame: u32, accessed: bool, t: Ns) {
+        let ext = mem.pt.ext_mut(id as u32);
         let send = match self.device_hints {
             DeviceHints::None => false,
             DeviceHints::Scan => accessed,
@@ -107,10 +170,8 @@ impl Engine {
         };
         ext.scan_accessed = accessed;
         if send && self.hint_nodes[node] {
-            self.nodes[node].dev.hint(t, u64::from(frame) << self.page_shift, self.page_size);
-            if self.measuring {
-                self.tiering.device_hints += 1;
-            }
+            mem.nodes[node].dev.hint(t, u64::from(frame) << mem.page_shift, mem.page_size);
+            self.stats.device_hints += 1;
         }
     }
 
@@ -118,16 +179,31 @@ impl Engine {
     /// with faults the period grows by 3/10 (ps = 10 tenths >= 7); with none, or a failed
     /// migration, it doubles. In tiering mode slow-tier faults are not recorded and the period
     /// stays where it started (policies.md 3).
-    pub(crate) fn adapt_scan_period(&mut self, spec: ScanSpec, scan_min: u64, scan_max: u64) {
+    fn adapt_period(&mut self, spec: ScanSpec, scan_min: u64, scan_max: u64) {
         if spec.top_tier {
-            self.scan_period_ns = if self.pass_faults == 0 || self.pass_failed {
-                self.scan_period_ns * 2
+            self.period_ns = if self.pass_faults == 0 || self.pass_failed {
+                self.period_ns * 2
             } else {
-                self.scan_period_ns + 3 * (self.scan_period_ns / 10).max(1)
+                self.period_ns + 3 * (self.period_ns / 10).max(1)
             };
         }
-        self.scan_period_ns = self.scan_period_ns.clamp(scan_min, scan_max);
+        self.period_ns = self.period_ns.clamp(scan_min, scan_max);
         self.pass_faults = 0;
         self.pass_failed = false;
+    }
+}
+
+impl Metrics for Scanner {
+    fn reset(&mut self) {
+        self.stats = ScanStats::default();
+    }
+
+    fn report(&self, section: &str, into: &mut Map<String, Value>) {
+        if section == "tiering" {
+            into.insert("scans".into(), self.stats.scans.into());
+            into.insert("scan_passes".into(), self.seq.into());
+            into.insert("scan_time_ns".into(), (self.stats.scan_time_ps / 1000).into());
+            into.insert("device_hints".into(), self.stats.device_hints.into());
+        }
     }
 }

@@ -12,37 +12,24 @@
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
+use serde_json::{json, Value};
 use tiersim_core::{NodeId, Ns, Op, Result};
 use tiersim_devices::{Device, DeviceRequest};
 
-use super::{page_runs, PageEvent};
-use crate::pagetable::{PageEntry, CHUNK, DIRTY, DROPPED, FILE, NIL, SWAPCACHE, SWAPPED};
-use crate::sim::Engine;
+use super::alloc::{alloc, alloc_along, Faulting};
+use super::reclaim::{Reclaimer, Vmscan};
+use super::{lru, page_runs, Memory, Metrics, PageEvent};
+use crate::pagetable::{PageEntry, PageTable, CHUNK, DIRTY, FILE, NIL, SWAPCACHE, SWAPPED};
 
 /// SWAP_CLUSTER_MAX: the most pages one swap write request carries.
 const WRITE_BATCH: u32 = 32;
 
-pub(crate) struct Swap {
-    pub(crate) dev: Box<dyn Device>,
-    pub(crate) capacity: u64,
-    /// Slots in use: pages only in swap and pages in the swap cache.
-    pub(crate) used: u64,
-    pub(crate) free_slots: BTreeSet<u32>,
-    pub(crate) next_slot: u32,
-    /// Slots a swap-in reads together (2^vm.page-cluster), the most pages of a VMA window.
-    pub(crate) cluster: u64,
-    /// Readahead by virtual address (swap_vma_readahead) rather than by slot cluster.
-    pub(crate) vma_readahead: bool,
-    /// The VMA readahead state: the last fault's page, its window, readahead hits since.
-    pub(crate) vma_ra: (u64, u64, u64),
-    /// The page in each slot, NIL for a free one.
-    pub(crate) owner: Vec<u32>,
-    /// The slot of each page in the swap cache.
-    pub(crate) cache_slot: FxHashMap<u32, u32>,
-    /// Slots of the current reclaim pass waiting for their write.
-    pub(crate) pending: Vec<u32>,
+/// Swap activity over the measured part of the run.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SwapStats {
     pub(crate) swap_ins: u64,
     pub(crate) swap_outs: u64,
+    /// Swap-ins and swap-outs of the current time-series epoch.
     pub(crate) epoch_ins: u64,
     pub(crate) epoch_outs: u64,
     /// Pages read into the swap cache by readahead, later mapped, and dropped unused.
@@ -59,7 +46,52 @@ pub(crate) struct Swap {
     pub(crate) file_refaults: u64,
 }
 
+pub(crate) struct Swap {
+    pub(crate) dev: Box<dyn Device>,
+    pub(crate) capacity: u64,
+    /// Slots in use: pages only in swap and pages in the swap cache.
+    pub(crate) used: u64,
+    free_slots: BTreeSet<u32>,
+    next_slot: u32,
+    /// Slots a swap-in reads together (2^vm.page-cluster), the most pages of a VMA window.
+    cluster: u64,
+    /// Readahead by virtual address (swap_vma_readahead) rather than by slot cluster.
+    vma_readahead: bool,
+    /// The VMA readahead state: the last fault's page, its window, readahead hits since.
+    vma_ra: (u64, u64, u64),
+    /// The page in each slot, NIL for a free one.
+    pub(crate) owner: Vec<u32>,
+    /// The slot of each page in the swap cache.
+    pub(crate) cache_slot: FxHashMap<u32, u32>,
+    /// Slots of the current reclaim pass waiting for their write.
+    pending: Vec<u32>,
+    pub(crate) stats: SwapStats,
+}
+
+/// A page-sized transfer of file page `p` on the block device: the file offset stands in for
+/// the page id, which is stable for the run.
+pub(crate) fn block_request(p: u32, page_size: u64, t: Ns, op: Op) -> DeviceRequest {
+    DeviceRequest { now: t, addr: p as u64 * page_size, size: page_size as u32, op, socket: 0, cpu: 0, remote: false }
+}
+
 impl Swap {
+    pub(crate) fn new(dev: Box<dyn Device>, capacity: u64, cluster: u64, vma_readahead: bool) -> Swap {
+        Swap {
+            dev,
+            capacity,
+            used: 0,
+            free_slots: BTreeSet::new(),
+            next_slot: 0,
+            cluster,
+            vma_readahead,
+            vma_ra: (0, 0, 0),
+            owner: Vec::new(),
+            cache_slot: FxHashMap::default(),
+            pending: Vec::new(),
+            stats: SwapStats::default(),
+        }
+    }
+
     fn take_slot(&mut self, p: u32) -> u32 {
         // Lowest free slot first, like the allocator's scan, so a pass's slots are contiguous.
         let slot = match self.free_slots.pop_first() {
@@ -82,98 +114,49 @@ impl Swap {
         self.used -= 1;
         self.free_slots.insert(slot);
     }
-}
 
-impl Engine {
-    /// Drop file page `p` (already off its LRU list) from memory at `t`, writing it back to the
-    /// block device first if it is dirty; it keeps no swap slot.
-    pub(crate) fn drop_file_page(&mut self, p: u32, node: usize, t: Ns) {
-        let dirty = self.pt.entries[p as usize].flags & DIRTY != 0;
-        let req = self.block_request(p, t, Op::Write);
-        let measuring = self.measuring;
-        let dev = self.swap.as_mut().expect("callers check for a block device");
-        if dirty {
-            dev.dev.access(&req);
-            dev.file_writebacks += measuring as u64;
-            self.files.dirty.remove(&p);
-            self.files.stats.wb_reclaim += measuring as u64;
-        }
-        dev.file_drops += measuring as u64;
-        self.evict_file_page(p, node);
-    }
-
-    /// Free the frame of clean file page `p` (already off its LRU list): it stays a file page,
-    /// which its next access refaults.
-    pub(crate) fn evict_file_page(&mut self, p: u32, node: usize) {
-        self.files.in_read.remove(&p);
-        self.nodes[node].release_frame(self.pt.entries[p as usize].frame);
-        self.pt.entries[p as usize] = PageEntry { frame: 0, node: DROPPED, flags: FILE };
-        self.page_event(PageEvent::Evicted(p, node as NodeId));
-    }
-
-    /// A page-sized transfer of file page `p` on the block device: the file offset stands in for
-    /// the page id, which is stable for the run.
-    pub(crate) fn block_request(&self, p: u32, t: Ns, op: Op) -> DeviceRequest {
-        DeviceRequest {
-            now: t,
-            addr: p as u64 * self.page_size,
-            size: self.page_size as u32,
-            op,
-            socket: 0,
-            cpu: 0,
-            remote: false,
-        }
-    }
-
-    /// Move page `p` (already off its LRU list) to swap at `t`: a page still in the swap cache
-    /// is clean there and only drops its frame; any other takes a slot and joins the pass's
-    /// writes (`flush_swap_writes`).
-    pub(crate) fn swap_out(&mut self, p: u32, node: usize) {
-        let e = self.pt.entries[p as usize];
-        self.nodes[node].release_frame(e.frame);
-        let measuring = self.measuring;
-        let swap = self.swap.as_mut().expect("callers check for swap space");
+    /// Move page `p` (already off its LRU list) to swap: a page still in the swap cache is
+    /// clean there and only drops its frame; any other takes a slot and joins the pass's
+    /// writes (`flush_writes`).
+    pub(crate) fn swap_out(&mut self, mem: &mut Memory, p: u32, node: usize) {
+        let e = mem.pt.entries[p as usize];
+        mem.nodes[node].release_frame(e.frame);
         let slot = if e.flags & SWAPCACHE != 0 {
-            swap.cache_drops += measuring as u64;
-            swap.cache_slot.remove(&p).expect("a swap-cache page has a slot")
+            self.stats.cache_drops += 1;
+            self.cache_slot.remove(&p).expect("a swap-cache page has a slot")
         } else {
-            if swap.used >= swap.capacity {
+            if self.used >= self.capacity {
                 // Swap is full: take the slot of a page waiting in the swap cache, which becomes
                 // an ordinary (dirty) anon page (try_to_free_swap under vm_swap_full).
                 let (&q, &s) =
-                    swap.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
-                swap.cache_slot.remove(&q);
-                swap.free_slot(s);
-                swap.cache_freed += measuring as u64;
-                let f = &mut self.pt.entries[q as usize].flags;
+                    self.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
+                self.cache_slot.remove(&q);
+                self.free_slot(s);
+                self.stats.cache_freed += 1;
+                let f = &mut mem.pt.entries[q as usize].flags;
                 *f = (*f & !SWAPCACHE) | DIRTY;
             }
-            let swap = self.swap.as_mut().expect("callers check for swap space");
-            let slot = swap.take_slot(p);
-            swap.pending.push(slot);
-            if measuring {
-                swap.swap_outs += 1;
-                swap.epoch_outs += 1;
-            }
+            let slot = self.take_slot(p);
+            self.pending.push(slot);
+            self.stats.swap_outs += 1;
+            self.stats.epoch_outs += 1;
             slot
         };
-        self.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
-        self.page_event(PageEvent::Evicted(p, node as NodeId));
+        mem.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
+        mem.policy.page_event(PageEvent::Evicted(p, node as NodeId));
     }
 
     /// Issue the reclaim pass's swap writes at `t`: runs of consecutive slots, up to
     /// SWAP_CLUSTER_MAX pages each, one request per run.
-    pub(crate) fn flush_swap_writes(&mut self, t: Ns) {
-        let page = self.page_size;
-        let Some(swap) = self.swap.as_mut() else { return };
-        if swap.pending.is_empty() {
+    pub(crate) fn flush_writes(&mut self, page: u64, t: Ns) {
+        if self.pending.is_empty() {
             return;
         }
-        let mut slots = std::mem::take(&mut swap.pending);
+        let mut slots = std::mem::take(&mut self.pending);
         slots.sort_unstable();
         for run in page_runs(&slots, u64::from(WRITE_BATCH)) {
             let n = run.len() as u64;
-            swap.dev.access(&DeviceRequest {
+            self.dev.access(&DeviceRequest {
                 now: t,
                 addr: slots[run.start] as u64 * page,
                 size: (n * page) as u32,
@@ -182,65 +165,20 @@ impl Engine {
                 cpu: 0,
                 remote: false,
             });
-            swap.write_requests += self.measuring as u64;
+            self.stats.write_requests += 1;
         }
         slots.clear();
-        swap.pending = slots;
-    }
-
-    /// Bring page `p` back from swap at time `t` with its readahead into the swap cache: the
-    /// slots of its cluster (`cluster_window`) or the swapped pages around its address
-    /// (`vma_window`). The slots are read sorted, contiguous ones as one request (the block
-    /// plug merges them); the fault waits for the request holding its own. Returns the fault
-    /// time in ps.
-    pub(crate) fn swap_in(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
-        let slot = self.pt.entries[p as usize].frame;
-        let mut slots = if self.swap.as_ref().is_some_and(|s| s.vma_readahead) {
-            self.vma_window(p, vpn)
-        } else {
-            self.cluster_window(slot)
-        };
-        slots.sort_unstable();
-        let swap = self.swap.as_mut().expect("a swapped page implies swap");
-        let mut done = t;
-        for run in page_runs(&slots, u64::MAX) {
-            let (i, j) = (run.start, run.end);
-            let end = swap.dev.access(&DeviceRequest {
-                now: t,
-                addr: slots[i] as u64 * self.page_size,
-                size: ((j - i) as u64 * self.page_size) as u32,
-                op: Op::Read,
-                socket: self.cpus[cpu].socket,
-                cpu: cpu as u32,
-                remote: false,
-            });
-            if slots[i..j].contains(&slot) {
-                done = end;
-            }
-            swap.read_requests += self.measuring as u64;
-        }
-        swap.free_slot(slot);
-        if self.measuring {
-            swap.swap_ins += 1;
-            swap.epoch_ins += 1;
-        }
-        let io_ps = (done - t) * 1000 + self.swap_fault_ps;
-        let at = t + io_ps / 1000;
-        // A swapped-in page starts inactive (lru_cache_add_inactive_or_unevictable, 5.9+).
-        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, at, 0)?;
-        let ra_ps = self.swap_readahead(cpu, &slots, slot, at);
-        Ok(io_ps + reclaim_ps + ra_ps)
+        self.pending = slots;
     }
 
     /// swap_cluster_readahead: the run of occupied, swapped-only slots around `slot` inside its
     /// aligned cluster of 2^page_cluster slots.
-    fn cluster_window(&self, slot: u32) -> Vec<u32> {
-        let swap = self.swap.as_ref().expect("a swapped page implies swap");
-        let base = slot & !(swap.cluster as u32 - 1);
-        let end = (base as u64 + swap.cluster).min(swap.owner.len() as u64) as u32;
+    fn cluster_window(&self, pt: &PageTable, slot: u32) -> Vec<u32> {
+        let base = slot & !(self.cluster as u32 - 1);
+        let end = (base as u64 + self.cluster).min(self.owner.len() as u64) as u32;
         let swapped_only = |s: u32| {
-            let q = swap.owner[s as usize];
-            q != NIL && self.pt.entries[q as usize].node == SWAPPED
+            let q = self.owner[s as usize];
+            q != NIL && pt.entries[q as usize].node == SWAPPED
         };
         let mut lo = slot;
         while lo > base && swapped_only(lo - 1) {
@@ -262,10 +200,9 @@ impl Engine {
     /// fault's 2 MiB page-table page. The window's swapped pages are read, wherever their slots
     /// are. Deviation: the kernel keeps the state per VMA; traces carry no mappings, so the
     /// whole address space is one VMA.
-    fn vma_window(&mut self, p: u32, vpn: u64) -> Vec<u32> {
-        let swap = self.swap.as_mut().expect("a swapped page implies swap");
-        let max_win = swap.cluster.min(1 << 5);
-        let (prev, prev_win, hits) = swap.vma_ra;
+    fn vma_window(&mut self, pt: &PageTable, p: u32, vpn: u64) -> Vec<u32> {
+        let max_win = self.cluster.min(1 << 5);
+        let (prev, prev_win, hits) = self.vma_ra;
         let win = if max_win == 1 {
             1
         } else {
@@ -279,7 +216,7 @@ impl Engine {
             }
             pages.min(max_win).max(prev_win / 2)
         };
-        swap.vma_ra = (vpn, win, 0);
+        self.vma_ra = (vpn, win, 0);
         let (lo, hi) = if vpn == prev + 1 {
             (vpn, vpn + win)
         } else if vpn + 1 == prev {
@@ -293,72 +230,179 @@ impl Engine {
         // Pages of one 2 MiB region have consecutive ids.
         let base = p - (vpn - pmd) as u32;
         (lo..hi)
-            .map(|v| self.pt.entries[(base + (v - pmd) as u32) as usize])
+            .map(|v| pt.entries[(base + (v - pmd) as u32) as usize])
             .filter(|e| e.node == SWAPPED)
             .map(|e| e.frame)
             .collect()
     }
 
-    /// Put the pages of `slots` other than `skip` in the swap cache, allocated along the
-    /// faulting CPU's zonelist like any page (waking kswapd, then direct reclaim, whose time is
-    /// returned in ps and charged to the fault); they start on the inactive anon list. Readahead
-    /// stops at the first allocation that fails.
-    fn swap_readahead(&mut self, cpu: usize, slots: &[u32], skip: u32, t: Ns) -> u64 {
-        let mut charged = 0;
-        let local = self.cpus[cpu].node as usize;
-        for &s in slots {
-            if s == skip {
-                continue;
+    /// Read the slots a swap-in of page `p` (at `vpn`, in `slot`) fetches at `t` for `who`, its
+    /// own and its readahead's (`cluster_window` or `vma_window`), sorted, contiguous ones as
+    /// one request (the block plug merges them), and free its slot. Returns the slots read and
+    /// when the request holding its own completes.
+    fn read_for_fault(&mut self, pt: &PageTable, page: u64, who: &Faulting, p: u32, vpn: u64, t: Ns) -> (Vec<u32>, Ns) {
+        let slot = pt.entries[p as usize].frame;
+        let mut slots = if self.vma_readahead { self.vma_window(pt, p, vpn) } else { self.cluster_window(pt, slot) };
+        slots.sort_unstable();
+        let mut done = t;
+        for run in page_runs(&slots, u64::MAX) {
+            let (i, j) = (run.start, run.end);
+            let end = self.dev.access(&DeviceRequest {
+                now: t,
+                addr: slots[i] as u64 * page,
+                size: ((j - i) as u64 * page) as u32,
+                op: Op::Read,
+                socket: who.socket,
+                cpu: who.cpu as u32,
+                remote: false,
+            });
+            if slots[i..j].contains(&slot) {
+                done = end;
             }
-            let swap = self.swap.as_ref().expect("swap-in implies swap");
-            let q = swap.owner[s as usize];
-            if q == NIL || self.pt.entries[q as usize].node != SWAPPED {
-                continue;
-            }
-            let zl = std::mem::take(&mut self.topo.zonelists[local]);
-            let got = self.alloc_along(&zl, t);
-            self.topo.zonelists[local] = zl;
-            let Ok((node, ps)) = got else { break };
-            charged += ps;
-            let frame = self.nodes[node].take_frame();
-            self.pt.entries[q as usize] = PageEntry { frame, node: node as u16, flags: SWAPCACHE };
-            self.lru_push_head(node, q);
-            self.policy.on_page_placed(q, node as NodeId);
-            let measuring = self.measuring;
-            let swap = self.swap.as_mut().expect("swap-in implies swap");
-            swap.cache_slot.insert(q, s);
-            swap.readahead_pages += measuring as u64;
+            self.stats.read_requests += 1;
         }
-        charged
+        self.free_slot(slot);
+        self.stats.swap_ins += 1;
+        self.stats.epoch_ins += 1;
+        (slots, done)
     }
 
     /// First access to swap-cache page `p`: do_swap_page finds it cached and maps it; its slot
-    /// is freed. Returns the minor fault's time in ps.
-    pub(crate) fn swap_cache_map(&mut self, p: u32) -> u64 {
-        let measuring = self.measuring;
-        let swap = self.swap.as_mut().expect("a swap-cache page implies swap");
-        let slot = swap.cache_slot.remove(&p).expect("a swap-cache page has a slot");
-        swap.free_slot(slot);
-        swap.cache_hits += measuring as u64;
+    /// is freed.
+    pub(crate) fn cache_map(&mut self, pt: &mut PageTable, p: u32) {
+        let slot = self.cache_slot.remove(&p).expect("a swap-cache page has a slot");
+        self.free_slot(slot);
+        self.stats.cache_hits += 1;
         // A readahead hit widens the next VMA window (lookup_swap_cache).
-        swap.vma_ra.2 += 1;
-        self.pt.entries[p as usize].flags &= !SWAPCACHE;
-        self.fault_ps
+        self.vma_ra.2 += 1;
+        pt.entries[p as usize].flags &= !SWAPCACHE;
     }
 
-    /// Read dropped file page `p` back from the block device at `t` (a major fault); returns the
-    /// fault time in ps. It comes back on the inactive file list (add_to_page_cache_lru).
-    pub(crate) fn file_refault(&mut self, p: u32, cpu: usize, vpn: u64, t: Ns) -> Result<u64> {
-        let req =
-            DeviceRequest { socket: self.cpus[cpu].socket, cpu: cpu as u32, ..self.block_request(p, t, Op::Read) };
-        let swap = self.swap.as_mut().expect("a dropped file page implies a block device");
-        let done = swap.dev.access(&req);
-        if self.measuring {
-            swap.file_refaults += 1;
-            self.files.stats.pages_read += 1;
-        }
-        let io_ps = (done - t) * 1000 + self.swap_fault_ps;
-        let (_, reclaim_ps) = self.alloc(p, cpu, vpn, t + io_ps / 1000, FILE)?;
-        Ok(io_ps + reclaim_ps)
+    /// The swap section of the run's summary.
+    pub(crate) fn summary(&self, page_size: u64) -> Value {
+        let s = &self.stats;
+        json!({
+            "enabled": true,
+            "swap_ins": s.swap_ins,
+            "swap_outs": s.swap_outs,
+            "bytes_in": s.swap_ins * page_size,
+            "bytes_out": s.swap_outs * page_size,
+            // Pages only in swap; swap-cache pages are resident (and counted on their node).
+            "final_pages": self.used - self.cache_slot.len() as u64,
+            "slots_used": self.used,
+            "readahead_pages": s.readahead_pages,
+            "swap_cache_hits": s.cache_hits,
+            "swap_cache_drops": s.cache_drops,
+            "swap_cache_freed": s.cache_freed,
+            "swap_cache_pages": self.cache_slot.len(),
+            "write_requests": s.write_requests,
+            "read_requests": s.read_requests,
+            "capacity_pages": self.capacity,
+            "file_drops": s.file_drops,
+            "file_writebacks": s.file_writebacks,
+            "file_refaults": s.file_refaults,
+            "device": self.dev.stats(),
+        })
     }
+}
+
+impl Metrics for Swap {
+    fn reset(&mut self) {
+        self.stats = SwapStats::default();
+    }
+
+    fn report(&self, section: &str, into: &mut serde_json::Map<String, Value>) {
+        if section == "faults" {
+            into.insert("swap_in".into(), self.stats.swap_ins.into());
+        }
+    }
+}
+
+/// Bring page `p` back from swap at time `t` for `who`, with its readahead into the swap cache
+/// (`Swap::read_for_fault`); the fault waits for the request holding its own slot. Returns the
+/// fault time in ps, `swap_fault_ps` of fault handling included.
+#[allow(clippy::too_many_arguments)] // the fault's page, where and when, and the parts it may reclaim with
+pub(crate) fn swap_in(
+    mem: &mut Memory,
+    rc: &Reclaimer,
+    vm: &mut Vmscan,
+    who: &Faulting,
+    free: &mut [u64],
+    p: u32,
+    vpn: u64,
+    t: Ns,
+    swap_fault_ps: u64,
+) -> Result<u64> {
+    let swap = vm.swap.as_deref_mut().expect("a swapped page implies swap");
+    let (slots, done) = swap.read_for_fault(&mem.pt, mem.page_size, who, p, vpn, t);
+    let slot = mem.pt.entries[p as usize].frame;
+    let io_ps = (done - t) * 1000 + swap_fault_ps;
+    let at = t + io_ps / 1000;
+    // A swapped-in page starts inactive (lru_cache_add_inactive_or_unevictable, 5.9+).
+    let (_, reclaim_ps) = alloc(mem, rc, vm, who, free, p, vpn, at, 0)?;
+    let ra_ps = swap_readahead(mem, rc, vm, who, &slots, slot, at);
+    Ok(io_ps + reclaim_ps + ra_ps)
+}
+
+/// Put the pages of `slots` other than `skip` in the swap cache, allocated along the
+/// faulting CPU's zonelist like any page (waking kswapd, then direct reclaim, whose time is
+/// returned in ps and charged to the fault); they start on the inactive anon list. Readahead
+/// stops at the first allocation that fails.
+fn swap_readahead(
+    mem: &mut Memory,
+    rc: &Reclaimer,
+    vm: &mut Vmscan,
+    who: &Faulting,
+    slots: &[u32],
+    skip: u32,
+    t: Ns,
+) -> u64 {
+    let mut charged = 0;
+    let local = who.node as usize;
+    for &s in slots {
+        if s == skip {
+            continue;
+        }
+        let q = vm.swap.as_ref().expect("swap-in implies swap").owner[s as usize];
+        if q == NIL || mem.pt.entries[q as usize].node != SWAPPED {
+            continue;
+        }
+        let zl = std::mem::take(&mut mem.topo.zonelists[local]);
+        let got = alloc_along(mem, rc, vm, &zl, t, who.access);
+        mem.topo.zonelists[local] = zl;
+        let Ok((node, ps)) = got else { break };
+        charged += ps;
+        let frame = mem.nodes[node].take_frame();
+        mem.pt.entries[q as usize] = PageEntry { frame, node: node as u16, flags: SWAPCACHE };
+        lru::add(&mut mem.pt, &mut mem.nodes[node], q);
+        mem.policy.policy.on_page_placed(q, node as NodeId);
+        let swap = vm.swap.as_deref_mut().expect("swap-in implies swap");
+        swap.cache_slot.insert(q, s);
+        swap.stats.readahead_pages += 1;
+    }
+    charged
+}
+
+/// Read dropped file page `p` back from the block device at `t` for `who` (a major fault);
+/// returns the fault time in ps. It comes back on the inactive file list (add_to_page_cache_lru).
+#[allow(clippy::too_many_arguments)] // as swap_in
+pub(crate) fn file_refault(
+    mem: &mut Memory,
+    rc: &Reclaimer,
+    vm: &mut Vmscan,
+    who: &Faulting,
+    free: &mut [u64],
+    p: u32,
+    vpn: u64,
+    t: Ns,
+    swap_fault_ps: u64,
+) -> Result<u64> {
+    let req = DeviceRequest { socket: who.socket, cpu: who.cpu as u32, ..block_request(p, mem.page_size, t, Op::Read) };
+    let swap = vm.swap.as_deref_mut().expect("a dropped file page implies a block device");
+    let done = swap.dev.access(&req);
+    swap.stats.file_refaults += 1;
+    vm.files.stats.pages_read += 1;
+    let io_ps = (done - t) * 1000 + swap_fault_ps;
+    let (_, reclaim_ps) = alloc(mem, rc, vm, who, free, p, vpn, t + io_ps / 1000, FILE)?;
+    Ok(io_ps + reclaim_ps)
 }

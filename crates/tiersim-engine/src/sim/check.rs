@@ -14,9 +14,9 @@ impl Engine {
     /// each page on the one LRU list of its node its flags name, lists well linked and counted.
     pub(crate) fn check(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Sim(format!("invariant violated: {m}")));
-        let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.nodes.len()];
+        let mut seen: Vec<FxHashMap<u32, u32>> = vec![FxHashMap::default(); self.mem.nodes.len()];
         let mut swapped = 0u64;
-        for (p, e) in self.pt.entries.iter().enumerate() {
+        for (p, e) in self.mem.pt.entries.iter().enumerate() {
             if e.node == UNTOUCHED {
                 continue;
             }
@@ -31,7 +31,7 @@ impl Engine {
                 return fail(format!("pages {q} and {p} share frame {} on node {}", e.frame, e.node));
             }
         }
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.mem.nodes.iter().enumerate() {
             if n.used + n.reserved > n.capacity {
                 return fail(format!(
                     "node {} holds {} pages and {} reserved frames over its capacity {}",
@@ -45,7 +45,7 @@ impl Engine {
             for (l, list) in n.lists.iter().enumerate() {
                 let (mut len, mut p, mut prev) = (0u64, list.head, NIL);
                 while p != NIL {
-                    let e = self.pt.entries[p as usize];
+                    let e = self.mem.pt.entries[p as usize];
                     if e.node as usize != i || lru::list_of(e.flags) != l {
                         return fail(format!(
                             "page {p} on node {}'s list {l} lives on node {} in list {}",
@@ -54,14 +54,14 @@ impl Engine {
                             lru::list_of(e.flags)
                         ));
                     }
-                    if self.pt.lru[p as usize].prev != prev {
+                    if self.mem.pt.lru[p as usize].prev != prev {
                         return fail(format!("page {p} on node {}'s list {l} has a broken back link", n.spec.name));
                     }
                     len += 1;
                     if len > n.used {
                         break;
                     }
-                    (prev, p) = (p, self.pt.lru[p as usize].next);
+                    (prev, p) = (p, self.mem.pt.lru[p as usize].next);
                 }
                 if len != list.len || (len > 0 && list.tail != prev) {
                     return fail(format!("node {} list {l} holds {len} pages, counts {}", n.spec.name, list.len));
@@ -80,7 +80,7 @@ impl Engine {
             ));
         }
         for (&q, &slot) in self.swap.iter().flat_map(|s| s.cache_slot.iter()) {
-            let e = self.pt.entries[q as usize];
+            let e = self.mem.pt.entries[q as usize];
             if e.node >= DROPPED
                 || e.flags & SWAPCACHE == 0
                 || self.swap.as_ref().map(|s| s.owner[slot as usize]) != Some(q)
@@ -94,15 +94,15 @@ impl Engine {
         // in memory, swapped or dropped is a file page.
         for (lo, hi) in self.files.mapped_ranges() {
             for v in lo..hi {
-                let Some(&base) = self.pt.by_address.get(&(v >> CHUNK_SHIFT)) else { continue };
-                let e = self.pt.entries[base as usize + (v as usize & (CHUNK - 1))];
+                let Some(&base) = self.mem.pt.by_address.get(&(v >> CHUNK_SHIFT)) else { continue };
+                let e = self.mem.pt.entries[base as usize + (v as usize & (CHUNK - 1))];
                 if e.node != UNTOUCHED && (e.node == SWAPPED || e.flags & FILE == 0) {
                     return fail(format!("page {v:#x} of a mapped file is anonymous memory"));
                 }
             }
         }
         let dirty_file =
-            self.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();
+            self.mem.pt.entries.iter().filter(|e| e.node < DROPPED && e.flags & (FILE | DIRTY) == FILE | DIRTY).count();
         if dirty_file != self.files.dirty.len() {
             return fail(format!(
                 "{dirty_file} resident file pages are dirty but the flusher knows of {}",

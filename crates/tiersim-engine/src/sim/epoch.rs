@@ -34,9 +34,12 @@ impl Engine {
         self.measuring = true;
         self.measure_start_ns = t;
         self.max_completion_ns = t;
-        for n in &mut self.nodes {
+        for n in &mut self.mem.nodes {
             n.total = Counters::default();
             n.epoch = Counters::default();
+        }
+        for part in self.metrics_mut() {
+            part.reset();
         }
         self.epoch_end_ns = self.epoch_end();
     }
@@ -73,24 +76,24 @@ impl Engine {
     pub(crate) fn flush_epoch(&mut self, end: Ns) {
         let start = self.measure_start_ns + self.epoch_idx * self.epoch_ns;
         let span = (end - start).max(1) as f64;
-        let hot = self.policy.hotness().map(|h| h.to_vec());
-        for i in 0..self.nodes.len() {
-            let c = self.nodes[i].fold_epoch();
-            let used = self.nodes[i].used;
-            self.push_row(start, end, self.nodes[i].spec.name.clone(), used, c, span);
+        let hot = self.mem.policy.policy.hotness().map(|h| h.to_vec());
+        for i in 0..self.mem.nodes.len() {
+            let c = self.mem.nodes[i].fold_epoch();
+            let used = self.mem.nodes[i].used;
+            self.push_row(start, end, self.mem.nodes[i].spec.name.clone(), used, c, span);
             if let Some(h) = &hot {
                 self.ts.hotness.get_or_insert_with(Vec::new).push(h.get(i).copied().unwrap_or_default());
             }
         }
         if let Some(s) = self.swap.as_mut() {
-            let (ins, outs, used) = (s.epoch_ins, s.epoch_outs, s.used);
-            s.epoch_ins = 0;
-            s.epoch_outs = 0;
+            let (ins, outs, used) = (s.stats.epoch_ins, s.stats.epoch_outs, s.used);
+            s.stats.epoch_ins = 0;
+            s.stats.epoch_outs = 0;
             let c = Counters {
                 accesses: ins,
                 reads: ins,
                 writes: outs,
-                bytes: (ins + outs) * self.page_size,
+                bytes: (ins + outs) * self.mem.page_size,
                 ..Counters::default()
             };
             self.push_row(start, end, "swap".into(), used, c, span);

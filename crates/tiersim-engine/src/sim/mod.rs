@@ -6,33 +6,36 @@
 
 mod check;
 mod epoch;
+mod filepath;
 mod issue;
+mod mm;
 mod queue;
 mod stats;
 
-use rustc_hash::FxHashMap;
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
-use tiersim_policies::{NodeInfo, Policy, ScanSpec, Topology};
+use tiersim_policies::{NodeInfo, Policy, Topology};
 use tiersim_trace::{AccessSource, SplitBatch, TimeUnit};
 
 use crate::epoch_profile::Lookahead;
 use crate::node::Node;
+use crate::os::fault::HintFaults;
 use crate::os::filemap::FileIo;
-use crate::os::lru::LruStats;
-use crate::os::scan::DeviceHints;
+use crate::os::lru::Lru;
+use crate::os::migrate::Migrator;
+use crate::os::reclaim::Reclaimer;
+use crate::os::scan::{DeviceHints, Scanner, ScannerSetup};
 use crate::os::swap::Swap;
-use crate::os::PageEvent;
+use crate::os::{Memory, Metrics, PolicyPort};
 use crate::pagetable::{
-    PageTable, ACTIVE, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED,
+    PageTable, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED,
 };
 use crate::platform::Platform;
 pub use epoch::Timeseries;
 use issue::IssueOrder;
 use queue::CpuQueue;
+use stats::finish;
 pub use stats::LatencyBins;
-pub(crate) use stats::LatencyHist;
-use stats::{finish, TieringStats};
 
 const BATCH: usize = 1 << 14;
 
@@ -68,24 +71,17 @@ pub struct SimResult {
 }
 
 pub(crate) struct Engine {
-    pub(crate) topo: Topology,
-    pub(crate) nodes: Vec<Node>,
+    /// The nodes, the page table, the topology and the policy: what every OS mechanism works on.
+    pub(crate) mem: Memory,
+    pub(crate) lru: Lru,
+    pub(crate) migrate: Migrator,
+    pub(crate) reclaim: Reclaimer,
     pub(crate) swap: Option<Swap>,
     /// The page cache of file system calls, dirty file pages and their writeback, DAX.
     pub(crate) files: FileIo,
-    pub(crate) policy: Box<dyn Policy>,
-    /// The policy is out of `policy` while it runs a hook that calls back into the OS model;
-    /// page events for it queue up meanwhile and are delivered when it returns.
-    pub(crate) parked: bool,
-    pub(crate) page_events: Vec<PageEvent>,
-    pub(crate) scan_visits: bool,
-    /// `os.device_hints`, and per node whether its devices take the hints.
-    pub(crate) device_hints: DeviceHints,
-    pub(crate) hint_nodes: Vec<bool>,
-    pub(crate) pt: PageTable,
+    pub(crate) scanner: Scanner,
+    pub(crate) numa: HintFaults,
     pub(crate) cpus: Vec<Cpu>,
-    pub(crate) page_shift: u32,
-    pub(crate) page_size: u64,
     pub(crate) penalty: Vec<Ns>,
     /// mlp x 1000, so the stall latency / mlp is integer arithmetic.
     pub(crate) mlp_milli: u64,
@@ -97,13 +93,11 @@ pub(crate) struct Engine {
     pub(crate) time_unit: TimeUnit,
     pub(crate) fault_ps: u64,
     pub(crate) swap_fault_ps: u64,
-    pub(crate) reclaim_batch: u64,
     pub(crate) free_scratch: Vec<u64>,
     // measurement
     pub(crate) measuring: bool,
     pub(crate) measure_start_ns: Ns,
-    pub(crate) first_touch_faults: u64,
-    pub(crate) fault_time_ps: u64,
+    pub(crate) faults: Faults,
     pub(crate) max_completion_ns: Ns,
     pub(crate) last_issue_ns: Ns,
     pub(crate) time_went_back: u64,
@@ -114,31 +108,6 @@ pub(crate) struct Engine {
     /// `stats.epoch` as given; `epoch_ns` doubles each time the series reaches `max_epochs`.
     pub(crate) requested_epoch_ns: Ns,
     pub(crate) max_epochs: u64,
-    // NUMA balancing
-    pub(crate) scan: Option<ScanSpec>,
-    pub(crate) scan_next_ns: Ns,
-    pub(crate) scan_period_ns: Ns,
-    pub(crate) scan_cursor: u64,
-    pub(crate) scan_seq: u64,
-    pub(crate) pass_faults: u64,
-    pub(crate) pass_failed: bool,
-    pub(crate) top_tier: Vec<bool>,
-    pub(crate) demote_to: Vec<Option<usize>>,
-    /// Per node: free pages kswapd keeps proactively (TPP's demotion watermark).
-    pub(crate) reclaim_goal: Vec<Option<u64>>,
-    pub(crate) protect_demoted: bool,
-    pub(crate) wmarks: Vec<(u64, u64, u64)>,
-    pub(crate) hint_fault_ps: u64,
-    pub(crate) migrate_ps: u64,
-    pub(crate) tlb_shootdown_ps: u64,
-    pub(crate) pte_scan_ps: u64,
-    pub(crate) ping_pong_ns: u64,
-    pub(crate) tiering: TieringStats,
-    pub(crate) lru_stats: LruStats,
-    /// vm.swappiness: the anon share of reclaim scanning when both kinds can go.
-    pub(crate) swappiness: u64,
-    /// New anonymous pages start on the active list (Linux before 5.9) or the inactive one.
-    pub(crate) new_anon_active: bool,
     pub(crate) ts: Timeseries,
     pub(crate) processed: u64,
     /// A policy's epochs of known future (oracle_dynamic): accesses per epoch, the access count
@@ -148,6 +117,29 @@ pub(crate) struct Engine {
     pub(crate) policy_epoch: usize,
     /// The trace read ahead for such a policy: each epoch's most-used pages.
     pub(crate) future: Option<Lookahead>,
+}
+
+/// Page faults over the measured part of the run, as the access path counts them.
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    pub(crate) first_touch: u64,
+    /// Time CPUs spent in faults of every kind (ps).
+    pub(crate) time_ps: u64,
+}
+
+impl Metrics for Faults {
+    fn reset(&mut self) {
+        *self = Faults::default();
+    }
+
+    fn report(&self, section: &str, into: &mut serde_json::Map<String, serde_json::Value>) {
+        if section == "faults" {
+            into.insert("first_touch".into(), self.first_touch.into());
+            into.insert("fault_time_ns".into(), (self.time_ps / 1000).into());
+            // Swap reports its own when there is swap.
+            into.insert("swap_in".into(), 0.into());
+        }
+    }
 }
 
 /// The machine as policies see it.
@@ -187,32 +179,12 @@ impl Engine {
             .collect::<Result<Vec<_>>>()?;
         let swap = match &platform.swap {
             None => None,
-            Some(s) => Some(Swap {
-                dev: (tiersim_devices::find(&s.device)?.build)(&s.params)?,
-                capacity: s.capacity_pages,
-                cluster: 1u64 << platform.os.uint("page_cluster"),
-                vma_readahead: platform.os.str("swap_readahead") == "vma",
-                vma_ra: (0, 0, 0),
-                owner: Vec::new(),
-                cache_slot: FxHashMap::default(),
-                pending: Vec::new(),
-                readahead_pages: 0,
-                cache_hits: 0,
-                cache_drops: 0,
-                cache_freed: 0,
-                write_requests: 0,
-                read_requests: 0,
-                used: 0,
-                free_slots: Default::default(),
-                next_slot: 0,
-                swap_ins: 0,
-                swap_outs: 0,
-                epoch_ins: 0,
-                epoch_outs: 0,
-                file_drops: 0,
-                file_writebacks: 0,
-                file_refaults: 0,
-            }),
+            Some(s) => Some(Swap::new(
+                (tiersim_devices::find(&s.device)?.build)(&s.params)?,
+                s.capacity_pages,
+                1u64 << platform.os.uint("page_cluster"),
+                platform.os.str("swap_readahead") == "vma",
+            )),
         };
         let n = nodes.len();
         let host = &platform.host;
@@ -265,21 +237,39 @@ impl Engine {
         let reclaim_goal = (0..n)
             .map(|i| policy.reclaim_goal(i as NodeId, platform.watermarks[i], platform.nodes[i].capacity_pages, &topo))
             .collect();
-        Ok(Engine {
-            topo,
-            nodes,
-            swap,
-            files: FileIo::new(platform)?,
-            policy,
-            parked: false,
-            page_events: Vec::new(),
-            scan_visits,
+        let scanner = Scanner::new(ScannerSetup {
+            spec: scan,
+            top_tier,
+            visits: scan_visits,
             device_hints,
             hint_nodes,
-            pt: PageTable::new(scan.is_some()),
+            pte_scan_ps: os.duration("pte_scan_cost") * 1000,
+            tlb_shootdown_ps: os.duration("tlb_shootdown") * 1000,
+        });
+        let migrate = Migrator::new(
+            os.duration("migrate_overhead") * 1000,
+            os.duration("tlb_shootdown") * 1000,
+            platform.stats.duration("ping_pong_window"),
+            protect_demoted,
+        );
+        let pt = PageTable::new(scan.is_some());
+        Ok(Engine {
+            mem: Memory {
+                nodes,
+                pt,
+                topo,
+                policy: PolicyPort::new(policy),
+                page_size: platform.page_size,
+                page_shift: platform.page_size.trailing_zeros(),
+            },
+            lru: Lru::new(os.uint("swappiness"), os.str("new_anon_list") == "active"),
+            migrate,
+            reclaim: Reclaimer::new(demote_to, reclaim_goal, os.uint("reclaim_batch")),
+            swap,
+            files: FileIo::new(platform)?,
+            scanner,
+            numa: HintFaults::new(os.duration("hint_fault_latency") * 1000, platform.watermarks.clone()),
             cpus,
-            page_shift: platform.page_size.trailing_zeros(),
-            page_size: platform.page_size,
             penalty,
             mlp_milli,
             stall_ps_per_ns: (1_000_000 % mlp_milli == 0).then(|| 1_000_000 / mlp_milli),
@@ -288,12 +278,10 @@ impl Engine {
             time_unit,
             fault_ps: os.duration("fault_latency") * 1000,
             swap_fault_ps: os.duration("swap_fault_latency") * 1000,
-            reclaim_batch: os.uint("reclaim_batch"),
             free_scratch: vec![0; n],
             measuring: false,
             measure_start_ns: 0,
-            first_touch_faults: 0,
-            fault_time_ps: 0,
+            faults: Faults::default(),
             max_completion_ns: 0,
             last_issue_ns: 0,
             time_went_back: 0,
@@ -303,27 +291,6 @@ impl Engine {
             requested_epoch_ns: platform.stats.duration("epoch"),
             // Even, so that coarsening merges whole pairs.
             max_epochs: platform.stats.uint("max_epochs") & !1,
-            scan,
-            scan_next_ns: scan.map_or(0, |s| s.delay_ns),
-            scan_period_ns: 0,
-            scan_cursor: 0,
-            scan_seq: 0,
-            pass_faults: 0,
-            pass_failed: false,
-            top_tier,
-            demote_to,
-            reclaim_goal,
-            protect_demoted,
-            wmarks: platform.watermarks.clone(),
-            hint_fault_ps: os.duration("hint_fault_latency") * 1000,
-            migrate_ps: os.duration("migrate_overhead") * 1000,
-            tlb_shootdown_ps: os.duration("tlb_shootdown") * 1000,
-            pte_scan_ps: os.duration("pte_scan_cost") * 1000,
-            ping_pong_ns: platform.stats.duration("ping_pong_window"),
-            tiering: TieringStats::default(),
-            lru_stats: LruStats::default(),
-            swappiness: os.uint("swappiness"),
-            new_anon_active: os.str("new_anon_list") == "active",
             ts: Timeseries::default(),
             processed: 0,
             policy_epoch_len: epoch_len.unwrap_or(u64::MAX),
@@ -383,19 +350,19 @@ impl Engine {
         }
         self.flush_epochs_until(issue_ns);
 
-        let vpn = a.addr >> self.page_shift;
+        let vpn = a.addr >> self.mem.page_shift;
         let p = if cached_vpn == vpn {
             cached_page
         } else {
-            let p = self.pt.slot(vpn)?;
+            let p = self.mem.pt.slot(vpn)?;
             let cpu = self.cpu_mut(c);
             cpu.last_vpn = vpn;
             cpu.last_page = p;
             p
         };
-        if let Some(spec) = self.scan {
-            if issue_ns >= self.scan_next_ns {
-                let cost = self.run_scan(spec, issue_ns);
+        if let Some(spec) = self.scanner.spec {
+            if issue_ns >= self.scanner.next_ns {
+                let cost = self.scanner.run_scan(&mut self.mem, spec, issue_ns);
                 return Ok(Some(issue_ps + cost));
             }
         }
@@ -407,7 +374,7 @@ impl Engine {
         {
             return self.file_access(c, a, issue_ps);
         }
-        let entry = *self.pt.entry(p);
+        let entry = *self.mem.pt.entry(p);
         // Not resident, mapped from the swap cache or PROT_NONE: the OS model first.
         if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
             if let Some(retry_ps) = self.fault(c, p, vpn, issue_ps, &a)? {
@@ -415,22 +382,22 @@ impl Engine {
             }
         }
         let w = usize::from(a.op.is_write());
-        let entry = self.pt.entry_mut(p);
+        let entry = self.mem.pt.entry_mut(p);
         let dirtied_file = w == 1 && entry.flags & (FILE | DIRTY) == FILE;
         entry.flags = (entry.flags & !LOCKED) | REFERENCED | [0, DIRTY][w];
         let node = entry.node as usize;
-        let addr = ((entry.frame as u64) << self.page_shift) | (a.addr & (self.page_size - 1));
+        let addr = ((entry.frame as u64) << self.mem.page_shift) | (a.addr & (self.mem.page_size - 1));
 
         let t_ps = issue_ps;
         let t = t_ps / 1000;
         // Resident pages hold a node id below nodes.len() (allocation and migration set no
         // other), and a CPU's node indexed the platform's nodes when the engine was built: both
         // indexes are in bounds.
-        debug_assert!(node < self.nodes.len() && cpu_node < self.nodes.len());
+        debug_assert!(node < self.mem.nodes.len() && cpu_node < self.mem.nodes.len());
         // SAFETY: penalty has nodes.len()^2 entries; see above.
-        let penalty = unsafe { *self.penalty.get_unchecked(cpu_node * self.nodes.len() + node) };
+        let penalty = unsafe { *self.penalty.get_unchecked(cpu_node * self.mem.nodes.len() + node) };
         // SAFETY: as above.
-        let n = unsafe { self.nodes.get_unchecked_mut(node) };
+        let n = unsafe { self.mem.nodes.get_unchecked_mut(node) };
         let remote = socket != n.spec.socket;
         let done = n.dev.access_local(&mut DeviceRequest {
             now: t,
@@ -479,7 +446,7 @@ impl Engine {
     #[inline(never)]
     fn fault(&mut self, c: usize, p: u32, vpn: u64, issue_ps: u64, a: &Access) -> Result<Option<u64>> {
         let issue_ns = issue_ps / 1000;
-        let e = self.pt.entries[p as usize];
+        let e = self.mem.pt.entries[p as usize];
         let fault_ps = match e.node {
             // A page of a file a mapping record names: filemap_fault, with read-around.
             UNTOUCHED | DROPPED
@@ -488,7 +455,7 @@ impl Engine {
                 self.filemap_fault(c, p, vpn, issue_ns, a.op.is_write())?
             }
             UNTOUCHED => {
-                self.pt.touched += 1;
+                self.mem.pt.touched += 1;
                 if a.is_file() {
                     self.files.stats.unread_first_touches += self.measuring as u64;
                 } else if self.files.mapped(vpn) {
@@ -499,16 +466,10 @@ impl Engine {
                     )));
                 }
                 // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
-                let flags = if a.is_file() {
-                    FILE
-                } else if self.new_anon_active {
-                    ACTIVE
-                } else {
-                    0
-                };
+                let flags = if a.is_file() { FILE } else { self.lru.new_anon_flags() };
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
                 if self.measuring {
-                    self.first_touch_faults += 1;
+                    self.faults.first_touch += 1;
                 }
                 self.fault_ps + reclaim_ps
             }
@@ -524,11 +485,11 @@ impl Engine {
         };
         if fault_ps > 0 {
             if self.measuring {
-                self.fault_time_ps += fault_ps;
+                self.faults.time_ps += fault_ps;
             }
             return Ok(Some(issue_ps + fault_ps));
         }
-        if self.pt.entries[p as usize].flags & PROT_NONE != 0 {
+        if self.mem.pt.entries[p as usize].flags & PROT_NONE != 0 {
             let cost = self.hint_fault(c, p, issue_ns, a.op.is_write());
             return Ok(Some(issue_ps + cost));
         }
@@ -663,7 +624,7 @@ pub fn simulate_with_future(
     let header = source.header().clone();
     let mut eng = Engine::new(platform, policy, header.time_unit)?;
     if let Some(stats) = header.stats.as_ref().filter(|_| u64::from(header.page_size) == platform.page_size) {
-        eng.pt.reserve(stats.footprint_pages);
+        eng.mem.pt.reserve(stats.footprint_pages);
     }
     eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
@@ -703,7 +664,7 @@ pub fn simulate_with_future(
         if opts.check_every > 0 && eng.processed % opts.check_every == 0 {
             eng.check()?;
         }
-        let page_shift = eng.page_shift;
+        let page_shift = eng.mem.page_shift;
         // SAFETY: as in `Engine::cpu`; a field borrow, so the page table stays usable beside it.
         let cpu = unsafe { eng.cpus.get_unchecked_mut(c) };
         cpu.queue.pop_front();
@@ -722,14 +683,14 @@ pub fn simulate_with_future(
                     cpu.last_page = cpu.ahead[slot].1;
                     // Its entry has had two rounds to arrive; a first touch's LRU link store
                     // missed the cache in `alloc` (BENCHMARKS.md, eighth pass).
-                    eng.pt.prefetch_link_if_new(cpu.last_page);
-                } else if let Some(p) = eng.pt.prefetch(vpn) {
+                    eng.mem.pt.prefetch_link_if_new(cpu.last_page);
+                } else if let Some(p) = eng.mem.pt.prefetch(vpn) {
                     cpu.last_vpn = vpn;
                     cpu.last_page = p;
                 }
                 if let Some(later) = cpu.queue.get(2) {
                     let vpn = later.addr >> page_shift;
-                    if let Some(p) = eng.pt.prefetch(vpn) {
+                    if let Some(p) = eng.mem.pt.prefetch(vpn) {
                         cpu.ahead[slot] = (vpn, p);
                     }
                 }

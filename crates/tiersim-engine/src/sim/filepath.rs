@@ -1,0 +1,711 @@
+//! The file access paths of the event loop, composed from the page cache (`os::filemap::FileIo`),
+//! the allocator, the LRU lists and the block device: read(2)/write(2) through the page cache,
+//! O_DIRECT calls, DAX, mapping records and faults through a file mapping (mm/filemap.c; the
+//! page cache's own header says what each follows).
+
+use tiersim_core::{Access, Error, Ns, Op, Result};
+use tiersim_devices::DeviceRequest;
+
+use std::collections::BTreeMap;
+
+use super::Engine;
+use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS, RATELIMIT_PAGES};
+use crate::os::page_runs;
+use crate::pagetable::{CHUNK, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
+use crate::storage::iopath::Driver;
+use crate::storage::pagecache::{init_ra_size, next_ra_size};
+
+impl Engine {
+    /// A file access the page cache of the OS model does not serve as a plain load or store: a
+    /// mapping record, a system call, or any file access when the files are on DAX. Completes the access, or asks
+    /// for it to be issued again after a DAX fault (`Ok(Some(ps))`).
+    pub(crate) fn file_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        if a.is_map() {
+            return self.map_record(c, a, issue_ps);
+        }
+        if a.is_direct() && !(a.is_syscall() && a.is_file()) {
+            return Err(Error::Sim(format!(
+                "access #{}: flags {:#04x} mark an O_DIRECT call (bit 2) without bits 0 and 1 (a system call on a file)",
+                self.processed, a.flags
+            )));
+        }
+        // DAX serves O_DIRECT calls like any other (ext4_file_read_iter tests IS_DAX first).
+        if self.files.dax.is_some() {
+            return self.dax_access(c, a, issue_ps);
+        }
+        let done = if a.is_direct() {
+            self.direct_io(c, a, issue_ps / 1000)?
+        } else {
+            self.buffered_io(c, a, issue_ps / 1000)?
+        };
+        self.finish_call(c, a, issue_ps, done);
+        Ok(None)
+    }
+
+    /// A system call issued at `issue_ps` returns at `done`: the CPU waited for all of it.
+    fn finish_call(&mut self, c: usize, a: Access, issue_ps: u64, done: Ns) {
+        let end_ps = (done * 1000).max(issue_ps);
+        if self.measuring {
+            self.files.stats.io_time_ps += end_ps - issue_ps;
+            self.max_completion_ns = self.max_completion_ns.max(done);
+        }
+        self.retire(c, a, issue_ps, end_ps);
+    }
+
+    /// The access is done; the CPU goes on at `end_ps` (closed loop) or at its trace times.
+    fn retire(&mut self, c: usize, a: Access, issue_ps: u64, end_ps: u64) {
+        let cpu = &mut self.cpus[c];
+        cpu.clock_ps = if self.open_loop { issue_ps } else { end_ps };
+        cpu.prev_trace_time = a.time;
+        cpu.started = true;
+        cpu.done += 1;
+        self.processed += 1;
+    }
+
+    /// The pages `(first, last)` of a call and its end byte, after the checks every call needs.
+    fn call_range(&self, a: &Access) -> Result<(u64, u64, u64)> {
+        if self.swap.is_none() {
+            return Err(Error::Sim(format!(
+                "access #{}: a read/write system call on a file, but the platform has no block device for files: \
+                 add a [swap] section (its device holds the files) or put the files on [dax]",
+                self.processed
+            )));
+        }
+        let Some(end_byte) = a.addr.checked_add(a.size as u64).filter(|&e| e < u64::MAX - self.mem.page_size) else {
+            return Err(Error::Sim(format!(
+                "access #{}: a system call of {} bytes at {:#x} runs past the end of the address space",
+                self.processed, a.size, a.addr
+            )));
+        };
+        Ok((a.addr >> self.mem.page_shift, (end_byte - 1) >> self.mem.page_shift, end_byte))
+    }
+
+    /// The page-table slot of file page `vpn` of a call; an error if the trace used it as
+    /// anonymous memory.
+    fn file_page(&mut self, vpn: u64) -> Result<u32> {
+        let p = self.mem.pt.slot(vpn)?;
+        let e = self.mem.pt.entries[p as usize];
+        if e.node != UNTOUCHED && e.node != DROPPED && e.flags & FILE == 0 {
+            return Err(Error::Sim(format!(
+                "access #{}: a read/write system call on page {vpn:#x}, which the trace used as anonymous memory; \
+                 file calls and mappings must use addresses of their own",
+                self.processed
+            )));
+        }
+        Ok(p)
+    }
+
+    /// filemap_read / generic_perform_write over the pages of the call; returns when it ends.
+    fn buffered_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+        let (first, last, end_byte) = self.call_range(&a)?;
+        let io = self.files.path;
+        let write = a.op.is_write();
+        let measuring = self.measuring as u64;
+        let mut at = t + io.syscall + io.vfs;
+        for vpn in first..=last {
+            at += io.page_cache_lookup;
+            let p = self.file_page(vpn)?;
+            let lo = a.addr.max(vpn << self.mem.page_shift);
+            let bytes = end_byte.min((vpn + 1) << self.mem.page_shift) - lo;
+            let e = self.mem.pt.entries[p as usize];
+            if e.node >= DROPPED {
+                if e.node == UNTOUCHED {
+                    self.mem.pt.touched += 1;
+                }
+                self.files.stats.misses += measuring;
+                at = if write && bytes == self.mem.page_size {
+                    // A whole-page write reads nothing first (ext4_write_begin finds no partial
+                    // page to bring up to date).
+                    let (_, reclaim_ps) = self.alloc(p, c, vpn, at, FILE)?;
+                    at + io.page_alloc + reclaim_ps / 1000
+                } else {
+                    self.sync_readahead(c, vpn, last - vpn + 1, at)?
+                };
+                // In the page cache, not mapped: a later load or store through a mapping takes
+                // a minor fault.
+                let f = &mut self.mem.pt.entries[p as usize].flags;
+                *f = (*f & !REFERENCED) | UNMAPPED;
+            } else {
+                self.files.stats.hits += measuring;
+                at = self.uptodate_at(p, at);
+                if self.files.streams[c].marker() == Some(vpn) {
+                    // The page stays locked while the window's allocations may reclaim.
+                    self.mem.pt.entries[p as usize].flags |= LOCKED;
+                    at = self.async_readahead(c, at)?;
+                }
+            }
+            // The copy between the user buffer and the cached page, on the page's node.
+            let e = self.mem.pt.entries[p as usize];
+            let node = e.node as usize;
+            let addr = ((e.frame as u64) << self.mem.page_shift) | (lo & (self.mem.page_size - 1));
+            let socket = self.cpus[c].socket;
+            let remote = socket != self.mem.nodes[node].spec.socket;
+            let done = self.mem.nodes[node].dev.access(&DeviceRequest {
+                now: at,
+                addr,
+                size: bytes as u32,
+                op: a.op,
+                socket,
+                cpu: c as u32,
+                remote,
+            });
+            at = done + self.penalty[self.cpus[c].node as usize * self.mem.nodes.len() + node];
+            self.mem.pt.entries[p as usize].flags &= !LOCKED;
+            if write {
+                at += io.write_page;
+                if e.flags & DIRTY == 0 {
+                    self.mem.pt.entries[p as usize].flags |= DIRTY;
+                    let until = self.file_dirtied(c, p, at);
+                    self.files.stats.throttle_ps += measuring * (until - at) * 1000;
+                    at = until;
+                }
+            }
+            // Calls mark the page, not a PTE young bit (filemap_read, generic_perform_write).
+            self.mark_page_accessed(p, node);
+        }
+        self.files.streams[c].prev = Some(last);
+        let s = &mut self.files.stats;
+        if write {
+            s.write_calls += measuring;
+            s.bytes_written += measuring * a.size as u64;
+        } else {
+            s.read_calls += measuring;
+            s.bytes_read += measuring * a.size as u64;
+        }
+        Ok(at)
+    }
+
+    /// An O_DIRECT call, as __iomap_dio_rw (fs/iomap/direct-io.c, Linux 5.15) runs it for ext4:
+    /// dirty cached pages of the range are written back and waited for
+    /// (filemap_write_and_wait_range), a write then drops the range's cached pages
+    /// (invalidate_inode_pages2_range, a page-cache lookup each) so later buffered reads and
+    /// mappings read the new data; then the data moves between the device and the user buffer
+    /// in requests of up to max_request, each through the extent lookup, block layer and driver
+    /// (the same layers as `tiersim filebench`'s direct mode), and the caller sleeps until the
+    /// last completes. Nothing is added to the page cache, and the readahead state is left
+    /// alone. Deviations: pinning the user pages (bio_iov_iter_get_pages) is not charged;
+    /// misaligned calls, which the kernel refuses with EINVAL, are served; pages already under
+    /// the flusher's writeback are not waited for.
+    fn direct_io(&mut self, c: usize, a: Access, t: Ns) -> Result<Ns> {
+        let (first, last, end_byte) = self.call_range(&a)?;
+        let io = self.files.path;
+        let write = a.op.is_write();
+        let measuring = self.measuring as u64;
+        let (block, driver, completion) = io.request_overhead(Driver::Nvme);
+        let per_request = (io.max_request / self.mem.page_size).max(1);
+        let socket = self.cpus[c].socket;
+        let mut at = t + io.syscall + io.vfs;
+        let mut slots = Vec::with_capacity((last - first + 1) as usize);
+        for vpn in first..=last {
+            slots.push(self.file_page(vpn)?);
+        }
+        let dirty: Vec<u32> =
+            slots.iter().copied().filter(|&p| self.mem.pt.entries[p as usize].flags & DIRTY != 0).collect();
+        if !dirty.is_empty() {
+            at += io.fs_map;
+            let mut done = at;
+            let swap = self.swap.as_mut().expect("call_range checks for a block device");
+            for run in page_runs(&dirty, per_request) {
+                at += block + driver;
+                let req = DeviceRequest {
+                    now: at,
+                    addr: dirty[run.start] as u64 * self.mem.page_size,
+                    size: (run.len() as u64 * self.mem.page_size) as u32,
+                    op: Op::Write,
+                    socket,
+                    cpu: c as u32,
+                    remote: false,
+                };
+                done = done.max(swap.dev.access(&req));
+                self.files.stats.write_requests += measuring;
+            }
+            at = done.max(at) + completion;
+            self.clean(&dirty);
+            self.files.stats.wb_direct += measuring * dirty.len() as u64;
+        }
+        if write {
+            for &p in &slots {
+                let e = self.mem.pt.entries[p as usize];
+                if e.node >= DROPPED {
+                    continue;
+                }
+                at += io.page_cache_lookup;
+                let node = e.node as usize;
+                self.lru_del(node, p);
+                self.files.evict(&mut self.mem, p, node);
+                self.files.stats.direct_invalidated += measuring;
+            }
+        }
+        // The data: runs of consecutive file pages, split at max_request, each from its first
+        // byte in the call to its last.
+        let swap = self.swap.as_mut().expect("call_range checks for a block device");
+        let mut done = at;
+        let mut requests = 0;
+        for run in page_runs(&slots, per_request) {
+            let lo = a.addr.max((first + run.start as u64) << self.mem.page_shift);
+            let hi = end_byte.min((first + run.end as u64) << self.mem.page_shift);
+            let addr = slots[run.start] as u64 * self.mem.page_size + (lo & (self.mem.page_size - 1));
+            at += io.fs_map + block + driver;
+            done = done.max(swap.dev.access(&DeviceRequest {
+                now: at,
+                addr,
+                size: (hi - lo) as u32,
+                op: a.op,
+                socket,
+                cpu: c as u32,
+                remote: false,
+            }));
+            requests += 1;
+        }
+        let s = &mut self.files.stats;
+        s.direct_requests += measuring * requests;
+        if write {
+            s.direct_writes += measuring;
+            s.direct_bytes_written += measuring * a.size as u64;
+        } else {
+            s.direct_reads += measuring;
+            s.direct_bytes_read += measuring * a.size as u64;
+        }
+        Ok(done.max(at) + completion)
+    }
+
+    /// page_cache_sync_ra on a miss at `vpn` of a call wanting `want` pages from there
+    /// (ondemand_readahead): a sequential stream starts or grows its window, the part beyond the
+    /// call read asynchronously-marked; a random read reads only what it asks. Returns when the
+    /// page at `vpn` is there.
+    fn sync_readahead(&mut self, c: usize, vpn: u64, want: u64, at: Ns) -> Result<Ns> {
+        let max = self.files.ra_pages;
+        let s = &mut self.files.streams[c];
+        let sequential = s.prev.is_none_or(|p| p + 1 == vpn || p == vpn);
+        let (start, size) = if sequential {
+            let size =
+                if s.size > 0 && s.start + s.size == vpn { next_ra_size(s.size, max) } else { init_ra_size(want, max) };
+            let size = size.max(want);
+            (s.start, s.size, s.async_size) = (vpn, size, size - want);
+            (vpn, size)
+        } else {
+            // "Standalone, small random read": read as is, leave the state alone.
+            (vpn, want)
+        };
+        let size = size.min(self.file_end(start) - start);
+        self.read_window(c, start, size, Some(vpn), at)
+    }
+
+    /// page_cache_async_ra on a hit of the PG_readahead page: the next window, twice as large
+    /// up to read_ahead_kb, read without waiting. Returns when the submission is done.
+    fn async_readahead(&mut self, c: usize, at: Ns) -> Result<Ns> {
+        let max = self.files.ra_pages;
+        let s = &mut self.files.streams[c];
+        let (start, size) = (s.start + s.size, next_ra_size(s.size.max(1), max));
+        (s.start, s.size, s.async_size) = (start, size, size);
+        let size = size.min(self.file_end(start).saturating_sub(start));
+        self.read_window(c, start, size, None, at)
+    }
+
+    /// Where the file holding page `vpn` ends, if a mapping record named it (do_page_cache_ra
+    /// reads nothing past end of file); else nowhere.
+    fn file_end(&self, vpn: u64) -> u64 {
+        self.files.bounds(vpn).map_or(u64::MAX, |(_, hi)| hi)
+    }
+
+    /// Read the missing pages of `[start, start + size)` into the page cache: each is allocated
+    /// on the LRU like any page (reclaim included), runs of consecutive pages go as block
+    /// requests of up to max_request. With `wait` (the page the caller needs, kept locked), the
+    /// caller sleeps until the reads complete; otherwise it only pays the submission.
+    fn read_window(&mut self, c: usize, start: u64, size: u64, wait: Option<u64>, at: Ns) -> Result<Ns> {
+        let io = self.files.path;
+        let per_request = (io.max_request / self.mem.page_size).max(1);
+        let measuring = self.measuring as u64;
+        let mut missing = Vec::new();
+        let mut cpu = 0;
+        for v in start..start + size {
+            let p = self.mem.pt.slot(v)?;
+            let node = self.mem.pt.entries[p as usize].node;
+            if node != UNTOUCHED && node != DROPPED {
+                continue;
+            }
+            if node == UNTOUCHED {
+                self.mem.pt.touched += 1;
+            }
+            let (_, reclaim_ps) = self.alloc(p, c, v, at + cpu, FILE)?;
+            cpu += io.page_alloc + reclaim_ps / 1000;
+            if Some(v) != wait {
+                let f = &mut self.mem.pt.entries[p as usize].flags;
+                *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
+                self.files.stats.readahead_pages += measuring;
+            }
+            missing.push(p);
+        }
+        self.files.stats.pages_read += measuring * missing.len() as u64;
+        let (block, driver, completion) = io.request_overhead(Driver::Nvme);
+        let mut submit = at + cpu + io.fs_map;
+        let mut done = submit;
+        let swap = self.swap.as_mut().expect("buffered_io checks for a block device");
+        let mut requests = 0;
+        for run in page_runs(&missing, per_request) {
+            submit += block + driver;
+            let req = DeviceRequest {
+                now: submit,
+                addr: missing[run.start] as u64 * self.mem.page_size,
+                size: (run.len() as u64 * self.mem.page_size) as u32,
+                op: Op::Read,
+                socket: self.cpus[c].socket,
+                cpu: c as u32,
+                remote: false,
+            };
+            let end = swap.dev.access(&req);
+            done = done.max(end);
+            requests += 1;
+            if wait.is_none() {
+                // Nobody waits for an asynchronous window now; its pages are locked until
+                // their request completes (end_page_read unlocks them).
+                self.files.in_read.extend(missing[run].iter().map(|&p| (p, end)));
+            }
+        }
+        self.files.stats.read_requests += measuring * requests;
+        Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
+    }
+
+    /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
+    /// brings it in (filemap_get_pages and filemap_fault wait on the locked page).
+    fn uptodate_at(&mut self, p: u32, t: Ns) -> Ns {
+        match self.files.in_read.get(&p) {
+            Some(&ready) if ready > t => ready,
+            Some(_) => {
+                self.files.in_read.remove(&p);
+                t
+            }
+            None => t,
+        }
+    }
+
+    /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
+    /// RATELIMIT_PAGES the CPU checks the limits as balance_dirty_pages does: dirty pages above
+    /// the background threshold start the flusher, which writes back down to it; dirty pages
+    /// plus pages under writeback above the freerun ceiling (halfway to vm.dirty_ratio) make
+    /// the writer wait until enough writeback completes to bring them below it, so a writer
+    /// outrunning the device is held to the device's rate. Returns when the writer goes on.
+    /// Deviation: the kernel paces a throttled writer in proportion to the excess (pos_ratio)
+    /// rather than until the excess is written; dirty_expire_centisecs (30 s) is not modelled.
+    pub(crate) fn file_dirtied(&mut self, c: usize, p: u32, t: Ns) -> Ns {
+        self.files.dirty.insert(p);
+        self.files.stats.dirtied += self.measuring as u64;
+        let s = &mut self.files.streams[c];
+        s.nr_dirtied += 1;
+        if s.nr_dirtied < RATELIMIT_PAGES {
+            return t;
+        }
+        s.nr_dirtied = 0;
+        // global_dirtyable_memory: free pages plus file pages.
+        let dirtyable: u64 = self.mem.nodes.iter().map(|n| n.free() + n.lists[2].len + n.lists[3].len).sum();
+        let thresh = dirtyable * self.files.dirty_ratio / 100;
+        let mut background = dirtyable * self.files.background_ratio / 100;
+        if background >= thresh {
+            background = thresh / 2;
+        }
+        let f = &mut self.files;
+        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
+            f.in_flight.pop_front();
+        }
+        let dirty = f.dirty.len() as u64;
+        if dirty > background {
+            self.writeback(dirty - background, t);
+        }
+        let freerun = (background + thresh) / 2;
+        let f = &self.files;
+        let mut over =
+            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+        let mut until = t;
+        for &(done, n) in &f.in_flight {
+            if over == 0 {
+                break;
+            }
+            until = until.max(done);
+            over = over.saturating_sub(n);
+        }
+        until
+    }
+
+    /// Written-back pages leave the flusher's dirty set and lose PG_dirty.
+    fn clean(&mut self, pages: &[u32]) {
+        for &p in pages {
+            self.files.dirty.remove(&p);
+            self.mem.pt.entries[p as usize].flags &= !DIRTY;
+        }
+    }
+
+    /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
+    /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
+    /// stay cached, clean, under writeback until their request completes.
+    fn writeback(&mut self, n: u64, t: Ns) {
+        let mut pages: Vec<u32> = self.files.dirty.range(self.files.cursor..).take(n as usize).copied().collect();
+        if (pages.len() as u64) < n {
+            let rest = n as usize - pages.len();
+            pages.extend(self.files.dirty.range(..self.files.cursor).take(rest));
+        }
+        let per_request = (self.files.path.max_request / self.mem.page_size).max(1);
+        let measuring = self.measuring as u64;
+        let Some(swap) = self.swap.as_mut() else { return };
+        let mut done = t;
+        for run in page_runs(&pages, per_request) {
+            let req = DeviceRequest {
+                now: t,
+                addr: pages[run.start] as u64 * self.mem.page_size,
+                size: (run.len() as u64 * self.mem.page_size) as u32,
+                op: Op::Write,
+                socket: 0,
+                cpu: 0,
+                remote: false,
+            };
+            let end = swap.dev.access(&req);
+            done = done.max(end);
+            self.files.in_flight.push_back((done, run.len() as u64));
+            self.files.stats.write_requests += measuring;
+        }
+        self.clean(&pages);
+        self.files.stats.wb_flusher += measuring * pages.len() as u64;
+        if let Some(&last) = pages.last() {
+            self.files.cursor = last + 1;
+        }
+    }
+
+    /// A file access with the files on DAX: a call copies between the user buffer and PMEM
+    /// (dax_iomap_rw: the extent lookup, then copy_mc_to_user or non-temporal stores); a load or
+    /// store goes straight to PMEM once its region is mapped by a fault (dax_iomap_fault, a PMD
+    /// per `dax_fault_bytes`). Nothing is cached, dirtied or reclaimed.
+    fn dax_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let io = self.files.path;
+        let t = issue_ps / 1000;
+        let measuring = self.measuring as u64;
+        let socket = self.cpus[c].socket;
+        let processed = self.processed;
+        let dax = self.files.dax.as_mut().expect("callers check for DAX");
+        // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
+        // virtual address so that no device sees an address near the top of u64.
+        let addr = a.addr & ((1 << 48) - 1);
+        let req =
+            |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
+        if a.is_syscall() {
+            if dax.devdax {
+                return Err(Error::Sim(format!(
+                    "access #{processed}: a read/write system call on a devdax device, which only maps (no file system); use dax.mode = \"fsdax\""
+                )));
+            }
+            let done = dax.dev.access(&req(t + io.syscall + io.vfs + io.fs_map));
+            let s = &mut self.files.stats;
+            s.dax_calls += measuring;
+            s.dax_bytes += measuring * a.size as u64;
+            self.finish_call(c, a, issue_ps, done);
+            return Ok(None);
+        }
+        if dax.mapped.insert(a.addr >> dax.fault_shift) {
+            self.files.stats.dax_faults += measuring;
+            self.faults.time_ps += measuring * io.dax_fault * 1000;
+            return Ok(Some(issue_ps + io.dax_fault * 1000));
+        }
+        let latency = dax.dev.access(&req(t)) - t;
+        let s = &mut self.files.stats;
+        s.dax_accesses += measuring;
+        s.dax_bytes += measuring * a.size as u64;
+        s.dax_latency_ns += measuring * latency;
+        if self.measuring {
+            self.max_completion_ns = self.max_completion_ns.max(t + latency);
+        }
+        self.retire(c, a, issue_ps, issue_ps + (latency * 1_000_000).div_ceil(self.mlp_milli));
+        Ok(None)
+    }
+}
+
+impl Engine {
+    /// A mapping record (`Access::MAP`): the file whose pages live at `[addr, addr + size x 4
+    /// KiB)` is mapped from here on. Opening the same file again changes nothing; a mapping
+    /// that overlaps another is refused, as is anything but bit 0 beside bit 3. With
+    /// `os.files_start_cached` the file's uncached pages enter the page cache clean and
+    /// unmapped, with no device read and no time charged (a warm file). The record costs a
+    /// system call (do_mmap's VMA setup is not charged).
+    pub(crate) fn map_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let n = self.processed;
+        if a.flags != Access::FILE | Access::MAP {
+            return Err(Error::Sim(format!(
+                "access #{n}: flags {:#04x} mark a file mapping record (bit 3) with bits other than bit 0",
+                a.flags
+            )));
+        }
+        let Some(end_byte) = a.addr.checked_add(a.map_bytes()).filter(|&e| e < u64::MAX - self.mem.page_size) else {
+            return Err(Error::Sim(format!(
+                "access #{n}: a file mapping of {} bytes at {:#x} runs past the end of the address space",
+                a.map_bytes(),
+                a.addr
+            )));
+        };
+        let (lo, hi) = (a.addr >> self.mem.page_shift, ((end_byte - 1) >> self.mem.page_shift) + 1);
+        let overlap = |maps: &BTreeMap<u64, FileMap>, skip: Option<u64>| {
+            maps.range(..hi).rev().find(|(&l, m)| Some(l) != skip && m.end > lo).map(|(&l, m)| (l, m.end))
+        };
+        let (first, fresh) = match a.op {
+            Op::Read => match overlap(&self.files.maps, None) {
+                Some((l, _)) if l == lo && self.files.maps[&l].end_byte == end_byte => (lo, false),
+                Some((l, e)) => {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: the file mapping [{:#x}, {end_byte:#x}) overlaps the one of pages [{l:#x}, {e:#x}); unmapping is not in the trace format",
+                        a.addr
+                    )))
+                }
+                None => {
+                    self.files.maps.insert(lo, FileMap { end: hi, end_byte, ra: Stream::default(), mmap_miss: 0 });
+                    self.files.stats.mappings += self.measuring as u64;
+                    (lo, true)
+                }
+            },
+            Op::Write => {
+                let Some((&l, _)) = self.files.maps.range(..=lo).rev().find(|(_, m)| m.end_byte == a.addr) else {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: a continuation mapping record (op write) at {:#x}, where no mapped file ends",
+                        a.addr
+                    )));
+                };
+                if let Some((o, e)) = overlap(&self.files.maps, Some(l)) {
+                    return Err(Error::Sim(format!(
+                        "access #{n}: the file mapping continued to {end_byte:#x} overlaps the one of pages [{o:#x}, {e:#x})"
+                    )));
+                }
+                let m = self.files.maps.get_mut(&l).expect("found above");
+                (m.end, m.end_byte) = (hi, end_byte);
+                (lo, true)
+            }
+        };
+        if self.files.warm && fresh && self.swap.is_some() {
+            self.warm_file(c, first, hi, issue_ps / 1000)?;
+        }
+        let end_ps = issue_ps + self.files.path.syscall * 1000;
+        self.retire(c, a, issue_ps, end_ps);
+        Ok(None)
+    }
+
+    /// Put the uncached pages of `[lo, hi)` in the page cache as a warm file's are: clean, not
+    /// mapped, not referenced, on the inactive file list.
+    fn warm_file(&mut self, c: usize, lo: u64, hi: u64, t: Ns) -> Result<()> {
+        for v in lo..hi {
+            let p = self.file_page(v)?;
+            let node = self.mem.pt.entries[p as usize].node;
+            if node != UNTOUCHED && node != DROPPED {
+                continue;
+            }
+            if node == UNTOUCHED {
+                self.mem.pt.touched += 1;
+            }
+            self.alloc(p, c, v, t, FILE)?;
+            let f = &mut self.mem.pt.entries[p as usize].flags;
+            *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
+            self.files.stats.warm_pages += self.measuring as u64;
+        }
+        Ok(())
+    }
+
+    /// A load or store by CPU `c` through a file mapping at `t` to page `p` (`vpn`), which no
+    /// PTE maps: not cached (a first touch, or dropped by reclaim) in a file a mapping record
+    /// names, or cached but unmapped. Returns the fault's time (ps).
+    pub(crate) fn filemap_fault(&mut self, c: usize, p: u32, vpn: u64, t: Ns, write: bool) -> Result<u64> {
+        let io = self.files.path;
+        let measuring = self.measuring as u64;
+        let bounds = self.files.bounds(vpn);
+        let node = self.mem.pt.entries[p as usize].node;
+        if node >= DROPPED {
+            let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");
+            if node == DROPPED {
+                if let Some(s) = self.swap.as_mut() {
+                    s.stats.file_refaults += measuring;
+                }
+            }
+            let ra_pages = self.files.ra_pages;
+            let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
+            // do_sync_mmap_readahead (mm/filemap.c): count the miss; past MMAP_LOTSAMISS read
+            // only the page. Else read around it: ra_pages from ra_pages/2 before it (not
+            // before the file's start), the last quarter marked for async readahead;
+            // do_page_cache_ra cuts the window at the file's end. Deviation: no madvise in
+            // traces, so neither MADV_RANDOM (only the page) nor MADV_SEQUENTIAL (sync
+            // readahead) is modelled.
+            m.mmap_miss = (m.mmap_miss + 1).min(MMAP_LOTSAMISS * 10);
+            let (start, size) = if m.mmap_miss > MMAP_LOTSAMISS {
+                (vpn, 1)
+            } else {
+                let start = vpn.saturating_sub(ra_pages / 2).max(lo);
+                let size = ra_pages.min(hi - start);
+                let lookahead = ra_pages / 4;
+                m.ra = Stream { start, size, async_size: if size >= lookahead { lookahead } else { 0 }, ..m.ra };
+                (start, size)
+            };
+            let before = self.files.stats.pages_read;
+            let done = self.read_window(c, start, size, Some(vpn), t + io.page_cache_lookup)?;
+            let s = &mut self.files.stats;
+            s.major_faults += measuring;
+            s.fault_read_pages += s.pages_read - before;
+            // The page is mapped (finish_fault) and stays locked until the access replays.
+            self.mem.pt.entries[p as usize].flags &= !UNMAPPED;
+            return Ok((done - t + io.minor_fault) * 1000);
+        }
+        // The page is cached. do_read_fault maps the cached neighbours first (do_fault_around);
+        // a write fault on a shared mapping (do_shared_fault) goes to filemap_fault alone.
+        let marker = bounds.and_then(|(lo, _)| self.files.maps[&lo].ra.marker());
+        if !write {
+            self.fault_around(vpn, bounds, marker, t)?;
+        }
+        let mut at = t + io.minor_fault;
+        if self.mem.pt.entries[p as usize].flags & UNMAPPED != 0 {
+            at = self.uptodate_at(p, at);
+            // filemap_fault finds the page: do_async_mmap_readahead counts a hit, and on the
+            // PG_readahead page starts the next window without waiting (page_cache_async_ra).
+            self.mem.pt.entries[p as usize].flags = (self.mem.pt.entries[p as usize].flags & !UNMAPPED) | LOCKED;
+            if let Some((lo, hi)) = bounds {
+                let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
+                m.mmap_miss = m.mmap_miss.saturating_sub(1);
+                if marker == Some(vpn) {
+                    let max = self.files.ra_pages;
+                    let start = m.ra.start + m.ra.size;
+                    let size = next_ra_size(m.ra.size.max(1), max);
+                    m.ra = Stream { start, size, async_size: size, ..m.ra };
+                    let size = size.min(hi.saturating_sub(start));
+                    at = self.read_window(c, start, size, None, at)?;
+                }
+            }
+        }
+        self.files.stats.minor_faults += measuring;
+        Ok((at - t) * 1000)
+    }
+
+    /// do_fault_around (mm/memory.c) with filemap_map_pages (mm/filemap.c): map every cached,
+    /// unmapped page of the fault_around_bytes-aligned window around `vpn` that lies in the
+    /// same file and page-table page, except the PG_readahead page (left to fault, so that it
+    /// starts the next window) and pages still being read (not up to date at `t`). Prefaulted
+    /// PTEs are young on x86 (do_set_pte), and each page mapped counts as an mmap hit
+    /// (mmap_miss--).
+    fn fault_around(&mut self, vpn: u64, bounds: Option<(u64, u64)>, marker: Option<u64>, t: Ns) -> Result<()> {
+        let n = self.files.fault_around;
+        if n <= 1 {
+            return Ok(());
+        }
+        let pmd = vpn & !(CHUNK as u64 - 1);
+        let (mut lo, mut hi) = ((vpn & !(n - 1)).max(pmd), ((vpn & !(n - 1)) + n).min(pmd + CHUNK as u64));
+        if let Some((a, b)) = bounds {
+            (lo, hi) = (lo.max(a), hi.min(b));
+        }
+        let mut mapped = 0;
+        for v in lo..hi {
+            let q = self.mem.pt.slot(v)?;
+            if self.files.in_read.get(&q).is_some_and(|&ready| ready > t) {
+                continue;
+            }
+            let e = &mut self.mem.pt.entries[q as usize];
+            if e.node < DROPPED && e.flags & (FILE | UNMAPPED) == FILE | UNMAPPED && Some(v) != marker {
+                e.flags = (e.flags & !UNMAPPED) | REFERENCED | if v == vpn { LOCKED } else { 0 };
+                mapped += (v != vpn) as u64;
+                if let Some((a, _)) = bounds {
+                    let m = self.files.maps.get_mut(&a).expect("bounds come from the map");
+                    m.mmap_miss = m.mmap_miss.saturating_sub(1);
+                }
+            }
+        }
+        self.files.stats.fault_around_pages += self.measuring as u64 * mapped;
+        Ok(())
+    }
+}
