@@ -13,17 +13,18 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use tiersim_core::{NodeId, Ns, Result};
-use tiersim_devices::Device;
+use tiersim_core::{NodeId, Ns, Op, Result};
+use tiersim_devices::{Device, DeviceRequest};
 
-use super::{Memory, Metrics, PageEvent};
-use crate::pagetable::{PageEntry, DROPPED, FILE};
+use super::swap::Swap;
+use super::{page_runs, Memory, Metrics, PageEvent};
+use crate::pagetable::{PageEntry, PageTable, DIRTY, DROPPED, FILE};
 use crate::platform::Platform;
 use crate::storage::iopath::IoPath;
 
 /// Pages a task dirties between two checks of the dirty limits: balance_dirty_pages_ratelimited
 /// starts each task at nr_dirtied_pause = 128 KiB of pages (mm/page-writeback.c).
-pub(crate) const RATELIMIT_PAGES: u64 = 32;
+const RATELIMIT_PAGES: u64 = 32;
 
 /// do_sync_mmap_readahead stops reading around faults of a file once its faults that found
 /// nothing cached outnumber those that did by this many (mm/filemap.c).
@@ -258,6 +259,113 @@ impl FileIo {
             },
             "pages_read": s.pages_read,
         })
+    }
+
+    /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
+    /// brings it in (filemap_get_pages and filemap_fault wait on the locked page).
+    pub(crate) fn uptodate_at(&mut self, p: u32, t: Ns) -> Ns {
+        match self.in_read.get(&p) {
+            Some(&ready) if ready > t => ready,
+            Some(_) => {
+                self.in_read.remove(&p);
+                t
+            }
+            None => t,
+        }
+    }
+
+    /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
+    /// RATELIMIT_PAGES the CPU checks the limits as balance_dirty_pages does: dirty pages above
+    /// the background threshold start the flusher, which writes back down to it; dirty pages
+    /// plus pages under writeback above the freerun ceiling (halfway to vm.dirty_ratio) make
+    /// the writer wait until enough writeback completes to bring them below it, so a writer
+    /// outrunning the device is held to the device's rate. Returns when the writer goes on.
+    /// Deviation: the kernel paces a throttled writer in proportion to the excess (pos_ratio)
+    /// rather than until the excess is written; dirty_expire_centisecs (30 s) is not modelled.
+    pub(crate) fn dirtied(&mut self, mem: &mut Memory, swap: Option<&mut Swap>, c: usize, p: u32, t: Ns) -> Ns {
+        self.dirty.insert(p);
+        self.stats.dirtied += 1;
+        let s = &mut self.streams[c];
+        s.nr_dirtied += 1;
+        if s.nr_dirtied < RATELIMIT_PAGES {
+            return t;
+        }
+        s.nr_dirtied = 0;
+        // global_dirtyable_memory: free pages plus file pages.
+        let dirtyable: u64 = mem.nodes.iter().map(|n| n.free() + n.lists[2].len + n.lists[3].len).sum();
+        let thresh = dirtyable * self.dirty_ratio / 100;
+        let mut background = dirtyable * self.background_ratio / 100;
+        if background >= thresh {
+            background = thresh / 2;
+        }
+        let f = &mut *self;
+        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
+            f.in_flight.pop_front();
+        }
+        let dirty = f.dirty.len() as u64;
+        if dirty > background {
+            self.writeback(mem, swap, dirty - background, t);
+        }
+        let freerun = (background + thresh) / 2;
+        let f = &*self;
+        let mut over =
+            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+        let mut until = t;
+        for &(done, n) in &f.in_flight {
+            if over == 0 {
+                break;
+            }
+            until = until.max(done);
+            over = over.saturating_sub(n);
+        }
+        until
+    }
+
+    /// Written-back pages leave the flusher's dirty set and lose PG_dirty.
+    pub(crate) fn clean(&mut self, pt: &mut PageTable, pages: &[u32]) {
+        for &p in pages {
+            self.dirty.remove(&p);
+            pt.entries[p as usize].flags &= !DIRTY;
+        }
+    }
+
+    /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
+    /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
+    /// stay cached, clean, under writeback until their request completes.
+    fn writeback(&mut self, mem: &mut Memory, swap: Option<&mut Swap>, n: u64, t: Ns) {
+        let mut pages: Vec<u32> = self.dirty.range(self.cursor..).take(n as usize).copied().collect();
+        if (pages.len() as u64) < n {
+            let rest = n as usize - pages.len();
+            pages.extend(self.dirty.range(..self.cursor).take(rest));
+        }
+        let per_request = (self.path.max_request / mem.page_size).max(1);
+        let Some(swap) = swap else { return };
+        let mut done = t;
+        for run in page_runs(&pages, per_request) {
+            let req = DeviceRequest {
+                now: t,
+                addr: pages[run.start] as u64 * mem.page_size,
+                size: (run.len() as u64 * mem.page_size) as u32,
+                op: Op::Write,
+                socket: 0,
+                cpu: 0,
+                remote: false,
+            };
+            let end = swap.dev.access(&req);
+            done = done.max(end);
+            self.in_flight.push_back((done, run.len() as u64));
+            self.stats.write_requests += 1;
+        }
+        self.clean(&mut mem.pt, &pages);
+        self.stats.wb_flusher += pages.len() as u64;
+        if let Some(&last) = pages.last() {
+            self.cursor = last + 1;
+        }
+    }
+
+    /// The end of the mapped file holding page `vpn` (u64::MAX: none).
+    pub(crate) fn file_end(&self, vpn: u64) -> u64 {
+        self.bounds(vpn).map_or(u64::MAX, |(_, hi)| hi)
     }
 
     /// Free the frame of clean file page `p` (already off its LRU list): it stays a file page,

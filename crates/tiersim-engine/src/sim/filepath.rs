@@ -9,7 +9,7 @@ use tiersim_devices::DeviceRequest;
 use std::collections::BTreeMap;
 
 use super::Engine;
-use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS, RATELIMIT_PAGES};
+use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS};
 use crate::os::page_runs;
 use crate::pagetable::{CHUNK, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
 use crate::storage::iopath::Driver;
@@ -100,7 +100,6 @@ impl Engine {
         let (first, last, end_byte) = self.call_range(&a)?;
         let io = self.files.path;
         let write = a.op.is_write();
-        let measuring = self.measuring as u64;
         let mut at = t + io.syscall + io.vfs;
         for vpn in first..=last {
             at += io.page_cache_lookup;
@@ -112,7 +111,7 @@ impl Engine {
                 if e.node == UNTOUCHED {
                     self.mem.pt.touched += 1;
                 }
-                self.files.stats.misses += measuring;
+                self.files.stats.misses += 1;
                 at = if write && bytes == self.mem.page_size {
                     // A whole-page write reads nothing first (ext4_write_begin finds no partial
                     // page to bring up to date).
@@ -126,8 +125,8 @@ impl Engine {
                 let f = &mut self.mem.pt.entries[p as usize].flags;
                 *f = (*f & !REFERENCED) | UNMAPPED;
             } else {
-                self.files.stats.hits += measuring;
-                at = self.uptodate_at(p, at);
+                self.files.stats.hits += 1;
+                at = self.files.uptodate_at(p, at);
                 if self.files.streams[c].marker() == Some(vpn) {
                     // The page stays locked while the window's allocations may reclaim.
                     self.mem.pt.entries[p as usize].flags |= LOCKED;
@@ -156,7 +155,7 @@ impl Engine {
                 if e.flags & DIRTY == 0 {
                     self.mem.pt.entries[p as usize].flags |= DIRTY;
                     let until = self.file_dirtied(c, p, at);
-                    self.files.stats.throttle_ps += measuring * (until - at) * 1000;
+                    self.files.stats.throttle_ps += (until - at) * 1000;
                     at = until;
                 }
             }
@@ -166,11 +165,11 @@ impl Engine {
         self.files.streams[c].prev = Some(last);
         let s = &mut self.files.stats;
         if write {
-            s.write_calls += measuring;
-            s.bytes_written += measuring * a.size as u64;
+            s.write_calls += 1;
+            s.bytes_written += a.size as u64;
         } else {
-            s.read_calls += measuring;
-            s.bytes_read += measuring * a.size as u64;
+            s.read_calls += 1;
+            s.bytes_read += a.size as u64;
         }
         Ok(at)
     }
@@ -190,7 +189,6 @@ impl Engine {
         let (first, last, end_byte) = self.call_range(&a)?;
         let io = self.files.path;
         let write = a.op.is_write();
-        let measuring = self.measuring as u64;
         let (block, driver, completion) = io.request_overhead(Driver::Nvme);
         let per_request = (io.max_request / self.mem.page_size).max(1);
         let socket = self.cpus[c].socket;
@@ -217,11 +215,11 @@ impl Engine {
                     remote: false,
                 };
                 done = done.max(swap.dev.access(&req));
-                self.files.stats.write_requests += measuring;
+                self.files.stats.write_requests += 1;
             }
             at = done.max(at) + completion;
-            self.clean(&dirty);
-            self.files.stats.wb_direct += measuring * dirty.len() as u64;
+            self.files.clean(&mut self.mem.pt, &dirty);
+            self.files.stats.wb_direct += dirty.len() as u64;
         }
         if write {
             for &p in &slots {
@@ -233,7 +231,7 @@ impl Engine {
                 let node = e.node as usize;
                 self.lru_del(node, p);
                 self.files.evict(&mut self.mem, p, node);
-                self.files.stats.direct_invalidated += measuring;
+                self.files.stats.direct_invalidated += 1;
             }
         }
         // The data: runs of consecutive file pages, split at max_request, each from its first
@@ -258,13 +256,13 @@ impl Engine {
             requests += 1;
         }
         let s = &mut self.files.stats;
-        s.direct_requests += measuring * requests;
+        s.direct_requests += requests;
         if write {
-            s.direct_writes += measuring;
-            s.direct_bytes_written += measuring * a.size as u64;
+            s.direct_writes += 1;
+            s.direct_bytes_written += a.size as u64;
         } else {
-            s.direct_reads += measuring;
-            s.direct_bytes_read += measuring * a.size as u64;
+            s.direct_reads += 1;
+            s.direct_bytes_read += a.size as u64;
         }
         Ok(done.max(at) + completion)
     }
@@ -287,7 +285,7 @@ impl Engine {
             // "Standalone, small random read": read as is, leave the state alone.
             (vpn, want)
         };
-        let size = size.min(self.file_end(start) - start);
+        let size = size.min(self.files.file_end(start) - start);
         self.read_window(c, start, size, Some(vpn), at)
     }
 
@@ -298,14 +296,8 @@ impl Engine {
         let s = &mut self.files.streams[c];
         let (start, size) = (s.start + s.size, next_ra_size(s.size.max(1), max));
         (s.start, s.size, s.async_size) = (start, size, size);
-        let size = size.min(self.file_end(start).saturating_sub(start));
+        let size = size.min(self.files.file_end(start).saturating_sub(start));
         self.read_window(c, start, size, None, at)
-    }
-
-    /// Where the file holding page `vpn` ends, if a mapping record named it (do_page_cache_ra
-    /// reads nothing past end of file); else nowhere.
-    fn file_end(&self, vpn: u64) -> u64 {
-        self.files.bounds(vpn).map_or(u64::MAX, |(_, hi)| hi)
     }
 
     /// Read the missing pages of `[start, start + size)` into the page cache: each is allocated
@@ -315,7 +307,6 @@ impl Engine {
     fn read_window(&mut self, c: usize, start: u64, size: u64, wait: Option<u64>, at: Ns) -> Result<Ns> {
         let io = self.files.path;
         let per_request = (io.max_request / self.mem.page_size).max(1);
-        let measuring = self.measuring as u64;
         let mut missing = Vec::new();
         let mut cpu = 0;
         for v in start..start + size {
@@ -332,11 +323,11 @@ impl Engine {
             if Some(v) != wait {
                 let f = &mut self.mem.pt.entries[p as usize].flags;
                 *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
-                self.files.stats.readahead_pages += measuring;
+                self.files.stats.readahead_pages += 1;
             }
             missing.push(p);
         }
-        self.files.stats.pages_read += measuring * missing.len() as u64;
+        self.files.stats.pages_read += missing.len() as u64;
         let (block, driver, completion) = io.request_overhead(Driver::Nvme);
         let mut submit = at + cpu + io.fs_map;
         let mut done = submit;
@@ -362,111 +353,14 @@ impl Engine {
                 self.files.in_read.extend(missing[run].iter().map(|&p| (p, end)));
             }
         }
-        self.files.stats.read_requests += measuring * requests;
+        self.files.stats.read_requests += requests;
         Ok(if wait.is_some() { done.max(submit) + completion } else { submit })
     }
 
-    /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
-    /// brings it in (filemap_get_pages and filemap_fault wait on the locked page).
-    fn uptodate_at(&mut self, p: u32, t: Ns) -> Ns {
-        match self.files.in_read.get(&p) {
-            Some(&ready) if ready > t => ready,
-            Some(_) => {
-                self.files.in_read.remove(&p);
-                t
-            }
-            None => t,
-        }
-    }
-
-    /// File page `p` turned dirty (a call or a store to a mapping) at `t`, by CPU `c`. Every
-    /// RATELIMIT_PAGES the CPU checks the limits as balance_dirty_pages does: dirty pages above
-    /// the background threshold start the flusher, which writes back down to it; dirty pages
-    /// plus pages under writeback above the freerun ceiling (halfway to vm.dirty_ratio) make
-    /// the writer wait until enough writeback completes to bring them below it, so a writer
-    /// outrunning the device is held to the device's rate. Returns when the writer goes on.
-    /// Deviation: the kernel paces a throttled writer in proportion to the excess (pos_ratio)
-    /// rather than until the excess is written; dirty_expire_centisecs (30 s) is not modelled.
+    /// File page `p` turned dirty at `t` by CPU `c`: the page cache's dirty limits decide when
+    /// the writer goes on (`FileIo::dirtied`).
     pub(crate) fn file_dirtied(&mut self, c: usize, p: u32, t: Ns) -> Ns {
-        self.files.dirty.insert(p);
-        self.files.stats.dirtied += self.measuring as u64;
-        let s = &mut self.files.streams[c];
-        s.nr_dirtied += 1;
-        if s.nr_dirtied < RATELIMIT_PAGES {
-            return t;
-        }
-        s.nr_dirtied = 0;
-        // global_dirtyable_memory: free pages plus file pages.
-        let dirtyable: u64 = self.mem.nodes.iter().map(|n| n.free() + n.lists[2].len + n.lists[3].len).sum();
-        let thresh = dirtyable * self.files.dirty_ratio / 100;
-        let mut background = dirtyable * self.files.background_ratio / 100;
-        if background >= thresh {
-            background = thresh / 2;
-        }
-        let f = &mut self.files;
-        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
-            f.in_flight.pop_front();
-        }
-        let dirty = f.dirty.len() as u64;
-        if dirty > background {
-            self.writeback(dirty - background, t);
-        }
-        let freerun = (background + thresh) / 2;
-        let f = &self.files;
-        let mut over =
-            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
-        let mut until = t;
-        for &(done, n) in &f.in_flight {
-            if over == 0 {
-                break;
-            }
-            until = until.max(done);
-            over = over.saturating_sub(n);
-        }
-        until
-    }
-
-    /// Written-back pages leave the flusher's dirty set and lose PG_dirty.
-    fn clean(&mut self, pages: &[u32]) {
-        for &p in pages {
-            self.files.dirty.remove(&p);
-            self.mem.pt.entries[p as usize].flags &= !DIRTY;
-        }
-    }
-
-    /// The flusher writes back `n` dirty pages from its cursor in page order (write_cache_pages,
-    /// range_cyclic), runs of consecutive pages as requests of up to max_request; the pages
-    /// stay cached, clean, under writeback until their request completes.
-    fn writeback(&mut self, n: u64, t: Ns) {
-        let mut pages: Vec<u32> = self.files.dirty.range(self.files.cursor..).take(n as usize).copied().collect();
-        if (pages.len() as u64) < n {
-            let rest = n as usize - pages.len();
-            pages.extend(self.files.dirty.range(..self.files.cursor).take(rest));
-        }
-        let per_request = (self.files.path.max_request / self.mem.page_size).max(1);
-        let measuring = self.measuring as u64;
-        let Some(swap) = self.swap.as_mut() else { return };
-        let mut done = t;
-        for run in page_runs(&pages, per_request) {
-            let req = DeviceRequest {
-                now: t,
-                addr: pages[run.start] as u64 * self.mem.page_size,
-                size: (run.len() as u64 * self.mem.page_size) as u32,
-                op: Op::Write,
-                socket: 0,
-                cpu: 0,
-                remote: false,
-            };
-            let end = swap.dev.access(&req);
-            done = done.max(end);
-            self.files.in_flight.push_back((done, run.len() as u64));
-            self.files.stats.write_requests += measuring;
-        }
-        self.clean(&pages);
-        self.files.stats.wb_flusher += measuring * pages.len() as u64;
-        if let Some(&last) = pages.last() {
-            self.files.cursor = last + 1;
-        }
+        self.files.dirtied(&mut self.mem, self.swap.as_mut(), c, p, t)
     }
 
     /// A file access with the files on DAX: a call copies between the user buffer and PMEM
@@ -476,7 +370,6 @@ impl Engine {
     fn dax_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
         let io = self.files.path;
         let t = issue_ps / 1000;
-        let measuring = self.measuring as u64;
         let socket = self.cpus[c].socket;
         let processed = self.processed;
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
@@ -493,21 +386,21 @@ impl Engine {
             }
             let done = dax.dev.access(&req(t + io.syscall + io.vfs + io.fs_map));
             let s = &mut self.files.stats;
-            s.dax_calls += measuring;
-            s.dax_bytes += measuring * a.size as u64;
+            s.dax_calls += 1;
+            s.dax_bytes += a.size as u64;
             self.finish_call(c, a, issue_ps, done);
             return Ok(None);
         }
         if dax.mapped.insert(a.addr >> dax.fault_shift) {
-            self.files.stats.dax_faults += measuring;
-            self.faults.time_ps += measuring * io.dax_fault * 1000;
+            self.files.stats.dax_faults += 1;
+            self.faults.time_ps += io.dax_fault * 1000;
             return Ok(Some(issue_ps + io.dax_fault * 1000));
         }
         let latency = dax.dev.access(&req(t)) - t;
         let s = &mut self.files.stats;
-        s.dax_accesses += measuring;
-        s.dax_bytes += measuring * a.size as u64;
-        s.dax_latency_ns += measuring * latency;
+        s.dax_accesses += 1;
+        s.dax_bytes += a.size as u64;
+        s.dax_latency_ns += latency;
         if self.measuring {
             self.max_completion_ns = self.max_completion_ns.max(t + latency);
         }
@@ -553,7 +446,7 @@ impl Engine {
                 }
                 None => {
                     self.files.maps.insert(lo, FileMap { end: hi, end_byte, ra: Stream::default(), mmap_miss: 0 });
-                    self.files.stats.mappings += self.measuring as u64;
+                    self.files.stats.mappings += 1;
                     (lo, true)
                 }
             },
@@ -597,7 +490,7 @@ impl Engine {
             self.alloc(p, c, v, t, FILE)?;
             let f = &mut self.mem.pt.entries[p as usize].flags;
             *f = (*f & !(LOCKED | REFERENCED)) | UNMAPPED;
-            self.files.stats.warm_pages += self.measuring as u64;
+            self.files.stats.warm_pages += 1;
         }
         Ok(())
     }
@@ -607,14 +500,13 @@ impl Engine {
     /// names, or cached but unmapped. Returns the fault's time (ps).
     pub(crate) fn filemap_fault(&mut self, c: usize, p: u32, vpn: u64, t: Ns, write: bool) -> Result<u64> {
         let io = self.files.path;
-        let measuring = self.measuring as u64;
         let bounds = self.files.bounds(vpn);
         let node = self.mem.pt.entries[p as usize].node;
         if node >= DROPPED {
             let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");
             if node == DROPPED {
                 if let Some(s) = self.swap.as_mut() {
-                    s.stats.file_refaults += measuring;
+                    s.stats.file_refaults += 1;
                 }
             }
             let ra_pages = self.files.ra_pages;
@@ -638,7 +530,7 @@ impl Engine {
             let before = self.files.stats.pages_read;
             let done = self.read_window(c, start, size, Some(vpn), t + io.page_cache_lookup)?;
             let s = &mut self.files.stats;
-            s.major_faults += measuring;
+            s.major_faults += 1;
             s.fault_read_pages += s.pages_read - before;
             // The page is mapped (finish_fault) and stays locked until the access replays.
             self.mem.pt.entries[p as usize].flags &= !UNMAPPED;
@@ -652,7 +544,7 @@ impl Engine {
         }
         let mut at = t + io.minor_fault;
         if self.mem.pt.entries[p as usize].flags & UNMAPPED != 0 {
-            at = self.uptodate_at(p, at);
+            at = self.files.uptodate_at(p, at);
             // filemap_fault finds the page: do_async_mmap_readahead counts a hit, and on the
             // PG_readahead page starts the next window without waiting (page_cache_async_ra).
             self.mem.pt.entries[p as usize].flags = (self.mem.pt.entries[p as usize].flags & !UNMAPPED) | LOCKED;
@@ -669,7 +561,7 @@ impl Engine {
                 }
             }
         }
-        self.files.stats.minor_faults += measuring;
+        self.files.stats.minor_faults += 1;
         Ok((at - t) * 1000)
     }
 
@@ -705,7 +597,7 @@ impl Engine {
                 }
             }
         }
-        self.files.stats.fault_around_pages += self.measuring as u64 * mapped;
+        self.files.stats.fault_around_pages += mapped;
         Ok(())
     }
 }

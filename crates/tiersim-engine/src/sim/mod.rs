@@ -457,7 +457,7 @@ impl Engine {
             UNTOUCHED => {
                 self.mem.pt.touched += 1;
                 if a.is_file() {
-                    self.files.stats.unread_first_touches += self.measuring as u64;
+                    self.files.stats.unread_first_touches += 1;
                 } else if self.files.mapped(vpn) {
                     return Err(tiersim_core::Error::Sim(format!(
                         "access #{}: an anonymous access to page {vpn:#x}, inside a file a mapping record maps; \
@@ -468,9 +468,7 @@ impl Engine {
                 // New page-cache pages start inactive (add_to_page_cache_lru); anon per new_anon_list.
                 let flags = if a.is_file() { FILE } else { self.lru.new_anon_flags() };
                 let (_, reclaim_ps) = self.alloc(p, c, vpn, issue_ns, flags)?;
-                if self.measuring {
-                    self.faults.first_touch += 1;
-                }
+                self.faults.first_touch += 1;
                 self.fault_ps + reclaim_ps
             }
             // Also on the cached path: another CPU's reclaim may have swapped the page out.
@@ -484,9 +482,7 @@ impl Engine {
             _ => 0,
         };
         if fault_ps > 0 {
-            if self.measuring {
-                self.faults.time_ps += fault_ps;
-            }
+            self.faults.time_ps += fault_ps;
             return Ok(Some(issue_ps + fault_ps));
         }
         if self.mem.pt.entries[p as usize].flags & PROT_NONE != 0 {
