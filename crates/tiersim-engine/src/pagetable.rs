@@ -490,7 +490,7 @@ mod tests {
             v[k] = k as u64;
             w[k] = k as u64;
             assert_eq!(&v[..], &w[..], "at {len}");
-            assert_eq!(v.as_ptr() as usize % HUGE == 0, v.capacity() * 8 >= HUGE, "at {len}");
+            assert_eq!((v.as_ptr() as usize).is_multiple_of(HUGE), v.capacity() * 8 >= HUGE, "at {len}");
         }
         v.grow(3, 0);
         assert_eq!(v.len(), w.len());

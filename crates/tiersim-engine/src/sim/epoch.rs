@@ -112,7 +112,7 @@ impl Engine {
     fn coarsen(&mut self) {
         let epochs = self.epoch_idx as usize;
         let rows = self.ts.epoch.len();
-        if epochs < 2 || rows % epochs != 0 {
+        if epochs < 2 || !rows.is_multiple_of(epochs) {
             return;
         }
         let per = rows / epochs;
