@@ -6,8 +6,15 @@ use tiersim_core::{Ns, Result};
 use super::Engine;
 use crate::os::alloc::{self, Faulting};
 use crate::os::fault::Ops;
-use crate::os::reclaim::{Reclaimer, Vmscan};
-use crate::os::{lru, swap, Memory, Metrics};
+use crate::os::reclaim::Vmscan;
+use crate::os::{lru, swap, Metrics};
+
+/// The parts reclaim works with (`Vmscan`), borrowed from the engine beside its other fields.
+macro_rules! vmscan {
+    ($eng:expr) => {
+        Vmscan { lru: &mut $eng.lru, migrate: &mut $eng.migrate, swap: $eng.swap.as_mut(), files: &mut $eng.files }
+    };
+}
 
 impl Engine {
     /// Every part that keeps counters over the measured run, in the order they report.
@@ -35,16 +42,8 @@ impl Engine {
         parts
     }
 
-    /// The memory, the reclaimer and the parts reclaim works with, borrowed at once.
-    pub(crate) fn mm(&mut self) -> (&mut Memory, &Reclaimer, Vmscan<'_>) {
-        (
-            &mut self.mem,
-            &self.reclaim,
-            Vmscan { lru: &mut self.lru, migrate: &mut self.migrate, swap: self.swap.as_mut(), files: &mut self.files },
-        )
-    }
-
     /// CPU `c` faulting during the current access.
+    #[inline]
     pub(crate) fn faulting(&self, c: usize) -> Faulting {
         let cpu = &self.cpus[c];
         Faulting { cpu: c, node: cpu.node, socket: cpu.socket, access: self.processed }
@@ -53,29 +52,30 @@ impl Engine {
     /// Allocate page `p` for CPU `c` at `t` with `flags`: its node and the direct-reclaim time (ps).
     pub(crate) fn alloc(&mut self, p: u32, c: usize, vpn: u64, t: Ns, flags: u8) -> Result<(usize, u64)> {
         let who = self.faulting(c);
-        let mut free = std::mem::take(&mut self.free_scratch);
-        let (mem, rc, mut vm) = self.mm();
-        let got = alloc::alloc(mem, rc, &mut vm, &who, &mut free, p, vpn, t, flags);
-        self.free_scratch = free;
-        got
+        let mut vm = vmscan!(self);
+        alloc::alloc(&mut self.mem, &self.reclaim, &mut vm, &who, &mut self.free_scratch, p, vpn, t, flags)
     }
 
     pub(crate) fn swap_in(&mut self, p: u32, c: usize, vpn: u64, t: Ns) -> Result<u64> {
         let (who, swap_fault_ps) = (self.faulting(c), self.swap_fault_ps);
-        let mut free = std::mem::take(&mut self.free_scratch);
-        let (mem, rc, mut vm) = self.mm();
-        let got = swap::swap_in(mem, rc, &mut vm, &who, &mut free, p, vpn, t, swap_fault_ps);
-        self.free_scratch = free;
-        got
+        let mut vm = vmscan!(self);
+        swap::swap_in(&mut self.mem, &self.reclaim, &mut vm, &who, &mut self.free_scratch, p, vpn, t, swap_fault_ps)
     }
 
     pub(crate) fn file_refault(&mut self, p: u32, c: usize, vpn: u64, t: Ns) -> Result<u64> {
         let (who, swap_fault_ps) = (self.faulting(c), self.swap_fault_ps);
-        let mut free = std::mem::take(&mut self.free_scratch);
-        let (mem, rc, mut vm) = self.mm();
-        let got = swap::file_refault(mem, rc, &mut vm, &who, &mut free, p, vpn, t, swap_fault_ps);
-        self.free_scratch = free;
-        got
+        let mut vm = vmscan!(self);
+        swap::file_refault(
+            &mut self.mem,
+            &self.reclaim,
+            &mut vm,
+            &who,
+            &mut self.free_scratch,
+            p,
+            vpn,
+            t,
+            swap_fault_ps,
+        )
     }
 
     /// First access to swap-cache page `p`: a minor fault; returns its time in ps.
@@ -86,8 +86,7 @@ impl Engine {
 
     pub(crate) fn hint_fault(&mut self, c: usize, p: u32, t: Ns, write: bool) -> u64 {
         let (who, ncpus) = (self.faulting(c), self.cpus.len());
-        let mut vm =
-            Vmscan { lru: &mut self.lru, migrate: &mut self.migrate, swap: self.swap.as_mut(), files: &mut self.files };
+        let mut vm = vmscan!(self);
         self.numa.hint_fault(&mut self.mem, &self.reclaim, &mut vm, &mut self.scanner, &who, ncpus, p, t, write)
     }
 
