@@ -46,7 +46,7 @@ impl Reclaimer {
         let mut done = 0;
         while done < want {
             let target = demote_to.filter(|&d| mem.nodes[d].free() > mem.nodes[d].wmark_min);
-            // A full swap still takes pages: the swap cache gives up slots (`swap_out`).
+            // A full swap still takes pages: the swap cache gives up slots (`Swap::swap_out`).
             let can_swap = vm.swap.as_ref().is_some_and(|s| s.used < s.capacity || !s.cache_slot.is_empty());
             // File pages are dropped to (and read back from) the block device, `[swap]`'s.
             let can_drop = vm.swap.is_some();

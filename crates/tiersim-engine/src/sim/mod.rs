@@ -1,7 +1,8 @@
 //! The event loop: CPUs replay their accesses in global issue-time order; each access is
 //! translated through the OS model (`crate::os`) to a node, served by the node's devices, and the
 //! CPU's clock advances by its compute gap plus latency / mlp (closed loop) or follows the trace
-//! times (open loop). The engine's state and its construction live here; the epochs and time
+//! times (open loop). The engine owns the OS model's parts and composes them (`mm.rs`; the file
+//! access paths in `filepath.rs`); its state and construction live here, the epochs and time
 //! series in `epoch.rs`, the run's summary in `stats.rs`, the invariant checks in `check.rs`.
 
 mod check;
