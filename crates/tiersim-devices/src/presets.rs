@@ -45,7 +45,21 @@ impl Preset {
 
 fn parse(name: &str, text: &str) -> Result<Preset> {
     let where_ = format!("preset {name}");
-    let mut t: toml::Table = toml::from_str(text).map_err(|e| Error::config(&where_, e.to_string()))?;
+    let mut t: toml::Table = toml::from_str(text).map_err(|e| match e.span() {
+        // A preset file's syntax error names its line and column, as an editor takes them.
+        Some(span) if !PRESETS.iter().any(|(n, _)| *n == name) => {
+            let before = &text[..span.start.min(text.len())];
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+            Error::Syntax {
+                path: name.into(),
+                line: before.matches('\n').count() as u64 + 1,
+                column: column as u64,
+                msg,
+            }
+        }
+        _ => Error::config(&where_, e.to_string()),
+    })?;
     let mut string = |key: &str| match t.remove(key) {
         Some(toml::Value::String(s)) => Ok(s),
         Some(v) => Err(Error::config(format!("{where_}.{key}"), format!("expected a string, got {v}"))),

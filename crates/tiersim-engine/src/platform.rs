@@ -266,7 +266,7 @@ fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
     // toml's messages can run over lines ("invalid string\nexpected ..."): one line here.
     let msg = e.message().trim_end().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
     let Some(span) = e.span() else {
-        return Error::config("(file)", format!("{origin}: {msg}"));
+        return Error::Path { path: origin.into(), msg };
     };
     let before = &text[..span.start.min(text.len())];
     let line = before.matches('\n').count() + 1;
