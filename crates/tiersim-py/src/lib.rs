@@ -416,6 +416,7 @@ fn characterize(
 
 #[pyfunction]
 #[pyo3(signature = (curves, device, base, params=String::new(), ratios=Vec::new(), cycles_ghz=None, port_ns=0.0))]
+#[allow(clippy::too_many_arguments)]
 fn calibrate(
     py: Python<'_>,
     curves: Vec<String>,
