@@ -233,7 +233,8 @@ fn clip(line: &str) -> String {
     }
 }
 
-/// Read every curve in one file; `mess_ratio` is the mix of a Mess file (from its name).
+/// Read every curve in one file, telling its format by its content; a Mess file's mix comes from its
+/// name (`bwlat_R...`), MLC output's from each run's traffic type, a CSV's from its mix column.
 pub fn read_file(path: &Path, units: Units) -> Result<Vec<Curve>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let text = text_of(path, &bytes)?;
