@@ -155,6 +155,8 @@ def test_calibrate_bad_input_is_one_error_line(tmp_path: Path):
     (tmp_path / "bwlat_70.txt").write_text("100 80\n200 eighty\n300 82\n")
     proc = run_cli("calibrate", str(tmp_path), "--device", "dram", "-o", str(tmp_path / "p.toml"))
     assert proc.returncode == 1
-    assert "bwlat_70.txt:2" in proc.stderr and "expected two non-negative numbers" in proc.stderr, proc.stderr
+    assert "bwlat_70.txt:2: expected two numbers (bandwidth MB/s, latency ns), got `200 eighty`" in proc.stderr, (
+        proc.stderr
+    )
     proc = run_cli("calibrate", str(MY_CURVES), "--device", "ssd", "-o", str(tmp_path / "p.toml"))
     assert proc.returncode == 1 and "`ssd` cannot be calibrated; valid: dram, cxl" in proc.stderr, proc.stderr

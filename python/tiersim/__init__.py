@@ -28,6 +28,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "`maturin develop --release` in the repository first"
     ) from exc
 
+from tiersim import _options
 from tiersim._convert import overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 from tiersim.bound import BOUND
@@ -346,6 +347,12 @@ def trace_stats(path: PathLike, *, src_format: str | None = None, max_points: in
     return json.loads(_native.trace_stats(os.fspath(path), src_format, max_points))
 
 
+def _curve_paths(curves: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    if isinstance(curves, (str, os.PathLike)):
+        return [os.fspath(curves)]
+    return [os.fspath(c) for c in curves]
+
+
 def characterize(
     device: str,
     params: Mapping[str, Any] | str | None = None,
@@ -353,17 +360,31 @@ def characterize(
     tests: Sequence[str] = (),
     quick: bool = False,
     ratios: Sequence[int] = (),
-    compare: str | os.PathLike[str] | None = None,
+    compare: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    cycles_ghz: float | None = None,
+    node: str | None = None,
+    port_ns: float = 0.0,
 ) -> Characterization:
-    """MLC-like tests against a device preset or kind (`tiersim list presets`): idle latency,
+    """MLC-like tests against a device preset (name or preset file) or kind (`tiersim list
+    presets`), or with `node` against that node of a platform (name or file): idle latency,
     bandwidth vs threads and size, loaded latency, interleave scaling, for pmem the EWR, and on
     request (`tests=["bwlat"]`) Mess-style bandwidth-latency curves at the read percentages
     `ratios`. params: device parameters plus `count` (devices interleaved) and `granule` (bytes).
-    compare: a directory of measured Mess-format curves to score the bwlat curves against."""
+    compare: measured curves (files or directories: Mess, Intel MLC output or CSV, see
+    `calibrate`) to score the bwlat curves against; cycles_ghz and port_ns: as for `calibrate`."""
     from tiersim._characterize import Characterization
 
+    cycles_ghz = None if cycles_ghz is None else _options.Number(float, 0.0).check("cycles_ghz", cycles_ghz)
     text = _native.characterize(
-        device, params_to_toml(params), list(tests), quick, list(ratios), "" if compare is None else os.fspath(compare)
+        device,
+        params_to_toml(params),
+        list(tests),
+        quick,
+        list(ratios),
+        [] if compare is None else _curve_paths(compare),
+        cycles_ghz,
+        node,
+        _options.Number(float, 0.0, 10_000.0).check("port_ns", port_ns),
     )
     return Characterization.from_json(text)
 
@@ -371,39 +392,65 @@ def characterize(
 @dataclass
 class Calibration:
     """What `calibrate` fitted: the device parameters, a platform file holding the device, the
-    fitted model's bwlat curves and their errors against the measured ones."""
+    same device as a preset file (`characterize PATH`, a platform node's `preset = "PATH"`),
+    the fitted model's bwlat curves and their errors against the measured ones, and what the
+    reader did to the curves as published (`read`: per curve its source, mix, rows and notes;
+    the files it skipped)."""
 
     device: str
     fitted: str
     platform_toml: str
+    preset_toml: str
     curves: Characterization
     comparison: pl.DataFrame
+    read: dict[str, Any]
 
 
 def calibrate(
-    curves_dir: str | os.PathLike[str],
+    curves: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     device: str,
     *,
     base: str | None = None,
     params: Mapping[str, Any] | str | None = None,
     ratios: Sequence[int] = (),
+    cycles_ghz: float | None = None,
+    port_ns: float = 0.0,
 ) -> Calibration:
-    """Fit the `dram` or `cxl` model to a directory of Mess-format curves (bwlat_R.txt), on top
-    of preset `base` (default ddr4_2666 / cxl_cz120) with `params` overrides."""
+    """Fit the `dram` or `cxl` model to measured bandwidth-latency curves, on top of preset
+    `base` (default ddr4_2666 / cxl_cz120) with `params` overrides. curves: files or
+    directories, each file read by its content: Mess rows (`bwlat_R.txt`, R = percent reads),
+    Intel MLC --loaded_latency output (the mix from its -W traffic type), or CSV with named
+    columns. cycles_ghz: Mess latency in cycles at this clock (converted to ns). port_ns: the
+    curves start at a port rather than the core (Mess's CXL curves: the CXL host port); this
+    much on-chip path is added to every latency."""
     import polars as pl
 
     from tiersim._characterize import Characterization, measured_frames
 
+    paths = _curve_paths(curves)
+    cycles_ghz = None if cycles_ghz is None else _options.Number(float, 0.0).check("cycles_ghz", cycles_ghz)
     base = base or {"dram": "ddr4_2666", "cxl": "cxl_cz120"}.get(device, device)
-    raw = json.loads(_native.calibrate(os.fspath(curves_dir), device, base, params_to_toml(params), list(ratios)))
+    raw = json.loads(
+        _native.calibrate(
+            paths,
+            device,
+            base,
+            params_to_toml(params),
+            list(ratios),
+            cycles_ghz,
+            _options.Number(float, 0.0, 10_000.0).check("port_ns", port_ns),
+        )
+    )
     measured, comparison = measured_frames(raw["measured"], raw["comparison"])
     # Named for what the plot shows: the fit, not the base preset it started from.
-    label = f"{device} fitted to {Path(curves_dir).name} (base {raw['target']})"
-    curves = Characterization(label, device, 1, 4096, {})
-    curves.tables["bwlat"] = pl.DataFrame({c["name"]: c["values"] for c in raw["table"]["columns"]})
-    curves.titles["bwlat"] = raw["table"]["title"]
-    curves.measured, curves.comparison = measured, comparison
-    return Calibration(raw["device"], raw["fitted"], raw["platform_toml"], curves, comparison)
+    label = f"{device} fitted to {', '.join(Path(p).name for p in paths)} (base {raw['target']})"
+    fitted_curves = Characterization(label, device, 1, 4096, {})
+    fitted_curves.tables["bwlat"] = pl.DataFrame({c["name"]: c["values"] for c in raw["table"]["columns"]})
+    fitted_curves.titles["bwlat"] = raw["table"]["title"]
+    fitted_curves.measured, fitted_curves.comparison = measured, comparison
+    return Calibration(
+        raw["device"], raw["fitted"], raw["platform_toml"], raw["preset_toml"], fitted_curves, comparison, raw["read"]
+    )
 
 
 def filebench(

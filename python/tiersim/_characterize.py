@@ -46,6 +46,9 @@ class Characterization:
     #: Error per compared point (read_percent, fraction, bandwidth_gbs, measured_ns, model_ns,
     #: error) and per read ratio's maximum (fraction = 1, the *_ns columns hold GB/s).
     comparison: pl.DataFrame | None = None
+    #: What the curve reader did with the `--compare` curves: per curve its source, mix, rows and
+    #: notes (units converted, noise clamped); the files it skipped.
+    read: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, text: str) -> Characterization:
@@ -56,6 +59,7 @@ class Characterization:
             c.titles[t["name"]] = t["title"]
         if "measured" in raw:
             c.measured, c.comparison = measured_frames(raw["measured"], raw["comparison"])
+            c.read = raw["read"]
         return c
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:

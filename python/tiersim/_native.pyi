@@ -73,16 +73,31 @@ def characterize(
     tests: list[str] = ...,
     quick: bool = False,
     ratios: list[int] = ...,
-    compare: str = "",
+    compare: list[str] = ...,
+    cycles_ghz: float | None = None,
+    node: str | None = None,
+    port_ns: float = 0.0,
 ) -> str:
     """JSON text: {"target", "device", "count", "granule", "params", "tables": [{"name", "title",
-    "columns": [{"name", "values"}]}]}, plus "measured" and "comparison" with `compare` (a
-    directory of Mess curves). `params` is TOML: device parameters plus `count` and `granule`
-    of the interleave set; `tests` empty runs all but bwlat; `ratios` are bwlat's read percents."""
+    "columns": [{"name", "values"}]}]}, plus "measured", "comparison" and "read" (what the curve
+    reader did) with `compare` (curve files or directories: Mess, Intel MLC output, CSV).
+    `device_or_preset` is a preset (name or file) or kind, or with `node` a platform (name or
+    file). `params` is TOML: device parameters plus `count` and `granule` of the interleave set;
+    `tests` empty runs all but bwlat; `ratios` are bwlat's read percents; `cycles_ghz` and
+    `port_ns`: the compared curves' latency unit and origin."""
 
-def calibrate(curves_dir: str, device: str, base: str, params: str = "", ratios: list[int] = ...) -> str:
-    """JSON text: {"device", "fitted" (TOML), "platform_toml", "table", "measured", "comparison",
-    "base", "target"}: `device` (dram or cxl) fitted to the curves on top of preset `base`."""
+def calibrate(
+    curves: list[str],
+    device: str,
+    base: str,
+    params: str = "",
+    ratios: list[int] = ...,
+    cycles_ghz: float | None = None,
+    port_ns: float = 0.0,
+) -> str:
+    """JSON text: {"device", "fitted" (TOML), "platform_toml", "preset_toml", "table", "measured",
+    "comparison", "read", "base", "target"}: `device` (dram or cxl) fitted to the curves (files
+    or directories) on top of preset `base`."""
 
 def filebench(params: str = "") -> str:
     """JSON text of storage::BenchOut. `params` is TOML: the bench keys plus [device_params] and [iopath]."""

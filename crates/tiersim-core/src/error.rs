@@ -18,6 +18,9 @@ pub enum Error {
     /// A syntax error in a TOML file; lines and columns count from 1, as editors take them.
     #[error("{path}:{line}:{column}: {msg}")]
     Syntax { path: PathBuf, line: u64, column: u64, msg: String },
+    /// A file or directory as a whole (no line of it): a directory without curves, say.
+    #[error("{path}: {msg}")]
+    Path { path: PathBuf, msg: String },
     #[error("config key `{key}`: {msg}")]
     Config { key: String, msg: String },
     #[error("unknown {kind} `{name}`; valid names: {valid}")]

@@ -182,11 +182,13 @@ fn parse_value(spec: &ParamSpec, v: &toml::Value) -> std::result::Result<ParamVa
 /// The one place numbers are checked: every number finite first (TOML admits `nan` and `inf`,
 /// and NaN passes any `x < min || x > max`), then within the spec's range.
 fn check_range(spec: &ParamSpec, value: &ParamValue) -> std::result::Result<(), String> {
+    // An integer parameter says so: "a finite number" would invite 2.5.
+    let what = if spec.kind == ParamKind::Int { "an integer" } else { "a finite number" };
     let range = match (spec.min, spec.max) {
-        (Some(lo), Some(hi)) => format!("a finite number in [{lo}, {hi}]"),
-        (Some(lo), None) => format!("a finite number at least {lo}"),
-        (None, Some(hi)) => format!("a finite number at most {hi}"),
-        (None, None) => "a finite number".to_owned(),
+        (Some(lo), Some(hi)) => format!("{what} in [{lo}, {hi}]"),
+        (Some(lo), None) => format!("{what} at least {lo}"),
+        (None, Some(hi)) => format!("{what} at most {hi}"),
+        (None, None) => what.to_owned(),
     };
     let xs: Vec<f64> = match value {
         ParamValue::FloatList(v) => v.clone(),

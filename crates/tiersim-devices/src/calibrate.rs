@@ -7,7 +7,7 @@
 use tiersim_core::{Error, Params, Result};
 
 use crate::characterize::Table;
-use crate::curves::{fit_maxima, Curve};
+use crate::curves::{fit_maxima, Curve, CurveSet};
 
 /// Fractions of the measured maximum bandwidth at which latency is compared.
 pub const FRACTIONS: &[f64] = &[0.1, 0.3, 0.5, 0.7, 0.8, 0.9];
@@ -318,50 +318,74 @@ pub fn curves_json(curves: &[Curve]) -> serde_json::Value {
     )
 }
 
-/// What `tiersim calibrate` produces: a platform file holding the fitted device, the model's
-/// `bwlat` run at the curves' read ratios, and its comparison with the curves.
+/// What `tiersim calibrate` produces: a platform file holding the fitted device, the same
+/// device as a preset file, the model's `bwlat` run at the curves' read ratios, and its
+/// comparison with the curves.
 pub struct Calibration {
     pub fit: Fit,
     pub platform_toml: String,
+    pub preset_toml: String,
     pub table: Table,
     pub comparisons: Vec<Comparison>,
 }
 
-/// Fit `device` (dram or cxl) on top of preset `base` with `overrides` to the curves in `dir`
-/// (`only`: read percentages to use), run the fitted model's `bwlat` and compare.
+/// Fit `device` (dram or cxl) on top of preset `base` with `overrides` to the curves of `set`
+/// (`label`: the paths as given, for the platform's name), run the fitted model's `bwlat` and compare.
 pub fn calibrate(
-    dir: &std::path::Path,
+    set: &CurveSet,
+    label: &str,
     device: &str,
     base: &str,
     overrides: Option<&toml::Table>,
-    only: &[u32],
 ) -> Result<Calibration> {
     use crate::characterize::{characterize, Target};
-    let curves = crate::curves::read_dir(dir, only)?;
+    let curves = &set.curves;
     let target = Target::resolve(base, overrides)?;
     if target.entry.info.name != device {
         return Err(Error::arg("base", format!("`{base}` is a {} preset, not {device}", target.entry.info.name)));
     }
     let resolved = target.resolved()?;
     let fit = match device {
-        "dram" => fit_dram(&curves, &resolved)?,
-        "cxl" => fit_cxl(&curves, &resolved)?,
+        "dram" => fit_dram(curves, &resolved)?,
+        "cxl" => fit_cxl(curves, &resolved)?,
         _ => return Err(Error::arg("device", format!("`{device}` cannot be calibrated; valid: dram, cxl"))),
     };
     let mut params = overrides.cloned().unwrap_or_default();
     params.extend(fit.params.clone());
     let fitted = Target::resolve(base, Some(&params))?;
-    let ratios: Vec<u32> = curves.iter().map(|c| (c.read_ratio * 100.0).round() as u32).collect();
+    let ratios: Vec<u32> = curves.iter().map(Curve::percent).collect();
     let table = characterize(&fitted, &["bwlat".to_owned()], false, &ratios)?.remove(0);
-    let comparisons = compare(&table, &curves)?;
-    let platform_toml = platform(dir, device, base, params)?;
-    Ok(Calibration { fit, platform_toml, table, comparisons })
+    let comparisons = compare(&table, curves)?;
+    let origin = origin(set, device, base);
+    let platform_toml = platform(label, &origin, device, base, params.clone())?;
+    // The preset file carries every parameter of the base with the fit on top, so that it reads
+    // back without the base.
+    let mut full = fitted.resolved()?.to_toml();
+    full.extend(params);
+    let summary = format!("{device} fitted by tiersim calibrate to {label}");
+    let preset_toml = format!("# {origin}\n{}", crate::presets::to_file_text(device, &summary, &origin, &full)?);
+    Ok(Calibration { fit, platform_toml, preset_toml, table, comparisons })
+}
+
+/// One sentence saying what was fitted to what: the command, the files with their mixes and
+/// units, and what the reader did to rows as published.
+fn origin(set: &CurveSet, device: &str, base: &str) -> String {
+    let files: Vec<String> = set
+        .curves
+        .iter()
+        .map(|c| {
+            let notes = if c.notes.is_empty() { String::new() } else { format!("; {}", c.notes.join("; ")) };
+            format!("{} ({} % reads{notes})", c.source, c.percent())
+        })
+        .collect();
+    format!("Fitted by tiersim calibrate (device {device} on top of preset {base}) to {}.", files.join(", "))
 }
 
 /// A one-socket platform around the fitted device (a CXL device gets a DDR5 socket beside it).
-fn platform(dir: &std::path::Path, device: &str, base: &str, params: toml::Table) -> Result<String> {
-    let stem = dir
-        .file_name()
+fn platform(label: &str, origin: &str, device: &str, base: &str, params: toml::Table) -> Result<String> {
+    let first = label.split_whitespace().next().unwrap_or(label);
+    let stem = std::path::Path::new(first)
+        .file_stem()
         .map(|s| s.to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "_"))
         .unwrap_or_default();
     let fitted = toml::toml! { preset = base capacity = "256GiB" };
@@ -386,5 +410,5 @@ fn platform(dir: &std::path::Path, device: &str, base: &str, params: toml::Table
     t.insert("name".into(), format!("calibrated_{stem}").into());
     t.insert("nodes".into(), toml::Value::Array(nodes));
     let text = toml::to_string(&t).map_err(|e| Error::Sim(format!("writing the platform: {e}")))?;
-    Ok(format!("# Fitted by `tiersim calibrate {} --device {device}` on top of preset {base}.\n{text}", dir.display()))
+    Ok(format!("# {origin}\n{text}"))
 }

@@ -128,8 +128,8 @@ impl Target {
     /// `overrides`). `count` (devices, default 1) and `granule` (interleave bytes, default 4 KiB)
     /// configure the interleave set.
     pub fn resolve(name: &str, overrides: Option<&toml::Table>) -> Result<Target> {
-        let (entry, mut table) = match presets::PRESETS.iter().find(|(n, _)| *n == name) {
-            Some(_) => {
+        let (entry, mut table) = match presets::exists(name).then_some(()) {
+            Some(()) => {
                 let p = presets::get(name)?;
                 (crate::find(&p.device)?, p.params)
             }
@@ -141,7 +141,7 @@ impl Target {
                     return Err(Error::arg(
                         "device",
                         format!(
-                            "`{name}` is neither a preset ({}) nor a device kind ({})",
+                            "`{name}` is neither a preset ({}), a preset file, nor a device kind ({})",
                             presets.join(", "),
                             kinds.join(", ")
                         ),

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::json;
 use tiersim_core::{Error, Ns, Op, ParamKind, ParamSpec, Params, PluginInfo, Result};
 
-use crate::curves::{fit_maxima, read_dir, Curve};
+use crate::curves::{fit_maxima, read_dir_units, Curve, Units};
 use crate::loaded::{Loaded, Shape};
 use crate::pipe::{completion, ns_from_ps, ps_from_ns, Pipe, Ps};
 use crate::{Device, DeviceRequest};
@@ -19,8 +19,26 @@ pub const SPECS: &[ParamSpec] = &[
         "curves_dir",
         ParamKind::Str,
         "",
-        "directory of Mess-format curves, bwlat_R.txt per read percentage R (MB/s, ns per row)",
+        "directory of measured curves: Mess bwlat_R.txt per read percentage R, Intel MLC --loaded_latency \
+         output or CSV with named columns (docs/calibrate.md)",
     ),
+    ParamSpec::new(
+        "cycles_ghz",
+        ParamKind::Float,
+        "0",
+        "Mess latency is in cycles at this clock in GHz (0: in ns), as Mess publishes some systems'",
+    )
+    .min(0.0)
+    .max(100.0),
+    ParamSpec::new(
+        "port_ns",
+        ParamKind::Float,
+        "0",
+        "on-chip path added to every latency of curves measured from a port rather than the core \
+         (Mess's CXL curves: the CXL host port)",
+    )
+    .min(0.0)
+    .max(10000.0),
     ParamSpec::new(
         "read_ratios",
         ParamKind::FloatList,
@@ -61,7 +79,7 @@ impl CurveDevice {
     pub fn from_params(p: &Params) -> Result<Self> {
         let dir = p.str("curves_dir");
         if dir.is_empty() {
-            return Err(Error::config("curves_dir", "required: a directory of bwlat_R.txt files"));
+            return Err(Error::config("curves_dir", "required: a directory of measured curves"));
         }
         let mut only = Vec::new();
         for &r in p.floats("read_ratios") {
@@ -70,7 +88,9 @@ impl CurveDevice {
             }
             only.push(r as u32);
         }
-        let curves = read_dir(Path::new(dir), &only)?;
+        let ghz = p.float("cycles_ghz");
+        let units = Units { cycles_ghz: (ghz > 0.0).then_some(ghz), port_ns: p.float("port_ns") };
+        let curves = read_dir_units(Path::new(dir), &only, units)?;
         let max_util = p.float("load_max_util");
         Ok(Self::from_curves(&curves, p.bytes("line"), p.duration("load_window"), p.float("load_gain"), max_util))
     }

@@ -45,7 +45,7 @@ pub const SPECS: &[ParamSpec] = channel_specs! {
     interleave: "256B",
     burst: "64B",
     write_cost: "1.177",
-    load: ["11.152", "85.091", "1.132", "1.591"],
+    load: ["5.324", "40.591", "0.538", "0.748"],
 };
 
 pub const INFO: PluginInfo = PluginInfo {

@@ -1,6 +1,8 @@
 //! Device presets: named parameter sets for real parts, each with the published figures it
 //! matches. Presets are TOML files under `presets/`, embedded at build time; each holds
 //! `device`, `summary`, `source` and a `[params]` table that must resolve against the device's specs.
+//! A file of the same form (as `tiersim calibrate --preset-out` writes) is taken by its path
+//! wherever a preset name is.
 
 use tiersim_core::{Error, Params, Result};
 
@@ -23,7 +25,8 @@ pub static PRESETS: &[(&str, &str)] = &[
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preset {
-    pub name: &'static str,
+    /// The shipped preset's name, or the path of a preset file.
+    pub name: String,
     /// Device kind, a name in `REGISTRY`.
     pub device: String,
     pub summary: String,
@@ -40,9 +43,23 @@ impl Preset {
     }
 }
 
-fn parse(name: &'static str, text: &str) -> Result<Preset> {
+fn parse(name: &str, text: &str) -> Result<Preset> {
     let where_ = format!("preset {name}");
-    let mut t: toml::Table = toml::from_str(text).map_err(|e| Error::config(&where_, e.to_string()))?;
+    let mut t: toml::Table = toml::from_str(text).map_err(|e| match e.span() {
+        // A preset file's syntax error names its line and column, as an editor takes them.
+        Some(span) if !PRESETS.iter().any(|(n, _)| *n == name) => {
+            let before = &text[..span.start.min(text.len())];
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+            Error::Syntax {
+                path: name.into(),
+                line: before.matches('\n').count() as u64 + 1,
+                column: column as u64,
+                msg,
+            }
+        }
+        _ => Error::config(&where_, e.to_string()),
+    })?;
     let mut string = |key: &str| match t.remove(key) {
         Some(toml::Value::String(s)) => Ok(s),
         Some(v) => Err(Error::config(format!("{where_}.{key}"), format!("expected a string, got {v}"))),
@@ -62,7 +79,7 @@ fn parse(name: &'static str, text: &str) -> Result<Preset> {
             "unknown key; valid keys: device, summary, source, params",
         ));
     }
-    let preset = Preset { name, device, summary, source, params };
+    let preset = Preset { name: name.to_owned(), device, summary, source, params };
     preset.resolve()?;
     Ok(preset)
 }
@@ -72,14 +89,33 @@ pub fn all() -> Result<Vec<Preset>> {
     PRESETS.iter().map(|(name, text)| parse(name, text)).collect()
 }
 
-/// One preset by name; an unknown name lists the valid ones.
+/// One preset by name, or a preset file by its path; an unknown name lists the valid ones.
 pub fn get(name: &str) -> Result<Preset> {
     match PRESETS.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => parse(n, text),
+        None if std::path::Path::new(name).is_file() => {
+            let text = std::fs::read_to_string(name).map_err(|e| Error::io(name, e))?;
+            parse(name, &text)
+        }
         None => Err(Error::UnknownPlugin {
             kind: "device preset".to_owned(),
             name: name.to_owned(),
             valid: PRESETS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
         }),
     }
+}
+
+/// Whether `name` is a shipped preset or a preset file.
+pub fn exists(name: &str) -> bool {
+    PRESETS.iter().any(|(n, _)| *n == name) || std::path::Path::new(name).is_file()
+}
+
+/// A preset file holding `device` with `params`, as `get` reads it back.
+pub fn to_file_text(device: &str, summary: &str, source: &str, params: &toml::Table) -> Result<String> {
+    let mut t = toml::Table::new();
+    t.insert("device".into(), device.into());
+    t.insert("summary".into(), summary.into());
+    t.insert("source".into(), source.into());
+    t.insert("params".into(), toml::Value::Table(params.clone()));
+    toml::to_string(&t).map_err(|e| Error::Sim(format!("writing the preset: {e}")))
 }

@@ -20,7 +20,7 @@ fn value(t: &Table, key_col: &str, key: f64, col: &str) -> f64 {
 #[test]
 fn smoke_every_preset() {
     for p in presets::all().unwrap() {
-        let t = target(p.name, "");
+        let t = target(&p.name, "");
         let out = characterize(&t, &[], true, &[]).unwrap();
         let names: Vec<_> = out.iter().map(|t| t.name.as_str()).collect();
         let expect: Vec<_> = TESTS

@@ -284,7 +284,7 @@ fn registry_and_presets() {
         assert!(d.idle_latency(Op::Read, 64) > 0);
     }
     let all = presets::all().unwrap();
-    let names: Vec<_> = all.iter().map(|p| p.name).collect();
+    let names: Vec<_> = all.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
         [

@@ -205,6 +205,31 @@ pub fn preset_list() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The device of node `node` of `platform` (a preset name or file), as `characterize` drives it:
+/// its kind, its parameters as the platform resolves them, and its interleave set.
+pub fn node_target(platform: &str, node: &str) -> Result<tiersim_devices::characterize::Target> {
+    let p = load(platform, &[])?;
+    let Some(n) = p.nodes.iter().find(|n| n.name == node) else {
+        let names: Vec<_> = p.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(Error::arg("node", format!("{platform} has no node `{node}`; its nodes: {}", names.join(", "))));
+    };
+    Ok(tiersim_devices::characterize::Target {
+        name: format!("{platform} node {node}"),
+        entry: tiersim_devices::find(&n.device)?,
+        table: n.params.to_toml(),
+        count: n.count,
+        granule: n.interleave,
+    })
+}
+
+/// The node names of `path` when it is a platform file (TOML with `[[nodes]]`), else None.
+pub fn platform_nodes(path: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let t: toml::Table = toml::from_str(&text).ok()?;
+    let nodes = t.get("nodes")?.as_array()?;
+    Some(nodes.iter().filter_map(|n| n.get("name").and_then(|v| v.as_str()).map(str::to_owned)).collect())
+}
+
 /// Load a platform by preset name or file path and apply `key.path=value` overrides.
 pub fn load(platform: &str, overrides: &[String]) -> Result<Platform> {
     let (origin, text) = match PRESETS.iter().find(|(n, _)| *n == platform) {
@@ -241,7 +266,7 @@ fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
     // toml's messages can run over lines ("invalid string\nexpected ..."): one line here.
     let msg = e.message().trim_end().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
     let Some(span) = e.span() else {
-        return Error::config("(file)", format!("{origin}: {msg}"));
+        return Error::Path { path: origin.into(), msg };
     };
     let before = &text[..span.start.min(text.len())];
     let line = before.matches('\n').count() + 1;

@@ -314,8 +314,63 @@ fn resolve_platform(py: Python<'_>, platform: String, overrides: Vec<String>) ->
     })
 }
 
+fn curve_paths(paths: &[String]) -> Vec<std::path::PathBuf> {
+    paths.iter().map(std::path::PathBuf::from).collect()
+}
+
+/// What the curve reader did, for the fit report: each curve's source, mix, rows and notes,
+/// and the files passed over.
+fn curves_read(set: &tiersim_devices::curves::CurveSet) -> serde_json::Value {
+    serde_json::json!({
+        "curves": set.curves.iter().map(|c| serde_json::json!({
+            "source": c.source, "read_percent": c.percent(), "rows": c.points.len(), "notes": c.notes,
+        })).collect::<Vec<_>>(),
+        "skipped": set.skipped,
+    })
+}
+
+/// The target of `characterize`: node `node` of a platform, else a preset (name or file) or a
+/// device kind; a platform file without `node` is an error naming its nodes.
+fn target_of(
+    device_or_preset: &str,
+    params: Option<&toml::Table>,
+    node: Option<&str>,
+) -> Result<tiersim_devices::characterize::Target> {
+    use tiersim_devices::characterize as ch;
+    match node {
+        Some(node) => {
+            let mut t = tiersim_engine::platform::node_target(device_or_preset, node)?;
+            if let Some(p) = params {
+                t = ch::Target::resolve(
+                    t.entry.info.name,
+                    Some(&{
+                        let mut table = t.table.clone();
+                        table.insert("count".into(), i64::from(t.count).into());
+                        table.insert("granule".into(), (t.granule as i64).into());
+                        table.extend(p.clone());
+                        table
+                    }),
+                )
+                .map(|r| ch::Target { name: t.name.clone(), ..r })?;
+            }
+            Ok(t)
+        }
+        None => match tiersim_engine::platform::platform_nodes(device_or_preset) {
+            Some(nodes) => Err(Error::arg(
+                "node",
+                format!(
+                    "{device_or_preset} is a platform file: name one of its nodes with --node ({})",
+                    nodes.join(", ")
+                ),
+            )),
+            None => ch::Target::resolve(device_or_preset, params),
+        },
+    }
+}
+
 #[pyfunction]
-#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false, ratios=Vec::new(), compare=String::new()))]
+#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false, ratios=Vec::new(), compare=Vec::new(), cycles_ghz=None, node=None, port_ns=0.0))]
+#[allow(clippy::too_many_arguments)]
 fn characterize(
     py: Python<'_>,
     device_or_preset: String,
@@ -323,62 +378,70 @@ fn characterize(
     tests: Vec<String>,
     quick: bool,
     ratios: Vec<u32>,
-    compare: String,
+    compare: Vec<String>,
+    cycles_ghz: Option<f64>,
+    node: Option<String>,
+    port_ns: f64,
 ) -> PyResult<String> {
     use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
         let p = table("params", &params)?;
-        let target = ch::Target::resolve(&device_or_preset, p.as_ref())?;
+        let target = target_of(&device_or_preset, p.as_ref(), node.as_deref())?;
         let mut ratios = ratios;
-        let curves = if compare.is_empty() {
+        let set = if compare.is_empty() {
             None
         } else {
-            let curves = tiersim_devices::curves::read_dir(std::path::Path::new(&compare), &[])?;
+            let units = tiersim_devices::curves::Units { cycles_ghz, port_ns };
+            let set = tiersim_devices::curves::read_paths(&curve_paths(&compare), &ratios, units)?;
             // Compare at the measured mixes unless the caller named others.
             if ratios.is_empty() {
-                ratios = curves.iter().map(|c| (c.read_ratio * 100.0).round() as u32).collect();
+                ratios = set.curves.iter().map(|c| c.percent()).collect();
             }
-            Some(curves)
+            Some(set)
         };
         let tables = ch::characterize(&target, &tests, quick, &ratios)?;
         let mut out = ch::to_json(&target, &tables);
-        if let Some(curves) = curves {
+        if let Some(set) = set {
             let bwlat = tables
                 .iter()
                 .find(|t| t.name == "bwlat")
                 .ok_or_else(|| Error::arg("compare", "needs the bwlat test (--test bwlat)"))?;
-            let kept: Vec<_> =
-                curves.into_iter().filter(|c| ratios.contains(&((c.read_ratio * 100.0).round() as u32))).collect();
-            out["measured"] = cal::curves_json(&kept);
-            out["comparison"] = cal::to_json(&cal::compare(bwlat, &kept)?);
+            out["measured"] = cal::curves_json(&set.curves);
+            out["comparison"] = cal::to_json(&cal::compare(bwlat, &set.curves)?);
+            out["read"] = curves_read(&set);
         }
         Ok(out.to_string())
     })
 }
 
 #[pyfunction]
-#[pyo3(signature = (curves_dir, device, base, params=String::new(), ratios=Vec::new()))]
+#[pyo3(signature = (curves, device, base, params=String::new(), ratios=Vec::new(), cycles_ghz=None, port_ns=0.0))]
+#[allow(clippy::too_many_arguments)]
 fn calibrate(
     py: Python<'_>,
-    curves_dir: String,
+    curves: Vec<String>,
     device: String,
     base: String,
     params: String,
     ratios: Vec<u32>,
+    cycles_ghz: Option<f64>,
+    port_ns: f64,
 ) -> PyResult<String> {
     use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
         let p = table("params", &params)?;
-        let dir = std::path::Path::new(&curves_dir);
-        let c = cal::calibrate(dir, &device, &base, p.as_ref(), &ratios)?;
-        let curves = tiersim_devices::curves::read_dir(dir, &ratios)?;
+        let units = tiersim_devices::curves::Units { cycles_ghz, port_ns };
+        let set = tiersim_devices::curves::read_paths(&curve_paths(&curves), &ratios, units)?;
+        let c = cal::calibrate(&set, &curves.join(" "), &device, &base, p.as_ref())?;
         Ok(serde_json::json!({
             "device": c.fit.device,
             "fitted": toml::to_string(&c.fit.params).unwrap_or_default(),
             "platform_toml": c.platform_toml,
+            "preset_toml": c.preset_toml,
             "table": c.table.to_json(),
-            "measured": cal::curves_json(&curves),
+            "measured": cal::curves_json(&set.curves),
             "comparison": cal::to_json(&c.comparisons),
+            "read": curves_read(&set),
             "base": base,
             "target": ch::Target::resolve(&base, p.as_ref())?.name,
         })
