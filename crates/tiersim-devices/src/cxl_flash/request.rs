@@ -219,6 +219,7 @@ impl CxlFlash {
         if !mq.prefetched.contains(&line) {
             return;
         }
+        self.pf.prefetched_hits += 1;
         if self.prefetcher.trigger_on_every_hit() {
             self.trigger(line, false, t);
             return;
