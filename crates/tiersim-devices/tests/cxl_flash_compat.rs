@@ -143,12 +143,12 @@ fn reads_go_before_a_waiting_program() {
 }
 
 /// `prefetcher = "best_offset"` in compat mode is MQSim_CXL's variant, triggered by every demand
-/// hit on a prefetched line (not only the first) and not by hits under miss. With offsets 1..2
-/// of which only 1 is tested, one round a phase: every trigger ends a learning phase.
+/// hit on a prefetched line (not only the first) and not by hits under miss. With offset 1 only,
+/// one round a phase: every trigger ends a learning phase.
 #[test]
 fn mqsim_best_offset_is_triggered_by_every_hit_on_a_prefetched_line() {
     let mut d =
-        device("prefetcher = \"best_offset\"\nmbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1");
+        device("prefetcher = \"best_offset\"\nmbo_max_offset = 1\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 1");
     assert_eq!(d.stats()["prefetch"]["prefetcher"], "best_offset_mqsim");
     // Miss on line 10: phase 1, nothing learned. Miss on line 11: 10 was a trigger, offset 1
     // scores and is kept; this trigger prefetches line 12 (die 0, idle: ready at 3310 + 10_000).

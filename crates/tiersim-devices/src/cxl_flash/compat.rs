@@ -42,6 +42,11 @@ pub(super) const MQSIM_FIRST_WRITE_SLOT: u64 = 204;
 /// Flash accesses (reads and writes) the back end holds before MQSim_CXL stops its host feed
 /// (`flash_back_end_queue_size`, cxl/Host_Interface_CXL.h:90; counted at :934,942, checked at :947).
 pub(super) const MQSIM_BACKEND_QUEUE: usize = 1024;
+/// Prefetch reads in flight at most (`prefetch_queue_size`, cxl/Host_Interface_CXL.h:61; an entry
+/// of `in_progress_prefetch_lba` is added at issue, :1471, and erased when the line is filled,
+/// :1373-1374). MQSim_CXL's prefetches take no MSHR row: they count against this queue and the
+/// back end's.
+pub(super) const MQSIM_PREFETCH_QUEUE: u64 = 1024;
 /// Command cycles each plane after the first adds to a multi-plane read: t_DBSY + 6 t_WC
 /// (ssd/ONFI_Channel_NVDDR2.cpp:16-19: 290, 940, 1590, 2240 ns for 1-4 planes).
 pub(super) const MQSIM_READ_PLANE_NS: Ns = 650;
@@ -71,6 +76,15 @@ pub(super) struct MqsimDram {
     /// Lines a prefetch was issued for and not evicted since (`prefetched_lba`,
     /// cxl/Host_Interface_CXL.cpp:261; erased on eviction, cxl/DRAM_Subsystem.cpp:808).
     pub(super) prefetched: HashSet<u64>,
+    /// Prefetched lines whose demand hit has triggered a next-line prefetcher (`tagAssertedLBA`,
+    /// inserted at cxl/Host_Interface_CXL.cpp:135; erased with the line's `prefetched_lba` entry
+    /// on eviction, cxl/DRAM_Subsystem.cpp:809-811). Unused by best-offset, which every such hit
+    /// triggers.
+    pub(super) tag_asserted: HashSet<u64>,
+    /// Triggers the prefetch throttle refused (`compat_prefetch_room`).
+    pub(super) throttled: u64,
+    /// Prefetch proposals past the throttle's room, not issued.
+    pub(super) truncated: u64,
     pub(super) tsu: Tsu,
     /// Writes allocated so far, plus `MQSIM_FIRST_WRITE_SLOT`.
     write_slot: u64,
@@ -118,6 +132,9 @@ impl MqsimDram {
             server: Pipe::new(64.0 / (MQSIM_DRAM_EVENT_NS as f64 * 1e-9)),
             due: BinaryHeap::new(),
             prefetched: HashSet::new(),
+            tag_asserted: HashSet::new(),
+            throttled: 0,
+            truncated: 0,
             tsu,
             write_slot: MQSIM_FIRST_WRITE_SLOT,
             written: FxHashMap::default(),
@@ -196,6 +213,30 @@ impl super::CxlFlash {
                 (die, plane, 0)
             }
         }
+    }
+
+    /// MQSim_CXL's throttle on prefetching, checked at every trigger before the prefetcher runs
+    /// (`prefetch_decision_maker`, cxl/Host_Interface_CXL.cpp:109): with 1024 prefetches in flight,
+    /// or fewer than 2 free places in the 1024-access flash back-end queue (reads in flight, demand
+    /// and prefetch, and programs), the trigger returns before the prefetcher sees it, so nothing is
+    /// learned and nothing fetched: None. Otherwise how many of the proposals that pass the filter
+    /// (not cached, not in flight) may be issued, the first ones kept (:249-258): the free places of
+    /// the prefetch queue, or of the back-end queue less one, whichever is fewer. On a miss the
+    /// demand read, whose row `miss` says is already allocated, goes to the back end only after
+    /// the prefetcher has run (`Consume_pcie_message`, cxl/Host_Interface_CXL.h:201-212), so it is
+    /// not counted. The arithmetic is MQSim_CXL's, on unsigned integers.
+    pub(super) fn compat_prefetch_room(&mut self, miss: bool) -> Option<u64> {
+        let reads = u64::from(self.mshr.in_use() - u32::from(miss));
+        let prefetches = u64::from(self.mshr.prefetch_in_use());
+        let mq = self.mq.as_mut().expect("compat mode");
+        let accesses = reads + mq.tsu.writes_in_flight() as u64;
+        let backend_room = (MQSIM_BACKEND_QUEUE as u64).wrapping_sub(accesses);
+        if prefetches == MQSIM_PREFETCH_QUEUE || backend_room < 2 {
+            mq.throttled += 1;
+            return None;
+        }
+        let prefetch_room = MQSIM_PREFETCH_QUEUE - prefetches;
+        Some(if prefetch_room < backend_room - 1 { prefetch_room } else { backend_room - 1 })
     }
 
     /// Read unit `line` from flash at `t` into MSHR row `row` (allocated `PENDING`): its

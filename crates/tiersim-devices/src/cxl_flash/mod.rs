@@ -143,7 +143,7 @@ const BASE: &[ParamSpec] = channel_specs! {
         ParamSpec::new("write_buffer", ParamKind::Bytes, "4MiB",
             "written-back lines waiting for or in a flash program; a miss waits while it is full \
              (MQSim_CXL: 1024 queued 4 KiB flash operations)").min(1.0),
-        ParamSpec::new("prefetcher", ParamKind::Str, "best_offset", "prefetcher (parameters: nl_*, fdp_*, bo_*, mbo_*, leap_*)")
+        ParamSpec::new("prefetcher", ParamKind::Str, "best_offset", "prefetcher (parameters: nl_*, fdp_*, bo_*, mbo_*, leap_*, mlp_*)")
             .choices(&prefetch::NAMES),
         ParamSpec::new("prefetch_max_inflight", ParamKind::Int, "768",
             "prefetch reads in flight at most (they also need a free MSHR row; MQSim_CXL: a 1024-entry queue)")
@@ -582,8 +582,9 @@ impl CxlFlash {
             return Err(Error::config("write_validate", "needs write_allocate = true"));
         }
         let prefetcher_name = match p.str("prefetcher") {
-            // MQSim_CXL's best-offset is its own algorithm (B11).
+            // MQSim_CXL's best-offset and Leap are its own algorithms (B11, B5).
             "best_offset" if compat => "best_offset_mqsim",
+            "leap" if compat => "leap_mqsim",
             name => name,
         }
         .to_owned();

@@ -126,7 +126,9 @@ impl CxlFlash {
     fn evict(&mut self, e: Evicted, slot: u32, t: Ps, by_prefetch: bool) {
         self.pf.evictions += 1;
         if let Some(mq) = self.mq.as_mut() {
-            mq.prefetched.remove(&e.line);
+            if mq.prefetched.remove(&e.line) {
+                mq.tag_asserted.remove(&e.line);
+            }
         }
         if e.flags & PREFETCHED != 0 {
             self.c.prefetch_unused_evicted += 1;
@@ -178,19 +180,53 @@ impl CxlFlash {
         }
     }
 
-    /// Ask the prefetcher and issue what it proposes.
-    fn trigger(&mut self, line: u64, miss: bool, t: Ps) {
+    /// Ask the prefetcher and issue what it proposes. Returns false if compat mode's throttle
+    /// refused the trigger (`compat_prefetch_room`).
+    fn trigger(&mut self, line: u64, miss: bool, t: Ps) -> bool {
+        let room = if self.mq.is_some() {
+            match self.compat_prefetch_room(miss) {
+                Some(room) => room,
+                None => return false,
+            }
+        } else {
+            u64::MAX
+        };
         self.proposals.clear();
         let ctx = prefetch::Context { line, miss, lines: self.lines, counters: &self.pf };
         self.prefetcher.on_trigger(&ctx, &mut self.proposals);
         if self.proposals.is_empty() {
-            return;
+            return true;
         }
         let proposals = std::mem::take(&mut self.proposals);
+        let mut issued = 0;
         for &l in &proposals {
-            self.prefetch(l, t, false);
+            if issued == room {
+                self.mq.as_mut().expect("a bounded room is compat mode's").truncated += 1;
+                continue;
+            }
+            issued += u64::from(self.prefetch(l, t, false));
         }
         self.proposals = proposals;
+        true
+    }
+
+    /// Compat mode's trigger on a demand hit (MQSim_CXL, cxl/Host_Interface_CXL.cpp:316-321):
+    /// every hit on a line a prefetch was issued for, until it is evicted, calls the prefetcher;
+    /// best-offset runs at each of them, a next-line prefetcher at the first one the throttle lets
+    /// through (`tagAssertedLBA`, :131-136).
+    fn compat_hit_trigger(&mut self, line: u64, t: Ps) {
+        let mq = self.mq.as_ref().expect("compat mode");
+        if !mq.prefetched.contains(&line) {
+            return;
+        }
+        self.pf.prefetched_hits += 1;
+        if self.prefetcher.trigger_on_every_hit() {
+            self.trigger(line, false, t);
+            return;
+        }
+        if !mq.tag_asserted.contains(&line) && self.trigger(line, false, t) {
+            self.mq.as_mut().expect("compat mode").tag_asserted.insert(line);
+        }
     }
 
     /// Issue a prefetch read of `line` at `t` unless it is cached or in flight or no row is free.
@@ -218,7 +254,8 @@ impl CxlFlash {
             }
             return false;
         }
-        if self.mshr.full() || self.mshr.prefetch_in_use() >= self.prefetch_max {
+        // Compat mode's prefetch queue is MQSim_CXL's, checked by its throttle (`trigger`).
+        if self.mshr.full() || (self.mq.is_none() && self.mshr.prefetch_in_use() >= self.prefetch_max) {
             self.c.prefetch_dropped += 1;
             return false;
         }
@@ -266,6 +303,16 @@ impl CxlFlash {
                     t = room;
                     continue;
                 }
+                // It also stops the feed while its flash back-end queue is full, for every
+                // request, hits included (cxl/CXL_PCIe.cpp:31, `flash_device_avail`, cleared by
+                // Notify_CXL_Host_flash_full at cxl/Host_Interface_CXL.cpp:947).
+                if mq.backend_full(self.mshr.in_use()) {
+                    let next = self.compat_backend_wait(t);
+                    self.c.stall_mshr_rows += 1;
+                    self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
+                    t = next;
+                    continue;
+                }
             }
             let cached = self.cache.as_ref().and_then(|c| c.lookup(line));
             if let Some(slot) = cached {
@@ -288,13 +335,6 @@ impl CxlFlash {
                     t = ready;
                     continue;
                 }
-            }
-            if self.mq.as_ref().is_some_and(|mq| mq.backend_full(self.mshr.in_use())) {
-                let next = self.compat_backend_wait(t);
-                self.c.stall_mshr_rows += 1;
-                self.c.stall_mshr_rows_ps = self.c.stall_mshr_rows_ps.saturating_add(next - t);
-                t = next;
-                continue;
             }
             if self.mshr.full() {
                 let next = if self.mq.is_some() {
@@ -341,13 +381,14 @@ impl CxlFlash {
             cache.dirty[s] |= mask;
             cache.valid[s] |= mask;
         }
-        if cache.flags[s] & PREFETCHED != 0 {
+        let first_use = cache.flags[s] & PREFETCHED != 0;
+        if first_use {
             cache.flags[s] &= !PREFETCHED;
             self.pf.useful += 1;
-            self.trigger(line, false, t);
-        } else if self.mq.as_ref().is_some_and(|mq| mq.prefetched.contains(&line))
-            && self.prefetcher.trigger_on_every_hit()
-        {
+        }
+        if self.mq.is_some() {
+            self.compat_hit_trigger(line, t);
+        } else if first_use {
             self.trigger(line, false, t);
         }
         done
@@ -386,7 +427,9 @@ impl CxlFlash {
         if first_use {
             self.pf.useful += 1;
             self.pf.late += 1;
-            if self.mq.is_none() || !self.prefetcher.trigger_on_every_hit() {
+            // MQSim_CXL's request to a line whose prefetch is in flight opens an MSHR row and
+            // triggers nothing (cxl/Host_Interface_CXL.cpp:395-397).
+            if self.mq.is_none() {
                 self.trigger(line, false, t);
             }
         }
@@ -451,9 +494,14 @@ impl CxlFlash {
         };
         let r = self.mshr.alloc(row);
         if self.mq.is_some() {
+            // MQSim_CXL opens the row and runs the prefetcher, whose reads go to the back end
+            // first, then sends the demand read (cxl/Host_Interface_CXL.cpp:389,401, then
+            // `Consume_pcie_message`, Host_Interface_CXL.h:212).
+            if self.cache.is_some() {
+                self.trigger(line, true, t);
+            }
             self.mqsim_read(line, t, r);
-        }
-        if kind == Kind::Fill {
+        } else if kind == Kind::Fill {
             self.trigger(line, true, t);
         }
         if self.mq.is_some() {

@@ -44,7 +44,7 @@ impl CxlFlash {
         let mqsim = years(flush_rate).map(|r| self.endurance as f64 * self.logical_bytes() as f64 / r / MQSIM_YEAR_S);
         let flash_reads = c.flash_reads_demand + c.flash_reads_prefetch + c.flash_reads_rmw;
         let cache = self.cache.as_ref();
-        json!({
+        let mut v = json!({
             "device": "cxl_flash",
             "requests": requests,
             "reads": c.by_op[0],
@@ -147,6 +147,13 @@ impl CxlFlash {
                 "d2h_busy_ns": ns_f64(self.d2h.busy()),
             },
             "dram": self.dram.stats(),
-        })
+        });
+        if let Some(mq) = self.mq.as_ref() {
+            // MQSim_CXL's prefetch throttle (compat.rs `compat_prefetch_room`): triggers it
+            // refused, and proposals past its room.
+            v["prefetch"]["throttled_triggers"] = json!(mq.throttled);
+            v["prefetch"]["truncated"] = json!(mq.truncated);
+        }
+        v
     }
 }

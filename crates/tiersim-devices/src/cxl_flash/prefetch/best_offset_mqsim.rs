@@ -73,7 +73,10 @@ pub struct BestOffsetMqsim {
     /// How many times each line is in `history` (MQSim_CXL scans the list; same answer).
     in_history: HashMap<u64, u32>,
     history_max: usize,
-    /// Score of offset d at d - 1.
+    /// Score of offset d at d - 1, and one entry more: MQSim_CXL's table holds `maxoffset` = 128
+    /// scores (cxl/Prefetching_Alg.h:17) and tests offsets 1..127, ending a round when the offset
+    /// under test reaches the table size (`endround`, cxl/Prefetching_Alg.cpp:63-65), so its last
+    /// entry is never scored.
     scores: Vec<u64>,
     /// Offset tested at the next trigger (1-based).
     under_test: usize,
@@ -92,7 +95,7 @@ impl BestOffsetMqsim {
             history: VecDeque::new(),
             in_history: HashMap::new(),
             history_max: p.uint("mbo_history") as usize,
-            scores: vec![0; p.uint("mbo_max_offset") as usize],
+            scores: vec![0; p.uint("mbo_max_offset") as usize + 1],
             under_test: 1,
             round: 0,
             rounds: p.uint("mbo_rounds"),
@@ -149,8 +152,6 @@ impl Prefetcher for BestOffsetMqsim {
         }
         self.remember(x);
         self.under_test += 1;
-        // The round ends when the offset under test reaches the table size (`endround`), so the
-        // last offset is never tested.
         if self.under_test >= self.scores.len() {
             self.under_test = 1;
             self.round += 1;
@@ -185,8 +186,8 @@ mod tests {
 
     #[test]
     fn a_unit_stride_keeps_every_offset_that_scores() {
-        // 3 offsets (the third never tested), 1 round a phase, keep scores >= 1, up to 2.
-        let t = toml::from_str("mbo_max_offset = 3\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 2").unwrap();
+        // Offsets 1 and 2, 1 round a phase, keep scores >= 1, up to 2.
+        let t = toml::from_str("mbo_max_offset = 2\nmbo_rounds = 1\nmbo_bad_score = 1\nmbo_degree = 2").unwrap();
         let mut bo = BestOffsetMqsim::from_params(&Params::resolve(PARAMS, Some(&t)).unwrap());
         let c = Counters::default();
         let mut out = Vec::new();
@@ -202,5 +203,23 @@ mod tests {
         bo.on_trigger(&ctx(103), &mut out);
         assert_eq!(bo.offsets, vec![1, 2]);
         assert_eq!(out, vec![104, 105]);
+    }
+
+    #[test]
+    fn the_first_phase_ends_at_the_1016th_trigger() {
+        // MQSim_CXL's defaults: offsets 1..=127 each tested once a round, 8 rounds: 1016 triggers
+        // learn before the first prefetch (a table one entry short would make it 1008).
+        let mut bo = BestOffsetMqsim::from_params(&Params::defaults(PARAMS).unwrap());
+        let c = Counters::default();
+        let mut out = Vec::new();
+        for i in 0..1015 {
+            bo.on_trigger(&Context { line: 1000 + i, miss: true, lines: 1 << 20, counters: &c }, &mut out);
+        }
+        assert!(out.is_empty());
+        bo.on_trigger(&Context { line: 2015, miss: true, lines: 1 << 20, counters: &c }, &mut out);
+        // A unit stride scores every offset tested after its first 127 lines: the 16 largest
+        // are kept (ties go to the larger offset, as MQSim_CXL's `>=`).
+        assert_eq!(bo.offsets, (112..=127).collect::<Vec<u64>>());
+        assert_eq!(out, (2127..=2142).collect::<Vec<u64>>());
     }
 }

@@ -246,14 +246,29 @@ mod tests {
         assert_eq!(out, vec![33, 34, 35, 36]);
         // Interval 1: 100 issued, 100 useful, 50 late: accuracy (0 + 1) / 2 = 0.5 (medium), lateness
         // 0.25 (late), pollution 0 -> increment to level 5.
-        let c = Counters { issued: 100, useful: 100, late: 50, pollution_misses: 0, demand_misses: 10, evictions: 10 };
+        let c = Counters {
+            issued: 100,
+            useful: 100,
+            late: 50,
+            pollution_misses: 0,
+            demand_misses: 10,
+            evictions: 10,
+            prefetched_hits: 0,
+        };
         out.clear();
         f.on_trigger(&Context { line: 0, miss: true, lines: 1 << 30, counters: &c }, &mut out);
         assert_eq!(f.level, 4);
         assert_eq!(out, vec![65, 66, 67, 68]);
         // Interval 2: nothing useful, every demand miss polluted: accuracy 0.25 (low) -> decrement.
-        let c2 =
-            Counters { issued: 200, useful: 100, late: 50, pollution_misses: 10, demand_misses: 20, evictions: 20 };
+        let c2 = Counters {
+            issued: 200,
+            useful: 100,
+            late: 50,
+            pollution_misses: 10,
+            demand_misses: 20,
+            evictions: 20,
+            prefetched_hits: 0,
+        };
         f.on_trigger(&Context { line: 0, miss: true, lines: 1 << 30, counters: &c2 }, &mut out);
         assert_eq!(f.level, 3);
         assert!((f.accuracy - 0.25).abs() < 1e-12 && (f.pollution - 0.5).abs() < 1e-12);

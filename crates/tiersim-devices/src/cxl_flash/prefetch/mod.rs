@@ -12,6 +12,7 @@ pub mod best_offset;
 pub mod best_offset_mqsim;
 pub mod feedback_directed;
 pub mod leap;
+pub mod leap_mqsim;
 pub mod next_n_line;
 
 /// Cumulative prefetch and cache counters of the device, all in lines (mapping units).
@@ -29,6 +30,9 @@ pub struct Counters {
     pub demand_misses: u64,
     /// Lines evicted from the cache.
     pub evictions: u64,
+    /// Demand hits on lines a prefetch was issued for, every one until the line is evicted
+    /// (compat mode only: MQSim_CXL's `prefetch_hit_count`, cxl/Host_Interface_CXL.cpp:317).
+    pub prefetched_hits: u64,
 }
 
 /// What a prefetcher sees when it is triggered.
@@ -84,6 +88,7 @@ pub const REGISTRY: &[Entry] = &[
     Entry { info: best_offset::INFO, build: best_offset::build },
     Entry { info: best_offset_mqsim::INFO, build: best_offset_mqsim::build },
     Entry { info: leap::INFO, build: leap::build },
+    Entry { info: leap_mqsim::INFO, build: leap_mqsim::build },
 ];
 
 pub fn find(name: &str) -> Result<&'static Entry> {
