@@ -1,0 +1,574 @@
+"""`tiersim validate linux`: the same program run on a tiered Linux VM under a kernel policy and, from
+its captured trace, on tiersim under the matching policy, side by side (docs/validate.md).
+
+A case is a program x a kernel setting; each case boots the VM `runs` times. Per boot the guest
+first times a calibration program with balancing off (the guest CPU's speed), then runs the
+program under the setting and samples /proc/vmstat and the program's pages per node. The host
+captures the calibration program and the program once each (`tiersim capture --instrumented`) and
+replays them on a platform built from the VM's measured shape. The daemon time scale is derived
+from the calibration alone (its simulated time over its guest time), never from the cases."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tiersim
+from tiersim import TiersimError
+from tiersim.validate import vm
+
+# The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
+# mm/memory-tiers.c and kernel/sched/fair.c for the promote rate limit and hot threshold).
+KNOBS = {
+    "scan_delay_ms": 1000,
+    "scan_period_min_ms": 1000,
+    "scan_period_max_ms": 60000,
+    "scan_size_mb": 256,
+    "hot_threshold_ms": 1000,
+    "promote_rate_limit_MBps": 65536,
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    summary: str
+    args: tuple[int, ...]
+    threads: int
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    summary: str
+    numa_balancing: int
+    demotion: bool
+    policy: str
+
+
+PROGRAMS = {
+    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2),
+    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 6M ops (10 % updates), 2 threads", (256, 6, 2), 2),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 4 passes, 2 threads", (64, 4, 2), 2),
+}  # fmt: skip
+SETTINGS = {
+    "none": Setting("none", "no balancing (numa_balancing=0): first touch only", 0, False, "linux_default"),
+    "autonuma": Setting("autonuma", "AutoNUMA (numa_balancing=1, demotion off)", 1, False, "autonuma"),
+    "tiering": Setting("tiering", "tiering mode (numa_balancing=2) with demotion", 2, True, "numab_tiering"),
+}
+QUICK = ("kv", "tiering")
+QUICK_ARGS = {"kv": (256, 3, 2)}
+CALIB_ARGS = (32, 4, 4)
+SAMPLE_MS = 250
+CAPTURE_PARAMS = {"llc": "1MiB", "cpu_map": "0-1", "v2p": "none"}
+PRESET = "ddr4_3200"
+
+METRICS = ("fast_share", "promotions", "demotions", "hint_faults")
+SHARE_POINTS = 10.0
+COUNT_TOLERANCE = 0.25
+
+
+@dataclass
+class GuestRun:
+    """What one boot measured."""
+
+    machine: dict[str, Any]
+    calib_s: float
+    program_s: float
+    samples: list[dict[str, Any]]
+    wall_s: float
+    accel: str
+
+
+@dataclass
+class Case:
+    program: Program
+    setting: Setting
+    runs: list[GuestRun] = field(default_factory=list)
+
+
+def _parse_sample(line: str) -> dict[str, Any]:
+    tag, t, _, *items = line.split()
+    s: dict[str, Any] = {"tag": tag, "t_s": int(t) / 1e9}
+    for item in items:
+        if item == "pages" or "=" not in item:
+            continue
+        k, v = item.split("=", 1)
+        s[k] = int(v)
+    return s
+
+
+def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
+    """The machine facts, calibration time, program time and samples of one boot's output, or one
+    clear error: a failed setup step, a crashed program, the OOM killer, a guest that died."""
+    machine: dict[str, Any] = {"nodes": {}, "tiers": {}, "zones": {}, "sysctl": {}}
+    section = None
+    calib_s = program_s = None
+    samples: list[dict[str, Any]] = []
+    done = False
+    oom = 0
+    for line in data.splitlines():
+        if line.startswith("! "):
+            raise TiersimError(f"{what}: the guest failed: {line[2:]}")
+        if line.startswith("@ "):
+            parts = line[2:].split()
+            key, rest = parts[0], parts[1:]
+            if key == "node":
+                machine["nodes"][int(rest[0])] = dict(x.split("=", 1) for x in rest[1:])
+            elif key == "tier":
+                machine["tiers"][int(rest[0])] = rest[1].split("=", 1)[1]
+            elif key == "zone":
+                machine["zones"][int(rest[0].rstrip(","))] = {k: int(v) for k, v in (x.split("=") for x in rest[1:])}
+            elif key == "sysctl":
+                machine["sysctl"][rest[0]] = rest[1]
+            elif key in ("calib", "run"):
+                section = key
+            elif key == "oom":
+                oom = int(rest[0])
+            elif key == "done":
+                done = True
+            elif rest:
+                machine[key] = rest[0]
+        elif line.startswith("X "):
+            _, t, status = line.split()
+            if status != "exit=0":
+                name = "the calibration program" if section == "calib" else "the program"
+                raise TiersimError(f"{what}: {name} failed in the guest ({status.replace('=', ' ')})")
+            if section == "calib":
+                calib_s = int(t) / 1e9
+            else:
+                program_s = int(t) / 1e9
+        elif line[:2] in ("S ", "E ") and section == "run":
+            samples.append(_parse_sample(line))
+    if oom or "Out of memory" in console:
+        raise TiersimError(f"{what}: the guest ran out of memory (the OOM killer ran)")
+    if "Kernel panic" in console:
+        raise TiersimError(f"{what}: the guest kernel panicked: {_panic_line(console)}")
+    if not done or calib_s is None or program_s is None:
+        raise TiersimError(f"{what}: the guest stopped before the end of the run")
+    if not any(s["tag"] == "E" for s in samples):
+        raise TiersimError(f"{what}: the program ended without its final sample")
+    return machine, calib_s, program_s, samples
+
+
+def _panic_line(console: str) -> str:
+    return next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), "")
+
+
+def _case_env(program: Program, setting: Setting, args: Sequence[int]) -> dict[str, str]:
+    k = KNOBS
+    return {
+        "NUMA_BALANCING": str(setting.numa_balancing),
+        "DEMOTION": "true" if setting.demotion else "false",
+        "PROMOTE_RATE_LIMIT_MBPS": str(k["promote_rate_limit_MBps"]),
+        "SCAN_DELAY_MS": str(k["scan_delay_ms"]),
+        "SCAN_PERIOD_MIN_MS": str(k["scan_period_min_ms"]),
+        "SCAN_PERIOD_MAX_MS": str(k["scan_period_max_ms"]),
+        "SCAN_SIZE_MB": str(k["scan_size_mb"]),
+        "HOT_THRESHOLD_MS": str(k["hot_threshold_ms"]),
+        "CALIB_ARGS": " ".join(map(str, CALIB_ARGS)),
+        "INTERVAL_MS": str(SAMPLE_MS),
+        "PROG_ARGS": " ".join(map(str, args)),
+        "CPUS": "0-1",
+    }
+
+
+def _build_instrumented(source: Path, out: Path) -> None:
+    cc = os.environ.get("CC", "cc")
+    rt = tiersim.runtime_object()
+    obj = out.with_suffix(".o")
+    for cmd in (
+        [cc, "-O2", "-fsanitize=thread", "-c", str(source), "-o", str(obj)],
+        [cc, str(obj), str(rt), "-o", str(out), "-pthread", "-ldl", "-lm"],
+    ):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise TiersimError(f"cannot build {source.name} for capture: {r.stderr.strip()[-400:]}")
+
+
+def _capture(binary: Path, args: Sequence[int], trace: Path) -> dict[str, Any]:
+    res = tiersim.capture_instrumented([str(binary), *map(str, args)], trace, params=CAPTURE_PARAMS)
+    if res.exit_status != 0:
+        raise TiersimError(f"{binary.name} exited with status {res.exit_status} under capture")
+    return res.report
+
+
+def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
+    """A tiersim platform describing the VM: two CPUs; node 0 with the memory that was free for the
+    program when it started (the kernel and the initramfs hold the rest) and node 1, the kmem node,
+    in tier 1. Both nodes are the same device, because in the VM both are the host's DRAM: the
+    comparison is of the kernel's placement, not of memory speed. min_free is the guest's
+    min_free_kbytes (mm/page_alloc.c init_per_zone_wmark_min), so the watermarks are the guest's."""
+    first = next(s for s in run.samples if s["tag"] == "S")
+    free0_kib = first["free0"]
+    slow_kib = int(run.machine["nodes"][1]["MemTotal"])
+    min_free = int(run.machine["min_free_kbytes"])
+    return f"""name = "linux_vm"
+summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
+
+[host]
+cpus = 2
+
+[os]
+min_free = "{min_free}KiB"
+watermark_scale_factor = {int(run.machine["watermark_scale_factor"])}
+daemon_time_scale = {daemon_time_scale!r}
+
+[[nodes]]
+name = "node0"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "{free0_kib}KiB"
+cpus = "0-1"
+
+[[nodes]]
+name = "node1"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "{slow_kib}KiB"
+tier = 1
+"""
+
+
+def policy_params(setting: Setting) -> dict[str, Any]:
+    """The guest's sysctls as the tiersim policy's parameters (kernel time; the platform's daemon
+    time scale maps them onto simulated time)."""
+    if setting.policy == "linux_default":
+        return {}
+    k = KNOBS
+    p: dict[str, Any] = {
+        "scan_delay": f"{k['scan_delay_ms']}ms",
+        "scan_period_min": f"{k['scan_period_min_ms']}ms",
+        "scan_period_max": f"{k['scan_period_max_ms']}ms",
+        "scan_size": f"{k['scan_size_mb']}MiB",
+    }
+    if setting.policy == "numab_tiering":
+        p |= {
+            "hot_threshold": f"{k['hot_threshold_ms']}ms",
+            "promote_rate_limit": f"{k['promote_rate_limit_MBps']}MB/s",
+            "demotion": setting.demotion,
+        }
+    return p
+
+
+def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str, float]:
+    """The case's figures from the kernel's samples: counters as the difference between the
+    program's first sample and its final one (E, taken while it is stopped just before exit)."""
+    first, end = samples[0], next(s for s in samples if s["tag"] == "E")
+
+    def delta(*names: str) -> int:
+        return sum(end.get(n, 0) - first.get(n, 0) for n in names)
+
+    promoted = delta("numa_pages_migrated") if setting.numa_balancing == 1 else delta("pgpromote_success")
+    pages = sum(end.get(f"N{i}", 0) for i in range(8))
+    return {
+        "fast_share": 100.0 * end.get("N0", 0) / pages if pages else 0.0,
+        "promotions": promoted,
+        "demotions": delta("pgdemote_kswapd", "pgdemote_direct"),
+        "hint_faults": delta("numa_hint_faults"),
+        "pages": pages,
+    }
+
+
+def sim_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    nodes = summary["nodes"]
+    t = summary["tiering"]
+    pages = sum(n["final_pages"] for n in nodes)
+    return {
+        "fast_share": 100.0 * nodes[0]["final_pages"] / pages if pages else 0.0,
+        "promotions": t["promotions"],
+        "demotions": t["demotions"],
+        "hint_faults": t["hint_faults"],
+        "pages": pages,
+    }
+
+
+def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
+    """Both sides and the verdict: the fast share within 10 points; a count within 25 % of the
+    kernel's mean or within the VM's run-to-run spread (max - min), whichever is wider."""
+    mean = sum(kernel) / len(kernel)
+    spread = max(kernel) - min(kernel)
+    if metric == "fast_share":
+        tol = SHARE_POINTS
+    else:
+        tol = max(COUNT_TOLERANCE * mean, spread)
+    rel = (sim - mean) / mean if mean else (0.0 if sim == 0 else math.inf)
+    return {
+        "kernel": kernel[0] if len(kernel) == 1 else mean,
+        "kernel_runs": list(kernel),
+        "kernel_spread": spread,
+        "tiersim": sim,
+        "relative_error": rel if math.isfinite(rel) else None,
+        "tolerance": tol,
+        "agree": abs(sim - mean) <= tol,
+    }
+
+
+def _series(case_id: str, case: Case, sim_ts: Any, d: float) -> list[dict[str, Any]]:
+    """Rows of series.parquet: the kernel's samples per run and tiersim's epochs, on the guest's
+    time axis (tiersim's simulated time divided by the daemon time scale)."""
+    rows = []
+    for r, run in enumerate(case.runs):
+        s0 = run.samples[0]
+        for s in run.samples:
+            pages = sum(s.get(f"N{i}", 0) for i in range(8))
+            rows.append(
+                {
+                    "case": case_id,
+                    "source": "kernel",
+                    "run": r,
+                    "t_s": s["t_s"],
+                    "fast_pages": s.get("N0", 0),
+                    "slow_pages": s.get("N1", 0),
+                    "fast_share": 100.0 * s.get("N0", 0) / pages if pages else None,
+                    "promotions": s.get(
+                        "numa_pages_migrated" if case.setting.numa_balancing == 1 else "pgpromote_success", 0
+                    )
+                    - s0.get("numa_pages_migrated" if case.setting.numa_balancing == 1 else "pgpromote_success", 0),
+                    "demotions": (s.get("pgdemote_kswapd", 0) + s.get("pgdemote_direct", 0))
+                    - (s0.get("pgdemote_kswapd", 0) + s0.get("pgdemote_direct", 0)),
+                    "hint_faults": s.get("numa_hint_faults", 0) - s0.get("numa_hint_faults", 0),
+                }
+            )
+    import polars as pl
+
+    ts = sim_ts.sort(["epoch", "node"])
+    by = ts.group_by("epoch", maintain_order=True).agg(
+        pl.col("t_end_ns").first(),
+        pl.col("pages").filter(pl.col("node") == "node0").sum().alias("fast"),
+        pl.col("pages").filter(pl.col("node") == "node1").sum().alias("slow"),
+        pl.col("migrated_in").filter(pl.col("node") == "node0").sum().alias("prom"),
+        pl.col("migrated_out").filter(pl.col("node") == "node0").sum().alias("dem"),
+    )
+    prom = dem = 0
+    for e in by.iter_rows(named=True):
+        prom += e["prom"]
+        dem += e["dem"]
+        total = e["fast"] + e["slow"]
+        rows.append(
+            {
+                "case": case_id,
+                "source": "tiersim",
+                "run": 0,
+                "t_s": e["t_end_ns"] / 1e9 / d,
+                "fast_pages": e["fast"],
+                "slow_pages": e["slow"],
+                "fast_share": 100.0 * e["fast"] / total if total else None,
+                "promotions": prom,
+                "demotions": dem,
+                # tiersim's time series has no per-epoch hint-fault count; the total is in validate.json.
+                "hint_faults": None,
+            }
+        )
+    return rows
+
+
+Progress = Callable[[str], None]
+
+
+def validate_linux(
+    out_dir: str | os.PathLike[str],
+    *,
+    programs: Sequence[str] | None = None,
+    settings: Sequence[str] | None = None,
+    runs: int = 3,
+    quick: bool = False,
+    timeout_s: float = 600.0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
+    and each boot's guest output). Built in a temporary directory beside it and renamed at the end,
+    so a failed validation leaves nothing that looks like a result."""
+    say = progress or (lambda _msg: None)
+    tools = vm.find_tools()
+    if quick:
+        programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
+    programs = list(programs or PROGRAMS)
+    settings = list(settings or SETTINGS)
+    for p in programs:
+        if p not in PROGRAMS:
+            raise TiersimError(f"unknown program '{p}': expected one of {', '.join(PROGRAMS)}")
+    for s in settings:
+        if s not in SETTINGS:
+            raise TiersimError(f"unknown setting '{s}': expected one of {', '.join(SETTINGS)}")
+    if runs < 1:
+        raise TiersimError("runs must be at least 1")
+    out = Path(out_dir)
+    if out.exists():
+        raise TiersimError(f"{out} exists: give a new directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        result = _validate(work, tools, programs, settings, runs, quick, timeout_s, say)
+        work.rename(out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return result
+
+
+def _validate(
+    work: Path,
+    tools: vm.Tools,
+    programs: list[str],
+    settings: list[str],
+    runs: int,
+    quick: bool,
+    timeout_s: float,
+    say: Progress,
+) -> dict[str, Any]:
+    shape = vm.Shape()
+    bins, traces = work / "bin", work / "traces"
+    bins.mkdir()
+    traces.mkdir()
+    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
+    args_of = {p: (QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args) for p in programs}
+    captures: dict[str, dict[str, Any]] = {}
+    for name, args in [("calib", CALIB_ARGS), *[(p, args_of[p]) for p in programs]]:
+        src = vm.PROGRAMS / f"{name}.c"
+        vm.compile_static(src, bins / f"{name}.static")
+        _build_instrumented(src, bins / f"{name}.traced")
+        say(f"capturing {name} {' '.join(map(str, args))}")
+        captures[name] = _capture(bins / f"{name}.traced", args, traces / f"{name}.trace")
+
+    calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
+    calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9
+
+    cases: dict[str, Case] = {}
+    for p in programs:
+        for s in settings:
+            case = Case(PROGRAMS[p], SETTINGS[s])
+            cid = f"{p}-{s}"
+            cases[cid] = case
+            for r in range(runs):
+                say(f"VM {cid} run {r + 1}/{runs}")
+                rdir = work / "guest" / f"{cid}-{r}"
+                rdir.mkdir(parents=True)
+                env = _case_env(case.program, case.setting, args_of[p])
+                files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
+                vm.build_initramfs(tools, files, env, rdir / "initrd")
+                b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
+                (rdir / "initrd").unlink()
+                machine, calib_s, program_s, samples = parse_guest(b.data, b.console, f"{cid} run {r + 1}")
+                _check_tiers(machine, f"{cid} run {r + 1}")
+                case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
+
+    all_calib = [run.calib_s for c in cases.values() for run in c.runs]
+    guest_calib_s = sum(all_calib) / len(all_calib)
+    d = calib_sim_s / guest_calib_s
+    instructions = captures["calib"].get("instructions") or 0
+    speed = {
+        "calib_guest_s_runs": all_calib,
+        "calib_guest_s": guest_calib_s,
+        "calib_tiersim_s": calib_sim_s,
+        "calib_records": captures["calib"].get("records"),
+        "guest_slowdown": guest_calib_s / calib_sim_s,
+        "daemon_time_scale": d,
+        "calib_instructions_est": instructions,
+    }
+    say(f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}")
+
+    import polars as pl
+
+    results: dict[str, Any] = {}
+    series_rows: list[dict[str, Any]] = []
+    for cid, case in cases.items():
+        say(f"tiersim {cid}")
+        sim = _simulate(work, case.program.name, case, cid, case.setting, d)
+        km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
+        sm = sim_metrics(sim.summary)
+        metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
+        results[cid] = {
+            "program": asdict(case.program),
+            "setting": asdict(case.setting),
+            "policy_params": policy_params(case.setting),
+            "metrics": metrics,
+            "agree": all(v["agree"] for v in metrics.values()),
+            "kernel_program_s": [run.program_s for run in case.runs],
+            "tiersim_program_s": sim.summary["execution_time_ns"] / 1e9,
+            "tiersim_program_s_on_guest_axis": sim.summary["execution_time_ns"] / 1e9 / d,
+            "kernel_pages": [k["pages"] for k in km],
+            "tiersim_pages": sm["pages"],
+            "vm_wall_s": [run.wall_s for run in case.runs],
+            "regime": sim.summary.get("regime"),
+        }
+        series_rows += _series(cid, case, sim.timeseries, d)
+    first = next(iter(cases.values())).runs[0]
+    doc = {
+        "kernel": first.machine.get("kernel"),
+        "accel": first.accel,
+        "vm": asdict(shape) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
+        "zones": first.machine["zones"],
+        "knobs": KNOBS,
+        "capture": CAPTURE_PARAMS,
+        "guest_speed": speed,
+        "runs": runs,
+        "quick": quick,
+        "cases": results,
+    }
+    (work / "validate.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    pl.DataFrame(series_rows, infer_schema_length=None).write_parquet(work / "series.parquet")
+    from tiersim.validate.report import write_report
+
+    write_report(work, doc, pl.read_parquet(work / "series.parquet"))
+    shutil.rmtree(bins)
+    return doc
+
+
+def _check_tiers(machine: dict[str, Any], what: str) -> None:
+    """The slow node must be in a lower memory tier than node 0 (a higher tier number in
+    /sys/devices/virtual/memory_tiering: mm/memory-tiers.c numbers tiers by abstract distance)."""
+    tier_of = {}
+    for tier, nodes in machine["tiers"].items():
+        for part in nodes.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                tier_of[n] = tier
+    if 0 not in tier_of or 1 not in tier_of or tier_of[1] <= tier_of[0]:
+        raise TiersimError(f"{what}: node 1 is not in a lower memory tier than node 0 (tiers: {machine['tiers']})")
+
+
+def _simulate(work: Path, name: str, case: Case | None, cid: str | None, setting: Setting, d: float) -> Any:
+    """One tiersim replay; the calibration's (case None) on the platform of no run in particular:
+    its time does not depend on capacities as long as it fits, which 32 MiB does."""
+    if case is None:
+        platform = _calib_platform()
+    else:
+        platform = platform_toml(case.runs[0], d)
+    pdir = work / "platforms"
+    pdir.mkdir(exist_ok=True)
+    ppath = pdir / f"{cid or name}.toml"
+    ppath.write_text(platform)
+    out = work / "tiersim" / (cid or name)
+    return tiersim.run(
+        work / "traces" / f"{name}.trace",
+        platform=ppath,
+        policy=setting.policy,
+        params=policy_params(setting) or None,
+        seed=0,
+        out_dir=out,
+    )
+
+
+def _calib_platform() -> str:
+    return f"""name = "linux_vm_calib"
+summary = "the validation VM's CPUs and memory device, for the guest-speed calibration"
+
+[host]
+cpus = 2
+
+[[nodes]]
+name = "node0"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "256MiB"
+cpus = "0-1"
+"""
