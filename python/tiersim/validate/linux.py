@@ -43,6 +43,8 @@ class Program:
     summary: str
     args: tuple[int, ...]
     threads: int
+    # An eighth of the input with the same mix of phases, for measuring instructions per access.
+    small_args: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -55,18 +57,19 @@ class Setting:
 
 
 PROGRAMS = {
-    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2),
-    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 6M ops (10 % updates), 2 threads", (256, 6, 2), 2),
-    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 4 passes, 2 threads", (64, 4, 2), 2),
+    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2, (16, 125, 8, 6, 2)),
+    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2, (32, 1500, 2)),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 10 passes, 2 threads", (64, 10, 2), 2, (8, 10, 2)),
 }  # fmt: skip
+CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1, (4, 4, 500))
 SETTINGS = {
     "none": Setting("none", "no balancing (numa_balancing=0): first touch only", 0, False, "linux_default"),
     "autonuma": Setting("autonuma", "AutoNUMA (numa_balancing=1, demotion off)", 1, False, "autonuma"),
     "tiering": Setting("tiering", "tiering mode (numa_balancing=2) with demotion", 2, True, "numab_tiering"),
 }
 QUICK = ("kv", "tiering")
-QUICK_ARGS = {"kv": (256, 3, 2)}
-CALIB_ARGS = (32, 4, 4)
+QUICK_ARGS = {"kv": (256, 8000, 2)}
+CALIB_ARGS = CALIB.args
 SAMPLE_MS = 250
 CAPTURE_PARAMS = {"llc": "1MiB", "cpu_map": "0-1", "v2p": "none"}
 PRESET = "ddr4_3200"
@@ -115,10 +118,11 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
     samples: list[dict[str, Any]] = []
     done = False
     oom = 0
+    failed = crashed = None
     for line in data.splitlines():
         if line.startswith("! "):
-            raise TiersimError(f"{what}: the guest failed: {line[2:]}")
-        if line.startswith("@ "):
+            failed = failed or line[2:]
+        elif line.startswith("@ "):
             parts = line[2:].split()
             key, rest = parts[0], parts[1:]
             if key == "node":
@@ -126,7 +130,9 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
             elif key == "tier":
                 machine["tiers"][int(rest[0])] = rest[1].split("=", 1)[1]
             elif key == "zone":
-                machine["zones"][int(rest[0].rstrip(","))] = {k: int(v) for k, v in (x.split("=") for x in rest[1:])}
+                z: dict[str, Any] = dict(x.split("=", 1) for x in rest[2:])
+                z = {k: [int(p) for p in v.split(",")] if k == "protection" else int(v) for k, v in z.items()}
+                machine["zones"][f"{rest[0]}/{rest[1]}"] = z
             elif key == "sysctl":
                 machine["sysctl"][rest[0]] = rest[1]
             elif key in ("calib", "run"):
@@ -141,15 +147,20 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
             _, t, status = line.split()
             if status != "exit=0":
                 name = "the calibration program" if section == "calib" else "the program"
-                raise TiersimError(f"{what}: {name} failed in the guest ({status.replace('=', ' ')})")
-            if section == "calib":
+                crashed = crashed or f"{name} failed in the guest ({status.replace('=', ' ')})"
+            elif section == "calib":
                 calib_s = int(t) / 1e9
             else:
                 program_s = int(t) / 1e9
         elif line[:2] in ("S ", "E ") and section == "run":
             samples.append(_parse_sample(line))
+    # The OOM killer's SIGKILL also ends the program: say which it was.
     if oom or "Out of memory" in console:
         raise TiersimError(f"{what}: the guest ran out of memory (the OOM killer ran)")
+    if crashed:
+        raise TiersimError(f"{what}: {crashed}")
+    if failed:
+        raise TiersimError(f"{what}: the guest failed: {failed}")
     if "Kernel panic" in console:
         raise TiersimError(f"{what}: the guest kernel panicked: {_panic_line(console)}")
     if not done or calib_s is None or program_s is None:
@@ -194,23 +205,67 @@ def _build_instrumented(source: Path, out: Path) -> None:
             raise TiersimError(f"cannot build {source.name} for capture: {r.stderr.strip()[-400:]}")
 
 
-def _capture(binary: Path, args: Sequence[int], trace: Path) -> dict[str, Any]:
-    res = tiersim.capture_instrumented([str(binary), *map(str, args)], trace, params=CAPTURE_PARAMS)
+def _capture(binary: Path, args: Sequence[int], trace: Path, ipa: float) -> dict[str, Any]:
+    params = CAPTURE_PARAMS | {"instructions_per_access": ipa}
+    res = tiersim.capture_instrumented([str(binary), *map(str, args)], trace, params=params)
     if res.exit_status != 0:
         raise TiersimError(f"{binary.name} exited with status {res.exit_status} under capture")
     return res.report
 
 
-def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
-    """A tiersim platform describing the VM: two CPUs; node 0 with the memory that was free for the
-    program when it started (the kernel and the initramfs hold the rest) and node 1, the kmem node,
-    in tier 1. Both nodes are the same device, because in the VM both are the host's DRAM: the
-    comparison is of the kernel's placement, not of memory speed. min_free is the guest's
-    min_free_kbytes (mm/page_alloc.c init_per_zone_wmark_min), so the watermarks are the guest's."""
+def instructions_per_access(static: Path, traced: Path, args: Sequence[int], scratch: Path) -> dict[str, Any]:
+    """The program's instructions per traced load or store, measured on its small input: Valgrind
+    counts every instruction (lackey, without tracing memory), the instrumented build counts the
+    accesses it traces. The instrumented capture's time base otherwise assumes 2, which undercounts
+    code that computes between accesses (a zipfian draw, a modulo) and so makes tiersim's program
+    faster than the guest's relative to the calibration (docs/validate.md, "Time")."""
+    argv = [str(static), *map(str, args)]
+    r = subprocess.run(["valgrind", "--tool=lackey", *argv], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TiersimError(f"valgrind failed on {static.name}: {r.stderr.strip()[-300:]}")
+    instrs = next(
+        (int(ln.split(":")[-1].replace(",", "")) for ln in r.stderr.splitlines() if "guest instrs:" in ln), None
+    )
+    if not instrs:
+        raise TiersimError(f"valgrind gave no instruction count for {static.name}")
+    rep = tiersim.capture_instrumented([str(traced), *map(str, args)], scratch, params=CAPTURE_PARAMS).report
+    scratch.unlink(missing_ok=True)
+    accesses = rep["loads"] + rep["stores"] + rep["modifies"]
+    return {"instructions": instrs, "traced_accesses": accesses, "instructions_per_access": instrs / accesses}
+
+
+# Index of ZONE_MOVABLE in a zone's lowmem_reserve (protection) array: user pages are allocated
+# with GFP_HIGHUSER_MOVABLE, whose highest zone is ZONE_MOVABLE (include/linux/mmzone.h).
+MOVABLE = 3
+
+
+def fast_node_room(run: GuestRun) -> tuple[int, int]:
+    """Pages of node 0 the program could have, and node 0's min watermark. A zone serves a user
+    page only while its free pages exceed its watermark plus its lowmem_reserve for ZONE_MOVABLE
+    (mm/page_alloc.c __zone_watermark_ok, setup_per_zone_lowmem_reserve): those reserves are not
+    the program's, so tiersim's one-zone node 0 gets the free pages less them."""
     first = next(s for s in run.samples if s["tag"] == "S")
-    free0_kib = first["free0"]
-    slow_kib = int(run.machine["nodes"][1]["MemTotal"])
-    min_free = int(run.machine["min_free_kbytes"])
+    free = first["free0"] // 4
+    reserved = wmin = 0
+    for key, z in run.machine["zones"].items():
+        if not key.startswith("0/") or not z["managed"]:
+            continue
+        protect = z["protection"][MOVABLE] if len(z["protection"]) > MOVABLE else 0
+        reserved += min(z["free"], protect)
+        wmin += z["min"]
+    return free - reserved, wmin
+
+
+def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
+    """A tiersim platform describing the VM: two CPUs; node 0 with the pages that were free for the
+    program when it started (the kernel, the initramfs and the DMA zone's reserve hold the rest) and
+    node 1, the kmem node, in tier 1. Both nodes are the same device, because in the VM both are
+    the host's DRAM: the comparison is of the kernel's placement, not of memory speed. min_free is
+    chosen so that node 0's min watermark is the guest's (tiersim shares min_free among nodes by
+    capacity, as mm/page_alloc.c __setup_per_zone_wmarks shares it among zones)."""
+    room, wmin = fast_node_room(run)
+    slow = int(run.machine["nodes"][1]["MemTotal"]) // 4
+    min_free_pages = wmin * (room + slow) // room
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -218,7 +273,7 @@ summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, low
 cpus = 2
 
 [os]
-min_free = "{min_free}KiB"
+min_free = "{min_free_pages * 4}KiB"
 watermark_scale_factor = {int(run.machine["watermark_scale_factor"])}
 daemon_time_scale = {daemon_time_scale!r}
 
@@ -226,14 +281,14 @@ daemon_time_scale = {daemon_time_scale!r}
 name = "node0"
 preset = "{PRESET}"
 params = {{ channels = 2 }}
-capacity = "{free0_kib}KiB"
+capacity = "{room * 4}KiB"
 cpus = "0-1"
 
 [[nodes]]
 name = "node1"
 preset = "{PRESET}"
 params = {{ channels = 2 }}
-capacity = "{slow_kib}KiB"
+capacity = "{slow * 4}KiB"
 tier = 1
 """
 
@@ -275,6 +330,8 @@ def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str,
         "demotions": delta("pgdemote_kswapd", "pgdemote_direct"),
         "hint_faults": delta("numa_hint_faults"),
         "pages": pages,
+        "promote_candidates": delta("pgpromote_candidate"),
+        "migrate_failures": delta("pgmigrate_fail"),
     }
 
 
@@ -288,6 +345,8 @@ def sim_metrics(summary: dict[str, Any]) -> dict[str, float]:
         "demotions": t["demotions"],
         "hint_faults": t["hint_faults"],
         "pages": pages,
+        "failed_promotions": t["failed_promotions"],
+        "scan_passes": t["scan_passes"],
     }
 
 
@@ -302,6 +361,7 @@ def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
         tol = max(COUNT_TOLERANCE * mean, spread)
     rel = (sim - mean) / mean if mean else (0.0 if sim == 0 else math.inf)
     return {
+        "difference": sim - mean,
         "kernel": kernel[0] if len(kernel) == 1 else mean,
         "kernel_runs": list(kernel),
         "kernel_spread": spread,
@@ -310,6 +370,13 @@ def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
         "tolerance": tol,
         "agree": abs(sim - mean) <= tol,
     }
+
+
+def error_text(metric: str, v: dict[str, Any]) -> str:
+    """The disagreement as shown: points for the fast share, a relative error for counts."""
+    if metric == "fast_share":
+        return f"{v['difference']:+.1f} pt"
+    return "-" if v["relative_error"] is None else f"{100 * v['relative_error']:+.0f} %"
 
 
 def _series(case_id: str, case: Case, sim_ts: Any, d: float) -> list[dict[str, Any]]:
@@ -431,17 +498,11 @@ def _validate(
     traces.mkdir()
     vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
     args_of = {p: (QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args) for p in programs}
-    captures: dict[str, dict[str, Any]] = {}
-    for name, args in [("calib", CALIB_ARGS), *[(p, args_of[p]) for p in programs]]:
-        src = vm.PROGRAMS / f"{name}.c"
+    sources = {name: vm.PROGRAMS / f"{name}.c" for name in ["calib", *programs]}
+    for name, src in sources.items():
         vm.compile_static(src, bins / f"{name}.static")
-        _build_instrumented(src, bins / f"{name}.traced")
-        say(f"capturing {name} {' '.join(map(str, args))}")
-        captures[name] = _capture(bins / f"{name}.traced", args, traces / f"{name}.trace")
 
-    calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
-    calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9
-
+    # The VM first: a broken guest should fail before minutes of capture.
     cases: dict[str, Case] = {}
     for p in programs:
         for s in settings:
@@ -461,6 +522,23 @@ def _validate(
                 _check_tiers(machine, f"{cid} run {r + 1}")
                 case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
 
+    captures: dict[str, dict[str, Any]] = {}
+    ipas: dict[str, dict[str, Any]] = {}
+    for prog, args in [(CALIB, CALIB_ARGS), *[(PROGRAMS[p], args_of[p]) for p in programs]]:
+        name = prog.name
+        _build_instrumented(sources[name], bins / f"{name}.traced")
+        say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
+        ipas[name] = instructions_per_access(
+            bins / f"{name}.static", bins / f"{name}.traced", prog.small_args, bins / "small.trace"
+        )
+        say(f"capturing {name} {' '.join(map(str, args))}")
+        captures[name] = _capture(
+            bins / f"{name}.traced", args, traces / f"{name}.trace", ipas[name]["instructions_per_access"]
+        )
+
+    calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
+    calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9
+
     all_calib = [run.calib_s for c in cases.values() for run in c.runs]
     guest_calib_s = sum(all_calib) / len(all_calib)
     d = calib_sim_s / guest_calib_s
@@ -473,8 +551,11 @@ def _validate(
         "guest_slowdown": guest_calib_s / calib_sim_s,
         "daemon_time_scale": d,
         "calib_instructions_est": instructions,
+        "instructions_per_access": ipas,
     }
-    say(f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}")
+    say(
+        f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}"
+    )
 
     import polars as pl
 
@@ -497,6 +578,10 @@ def _validate(
             "tiersim_program_s_on_guest_axis": sim.summary["execution_time_ns"] / 1e9 / d,
             "kernel_pages": [k["pages"] for k in km],
             "tiersim_pages": sm["pages"],
+            "kernel_promote_candidates": [k["promote_candidates"] for k in km],
+            "kernel_migrate_failures": [k["migrate_failures"] for k in km],
+            "tiersim_failed_promotions": sm["failed_promotions"],
+            "tiersim_scan_passes": sm["scan_passes"],
             "vm_wall_s": [run.wall_s for run in case.runs],
             "regime": sim.summary.get("regime"),
         }

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from tiersim.report import _encode, _plt
+from tiersim.validate.linux import error_text
 
 PANELS = (
     ("fast_share", "fast-node share of pages (%)"),
@@ -64,11 +65,11 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
         f"the modelled CPU, so tiersim's daemon time scale is {sp['daemon_time_scale']:.4f}. "
         f"{doc['runs']} VM run(s) per case.</p>",
         "<table><tr><th>case</th><th>metric</th><th>kernel</th><th>kernel runs</th><th>tiersim</th>"
-        "<th>rel. error</th><th>tolerance</th><th>agree</th></tr>",
+        "<th>error</th><th>tolerance</th><th>agree</th></tr>",
     ]
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():
-            rel = "-" if v["relative_error"] is None else f"{100 * v['relative_error']:+.0f} %"
+            rel = error_text(m, v)
             parts.append(
                 f"<tr class='{'ok' if v['agree'] else 'no'}'><td>{cid}</td><td>{m}</td><td>{_fmt(v['kernel'])}</td>"
                 f"<td>{html.escape(' / '.join(_fmt(x) for x in v['kernel_runs']))}</td><td>{_fmt(v['tiersim'])}</td>"

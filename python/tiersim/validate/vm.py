@@ -206,7 +206,9 @@ def boot(tools: Tools, shape: Shape, initramfs: Path, timeout_s: float, workdir:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         tail = _tail(console)
-        raise TiersimError(f"the VM did not finish within {timeout_s:.0f} s (hung boot or run); console: {tail}")
+        raise TiersimError(
+            f"the VM did not finish within {timeout_s:.0f} s (hung boot or run); console: {tail}"
+        ) from None
     wall = time.monotonic() - start
     if proc.returncode != 0:
         raise TiersimError(f"QEMU failed (exit {proc.returncode}): {out.decode(errors='replace').strip()[-300:]}")

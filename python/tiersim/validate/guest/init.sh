@@ -29,8 +29,12 @@ for t in /sys/devices/virtual/memory_tiering/memory_tier*; do
 done
 echo "@ min_free_kbytes $(cat /proc/sys/vm/min_free_kbytes)"
 echo "@ watermark_scale_factor $(cat /proc/sys/vm/watermark_scale_factor)"
-awk '/^Node/ {node=$2} /^ +pages free/ {free[node]+=$3} /^ +min / {mn[node]+=$2} /^ +low / {lo[node]+=$2} /^ +high / {hi[node]+=$2} /^ +managed/ {mg[node]+=$2}
-     END {for (n in mg) printf "@ zone %s managed=%d min=%d low=%d high=%d\n", n, mg[n], mn[n], lo[n], hi[n]}' /proc/zoneinfo
+# Per zone: free pages, watermarks, managed pages and lowmem_reserve ("protection", indexed by the
+# allocation's highest zone; user pages are ZONE_MOVABLE allocations, mm/page_alloc.c).
+awk '/^Node/ {node=$2; zone=$4; sub(",", "", node)} /^ +pages free/ {free=$3} /^ +min / {mn=$2} /^ +low / {lo=$2}
+     /^ +high / {hi=$2} /^ +managed/ {mg=$2}
+     /^ +protection:/ {p=$0; sub(/.*\(/, "", p); sub(/\).*/, "", p); gsub(/ /, "", p);
+                      printf "@ zone %s %s free=%d min=%d low=%d high=%d managed=%d protection=%s\n", node, zone, free, mn, lo, hi, mg, p}' /proc/zoneinfo
 
 # The case's kernel policy (kernel/sched/fair.c and mm/ knobs; debugfs holds the scan periods).
 echo "$NUMA_BALANCING" > /proc/sys/kernel/numa_balancing || fail "cannot set numa_balancing"
