@@ -62,7 +62,8 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
         + f"; memory tiers: {html.escape(str(doc['vm']['tiers']))}.</p>",
         f"<p>Guest speed: the calibration program takes {sp['calib_guest_s']:.3f} s in the guest and "
         f"{sp['calib_tiersim_s']:.4f} s in tiersim: the guest runs {sp['guest_slowdown']:.1f}x slower than "
-        f"the modelled CPU, so tiersim's daemon time scale is {sp['daemon_time_scale']:.4f}. "
+        f"the modelled CPU, so tiersim's daemon time scale is {sp['daemon_time_scale']:.4f} (each case takes its own "
+        "from its boots' calibrations). "
         f"{doc['runs']} VM run(s) per case.</p>",
         "<table><tr><th>case</th><th>metric</th><th>kernel</th><th>kernel runs</th><th>tiersim</th>"
         "<th>error</th><th>tolerance</th><th>agree</th></tr>",
@@ -78,7 +79,9 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
     parts.append("</table>")
     for cid, case in doc["cases"].items():
         parts.append(f"<h2>{html.escape(cid)}</h2><p>{html.escape(case['program']['summary'])}; ")
-        parts.append(f"{html.escape(case['setting']['summary'])}.</p>")
+        parts.append(
+            f"{html.escape(case['setting']['summary'])}; daemon time scale {case['daemon_time_scale']:.4f}.</p>"
+        )
         parts.append(f"<img alt='{html.escape(cid)}' src='{_figure(cid, case, series)}'>")
     parts.append("</body></html>\n")
     (out / "report.html").write_text("".join(parts))
