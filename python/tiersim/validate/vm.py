@@ -10,7 +10,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +230,3 @@ def compile_static(source: Path, out: Path) -> None:
     )
     if r.returncode != 0:
         raise TiersimError(f"cannot build {source.name} for the guest: {r.stderr.strip()[-400:]}")
-
-
-def scratch() -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix="tiersim-vm-")
