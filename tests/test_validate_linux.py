@@ -184,7 +184,7 @@ def test_guest_out_of_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.slow
 @needs_vm
 def test_full_matrix(tmp_path: Path) -> None:
-    """Nine cases x three VM runs (about 40 minutes on two cores): docs/validate.md's table."""
+    """Nine cases x three VM runs (about 30 minutes on two cores): docs/validate.md's table."""
     out = tmp_path / "m"
     r = _cli("validate", "linux", "-o", str(out), "--runs", "3")
     assert r.returncode == 0, r.stderr
