@@ -1,7 +1,7 @@
 """`tiersim validate linux` (docs/validate.md): the guest's output parsed into the kernel's figures,
-the failures a guest can have, and the real VM: the quick case end to end (default suite, about two
-minutes on two cores), a hung VM, a crashing and an out-of-memory program (slow), the full matrix
-(slow)."""
+the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
+`make test` on two shared cores), a hung VM (5 s), a crashing and an out-of-memory program (slow),
+the full matrix (slow)."""
 
 from __future__ import annotations
 
