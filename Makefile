@@ -13,9 +13,9 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind
+.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind vm
 
-env: $(BUILD_STAMP) valgrind
+env: $(BUILD_STAMP) valgrind vm
 
 # Valgrind runs the programs `tiersim capture` traces (and its tests); its header
 # valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim. Installed
@@ -24,6 +24,23 @@ valgrind:
 	@{ command -v valgrind && echo '#include <valgrind/valgrind.h>' | $${CC:-cc} -E -x c - -o /dev/null; } >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
+
+# `tiersim validate linux` boots Debian's 6.1 kernel in QEMU (docs/validate.md): QEMU, the static
+# busybox for the guest's shell, ndctl/daxctl for the dax/kmem slow node, and the kernel image with
+# its modules unpacked (not installed on the host) into VM_DIR, where tiersim looks for it. All
+# from Debian's archive, installed only when missing; sudo only when not root.
+VM_DIR ?= $(or $(TIERSIM_VM_DIR),$(HOME)/.cache/tiersim/vm)
+vm:
+	@{ command -v qemu-system-x86_64 && test -x /bin/busybox && command -v ndctl && command -v daxctl; } >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			qemu-system-x86 busybox-static ndctl daxctl; }
+	@ls $(VM_DIR)/linux/boot/vmlinuz-6.1.* >/dev/null 2>&1 || { \
+		set -e; pkg=$$(apt-cache depends linux-image-amd64 | sed -n 's/.*Depends: \(linux-image-6\.1\.[^ ]*\)$$/\1/p' | head -1); \
+		test -n "$$pkg" || { echo "make vm: no linux-image-6.1 package behind linux-image-amd64"; exit 1; }; \
+		mkdir -p $(VM_DIR)/deb && cd $(VM_DIR)/deb && apt-get download -q $$pkg && \
+		rm -rf $(VM_DIR)/linux.tmp && dpkg -x $${pkg}_*.deb $(VM_DIR)/linux.tmp && \
+		rm -rf $(VM_DIR)/linux && mv $(VM_DIR)/linux.tmp $(VM_DIR)/linux && rm -f $${pkg}_*.deb; }
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)

@@ -1,0 +1,68 @@
+"""`tiersim validate linux`: the Linux kernel in a VM against tiersim, side by side (docs/validate.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tiersim.cli._common import Number, _user_errors, err, out
+
+validate_app = typer.Typer(help="Hold tiersim against a reference system.", no_args_is_help=True)
+
+
+@validate_app.command("linux")
+def linux_cmd(
+    out_dir: Annotated[Path, typer.Option("-o", "--out", help="New directory for the results.")],
+    program: Annotated[
+        list[str] | None, typer.Option("--program", help="graph, kv or stream; repeatable (default all three).")
+    ] = None,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option("--setting", help="none, autonuma or tiering; repeatable (default all three)."),
+    ] = None,
+    runs: Annotated[
+        int, typer.Option("--runs", parser=Number(int, 1, 100), metavar="N", help="VM runs per case, for the spread.")
+    ] = 3,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="One case (kv under tiering mode), one VM run: a few minutes.")
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", parser=Number(float, 10.0, 86400.0), metavar="S", help="Wall seconds one VM boot may take."
+        ),
+    ] = 600.0,
+) -> None:
+    """Boot Debian's 6.1 kernel in QEMU (a fast node with the CPUs, a slow CPU-less node in a lower
+    memory tier), run each program there under each kernel setting, and replay the program's
+    captured trace in tiersim on a platform built from the VM; write validate.json,
+    series.parquet and report.html. Needs `make vm`."""
+    from tiersim.validate.linux import error_text, validate_linux
+
+    with _user_errors():
+        doc = validate_linux(
+            out_dir,
+            programs=program,
+            settings=setting,
+            runs=runs,
+            quick=quick,
+            timeout_s=timeout,
+            progress=lambda msg: err.print(msg, highlight=False),
+        )
+    sp = doc["guest_speed"]
+    out.print(
+        f"guest speed: the calibration takes {sp['calib_guest_s']:.3f} s in the guest, {sp['calib_tiersim_s']:.3f} s "
+        f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}"
+    )
+    table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
+    for cid, case in doc["cases"].items():
+        for m, v in case["metrics"].items():
+            rel = error_text(m, v)
+            fmt = "{:.1f}" if m == "fast_share" else "{:,.0f}"
+            runs_text = " / ".join(fmt.format(x) for x in v["kernel_runs"])
+            table.add_row(cid, m, runs_text, fmt.format(v["tiersim"]), rel, "yes" if v["agree"] else "no")
+    out.print(table)
+    out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html")

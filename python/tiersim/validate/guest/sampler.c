@@ -1,0 +1,123 @@
+/* The guest side of `tiersim validate linux`: runs one program and samples the kernel while it
+ * runs. Usage: sampler INTERVAL_MS -- PROGRAM ARGS...
+ *
+ * Every INTERVAL_MS of the guest's CLOCK_MONOTONIC it prints one line
+ *   S <ns since start> vmstat <name>=<value>... pages N0=<n> N1=<n>...
+ * with the /proc/vmstat counters named below and the program's resident pages per node summed
+ * over the VMAs of /proc/PID/numa_maps. The program (started with TIERSIM_GUEST=1 in its
+ * environment) stops itself with SIGSTOP just before it exits, so the last line, E, holds its
+ * pages at its end; then the sampler lets it go and prints X with its exit status or signal. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *FIELDS[] = {
+    "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "numa_pte_updates",
+    "pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
+    "pgmigrate_success", "pgmigrate_fail", "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd",
+    "pgsteal_direct", "pgfault", "oom_kill", NULL,
+};
+
+#define MAX_NODES 8
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static char buf[1 << 20];
+
+static size_t slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n;
+}
+
+static void sample(char tag, long long t0, pid_t pid) {
+    printf("%c %lld vmstat", tag, now_ns() - t0);
+    slurp("/proc/vmstat");
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        char *sp = strchr(line, ' ');
+        if (sp) {
+            *sp = 0;
+            for (int i = 0; FIELDS[i]; i++)
+                if (!strcmp(line, FIELDS[i])) printf(" %s=%s", line, sp + 1);
+        }
+        line = next;
+    }
+    /* numa_maps: one line per VMA; "N<node>=<pages>" items count its resident pages per node. */
+    long long pages[MAX_NODES] = {0};
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
+    slurp(path);
+    for (char *p = buf; (p = strstr(p, " N"));) {
+        int node;
+        long long n;
+        if (sscanf(p, " N%d=%lld", &node, &n) == 2 && node >= 0 && node < MAX_NODES) pages[node] += n;
+        p += 2;
+    }
+    printf(" pages");
+    for (int i = 0; i < MAX_NODES; i++) printf(" N%d=%lld", i, pages[i]);
+    for (int i = 0; i < MAX_NODES; i++) {
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", i);
+        if (!slurp(path)) continue;
+        char *m = strstr(buf, "MemFree:");
+        if (m) printf(" free%d=%lld", i, atoll(m + 8));
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4 || strcmp(argv[2], "--")) {
+        fprintf(stderr, "usage: sampler INTERVAL_MS -- PROGRAM ARGS...\n");
+        return 2;
+    }
+    long interval_ms = atol(argv[1]);
+    long long t0 = now_ns();
+    pid_t pid = fork();
+    if (pid < 0) return perror("fork"), 2;
+    if (pid == 0) {
+        setenv("TIERSIM_GUEST", "1", 1);
+        execv(argv[3], argv + 3);
+        perror("exec");
+        _exit(127);
+    }
+    printf("B %lld pid=%d\n", now_ns() - t0, (int)pid);
+    long long next = t0;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG | WUNTRACED);
+        if (r == pid && WIFSTOPPED(status)) {
+            sample('E', t0, pid);
+            kill(pid, SIGCONT);
+            continue;
+        }
+        if (r == pid) {
+            if (WIFEXITED(status)) printf("X %lld exit=%d\n", now_ns() - t0, WEXITSTATUS(status));
+            else printf("X %lld signal=%d\n", now_ns() - t0, WTERMSIG(status));
+            fflush(stdout);
+            return 0;
+        }
+        long long t = now_ns();
+        if (t >= next) {
+            sample('S', t0, pid);
+            next += interval_ms * 1000000LL;
+            if (next < t) next = t + interval_ms * 1000000LL;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+}

@@ -1,0 +1,667 @@
+"""`tiersim validate linux`: the same program run on a tiered Linux VM under a kernel policy and, from
+its captured trace, on tiersim under the matching policy, side by side (docs/validate.md).
+
+A case is a program x a kernel setting; each case boots the VM `runs` times. Per boot the guest
+first times a calibration program with balancing off (the guest CPU's speed), then runs the
+program under the setting and samples /proc/vmstat and the program's pages per node. The host
+captures the calibration program and the program once each (`tiersim capture --instrumented`) and
+replays them on a platform built from the VM's measured shape. The daemon time scale is derived
+from the calibration alone (its simulated time over its guest time), never from the cases."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tiersim
+from tiersim import TiersimError
+from tiersim.validate import vm
+
+# The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
+# mm/memory-tiers.c and kernel/sched/fair.c for the promote rate limit and hot threshold).
+KNOBS = {
+    "scan_delay_ms": 1000,
+    "scan_period_min_ms": 1000,
+    "scan_period_max_ms": 60000,
+    "scan_size_mb": 256,
+    "hot_threshold_ms": 1000,
+    "promote_rate_limit_MBps": 65536,
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    summary: str
+    args: tuple[int, ...]
+    threads: int
+    # An eighth of the input with the same mix of phases, for measuring instructions per access.
+    small_args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    summary: str
+    numa_balancing: int
+    demotion: bool
+    policy: str
+
+
+PROGRAMS = {
+    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2, (16, 125, 8, 6, 2)),
+    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2, (32, 1500, 2)),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 10 passes, 2 threads", (64, 10, 2), 2, (8, 10, 2)),
+}  # fmt: skip
+CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1, (4, 4, 500))
+SETTINGS = {
+    "none": Setting("none", "no balancing (numa_balancing=0): first touch only", 0, False, "linux_default"),
+    "autonuma": Setting("autonuma", "AutoNUMA (numa_balancing=1, demotion off)", 1, False, "autonuma"),
+    "tiering": Setting("tiering", "tiering mode (numa_balancing=2) with demotion", 2, True, "numab_tiering"),
+}
+QUICK = ("kv", "tiering")
+QUICK_ARGS = {"kv": (256, 8000, 2)}
+CALIB_ARGS = CALIB.args
+SAMPLE_MS = 250
+CAPTURE_PARAMS = {"llc": "1MiB", "cpu_map": "0-1", "v2p": "none"}
+PRESET = "ddr4_3200"
+
+METRICS = ("fast_share", "promotions", "demotions", "hint_faults")
+SHARE_POINTS = 10.0
+COUNT_TOLERANCE = 0.25
+
+
+@dataclass
+class GuestRun:
+    """What one boot measured."""
+
+    machine: dict[str, Any]
+    calib_s: float
+    program_s: float
+    samples: list[dict[str, Any]]
+    wall_s: float
+    accel: str
+
+
+@dataclass
+class Case:
+    program: Program
+    setting: Setting
+    runs: list[GuestRun] = field(default_factory=list)
+
+
+def _parse_sample(line: str) -> dict[str, Any]:
+    tag, t, _, *items = line.split()
+    s: dict[str, Any] = {"tag": tag, "t_s": int(t) / 1e9}
+    for item in items:
+        if item == "pages" or "=" not in item:
+            continue
+        k, v = item.split("=", 1)
+        s[k] = int(v)
+    return s
+
+
+def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
+    """The machine facts, calibration time, program time and samples of one boot's output, or one
+    clear error: a failed setup step, a crashed program, the OOM killer, a guest that died."""
+    machine: dict[str, Any] = {"nodes": {}, "tiers": {}, "zones": {}, "sysctl": {}}
+    section = None
+    calib_s = program_s = None
+    samples: list[dict[str, Any]] = []
+    done = False
+    oom = 0
+    failed = crashed = None
+    for line in data.splitlines():
+        if line.startswith("! "):
+            failed = failed or line[2:]
+        elif line.startswith("@ "):
+            parts = line[2:].split()
+            key, rest = parts[0], parts[1:]
+            if key == "node":
+                machine["nodes"][int(rest[0])] = dict(x.split("=", 1) for x in rest[1:])
+            elif key == "tier":
+                machine["tiers"][int(rest[0])] = rest[1].split("=", 1)[1]
+            elif key == "zone":
+                z: dict[str, Any] = dict(x.split("=", 1) for x in rest[2:])
+                z = {k: [int(p) for p in v.split(",")] if k == "protection" else int(v) for k, v in z.items()}
+                machine["zones"][f"{rest[0]}/{rest[1]}"] = z
+            elif key == "sysctl":
+                machine["sysctl"][rest[0]] = rest[1]
+            elif key in ("calib", "run"):
+                section = key
+            elif key == "oom":
+                oom = int(rest[0])
+            elif key == "done":
+                done = True
+            elif rest:
+                machine[key] = rest[0]
+        elif line.startswith("X "):
+            _, t, status = line.split()
+            if status != "exit=0":
+                name = "the calibration program" if section == "calib" else "the program"
+                crashed = crashed or f"{name} failed in the guest ({status.replace('=', ' ')})"
+            elif section == "calib":
+                calib_s = int(t) / 1e9
+            else:
+                program_s = int(t) / 1e9
+        elif line[:2] in ("S ", "E ") and section == "run":
+            samples.append(_parse_sample(line))
+    # The OOM killer's SIGKILL also ends the program: say which it was.
+    if oom or "Out of memory" in console:
+        raise TiersimError(f"{what}: the guest ran out of memory (the OOM killer ran)")
+    if crashed:
+        raise TiersimError(f"{what}: {crashed}")
+    if failed:
+        raise TiersimError(f"{what}: the guest failed: {failed}")
+    if "Kernel panic" in console:
+        raise TiersimError(f"{what}: the guest kernel panicked: {_panic_line(console)}")
+    if not done or calib_s is None or program_s is None:
+        raise TiersimError(f"{what}: the guest stopped before the end of the run")
+    if not any(s["tag"] == "E" for s in samples):
+        raise TiersimError(f"{what}: the program ended without its final sample")
+    return machine, calib_s, program_s, samples
+
+
+def _panic_line(console: str) -> str:
+    return next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), "")
+
+
+def _case_env(program: Program, setting: Setting, args: Sequence[int]) -> dict[str, str]:
+    k = KNOBS
+    return {
+        "NUMA_BALANCING": str(setting.numa_balancing),
+        "DEMOTION": "true" if setting.demotion else "false",
+        "PROMOTE_RATE_LIMIT_MBPS": str(k["promote_rate_limit_MBps"]),
+        "SCAN_DELAY_MS": str(k["scan_delay_ms"]),
+        "SCAN_PERIOD_MIN_MS": str(k["scan_period_min_ms"]),
+        "SCAN_PERIOD_MAX_MS": str(k["scan_period_max_ms"]),
+        "SCAN_SIZE_MB": str(k["scan_size_mb"]),
+        "HOT_THRESHOLD_MS": str(k["hot_threshold_ms"]),
+        "CALIB_ARGS": " ".join(map(str, CALIB_ARGS)),
+        "INTERVAL_MS": str(SAMPLE_MS),
+        "PROG_ARGS": " ".join(map(str, args)),
+        "CPUS": "0-1",
+    }
+
+
+def _build_instrumented(source: Path, out: Path) -> None:
+    cc = os.environ.get("CC", "cc")
+    rt = tiersim.runtime_object()
+    obj = out.with_suffix(".o")
+    for cmd in (
+        [cc, "-O2", "-fsanitize=thread", "-c", str(source), "-o", str(obj)],
+        [cc, str(obj), str(rt), "-o", str(out), "-pthread", "-ldl", "-lm"],
+    ):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise TiersimError(f"cannot build {source.name} for capture: {r.stderr.strip()[-400:]}")
+
+
+def _capture(binary: Path, args: Sequence[int], trace: Path, ipa: float) -> dict[str, Any]:
+    params = CAPTURE_PARAMS | {"instructions_per_access": ipa}
+    res = tiersim.capture_instrumented([str(binary), *map(str, args)], trace, params=params)
+    if res.exit_status != 0:
+        raise TiersimError(f"{binary.name} exited with status {res.exit_status} under capture")
+    return res.report
+
+
+def instructions_per_access(static: Path, traced: Path, args: Sequence[int], scratch: Path) -> dict[str, Any]:
+    """The program's instructions per traced load or store, measured on its small input: Valgrind
+    counts every instruction (lackey, without tracing memory), the instrumented build counts the
+    accesses it traces. The instrumented capture's time base otherwise assumes 2, which undercounts
+    code that computes between accesses (a zipfian draw, a modulo) and so makes tiersim's program
+    faster than the guest's relative to the calibration (docs/validate.md, "Time")."""
+    argv = [str(static), *map(str, args)]
+    r = subprocess.run(["valgrind", "--tool=lackey", *argv], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TiersimError(f"valgrind failed on {static.name}: {r.stderr.strip()[-300:]}")
+    instrs = next(
+        (int(ln.split(":")[-1].replace(",", "")) for ln in r.stderr.splitlines() if "guest instrs:" in ln), None
+    )
+    if not instrs:
+        raise TiersimError(f"valgrind gave no instruction count for {static.name}")
+    rep = tiersim.capture_instrumented([str(traced), *map(str, args)], scratch, params=CAPTURE_PARAMS).report
+    scratch.unlink(missing_ok=True)
+    accesses = rep["loads"] + rep["stores"] + rep["modifies"]
+    return {"instructions": instrs, "traced_accesses": accesses, "instructions_per_access": instrs / accesses}
+
+
+# Index of ZONE_MOVABLE in a zone's lowmem_reserve (protection) array: user pages are allocated
+# with GFP_HIGHUSER_MOVABLE, whose highest zone is ZONE_MOVABLE (include/linux/mmzone.h).
+MOVABLE = 3
+
+
+def fast_node_room(run: GuestRun) -> tuple[int, int]:
+    """Pages of node 0 the program could have, and node 0's min watermark. A zone serves a user
+    page only while its free pages exceed its watermark plus its lowmem_reserve for ZONE_MOVABLE
+    (mm/page_alloc.c __zone_watermark_ok, setup_per_zone_lowmem_reserve): those reserves are not
+    the program's, so tiersim's one-zone node 0 gets the free pages less them."""
+    first = next(s for s in run.samples if s["tag"] == "S")
+    free = first["free0"] // 4
+    reserved = wmin = 0
+    for key, z in run.machine["zones"].items():
+        if not key.startswith("0/") or not z["managed"]:
+            continue
+        protect = z["protection"][MOVABLE] if len(z["protection"]) > MOVABLE else 0
+        reserved += min(z["free"], protect)
+        wmin += z["min"]
+    return free - reserved, wmin
+
+
+def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
+    """A tiersim platform describing the VM: two CPUs; node 0 with the pages that were free for the
+    program when it started (the kernel, the initramfs and the DMA zone's reserve hold the rest) and
+    node 1, the kmem node, in tier 1. Both nodes are the same device, because in the VM both are
+    the host's DRAM: the comparison is of the kernel's placement, not of memory speed. min_free is
+    chosen so that node 0's min watermark is the guest's (tiersim shares min_free among nodes by
+    capacity, as mm/page_alloc.c __setup_per_zone_wmarks shares it among zones)."""
+    room, wmin = fast_node_room(run)
+    slow = int(run.machine["nodes"][1]["MemTotal"]) // 4
+    min_free_pages = wmin * (room + slow) // room
+    return f"""name = "linux_vm"
+summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
+
+[host]
+cpus = 2
+
+[os]
+min_free = "{min_free_pages * 4}KiB"
+watermark_scale_factor = {int(run.machine["watermark_scale_factor"])}
+daemon_time_scale = {daemon_time_scale!r}
+
+[[nodes]]
+name = "node0"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "{room * 4}KiB"
+cpus = "0-1"
+
+[[nodes]]
+name = "node1"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "{slow * 4}KiB"
+tier = 1
+"""
+
+
+def policy_params(setting: Setting) -> dict[str, Any]:
+    """The guest's sysctls as the tiersim policy's parameters (kernel time; the platform's daemon
+    time scale maps them onto simulated time)."""
+    if setting.policy == "linux_default":
+        return {}
+    k = KNOBS
+    p: dict[str, Any] = {
+        "scan_delay": f"{k['scan_delay_ms']}ms",
+        "scan_period_min": f"{k['scan_period_min_ms']}ms",
+        "scan_period_max": f"{k['scan_period_max_ms']}ms",
+        "scan_size": f"{k['scan_size_mb']}MiB",
+    }
+    if setting.policy == "numab_tiering":
+        p |= {
+            "hot_threshold": f"{k['hot_threshold_ms']}ms",
+            "promote_rate_limit": f"{k['promote_rate_limit_MBps']}MB/s",
+            "demotion": setting.demotion,
+        }
+    return p
+
+
+def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str, float]:
+    """The case's figures from the kernel's samples: counters as the difference between the
+    program's first sample and its final one (E, taken while it is stopped just before exit)."""
+    first, end = samples[0], next(s for s in samples if s["tag"] == "E")
+
+    def delta(*names: str) -> int:
+        return sum(end.get(n, 0) - first.get(n, 0) for n in names)
+
+    promoted = delta("numa_pages_migrated") if setting.numa_balancing == 1 else delta("pgpromote_success")
+    pages = sum(end.get(f"N{i}", 0) for i in range(8))
+    return {
+        "fast_share": 100.0 * end.get("N0", 0) / pages if pages else 0.0,
+        "promotions": promoted,
+        "demotions": delta("pgdemote_kswapd", "pgdemote_direct"),
+        "hint_faults": delta("numa_hint_faults"),
+        "pages": pages,
+        "promote_candidates": delta("pgpromote_candidate"),
+        "pte_updates": delta("numa_pte_updates"),
+        "migrate_failures": delta("pgmigrate_fail"),
+    }
+
+
+def sim_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    nodes = summary["nodes"]
+    t = summary["tiering"]
+    pages = sum(n["final_pages"] for n in nodes)
+    return {
+        "fast_share": 100.0 * nodes[0]["final_pages"] / pages if pages else 0.0,
+        "promotions": t["promotions"],
+        "demotions": t["demotions"],
+        "hint_faults": t["hint_faults"],
+        "pages": pages,
+        "failed_promotions": t["failed_promotions"],
+        "scan_passes": t["scan_passes"],
+    }
+
+
+def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
+    """Both sides and the verdict: the fast share within 10 points; a count within 25 % of the
+    kernel's mean or within the VM's run-to-run spread (max - min), whichever is wider."""
+    mean = sum(kernel) / len(kernel)
+    spread = max(kernel) - min(kernel)
+    if metric == "fast_share":
+        tol = SHARE_POINTS
+    else:
+        tol = max(COUNT_TOLERANCE * mean, spread)
+    rel = (sim - mean) / mean if mean else (0.0 if sim == 0 else math.inf)
+    return {
+        "difference": sim - mean,
+        "kernel": kernel[0] if len(kernel) == 1 else mean,
+        "kernel_runs": list(kernel),
+        "kernel_spread": spread,
+        "tiersim": sim,
+        "relative_error": rel if math.isfinite(rel) else None,
+        "tolerance": tol,
+        "agree": abs(sim - mean) <= tol,
+    }
+
+
+def error_text(metric: str, v: dict[str, Any]) -> str:
+    """The disagreement as shown: points for the fast share, a relative error for counts."""
+    if metric == "fast_share":
+        return f"{v['difference']:+.1f} pt"
+    return "-" if v["relative_error"] is None else f"{100 * v['relative_error']:+.0f} %"
+
+
+def _series(case_id: str, case: Case, sim_ts: Any, d: float) -> list[dict[str, Any]]:
+    """Rows of series.parquet: the kernel's samples per run and tiersim's epochs, on the guest's
+    time axis (tiersim's simulated time divided by the daemon time scale)."""
+    rows = []
+    for r, run in enumerate(case.runs):
+        s0 = run.samples[0]
+        for s in run.samples:
+            pages = sum(s.get(f"N{i}", 0) for i in range(8))
+            rows.append(
+                {
+                    "case": case_id,
+                    "source": "kernel",
+                    "run": r,
+                    "t_s": s["t_s"],
+                    "fast_pages": s.get("N0", 0),
+                    "slow_pages": s.get("N1", 0),
+                    "fast_share": 100.0 * s.get("N0", 0) / pages if pages else None,
+                    "promotions": s.get(
+                        "numa_pages_migrated" if case.setting.numa_balancing == 1 else "pgpromote_success", 0
+                    )
+                    - s0.get("numa_pages_migrated" if case.setting.numa_balancing == 1 else "pgpromote_success", 0),
+                    "demotions": (s.get("pgdemote_kswapd", 0) + s.get("pgdemote_direct", 0))
+                    - (s0.get("pgdemote_kswapd", 0) + s0.get("pgdemote_direct", 0)),
+                    "hint_faults": s.get("numa_hint_faults", 0) - s0.get("numa_hint_faults", 0),
+                }
+            )
+    import polars as pl
+
+    ts = sim_ts.sort(["epoch", "node"])
+    by = ts.group_by("epoch", maintain_order=True).agg(
+        pl.col("t_end_ns").first(),
+        pl.col("pages").filter(pl.col("node") == "node0").sum().alias("fast"),
+        pl.col("pages").filter(pl.col("node") == "node1").sum().alias("slow"),
+        pl.col("migrated_in").filter(pl.col("node") == "node0").sum().alias("prom"),
+        pl.col("migrated_out").filter(pl.col("node") == "node0").sum().alias("dem"),
+    )
+    prom = dem = 0
+    for e in by.iter_rows(named=True):
+        prom += e["prom"]
+        dem += e["dem"]
+        total = e["fast"] + e["slow"]
+        rows.append(
+            {
+                "case": case_id,
+                "source": "tiersim",
+                "run": 0,
+                "t_s": e["t_end_ns"] / 1e9 / d,
+                "fast_pages": e["fast"],
+                "slow_pages": e["slow"],
+                "fast_share": 100.0 * e["fast"] / total if total else None,
+                "promotions": prom,
+                "demotions": dem,
+                # tiersim's time series has no per-epoch hint-fault count; the total is in validate.json.
+                "hint_faults": None,
+            }
+        )
+    return rows
+
+
+Progress = Callable[[str], None]
+
+
+def validate_linux(
+    out_dir: str | os.PathLike[str],
+    *,
+    programs: Sequence[str] | None = None,
+    settings: Sequence[str] | None = None,
+    runs: int = 3,
+    quick: bool = False,
+    timeout_s: float = 600.0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
+    and each boot's guest output). Built in a temporary directory beside it and renamed at the end,
+    so a failed validation leaves nothing that looks like a result."""
+    say = progress or (lambda _msg: None)
+    tools = vm.find_tools()
+    if quick:
+        programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
+    programs = list(programs or PROGRAMS)
+    settings = list(settings or SETTINGS)
+    for p in programs:
+        if p not in PROGRAMS:
+            raise TiersimError(f"unknown program '{p}': expected one of {', '.join(PROGRAMS)}")
+    for s in settings:
+        if s not in SETTINGS:
+            raise TiersimError(f"unknown setting '{s}': expected one of {', '.join(SETTINGS)}")
+    if runs < 1:
+        raise TiersimError("runs must be at least 1")
+    out = Path(out_dir)
+    if out.exists():
+        raise TiersimError(f"{out} exists: give a new directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        result = _validate(work, tools, programs, settings, runs, quick, timeout_s, say)
+        work.rename(out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return result
+
+
+def _validate(
+    work: Path,
+    tools: vm.Tools,
+    programs: list[str],
+    settings: list[str],
+    runs: int,
+    quick: bool,
+    timeout_s: float,
+    say: Progress,
+) -> dict[str, Any]:
+    shape = vm.Shape()
+    bins, traces = work / "bin", work / "traces"
+    bins.mkdir()
+    traces.mkdir()
+    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
+    args_of = {p: (QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args) for p in programs}
+    sources = {name: vm.PROGRAMS / f"{name}.c" for name in ["calib", *programs]}
+    for name, src in sources.items():
+        vm.compile_static(src, bins / f"{name}.static")
+
+    # The VM first: a broken guest should fail before minutes of capture.
+    cases: dict[str, Case] = {}
+    for p in programs:
+        for s in settings:
+            case = Case(PROGRAMS[p], SETTINGS[s])
+            cid = f"{p}-{s}"
+            cases[cid] = case
+            for r in range(runs):
+                say(f"VM {cid} run {r + 1}/{runs}")
+                rdir = work / "guest" / f"{cid}-{r}"
+                rdir.mkdir(parents=True)
+                env = _case_env(case.program, case.setting, args_of[p])
+                files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
+                vm.build_initramfs(tools, files, env, rdir / "initrd")
+                b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
+                (rdir / "initrd").unlink()
+                machine, calib_s, program_s, samples = parse_guest(b.data, b.console, f"{cid} run {r + 1}")
+                _check_tiers(machine, f"{cid} run {r + 1}")
+                case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
+
+    captures: dict[str, dict[str, Any]] = {}
+    ipas: dict[str, dict[str, Any]] = {}
+    for prog, args in [(CALIB, CALIB_ARGS), *[(PROGRAMS[p], args_of[p]) for p in programs]]:
+        name = prog.name
+        _build_instrumented(sources[name], bins / f"{name}.traced")
+        say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
+        ipas[name] = instructions_per_access(
+            bins / f"{name}.static", bins / f"{name}.traced", prog.small_args, bins / "small.trace"
+        )
+        say(f"capturing {name} {' '.join(map(str, args))}")
+        captures[name] = _capture(
+            bins / f"{name}.traced", args, traces / f"{name}.trace", ipas[name]["instructions_per_access"]
+        )
+
+    calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
+    calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9
+
+    all_calib = [run.calib_s for c in cases.values() for run in c.runs]
+    guest_calib_s = sum(all_calib) / len(all_calib)
+    d = calib_sim_s / guest_calib_s
+    instructions = captures["calib"].get("instructions") or 0
+    speed = {
+        "calib_guest_s_runs": all_calib,
+        "calib_guest_s": guest_calib_s,
+        "calib_tiersim_s": calib_sim_s,
+        "calib_records": captures["calib"].get("records"),
+        "guest_slowdown": guest_calib_s / calib_sim_s,
+        "daemon_time_scale": d,
+        "calib_instructions_est": instructions,
+        "instructions_per_access": ipas,
+    }
+    say(
+        f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}"
+    )
+
+    import polars as pl
+
+    results: dict[str, Any] = {}
+    series_rows: list[dict[str, Any]] = []
+    for cid, case in cases.items():
+        say(f"tiersim {cid}")
+        # The host's load changes over a matrix (other jobs share its cores), and with it the
+        # guest's speed: each case's daemon time scale comes from its own boots' calibrations.
+        case_calib_s = sum(run.calib_s for run in case.runs) / len(case.runs)
+        dc = calib_sim_s / case_calib_s
+        sim = _simulate(work, case.program.name, case, cid, case.setting, dc)
+        km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
+        sm = sim_metrics(sim.summary)
+        metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
+        results[cid] = {
+            "program": asdict(case.program),
+            "setting": asdict(case.setting),
+            "policy_params": policy_params(case.setting),
+            "metrics": metrics,
+            "agree": all(v["agree"] for v in metrics.values()),
+            "kernel_program_s": [run.program_s for run in case.runs],
+            "tiersim_program_s": sim.summary["execution_time_ns"] / 1e9,
+            "tiersim_program_s_on_guest_axis": sim.summary["execution_time_ns"] / 1e9 / dc,
+            "calib_guest_s": [run.calib_s for run in case.runs],
+            "daemon_time_scale": dc,
+            "kernel_pages": [k["pages"] for k in km],
+            "tiersim_pages": sm["pages"],
+            "kernel_promote_candidates": [k["promote_candidates"] for k in km],
+            "kernel_migrate_failures": [k["migrate_failures"] for k in km],
+            "kernel_pte_updates": [k["pte_updates"] for k in km],
+            "tiersim_failed_promotions": sm["failed_promotions"],
+            "tiersim_scan_passes": sm["scan_passes"],
+            "vm_wall_s": [run.wall_s for run in case.runs],
+            "regime": sim.summary.get("regime"),
+        }
+        series_rows += _series(cid, case, sim.timeseries, dc)
+    first = next(iter(cases.values())).runs[0]
+    doc = {
+        "kernel": first.machine.get("kernel"),
+        "accel": first.accel,
+        "vm": asdict(shape) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
+        "zones": first.machine["zones"],
+        "knobs": KNOBS,
+        "capture": CAPTURE_PARAMS,
+        "guest_speed": speed,
+        "runs": runs,
+        "quick": quick,
+        "cases": results,
+    }
+    (work / "validate.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    pl.DataFrame(series_rows, infer_schema_length=None).write_parquet(work / "series.parquet")
+    from tiersim.validate.report import write_report
+
+    write_report(work, doc, pl.read_parquet(work / "series.parquet"))
+    shutil.rmtree(bins)
+    return doc
+
+
+def _check_tiers(machine: dict[str, Any], what: str) -> None:
+    """The slow node must be in a lower memory tier than node 0 (a higher tier number in
+    /sys/devices/virtual/memory_tiering: mm/memory-tiers.c numbers tiers by abstract distance)."""
+    tier_of = {}
+    for tier, nodes in machine["tiers"].items():
+        for part in nodes.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                tier_of[n] = tier
+    if 0 not in tier_of or 1 not in tier_of or tier_of[1] <= tier_of[0]:
+        raise TiersimError(f"{what}: node 1 is not in a lower memory tier than node 0 (tiers: {machine['tiers']})")
+
+
+def _simulate(work: Path, name: str, case: Case | None, cid: str | None, setting: Setting, d: float) -> Any:
+    """One tiersim replay; the calibration's (case None) on the platform of no run in particular:
+    its time does not depend on capacities as long as it fits, which 32 MiB does."""
+    if case is None:
+        platform = _calib_platform()
+    else:
+        platform = platform_toml(case.runs[0], d)
+    pdir = work / "platforms"
+    pdir.mkdir(exist_ok=True)
+    ppath = pdir / f"{cid or name}.toml"
+    ppath.write_text(platform)
+    out = work / "tiersim" / (cid or name)
+    return tiersim.run(
+        work / "traces" / f"{name}.trace",
+        platform=ppath,
+        policy=setting.policy,
+        params=policy_params(setting) or None,
+        seed=0,
+        out_dir=out,
+    )
+
+
+def _calib_platform() -> str:
+    return f"""name = "linux_vm_calib"
+summary = "the validation VM's CPUs and memory device, for the guest-speed calibration"
+
+[host]
+cpus = 2
+
+[[nodes]]
+name = "node0"
+preset = "{PRESET}"
+params = {{ channels = 2 }}
+capacity = "256MiB"
+cpus = "0-1"
+"""

@@ -1,0 +1,198 @@
+"""`tiersim validate linux` (docs/validate.md): the guest's output parsed into the kernel's figures,
+the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
+`make test` on two shared cores), a hung VM (5 s), a program crashing in the guest (16 s) and one
+running it out of memory (21 s); the full matrix is a slow test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+import tiersim
+from tiersim.validate import linux, vm
+
+DATA = Path(__file__).parent / "data" / "validate"
+# A real guest's output: kv (256 MiB, 8M ops) under tiering mode, recorded by the quick case.
+GUEST_OUT = (DATA / "kv-tiering.guest.out").read_text()
+
+needs_vm = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not list((vm.vm_dir() / "linux" / "boot").glob("vmlinuz-6.1.*")),
+    reason="QEMU or the Debian kernel is missing: `make vm` installs them",
+)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tiersim", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def test_guest_output_gives_the_kernels_figures() -> None:
+    machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
+    assert machine["kernel"] == "6.1.0-56-amd64"
+    assert machine["tiers"] == {22: "1", 4: "0,2"}
+    assert machine["nodes"][0]["cpus"] == "0-1" and machine["nodes"][1]["cpus"] == ""
+    assert machine["zones"]["0/DMA"]["protection"] == [0, 191, 191, 191, 191]
+    assert calib_s == 3.40817546 and program_s == 9.57793286
+    # The counters of the E line less those of the program's first sample, read off the file.
+    m = linux.kernel_metrics(linux.SETTINGS["tiering"], samples)
+    assert (m["promotions"], m["demotions"], m["hint_faults"], m["promote_candidates"]) == (2668, 3133, 40576, 23713)
+    assert m["pages"] == 41793 + 23838
+    assert m["fast_share"] == pytest.approx(100 * 41793 / (41793 + 23838))
+    # Under AutoNUMA promotions are numa_pages_migrated (here equal: every migration was a promotion).
+    assert linux.kernel_metrics(linux.SETTINGS["autonuma"], samples)["promotions"] == 2668
+
+
+def test_platform_describes_the_vm() -> None:
+    machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
+    run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
+    room, wmin = linux.fast_node_room(run)
+    # free0 158,732 KiB at the first sample = 39,683 pages, less the DMA zone's 191 reserved.
+    assert (room, wmin) == (39733 - 191, 9 + 122)
+    p = tomllib.loads(linux.platform_toml(run, 0.25))
+    assert p["nodes"][0]["capacity"] == f"{room * 4}KiB" and p["nodes"][0]["cpus"] == "0-1"
+    assert p["nodes"][1]["capacity"] == "524288KiB" and p["nodes"][1]["tier"] == 1
+    assert p["os"]["daemon_time_scale"] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("X 9577932860 exit=0", "X 9577932860 signal=11"), "the program failed in the guest (signal 11)"),
+        (("X 3408175460 exit=0", "X 3408175460 exit=3"), "the calibration program failed in the guest (exit 3)"),
+        (("@ oom 0", "@ oom 1"), "the guest ran out of memory"),
+        (("@ kernel 6.1.0-56-amd64", "@ kernel 6.1.0-56-amd64\n! ndctl create-namespace failed"), "ndctl create-namespace failed"),
+        (("@ done", ""), "the guest stopped before the end of the run"),
+    ],
+)  # fmt: skip
+def test_a_failed_guest_is_one_clear_error(edit: tuple[str, str], message: str) -> None:
+    assert edit[0] in GUEST_OUT
+    with pytest.raises(tiersim.TiersimError, match="^kv-tiering: .*" + message.replace("(", r"\(").replace(")", r"\)")):
+        linux.parse_guest(GUEST_OUT.replace(*edit), "", "kv-tiering")
+
+
+def test_oom_killed_program_is_reported_as_oom_not_as_a_crash() -> None:
+    text = GUEST_OUT.replace("X 9577932860 exit=0", "X 9577932860 signal=9")
+    console = "[   9.1] Out of memory: Killed process 130 (prog)"
+    with pytest.raises(tiersim.TiersimError, match="ran out of memory"):
+        linux.parse_guest(text, console, "kv-tiering")
+
+
+def test_agreement_rule() -> None:
+    # Within 25 % of the kernel's mean, or within its run-to-run spread when that is wider.
+    assert linux.compare("promotions", [100, 100, 100], 125)["agree"]
+    assert not linux.compare("promotions", [100, 100, 100], 126)["agree"]
+    wide = linux.compare("promotions", [50, 100, 150], 190)
+    assert wide["tolerance"] == 100 and wide["agree"]
+    assert linux.compare("fast_share", [60.0], 69.9)["agree"]
+    assert not linux.compare("fast_share", [60.0], 70.1)["agree"]
+    zero = linux.compare("hint_faults", [0], 0)
+    assert zero["agree"] and zero["relative_error"] == 0.0
+
+
+def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
+    r = _cli("validate", "linux", "--quick", "-o", str(tmp_path / "out"), env={"TIERSIM_VM_DIR": str(tmp_path)})
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "run `make vm`" in lines[0] and "Debian 6.1 kernel image" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@needs_vm
+def test_hung_vm_is_stopped_and_leaves_no_result(tmp_path: Path) -> None:
+    with pytest.raises(tiersim.TiersimError, match=r"the VM did not finish within 3 s \(hung boot or run\)"):
+        linux.validate_linux(tmp_path / "out", quick=True, timeout_s=3)
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_vm
+def test_quick_case_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "q"
+    r = _cli("validate", "linux", "--quick", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "daemon time scale" in r.stdout and "kv-tiering" in r.stdout
+    doc = json.loads((out / "validate.json").read_text())
+    # The VM's shape: node 1 (dax/kmem) in a lower memory tier than node 0.
+    assert doc["vm"]["tiers"] == {"22": "1", "4": "0,2"}
+    assert doc["vm"]["nodes"]["1"]["MemTotal"] == "524288"
+    sp = doc["guest_speed"]
+    assert sp["daemon_time_scale"] == sp["calib_tiersim_s"] / sp["calib_guest_s"]
+    assert 0 < sp["daemon_time_scale"] < 1  # TCG runs slower than the modelled CPU
+    case = doc["cases"]["kv-tiering"]
+    m = case["metrics"]
+    # The kernel's tiering acted: hint faults, promotions and kswapd demotions.
+    assert m["hint_faults"]["kernel"] > 10_000
+    assert m["promotions"]["kernel"] > 500 and m["demotions"]["kernel"] > 500
+    # Both sides hold the program's 256 MiB table (65,536 pages) plus a few pages of stack and
+    # code: the trace is the program the guest ran.
+    for pages in (case["kernel_pages"][0], case["tiersim_pages"]):
+        assert 65_536 <= pages <= 66_000
+    # Measured agreement (docs/validate.md): the fast node's share at the end within 10 points.
+    assert m["fast_share"]["agree"], m["fast_share"]
+    # The tiersim side is a function of the trace and the platform: the same replay again gives
+    # the same summary.
+    again = tiersim.run(
+        out / "traces" / "kv.trace",
+        platform=out / "platforms" / "kv-tiering.toml",
+        policy="numab_tiering",
+        params=case["policy_params"],
+        seed=0,
+    )
+    assert (
+        again.summary["tiering"] == json.loads((out / "tiersim" / "kv-tiering" / "summary.json").read_text())["tiering"]
+    )
+    series = pl.read_parquet(out / "series.parquet")
+    assert set(series["source"]) == {"kernel", "tiersim"}
+    html = (out / "report.html").read_text()
+    assert html.count("<img") == 1 and "kv-tiering" in html and "daemon time scale" in html
+
+
+def _with_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, source: str) -> None:
+    src = tmp_path / "programs"
+    shutil.copytree(vm.PROGRAMS, src)
+    (src / f"{name}.c").write_text(source)
+    monkeypatch.setattr(vm, "PROGRAMS", src)
+    monkeypatch.setitem(linux.PROGRAMS, name, linux.Program(name, name, (1,), 1, (1,)))
+
+
+@needs_vm
+def test_program_crashing_in_the_guest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_program(monkeypatch, tmp_path, "crash", "int main(void) { volatile int *p = 0; return *p; }\n")
+    with pytest.raises(tiersim.TiersimError, match=r"crash-none run 1: the program failed in the guest \(signal 11\)"):
+        linux.validate_linux(tmp_path / "out", programs=["crash"], settings=["none"], runs=1)
+    assert not (tmp_path / "out").exists()
+
+
+@needs_vm
+def test_guest_out_of_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hog = "#include <stdlib.h>\n#include <string.h>\nint main(void) { for (;;) memset(malloc(1 << 20), 1, 1 << 20); }\n"
+    _with_program(monkeypatch, tmp_path, "hog", hog)
+    with pytest.raises(tiersim.TiersimError, match="hog-none run 1: the guest ran out of memory"):
+        linux.validate_linux(tmp_path / "out", programs=["hog"], settings=["none"], runs=1)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@needs_vm
+def test_full_matrix(tmp_path: Path) -> None:
+    """Nine cases x three VM runs (about 30 minutes on two cores): docs/validate.md's table."""
+    out = tmp_path / "m"
+    r = _cli("validate", "linux", "-o", str(out), "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((out / "validate.json").read_text())
+    assert len(doc["cases"]) == 9
+    for cid, case in doc["cases"].items():
+        assert len(case["kernel_program_s"]) == 3, cid
+        if cid.endswith("-none"):
+            # No balancing: nothing moves on either side, and first touch places the same pages.
+            for metric in ("promotions", "demotions", "hint_faults"):
+                assert case["metrics"][metric]["kernel_runs"] == [0, 0, 0], (cid, metric)
+                assert case["metrics"][metric]["tiersim"] == 0, (cid, metric)
+            assert case["metrics"]["fast_share"]["agree"], cid
