@@ -1,7 +1,8 @@
 """docs/architecture.md's "Adding a policy" walk-through, followed as written: in a copy of the
 workspace's crates, its file is added and its lines are put into lib.rs, and the engine built
 from the copy lists the toy policy and runs a trace under it. The copy builds into the
-repository's own cargo target directory, so only the tiersim crates compile again."""
+repository's own cargo target directory, so only the crates the walk-through changes compile
+again: about a minute on 2 cores."""
 
 import json
 import os
@@ -52,16 +53,20 @@ def test_the_walk_through_adds_a_policy_that_is_listed_and_runs(tmp_path: Path):
         ("crates/tiersim-policies/src/lib.rs", "diff"),
         ("crates/tiersim-policies/src/lib.rs", "diff"),
     ]
-    root = tmp_path / "ws"
-    root.mkdir()
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    # The copy keeps one place, under the target directory, so that cargo's artifacts of its
+    # crates are rebuilt in place run after run rather than added beside the last run's; copying
+    # keeps the files' times, so only the crates the walk-through changes compile again.
+    root = target / "add-a-policy"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
     for name in ("Cargo.toml", "Cargo.lock", "rustfmt.toml"):
-        shutil.copy(REPO / name, root / name)
+        shutil.copy2(REPO / name, root / name)
     shutil.copytree(REPO / "crates", root / "crates", ignore=shutil.ignore_patterns("target"))
     for path, kind, code in steps:
         file = root / path
         file.write_text(code if kind == "rust" else _apply_diff(file.read_text(), code))
 
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     plugins = json.loads(_cargo_example(root, target, "list_plugins"))
     policies = {p["name"]: p for p in plugins["policies"]}
     assert policies["slow_only"]["summary"] == "every page on the first node of the slowest tier (a toy)"
