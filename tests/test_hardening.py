@@ -51,7 +51,7 @@ def test_a_rust_panic_is_one_line_without_backtrace_unless_tiersim_debug(debug: 
     proc = subprocess.run([sys.executable, "-c", _PANIC], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.strip()
-    assert line.startswith("internal error: attempt to divide by zero at crates/tiersim-py/src/lib.rs:"), line
+    assert line.startswith("internal error: attempt to divide by zero at crates/tiersim-py/src/functions.rs:"), line
     assert "\n" not in line
     if debug:
         assert "the backtrace is above" in line

@@ -1,6 +1,6 @@
 """The run directory's Parquet files, written natively (`_native.write_parquet`) rather than by
 polars, read back as the frames of the run; and `tiersim run` builds neither a DataFrame nor
-the commands it does not run (BENCHMARKS.md "Issue 19, the CLI end to end")."""
+the commands it does not run (BENCHMARKS.md "`tiersim run` end to end")."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ settings of the cxl_flash_matrix example (benches/common/cxl_flash_trace.rs `set
 Rust-side training replays too), so that none of their code is profiled as never run. Branch
 weights are sums over the whole training, so the default gets ten times the requests of each
 other setting: training on the cxl_flash reproduction instead, a sweep over many settings, left a
-default replay 5 % slower than this does (BENCHMARKS.md, "Profile-guided builds").
+default replay 5 % slower than this does (`git show 4676da8:BENCHMARKS.md`, "Profile-guided builds").
 
     .venv/bin/python tools/pgo_train.py WORK_DIR [ACCESSES]   (default 4M; the others a tenth)
 """

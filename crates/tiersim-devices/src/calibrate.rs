@@ -87,11 +87,13 @@ fn solve(mut a: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(c, p);
-        for r in 0..k {
+        // The pivot row, read while every other row is written.
+        let pivot = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let f = a[r][c] / a[c][c];
-                for j in c..=k {
-                    a[r][j] -= f * a[c][j];
+                let f = row[c] / pivot[c];
+                for (x, pv) in row[c..=k].iter_mut().zip(&pivot[c..=k]) {
+                    *x -= f * pv;
                 }
             }
         }

@@ -168,7 +168,7 @@ impl Lookahead {
             }
             self.read[c] += 1;
             self.total += 1;
-            if self.total % self.per_epoch == 0 {
+            if self.total.is_multiple_of(self.per_epoch) {
                 self.marks.push_back(self.read.clone());
             }
         }

@@ -149,7 +149,7 @@ mod tests {
         }
         assert_eq!(m.chunk_counts(), (1, 0));
         for u in 0..CHUNK as u64 {
-            let want = if (CHUNK as u64 - 1 - u) % 3 == 0 { u as u32 + 7 } else { 0 };
+            let want = if (CHUNK as u64 - 1 - u).is_multiple_of(3) { u as u32 + 7 } else { 0 };
             assert_eq!(m.get(CHUNK as u64 + u), want, "unit {u}");
         }
         // The rest of the chunk: it turns dense at 512 entries and keeps the old values.
@@ -160,7 +160,7 @@ mod tests {
         }
         assert_eq!(m.chunk_counts(), (1, 1));
         for u in 0..CHUNK as u64 {
-            let want = if (CHUNK as u64 - 1 - u) % 3 == 0 { u as u32 + 7 } else { 1_000_000 + u as u32 };
+            let want = if (CHUNK as u64 - 1 - u).is_multiple_of(3) { u as u32 + 7 } else { 1_000_000 + u as u32 };
             assert_eq!(m.get(CHUNK as u64 + u), want, "unit {u}");
         }
         // Other chunks untouched; clearing an unmapped unit allocates nothing.
