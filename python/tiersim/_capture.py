@@ -375,17 +375,73 @@ def capture_instrumented(
                 "(docs/capture.md)"
             )
         progress = _native.CaptureProgress()
-        report = _native.capture_instrumented(
-            os.fspath(trace_dir),
-            os.fspath(out_path),
-            None if virt_path is None else os.fspath(virt_path),
-            params=params_text,
-            seed=seed,
-            progress=progress,
+        merge_start = time.monotonic()
+        report = _merge_in_worker(
+            lambda: _native.capture_instrumented(
+                os.fspath(trace_dir),
+                os.fspath(out_path),
+                None if virt_path is None else os.fspath(virt_path),
+                params=params_text,
+                seed=seed,
+                progress=progress,
+            ),
+            progress,
+            (out_path, virt_path),
+            lambda: (
+                on_progress(
+                    CaptureProgress(_dir_bytes(trace_dir), 0, 0, progress.snapshot()[3], time.monotonic() - start)
+                )
+                if on_progress is not None
+                else None
+            ),
         )
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
-    return _result(argv, returncode, out_path, virt_path, time.monotonic() - start, json.loads(report))
+    end = time.monotonic()
+    report = json.loads(report)
+    # The split of the command's time: the program's run (with the runtime filtering its accesses
+    # and writing its records out), then the merge into the traces.
+    report["run_s"] = round(merge_start - start, 3)
+    report["merge_s"] = round(end - merge_start, 3)
+    return _result(argv, returncode, out_path, virt_path, end - start, report)
+
+
+def _merge_in_worker(
+    call: Callable[[], str],
+    progress: Any,
+    outputs: tuple[Path, Path | None],
+    tick: Callable[[], None],
+) -> str:
+    """`call()` (a native merge that polls `progress` for a cancel) on a thread of its own, so
+    that Ctrl-C or SIGTERM, raised in this thread, cancel it at once instead of after it ends;
+    an interrupted merge leaves no trace. The worker's end is told by an Event, as in `capture`."""
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["report"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=work, name="tiersim-capture-merge", daemon=True)
+    try:
+        worker.start()
+        while not finished.wait(PROGRESS_PERIOD_S):
+            tick()
+    except BaseException:
+        progress.cancel()
+        finished.wait()
+        if "report" in outcome:
+            for p in outputs:
+                if p is not None:
+                    p.unlink(missing_ok=True)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["report"]
 
 
 def _result(

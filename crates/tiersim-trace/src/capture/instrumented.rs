@@ -8,7 +8,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -131,10 +131,17 @@ fn read_pagemap(path: &Path) -> Result<FxHashMap<u64, u64>> {
     Ok(bytes.chunks_exact(PAGEMAP_PAIR).map(|c| (word(&c[..8]), word(&c[8..]))).collect())
 }
 
+/// Bytes a thread file is read in at a time.
+const READ_CHUNK: usize = RECORD << 16;
+
 /// A thread's record file, read in order.
 struct ThreadFile {
     path: PathBuf,
-    r: BufReader<File>,
+    f: File,
+    buf: Vec<u8>,
+    /// Next unread byte of `buf`.
+    at: usize,
+    /// File offset of `buf[0]`.
     offset: u64,
 }
 
@@ -149,24 +156,46 @@ struct Rec {
 }
 
 impl ThreadFile {
-    fn next(&mut self) -> Result<Option<Rec>> {
-        let mut b = [0u8; RECORD];
-        let mut got = 0;
-        while got < RECORD {
-            match self.r.read(&mut b[got..]) {
-                Ok(0) if got == 0 => return Ok(None),
-                Ok(0) => {
-                    return Err(Error::Sim(format!(
-                        "{}: offset {}: a record cut short ({got} of {RECORD} bytes)",
-                        self.path.display(),
-                        self.offset
-                    )))
-                }
+    fn open(path: PathBuf) -> Result<ThreadFile> {
+        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(ThreadFile { path, f, buf: Vec::with_capacity(READ_CHUNK), at: 0, offset: 0 })
+    }
+
+    /// Refill `buf` with the rest of a cut record and the next chunk; false at the end.
+    fn refill(&mut self) -> Result<bool> {
+        self.offset += self.at as u64;
+        self.buf.drain(..self.at);
+        self.at = 0;
+        let have = self.buf.len();
+        self.buf.resize(READ_CHUNK, 0);
+        let mut got = have;
+        while got < READ_CHUNK {
+            match self.f.read(&mut self.buf[got..]) {
+                Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Error::io(&self.path, e)),
             }
         }
+        self.buf.truncate(got);
+        if got == 0 {
+            return Ok(false);
+        }
+        if got < RECORD {
+            return Err(Error::Sim(format!(
+                "{}: offset {}: a record cut short ({got} of {RECORD} bytes)",
+                self.path.display(),
+                self.offset
+            )));
+        }
+        Ok(true)
+    }
+
+    fn next(&mut self) -> Result<Option<Rec>> {
+        if self.buf.len() - self.at < RECORD && !self.refill()? {
+            return Ok(None);
+        }
+        let b = &self.buf[self.at..self.at + RECORD];
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let rec = Rec {
             stamp: u64_at(0),
@@ -180,12 +209,12 @@ impl ThreadFile {
                     return Err(Error::Sim(format!(
                         "{}: offset {}: op {op}, expected 0 (read) or 1 (write)",
                         self.path.display(),
-                        self.offset + 22
+                        self.offset + self.at as u64 + 22
                     )))
                 }
             },
         };
-        self.offset += RECORD as u64;
+        self.at += RECORD;
         Ok(Some(rec))
     }
 }
@@ -225,10 +254,9 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
         th.cpu = t.cpu;
         th.accesses = t.loads + t.stores;
         th.instructions = (th.accesses as f64 * s.instructions_per_access).round() as u64;
-        let path = dir.join(format!("t{}.bin", t.index));
-        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        input_bytes += f.metadata().map_err(|e| Error::io(&path, e))?.len();
-        files.insert(t.index, ThreadFile { path, r: BufReader::with_capacity(1 << 16, f), offset: 0 });
+        let f = ThreadFile::open(dir.join(format!("t{}.bin", t.index)))?;
+        input_bytes += f.f.metadata().map_err(|e| Error::io(&f.path, e))?.len();
+        files.insert(t.index, f);
     }
     // Earliest stamp first; ties by thread number, so the merge is a function of the files.
     let mut heap = BinaryHeap::new();
@@ -239,29 +267,39 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     }
     let mut frac = vec![0f64; top];
     let filtered = s.cache.is_some();
-    while let Some(std::cmp::Reverse((_, i, addr, gap, size, write))) = heap.pop() {
-        if progress.cancelled() {
-            return Err(Error::Sim("capture interrupted".into()));
-        }
-        let t = i as usize;
+    let mut put = |p: &mut super::Pipeline, t: usize, r: &Rec| -> Result<()> {
         // Whole instructions, carrying the fraction, so a thread's total is its loads and
         // stores x instructions_per_access.
-        let exact = gap as f64 * s.instructions_per_access + frac[t];
+        let exact = r.gap as f64 * s.instructions_per_access + frac[t];
         let whole = exact.floor();
         frac[t] = exact - whole;
         p.threads[t].gap = whole as u64;
-        let op = if write { Op::Write } else { Op::Read };
+        let op = if r.write { Op::Write } else { Op::Read };
         if filtered {
-            p.emit(t, op, addr, size)?;
+            p.emit(t, op, r.addr, r.size)?;
         } else {
-            p.emit_split(t, op, addr, size)?;
-        }
-        let f = files.get_mut(&i).expect("every heap entry has its file");
-        if let Some(r) = f.next()? {
-            heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
+            p.emit_split(t, op, r.addr, r.size)?;
         }
         if p.records % (1 << 16) == 0 {
             progress.records.store(p.records, Ordering::Relaxed);
+            if progress.cancelled() {
+                return Err(Error::Sim("capture interrupted".into()));
+            }
+        }
+        Ok(())
+    };
+    while let Some(std::cmp::Reverse((stamp, i, addr, gap, size, write))) = heap.pop() {
+        put(&mut p, i as usize, &Rec { stamp, addr, gap, size, write })?;
+        // The thread's records run on while they come before every other thread's next one.
+        let f = files.get_mut(&i).expect("every heap entry has its file");
+        while let Some(r) = f.next()? {
+            let first = heap.peek().is_none_or(|std::cmp::Reverse(top)| (r.stamp, i) < (top.0, top.1));
+            if first {
+                put(&mut p, i as usize, &r)?;
+            } else {
+                heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
+                break;
+            }
         }
     }
     if let Some((w, t)) = &mut p.phys {

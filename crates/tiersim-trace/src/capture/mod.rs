@@ -37,7 +37,7 @@ use tiersim_core::params::{ParamKind, ParamSpec, Params};
 use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
-use crate::format::{check_page_size, AddrKind, TimeUnit, TraceMeta, TraceWriter, V2p, MIN_PAGE_SIZE};
+use crate::format::{check_page_size, AddrKind, TimeUnit, TraceMeta, TraceWriter, V2p, WriterOptions, MIN_PAGE_SIZE};
 use cache::{Cache, CacheConfig, Outcome};
 use v2p::{Buddy, BuddyConfig, Lookup, Pagemap, PAGEMAP_PAGE};
 
@@ -783,8 +783,12 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let page_shift = s.page_size.trailing_zeros();
     let translator = if physical { Some(translator(s, pm, page_shift)?) } else { None };
     let meta = |addr_kind| TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: s.page_size };
+    // Each trace compresses on a thread of its own while this one makes records.
+    let create = |path, kind| {
+        TraceWriter::create_with(path, meta(kind), WriterOptions { background: true, ..Default::default() })
+    };
     let (virt_path, phys) = match (req.virt_out, translator) {
-        (Some(vp), Some(t)) => (vp, Some((TraceWriter::create(req.out, meta(AddrKind::Physical))?, t))),
+        (Some(vp), Some(t)) => (vp, Some((create(req.out, AddrKind::Physical)?, t))),
         _ => (req.out, None),
     };
     let mut p = Pipeline {
@@ -793,7 +797,7 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
         threads: Vec::new(),
         cpu_map: s.cpu_map.clone(),
         cur: 0,
-        virt: TraceWriter::create(virt_path, meta(AddrKind::Virtual))?,
+        virt: create(virt_path, AddrKind::Virtual)?,
         phys,
         records: 0,
     };

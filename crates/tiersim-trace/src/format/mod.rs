@@ -206,6 +206,9 @@ pub(crate) struct StatsBuilder {
     page_shift: u32,
     stats: TraceStats,
     pages: FxHashSet<u64>,
+    /// The page inserted last: consecutive records mostly share one, and a set lookup costs
+    /// more than this comparison.
+    last_page: u64,
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
 }
@@ -217,6 +220,7 @@ impl StatsBuilder {
             page_shift: page_size.max(1).trailing_zeros(),
             stats: TraceStats::default(),
             pages: FxHashSet::default(),
+            last_page: u64::MAX,
             instr: Vec::new(),
         }
     }
@@ -259,9 +263,13 @@ impl StatsBuilder {
         }
         let first = a.addr >> self.page_shift;
         let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
+        if first == last && first == self.last_page {
+            return;
+        }
         for p in first..=last {
             self.pages.insert(p);
         }
+        self.last_page = last;
     }
 
     pub fn finish(mut self) -> TraceStats {
