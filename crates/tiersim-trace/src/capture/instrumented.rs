@@ -5,6 +5,8 @@
 //! threads' records are put in the order they were made (their TSC stamps), each thread's gap of
 //! traced loads and stores becomes instructions (`instructions_per_access`), and virtual pages
 //! get frames from the pagemap entries the runtime read of itself, or from the buddy model.
+//! tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c) writes the same files, with
+//! gaps in guest instructions (`time instructions` in its summary) and sequence numbers as stamps.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
@@ -25,6 +27,8 @@ pub const RECORD: usize = 24;
 /// Bytes of one pagemap pair the runtime writes: virtual page u64, pagemap entry u64.
 const PAGEMAP_PAIR: usize = 16;
 const SUMMARY_VERSION: u64 = 1;
+/// The op byte of the record that ends a thread's file (the Valgrind tool writes it).
+const END_MARK: u8 = 2;
 
 /// The environment the runtime reads (`TIERSIM_*`), for a capture with `params` writing its
 /// files into `dir`: the cache geometry and scope, the CPU map, whether to read pagemap.
@@ -60,10 +64,16 @@ struct ThreadSummary {
     misses: u64,
     writebacks: u64,
     records: u64,
+    /// Guest instructions, when the tracer counted them (`time instructions`).
+    instructions: u64,
 }
 
 #[derive(Debug, Default)]
 struct Summary {
+    /// Gaps count guest instructions (the Valgrind tool), not loads and stores (the runtime).
+    instruction_gaps: bool,
+    /// `instrumented` (the runtime) or `valgrind_tool`.
+    tracer: String,
     caches: u32,
     dirty_at_exit: u64,
     /// `ok` (pagemap.bin holds entries), `hidden` (frame numbers need CAP_SYS_ADMIN),
@@ -82,10 +92,13 @@ fn parse_summary(path: &Path) -> Result<Summary> {
         let num = |w: &str| w.parse::<u64>().map_err(|_| bad(format!("{w:?} is not a whole number")));
         match words.as_slice() {
             ["version", v] => version = Some(num(v)?),
+            ["time", "accesses"] => s.instruction_gaps = false,
+            ["time", "instructions"] => s.instruction_gaps = true,
+            ["tracer", name @ ("instrumented" | "valgrind_tool")] => s.tracer = (*name).to_owned(),
             ["caches", n] => s.caches = num(n)? as u32,
             ["dirty_at_exit", n] => s.dirty_at_exit = num(n)?,
             ["pagemap", state] => s.pagemap = (*state).to_owned(),
-            ["thread", idx, rest @ ..] if rest.len() == 16 => {
+            ["thread", idx, rest @ ..] if rest.len() == 16 || rest.len() == 18 => {
                 let mut t = ThreadSummary { index: num(idx)? as u32, ..ThreadSummary::default() };
                 for kv in rest.chunks(2) {
                     let v = num(kv[1])?;
@@ -98,6 +111,7 @@ fn parse_summary(path: &Path) -> Result<Summary> {
                         "misses" => t.misses = v,
                         "writebacks" => t.writebacks = v,
                         "records" => t.records = v,
+                        "instructions" => t.instructions = v,
                         k => return Err(bad(format!("unknown thread counter {k:?}"))),
                     }
                 }
@@ -111,6 +125,9 @@ fn parse_summary(path: &Path) -> Result<Summary> {
             "{}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime",
             path.display()
         )));
+    }
+    if s.tracer.is_empty() {
+        s.tracer = "instrumented".to_owned();
     }
     s.threads.sort_by_key(|t| t.index);
     Ok(s)
@@ -143,6 +160,8 @@ struct ThreadFile {
     at: usize,
     /// File offset of `buf[0]`.
     offset: u64,
+    /// Its end mark was read.
+    ended: bool,
 }
 
 /// One decoded runtime record.
@@ -158,7 +177,7 @@ struct Rec {
 impl ThreadFile {
     fn open(path: PathBuf) -> Result<ThreadFile> {
         let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        Ok(ThreadFile { path, f, buf: Vec::with_capacity(READ_CHUNK), at: 0, offset: 0 })
+        Ok(ThreadFile { path, f, buf: Vec::with_capacity(READ_CHUNK), at: 0, offset: 0, ended: false })
     }
 
     /// Refill `buf` with the rest of a cut record and the next chunk; false at the end.
@@ -192,10 +211,22 @@ impl ThreadFile {
     }
 
     fn next(&mut self) -> Result<Option<Rec>> {
-        if self.buf.len() - self.at < RECORD && !self.refill()? {
+        if self.ended || (self.buf.len() - self.at < RECORD && !self.refill()?) {
             return Ok(None);
         }
         let b = &self.buf[self.at..self.at + RECORD];
+        if b[22] == END_MARK {
+            self.at += RECORD;
+            self.ended = true;
+            if self.buf.len() > self.at || self.refill()? {
+                return Err(Error::Sim(format!(
+                    "{}: offset {}: records after the thread's end mark",
+                    self.path.display(),
+                    self.offset + self.at as u64
+                )));
+            }
+            return Ok(None);
+        }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let rec = Rec {
             stamp: u64_at(0),
@@ -253,7 +284,11 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
         let th = &mut p.threads[t.index as usize];
         th.cpu = t.cpu;
         th.accesses = t.loads + t.stores;
-        th.instructions = (th.accesses as f64 * s.instructions_per_access).round() as u64;
+        th.instructions = if sum.instruction_gaps {
+            t.instructions
+        } else {
+            (th.accesses as f64 * s.instructions_per_access).round() as u64
+        };
         let f = ThreadFile::open(dir.join(format!("t{}.bin", t.index)))?;
         input_bytes += f.f.metadata().map_err(|e| Error::io(&f.path, e))?.len();
         files.insert(t.index, f);
@@ -267,10 +302,11 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     }
     let mut frac = vec![0f64; top];
     let filtered = s.cache.is_some();
+    let per_gap = if sum.instruction_gaps { 1.0 } else { s.instructions_per_access };
     let mut put = |p: &mut super::Pipeline, t: usize, r: &Rec| -> Result<()> {
         // Whole instructions, carrying the fraction, so a thread's total is its loads and
         // stores x instructions_per_access.
-        let exact = r.gap as f64 * s.instructions_per_access + frac[t];
+        let exact = r.gap as f64 * per_gap + frac[t];
         let whole = exact.floor();
         frac[t] = exact - whole;
         p.threads[t].gap = whole as u64;
@@ -341,5 +377,6 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     };
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
-    finish(p, llc, req, &params, &s, "instrumented", n, Vec::new())
+    let tracer = if sum.tracer == "valgrind_tool" { "valgrind_tool" } else { "instrumented" };
+    finish(p, llc, req, &params, &s, tracer, n, Vec::new())
 }
