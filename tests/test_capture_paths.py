@@ -140,3 +140,14 @@ def test_sigterm_mid_capture_leaves_nothing(progs, tmp_path: Path, how: list[str
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert "no trace was written" in stderr
     assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+def test_instrumented_program_that_crashes_leaves_nothing(progs, tmp_path: Path, capfd):
+    # abort() mid-run: the runtime's exit handler never runs, so there is no summary to trust:
+    # an error, and neither a trace nor the record directory is left.
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(tiersim.TiersimError, match="summary is missing"):
+        tiersim.capture_instrumented([str(progs["hashmap_i"]), "3000", "abort"], out_dir / "h.trace")
+    capfd.readouterr()
+    assert sorted(p.name for p in out_dir.iterdir()) == []

@@ -561,6 +561,8 @@ def _merge_in_worker(
         worker.start()
         while not finished.wait(PROGRESS_PERIOD_S):
             tick()
+        # The last call sees the merge's final counts.
+        tick()
     except BaseException:
         progress.cancel()
         finished.wait()

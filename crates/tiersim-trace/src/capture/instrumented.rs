@@ -303,20 +303,28 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     let mut frac = vec![0f64; top];
     let filtered = s.cache.is_some();
     let per_gap = if sum.instruction_gaps { 1.0 } else { s.instructions_per_access };
+    // A whole number of instructions per gap unit (the default 2, or the tool's 1) needs no
+    // fraction carried.
+    let whole_per_gap = (per_gap.fract() == 0.0).then_some(per_gap as u64);
     let mut put = |p: &mut super::Pipeline, t: usize, r: &Rec| -> Result<()> {
-        // Whole instructions, carrying the fraction, so a thread's total is its loads and
-        // stores x instructions_per_access.
-        let exact = r.gap as f64 * per_gap + frac[t];
-        let whole = exact.floor();
-        frac[t] = exact - whole;
-        p.threads[t].gap = whole as u64;
+        p.threads[t].gap = match whole_per_gap {
+            Some(k) => r.gap as u64 * k,
+            None => {
+                // Whole instructions, carrying the fraction, so a thread's total is its loads
+                // and stores x instructions_per_access.
+                let exact = r.gap as f64 * per_gap + frac[t];
+                let whole = exact.floor();
+                frac[t] = exact - whole;
+                whole as u64
+            }
+        };
         let op = if r.write { Op::Write } else { Op::Read };
         if filtered {
             p.emit(t, op, r.addr, r.size)?;
         } else {
             p.emit_split(t, op, r.addr, r.size)?;
         }
-        if p.records % (1 << 16) == 0 {
+        if p.records.is_multiple_of(1 << 16) {
             progress.records.store(p.records, Ordering::Relaxed);
             if progress.cancelled() {
                 return Err(Error::Sim("capture interrupted".into()));

@@ -115,6 +115,8 @@ const SYNTHETIC_FRAME_BASE: u64 = 1 << 40;
 const PIPE_WAIT: Duration = Duration::from_millis(1);
 /// Valgrind message lines kept for the report.
 const MAX_MESSAGES: usize = 200;
+/// zstd level of captured traces (BENCHMARKS-capture.md: level 1 against the default 3).
+const CAPTURE_LEVEL: i32 = 1;
 
 /// Counters a capture updates as it goes; another thread may read them (a progress display)
 /// and ask the capture to stop.
@@ -600,10 +602,10 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let page_shift = s.page_size.trailing_zeros();
     let translator = if physical { Some(translator(s, pm, page_shift)?) } else { None };
     let meta = |addr_kind| TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: s.page_size };
-    // Each trace compresses on a thread of its own while this one makes records.
-    let create = |path, kind| {
-        TraceWriter::create_with(path, meta(kind), WriterOptions { background: true, ..Default::default() })
-    };
+    // Each trace compresses on a thread of its own while this one makes records, at zstd's
+    // fastest level: capture makes records faster than level 3 compresses them.
+    let opts = WriterOptions { background: true, level: CAPTURE_LEVEL, ..Default::default() };
+    let create = |path, kind| TraceWriter::create_with(path, meta(kind), opts);
     let (virt_path, phys) = match (req.virt_out, translator) {
         (Some(vp), Some(t)) => (vp, Some((create(req.out, AddrKind::Physical)?, t))),
         _ => (req.out, None),
