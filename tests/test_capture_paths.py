@@ -32,9 +32,9 @@ def progs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("paths")
     runtime = tiersim.runtime_object(d / "cache")
     out = {}
-    for name in ("sweep", "hashmap"):
+    for name in ("sweep", "hashmap", "quarters"):
         exe = d / name
-        subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / f"{name}.c")], check=True)
+        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(HERE / f"{name}.c")], check=True)
         obj = d / f"{name}_i.o"
         subprocess.run(["gcc", "-O1", "-fsanitize=thread", "-c", str(HERE / f"{name}.c"), "-o", str(obj)], check=True)
         subprocess.run(["gcc", str(obj), str(runtime), "-o", str(d / f"{name}_i"), "-pthread", "-ldl"], check=True)
@@ -151,3 +151,20 @@ def test_instrumented_program_that_crashes_leaves_nothing(progs, tmp_path: Path,
         tiersim.capture_instrumented([str(progs["hashmap_i"]), "3000", "abort"], out_dir / "h.trace")
     capfd.readouterr()
     assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("params", [{"llc_scope": "shared"}, {"cpu_map": "0"}])
+def test_instrumented_threads_sharing_one_cache(progs, tmp_path: Path, capfd, params: dict):
+    # quarters.c's four threads in one 256 KiB cache (one shared cache, or one CPU's): the cache
+    # turns from lock-free to locked as the second thread joins (membarrier). Each thread writes
+    # then reads its own 512 KiB quarter, which no 256 KiB cache holds, so each of its 8192 lines
+    # misses on both passes whoever shares the cache: at least 4 x 2 x 8192 misses.
+    r = tiersim.capture_instrumented(
+        [str(progs["quarters_i"]), "2"], tmp_path / "q.trace", params={"llc": "256KiB", "v2p": "none", **params}
+    )
+    capfd.readouterr()
+    llc = r.report["llc"]
+    assert r.exit_status == 0 and llc["caches"] == 1
+    assert 4 * 2 * 8192 <= llc["misses"] < 4 * 2 * 8192 * 1.1, llc
+    assert r.report["records"] == llc["misses"] + llc["writebacks"]
+    assert [t["thread"] for t in r.report["threads"]] == [0, 1, 2, 3]
