@@ -327,9 +327,12 @@ static void cache_join(struct thr *t, struct cache *c) {
 static struct thr *attach(void) {
     if (!cfg.active || in_rt) return NULL;
     in_rt++;
-    struct thr *t = calloc(1, sizeof *t);
+    /* On cache lines of its own: its counters change at every access, and another thread's
+     * state on the same line would bounce it between cores. */
+    struct thr *t = aligned_alloc(64, (sizeof *t + 63) / 64 * 64);
     char path[4200];
     if (!t) die("thread state");
+    memset(t, 0, sizeof *t);
     t->index = my_index != UINT32_MAX ? my_index : atomic_fetch_add(&next_index, 1);
     t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
     t->last_line = INVALID;
