@@ -18,10 +18,14 @@ RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '
 env: $(BUILD_STAMP) valgrind vm
 
 # Valgrind runs the programs `tiersim capture` traces (and its tests); its header
-# valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim. Installed
-# from Debian only when either is missing, with sudo only when not root.
+# valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim, and its
+# tool headers (pub_tool_*.h) and libcoregrind/libvex archives, in the same package, build
+# tiersim's own Valgrind tool. Installed from Debian only when any is missing, with sudo only when
+# not root.
 valgrind:
-	@{ command -v valgrind && echo '#include <valgrind/valgrind.h>' | $${CC:-cc} -E -x c - -o /dev/null; } >/dev/null 2>&1 || { \
+	@{ command -v valgrind && echo '#include <valgrind/valgrind.h>' | $${CC:-cc} -E -x c - -o /dev/null \
+		&& test -f /usr/include/valgrind/pub_tool_basics.h \
+		&& ls /usr/lib/*/valgrind/libcoregrind-*.a /usr/lib/valgrind/libcoregrind-*.a 2>/dev/null | grep -q .; } >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
 

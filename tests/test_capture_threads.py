@@ -69,8 +69,9 @@ def test_four_threads_four_cpus_each_first_touching_its_quarter(path: str, progs
     r = capture(path, [str(progs[f"quarters_{path}"]), str(MIB)], out, {"llc": "256KiB", "cpu_map": "0-1,16-17"})
     base, size = array_of(capfd.readouterr().out)
     rep = r.report
-    assert r.exit_status == 0 and rep["path"] == path
-    assert rep["thread_numbering"] == ("announced" if path == "valgrind" else "created")
+    # Under Valgrind the default is tiersim's tool, which numbers threads as Valgrind creates them.
+    assert r.exit_status == 0 and rep["path"] == ("valgrind_tool" if path == "valgrind" else path)
+    assert rep["thread_numbering"] == "created"
     assert [(t["thread"], t["cpu"]) for t in rep["threads"]] == [(0, 0), (1, 1), (2, 16), (3, 17)]
     info = tiersim.inspect(out)
     per_cpu = {c: n for c, n in enumerate(info["per_cpu"]) if n}
@@ -92,20 +93,25 @@ def test_four_threads_four_cpus_each_first_touching_its_quarter(path: str, progs
 
 
 @needs_valgrind
-def test_threads_that_end_between_creations_keep_their_creation_numbers(tmp_path: Path, capfd):
+@pytest.mark.parametrize("tool", ["tiersim", "lackey"])
+def test_threads_that_end_between_creations_keep_their_creation_numbers(tmp_path: Path, capfd, tool: str):
     # tests/capture/staggered.c: thread t (1..5) sweeps slice t of an array; odd threads end
     # before the next one is created (Valgrind reuses their ids), even ones overlap the next
     # creations. Numbering threads by when they start swapped two of them in 3 of 4 runs here;
-    # with the preload shim each thread names its creation number. Three runs, every one exact.
+    # with the preload shim each thread names its creation number (lackey), and tiersim's tool
+    # numbers each thread as Valgrind creates it. Three runs, every one exact.
     exe = build(HERE / "staggered.c", tmp_path / "staggered", False, Path())
     threads = 6
     for i in range(3):
         r = tiersim.capture(
-            [str(exe), str(threads), "256"], tmp_path / f"s{i}.trace", params={"llc": "64KiB", "v2p": "none"}
+            [str(exe), str(threads), "256"],
+            tmp_path / f"s{i}.trace",
+            params={"llc": "64KiB", "v2p": "none"},
+            tool=tool,
         )
         base, size = array_of(capfd.readouterr().out)
         rep = r.report
-        assert r.exit_status == 0 and rep["thread_numbering"] == "announced"
+        assert r.exit_status == 0 and rep["thread_numbering"] == ("created" if tool == "tiersim" else "announced")
         assert [(t["thread"], t["cpu"]) for t in rep["threads"]] == [(t, t) for t in range(threads)]
         df = records(r.out, tmp_path)
         arr = df.filter((pl.col("addr") >= base) & (pl.col("addr") < base + size))
@@ -116,14 +122,16 @@ def test_threads_that_end_between_creations_keep_their_creation_numbers(tmp_path
 
 
 @needs_valgrind
-def test_static_program_falls_back_to_start_order(tmp_path: Path, capfd):
-    # LD_PRELOAD does not reach a static program: no announcements, threads numbered by when
-    # they start, which quarters.c's barrier keeps right.
+@pytest.mark.parametrize("tool", ["tiersim", "lackey"])
+def test_static_program_falls_back_to_start_order(tmp_path: Path, capfd, tool: str):
+    # LD_PRELOAD does not reach a static program: under lackey no announcements, threads
+    # numbered by when they start, which quarters.c's barrier keeps right. tiersim's tool needs
+    # no shim: it numbers threads as they are created.
     exe = tmp_path / "quarters_static"
     subprocess.run(["gcc", "-O1", "-static", "-pthread", "-o", str(exe), str(HERE / "quarters.c")], check=True)
-    r = tiersim.capture([str(exe), "1"], tmp_path / "q.trace", params={"llc": "256KiB", "v2p": "none"})
+    r = tiersim.capture([str(exe), "1"], tmp_path / "q.trace", params={"llc": "256KiB", "v2p": "none"}, tool=tool)
     base, size = array_of(capfd.readouterr().out)
-    assert r.report["thread_numbering"] == "start_order"
+    assert r.report["thread_numbering"] == ("created" if tool == "tiersim" else "start_order")
     df = records(r.out, tmp_path)
     arr = df.filter((pl.col("addr") >= base) & (pl.col("addr") < base + size))
     assert (arr["cpu"] == ((arr["addr"] - base) * 4 // size).cast(pl.Int64)).all()

@@ -76,9 +76,13 @@ def test_capture_stopped_by_a_signal_leaves_no_temporary(hashmap: Path, tmp_path
     out_dir.mkdir()
     # 2M keys under Valgrind runs for minutes: the signal always lands mid-capture.
     proc = _start("capture", "-o", str(out_dir / "h.trace"), "--", str(hashmap), "2000000", cwd=tmp_path)
-    # The writers open their `.tmpPID` files when the filter starts: that is the moment the
-    # default action used to strand them.
-    _wait_for(lambda: any(".tmp" in p.name for p in out_dir.iterdir()), proc, "temporary trace file")
+    # The writers open their `.tmpPID` files when the filter starts (lackey), tiersim's Valgrind
+    # tool its record directory: that is the moment the default action used to strand them.
+    _wait_for(
+        lambda: any(".tmp" in p.name or p.name.startswith(".tiersim-capture-") for p in out_dir.iterdir()),
+        proc,
+        "temporary trace file",
+    )
     time.sleep(0.5)
     stdout, stderr = _stop(proc, sig)
     assert proc.returncode == 128 + sig, stderr

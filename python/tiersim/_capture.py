@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +41,38 @@ PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
 RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
+# tiersim's Valgrind tool (the default Valgrind path) and lackey (the fallback).
+VALGRIND_TOOLS = ("tiersim", "lackey")
+VG_TOOL_SRC = RUNTIME_SRC.with_name("tiersim_vg_tool.c")
+# Where Debian's valgrind package puts the tool headers, the core and VEX libraries a tool links
+# with, and the installed tools with the files Valgrind loads beside them (VALGRIND_LIB).
+VG_INCLUDE = Path("/usr/include/valgrind")
+VG_ARCHIVES = (Path("/usr/lib/x86_64-linux-gnu/valgrind"), Path("/usr/lib/valgrind"))
+VG_LIBEXEC = (Path("/usr/libexec/valgrind"), Path("/usr/lib/valgrind"), Path("/usr/lib/x86_64-linux-gnu/valgrind"))
+# Valgrind's own build flags for an amd64 Linux tool: no libc, the core's start-up, loaded at
+# the address Valgrind's launcher expects (valgrind_load_address, 0x58000000 on amd64).
+VG_TOOL_CFLAGS = (
+    "-O2",
+    "-fno-strict-aliasing",
+    "-fno-builtin",
+    "-fno-stack-protector",
+    "-fno-pic",
+    "-fno-pie",
+    "-DVGA_amd64=1",
+    "-DVGO_linux=1",
+    "-DVGP_amd64_linux=1",
+    "-DVGPV_amd64_linux_vanilla=1",
+)
+VG_TOOL_LDFLAGS = (
+    "-static",
+    "-nodefaultlibs",
+    "-nostartfiles",
+    "-u",
+    "_start",
+    "-no-pie",
+    "-Wl,--build-id=none",
+    "-Wl,-Ttext-segment=0x58000000",
+)
 # The Valgrind path's LD_PRELOAD shim: each thread announces its creation-order number.
 # valgrind/valgrind.h comes with Valgrind (Debian's valgrind package).
 PRELOAD_SRC = RUNTIME_SRC.with_name("tiersim_vg_preload.c")
@@ -152,8 +185,9 @@ def capture(
     params: Mapping[str, Any] | str | None = None,
     seed: int = 0,
     on_progress: Callable[[CaptureProgress], None] | None = None,
+    tool: str = "tiersim",
 ) -> CaptureResult:
-    """Run `argv` under Valgrind lackey and write its trace to `out`.
+    """Run `argv` under Valgrind and write its trace to `out`.
 
     params: capture parameters (`capture_params()`), e.g. {"llc": "16MiB", "v2p": "buddy"}.
     With v2p other than "none", `out` gets physical addresses and `virt_out` (default
@@ -163,13 +197,36 @@ def capture(
     Raises TiersimError when the program or Valgrind cannot be found, a parameter is wrong, or
     the stream cannot be read; the program is then killed and no trace is left. A program that
     exits with a non-zero status still gives a trace; the status is in the result.
+
+    tool: "tiersim" (default) runs the program under tiersim's own Valgrind tool
+    (runtime/tiersim_vg_tool.c, built on first use), which filters loads and stores inside
+    Valgrind and writes binary records; "lackey" runs Valgrind's lackey and filters its text, the
+    fallback when the tool cannot be built (a warning says why).
     """
     if not argv:
         raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
+    if tool not in VALGRIND_TOOLS:
+        raise TiersimError(f"unknown valgrind tool {tool!r}: one of {', '.join(VALGRIND_TOOLS)}")
     # Bad parameters and outputs are refused before the program runs.
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     valgrind = _find_valgrind()
     _find_program(argv[0])
+    if tool == "tiersim":
+        try:
+            lib = vg_tool_dir()
+        except TiersimError as exc:
+            warnings.warn(f"{exc}; capturing with lackey instead (much slower)", stacklevel=2)
+        else:
+            return _capture_files(
+                [valgrind, "--tool=tiersim", "--log-file={dir}/valgrind.log", *argv],
+                argv,
+                params_text,
+                seed,
+                out_path,
+                virt_path,
+                on_progress,
+                {"VALGRIND_LIB": str(lib)},
+            )
 
     env = dict(os.environ)
     try:
@@ -296,13 +353,57 @@ def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return _built(PRELOAD_SRC, (*PRELOAD_CFLAGS, "-ldl"), ".so", "the Valgrind preload shim", cache_dir)
 
 
-def _built(src: Path, flags: tuple[str, ...], suffix: str, what: str, cache_dir: str | os.PathLike[str] | None) -> Path:
+def vg_tool_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A directory to give Valgrind as VALGRIND_LIB: tiersim's tool (runtime/tiersim_vg_tool.c)
+    built on first use with $CC against Debian's valgrind package (its pub_tool_*.h headers and
+    libcoregrind/libvex archives), beside links to the installed Valgrind's own files."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "amd64") or not sys.platform.startswith("linux"):
+        raise TiersimError(f"tiersim's Valgrind tool is built for amd64 Linux only, not {platform.machine()}")
+    archives = next((d for d in VG_ARCHIVES if (d / "libcoregrind-amd64-linux.a").exists()), None)
+    libexec = next((d for d in VG_LIBEXEC if (d / "vgpreload_core-amd64-linux.so").exists()), None)
+    if archives is None or libexec is None or not (VG_INCLUDE / "pub_tool_basics.h").exists():
+        raise TiersimError(
+            "cannot build tiersim's Valgrind tool: Valgrind's tool headers and libraries are missing "
+            "(Debian's valgrind package installs them; `make env`)"
+        )
+    libs = (
+        str(archives / "libcoregrind-amd64-linux.a"),
+        str(archives / "libvex-amd64-linux.a"),
+        "-lgcc",
+        str(archives / "libgcc-sup-amd64-linux.a"),
+    )
+    flags = (f"-I{VG_INCLUDE}", *VG_TOOL_CFLAGS, *VG_TOOL_LDFLAGS, *libs)
+    tool = _built(VG_TOOL_SRC, flags, "", "tiersim's Valgrind tool", cache_dir, extra_key=str(libexec))
+    lib = tool.with_name(tool.name + ".lib")
+    if not (lib / "tiersim-amd64-linux").exists():
+        tmp = Path(tempfile.mkdtemp(prefix=lib.name + ".", dir=lib.parent))
+        for f in libexec.iterdir():
+            (tmp / f.name).symlink_to(f)
+        (tmp / "tiersim-amd64-linux").symlink_to(tool)
+        try:
+            tmp.rename(lib)
+        except OSError:
+            # Another capture made it meanwhile.
+            shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+def _built(
+    src: Path,
+    flags: tuple[str, ...],
+    suffix: str,
+    what: str,
+    cache_dir: str | os.PathLike[str] | None,
+    extra_key: str = "",
+) -> Path:
     """`src` compiled with $CC and `flags` into the cache, once per source, compiler and flags."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
     source = src.read_bytes()
-    key = hashlib.sha256(source + " ".join((cc, *flags)).encode()).hexdigest()[:16]
+    key = hashlib.sha256(source + " ".join((cc, *flags, extra_key)).encode()).hexdigest()[:16]
     base = (
         Path(cache_dir)
         if cache_dir is not None
@@ -349,14 +450,33 @@ def capture_instrumented(
         raise TiersimError("no program given: tiersim capture --instrumented -o OUT -- PROG [ARGS]...")
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     _find_program(argv[0])
+    return _capture_files(list(argv), argv, params_text, seed, out_path, virt_path, on_progress, {})
+
+
+def _capture_files(
+    cmd: list[str],
+    argv: Sequence[str],
+    params_text: str,
+    seed: int,
+    out_path: Path,
+    virt_path: Path | None,
+    on_progress: Callable[[CaptureProgress], None] | None,
+    extra_env: dict[str, str],
+) -> CaptureResult:
+    """Run `cmd` (the program itself, or Valgrind with tiersim's tool; `{dir}` in it is the
+    record directory) with the tracing runtime's environment, then merge the per-thread record
+    files it left in a temporary directory beside `out_path` (removed in every case)."""
+    tool = cmd[0] != argv[0]
     trace_dir = Path(tempfile.mkdtemp(prefix=".tiersim-capture-", dir=out_path.parent))
     try:
         start = time.monotonic()
         env = json.loads(_native.capture_runtime_env(os.fspath(trace_dir), params_text))
         try:
-            proc = subprocess.Popen(list(argv), env={**os.environ, **env})
+            proc = subprocess.Popen(
+                [c.replace("{dir}", str(trace_dir)) for c in cmd], env={**os.environ, **env, **extra_env}
+            )
         except OSError as exc:
-            raise TiersimError(f"cannot start '{argv[0]}': {exc}") from None
+            raise TiersimError(f"cannot start '{cmd[0]}': {exc}") from None
         try:
             while True:
                 try:
@@ -368,6 +488,14 @@ def capture_instrumented(
         except BaseException:
             _stop(proc)
             raise
+        log = trace_dir / "valgrind.log"
+        messages = log.read_text(errors="replace").splitlines() if log.exists() else []
+        if tool and not (trace_dir / "summary").exists():
+            # Valgrind could not run it (an executable for another machine, say), or died.
+            raise TiersimError(
+                f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); its message is "
+                + ("\n" + "\n".join(messages[-20:]) if messages else "above")
+            )
         if not (trace_dir / "t0.bin").exists():
             raise TiersimError(
                 f"'{argv[0]}' did not load the tiersim tracing runtime: compile it with -fsanitize=thread and "
@@ -375,17 +503,77 @@ def capture_instrumented(
                 "(docs/capture.md)"
             )
         progress = _native.CaptureProgress()
-        report = _native.capture_instrumented(
-            os.fspath(trace_dir),
-            os.fspath(out_path),
-            None if virt_path is None else os.fspath(virt_path),
-            params=params_text,
-            seed=seed,
-            progress=progress,
+        merge_start = time.monotonic()
+        report = _merge_in_worker(
+            lambda: _native.capture_instrumented(
+                os.fspath(trace_dir),
+                os.fspath(out_path),
+                None if virt_path is None else os.fspath(virt_path),
+                params=params_text,
+                seed=seed,
+                progress=progress,
+            ),
+            progress,
+            (out_path, virt_path),
+            lambda: (
+                on_progress(
+                    CaptureProgress(_dir_bytes(trace_dir), 0, 0, progress.snapshot()[3], time.monotonic() - start)
+                )
+                if on_progress is not None
+                else None
+            ),
         )
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
-    return _result(argv, returncode, out_path, virt_path, time.monotonic() - start, json.loads(report))
+    end = time.monotonic()
+    report = json.loads(report)
+    # The split of the command's time: the program's run (with the runtime filtering its accesses
+    # and writing its records out), then the merge into the traces.
+    report["run_s"] = round(merge_start - start, 3)
+    report["merge_s"] = round(end - merge_start, 3)
+    if tool:
+        report["valgrind_messages"] = messages[:100]
+    return _result(argv, returncode, out_path, virt_path, end - start, report)
+
+
+def _merge_in_worker(
+    call: Callable[[], str],
+    progress: Any,
+    outputs: tuple[Path, Path | None],
+    tick: Callable[[], None],
+) -> str:
+    """`call()` (a native merge that polls `progress` for a cancel) on a thread of its own, so
+    that Ctrl-C or SIGTERM, raised in this thread, cancel it at once instead of after it ends;
+    an interrupted merge leaves no trace. The worker's end is told by an Event, as in `capture`."""
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["report"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=work, name="tiersim-capture-merge", daemon=True)
+    try:
+        worker.start()
+        while not finished.wait(PROGRESS_PERIOD_S):
+            tick()
+        # The last call sees the merge's final counts.
+        tick()
+    except BaseException:
+        progress.cancel()
+        finished.wait()
+        if "report" in outcome:
+            for p in outputs:
+                if p is not None:
+                    p.unlink(missing_ok=True)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["report"]
 
 
 def _result(

@@ -91,6 +91,34 @@ fn round_trip_edge_values_across_frames() {
     assert_eq!(h.stats.as_ref(), Some(&stats));
 }
 
+/// A writer that compresses on its own thread writes the very bytes of one that does not, and
+/// its stats; a dropped unfinished one leaves no temporary file.
+#[test]
+fn background_compression_writes_the_same_bytes() {
+    let d = tmp();
+    let a = edge_accesses(3 * 1000 + 11, 7);
+    let mut files = Vec::new();
+    for background in [false, true] {
+        let p = d.path().join(format!("t{background}.trace"));
+        let opts = WriterOptions { frame_records: 1000, background, level: 1, ..Default::default() };
+        let stats = write_trace(&p, meta(TimeUnit::Instructions), opts, &a);
+        assert_eq!(stats.accesses, a.len() as u64);
+        files.push(std::fs::read(&p).unwrap());
+        assert_eq!(read_all(&p, 1 << 20).unwrap(), a);
+    }
+    assert_eq!(files[0], files[1]);
+    let p = d.path().join("dropped.trace");
+    let mut w = TraceWriter::create_with(
+        &p,
+        meta(TimeUnit::Instructions),
+        WriterOptions { frame_records: 100, background: true, ..Default::default() },
+    )
+    .unwrap();
+    a[..1000].iter().for_each(|x| w.write(x).unwrap());
+    drop(w);
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
+}
+
 /// Unshuffled frames of the default size (1.5 MiB decoded) do not all fit the reader's 4 MiB
 /// window: it stops before the third, after reading its descriptor. It used to read that
 /// descriptor again on the next fill and reject a valid file ("expected the descriptor of
@@ -575,7 +603,12 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     for shuffle in [true, false] {
         for (level, frame_records) in [(1, 1), (3, 65536), (19, 333), (3, 16), (3, 17)] {
             let p = d.path().join(format!("l{level}-{frame_records}-{shuffle}.trace"));
-            let s = write_trace(&p, meta(TimeUnit::Instructions), WriterOptions { level, frame_records, shuffle }, &a);
+            let s = write_trace(
+                &p,
+                meta(TimeUnit::Instructions),
+                WriterOptions { level, frame_records, shuffle, background: false },
+                &a,
+            );
             let want = if shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
             let r = TraceReader::open(&p).unwrap();
             assert_eq!(r.frame_filter(), want);

@@ -130,6 +130,15 @@ def capture_cmd(
             "not under Valgrind.",
         ),
     ] = False,
+    valgrind_tool: Annotated[
+        str,
+        typer.Option(
+            "--valgrind-tool",
+            metavar="tiersim|lackey",
+            help="Under Valgrind: tiersim's own tool (fast: filters inside Valgrind, binary records) or lackey "
+            "(its text filtered here; the fallback).",
+        ),
+    ] = "tiersim",
     build_runtime: Annotated[
         bool,
         typer.Option(
@@ -206,7 +215,7 @@ def capture_cmd(
         with err.status(Text(f"starting {prog} {how} ...")) as status:
 
             def show(p: CaptureProgress) -> None:
-                if instrumented:
+                if instrumented or valgrind_tool == "tiersim":
                     status.update(Text(f"capturing {prog}: {_bytes(p.input_bytes)} of records, {p.elapsed_s:,.1f} s"))
                     return
                 rate = p.instructions / p.elapsed_s if p.elapsed_s > 0 else 0.0
@@ -219,8 +228,20 @@ def capture_cmd(
                 )
 
             try:
-                run = capture_instrumented if instrumented else capture
-                result = run(command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show)
+                if instrumented:
+                    result = capture_instrumented(
+                        command, output, virt_out=virt_out, params=params, seed=seed, on_progress=show
+                    )
+                else:
+                    result = capture(
+                        command,
+                        output,
+                        virt_out=virt_out,
+                        params=params,
+                        seed=seed,
+                        on_progress=show,
+                        tool=valgrind_tool,
+                    )
             except (KeyboardInterrupt, Terminated) as exc:
                 err.print(
                     Text.assemble(

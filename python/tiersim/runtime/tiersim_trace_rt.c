@@ -3,7 +3,9 @@
  * ThreadSanitizer runtime (libtsan). Each thread passes its accesses through the LLC model (the
  * same set-associative, LRU, write-back, write-allocate cache as crates/tiersim-trace/src/capture/
  * cache.rs, set = line number modulo sets) and keeps only fills and dirty evictions, in a buffer
- * of its own written to TIERSIM_CAPTURE_DIR/t<thread>.bin; tiersim merges the files. Time base:
+ * of its own written to TIERSIM_CAPTURE_DIR/t<thread>.bin; tiersim merges the files. A cache used
+ * by one thread (per_cpu, one thread per CPU: the default) is touched without any lock or atomic;
+ * it takes striped set locks once a second thread joins it (see cache_join). Time base:
  * traced loads and stores since the thread's previous record (tiersim scales them by
  * instructions_per_access), so the tracer's own time never enters the trace. Built by
  * `tiersim capture --build-runtime`; see docs/capture.md. */
@@ -15,8 +17,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,11 +43,16 @@ typedef struct {
 #define INVALID UINT64_MAX
 #define PAGE_SHIFT 12
 
+/* Per set, `ways` tags in recency order (most recent first), each line << 1 | dirty; INVALID
+ * marks an empty way, and empty ways are always last, so the victim of a miss is the last way:
+ * an empty one first, else the least recently used, as cache.rs chooses. */
 struct cache {
     uint64_t sets;
     uint32_t ways;
-    uint64_t *tags, *used, *clock;
-    uint8_t *dirty;
+    uint64_t *tags;
+    /* Threads that use this cache; it takes the set locks once there are two. */
+    uint32_t users;
+    volatile int shared;
     /* Striped set locks: a cache may be shared by threads (llc_scope shared, or two threads on
      * one CPU). */
     atomic_uchar locks[NLOCKS];
@@ -58,6 +68,8 @@ struct thr {
      * changes nothing but the dirty bit, so it skips the cache. */
     uint64_t last_line;
     int last_dirty;
+    /* Set while this thread is inside an unlocked cache access (see cache_join). */
+    volatile int busy;
     struct cache *c;
     uint64_t loads, stores, bytes, hits, misses, writebacks, records;
     int done;
@@ -118,44 +130,47 @@ static struct cache *cache_new(void) {
     c->ways = cfg.ways;
     c->sets = lines / cfg.ways;
     c->tags = malloc(lines * sizeof *c->tags);
-    c->used = calloc(lines, sizeof *c->used);
-    c->clock = calloc(c->sets, sizeof *c->clock);
-    c->dirty = calloc(lines, 1);
-    if (!c->tags || !c->used || !c->clock || !c->dirty) die("cache");
+    if (!c->tags) die("cache");
     for (uint64_t i = 0; i < lines; i++) c->tags[i] = INVALID;
     return c;
 }
 
-/* The LRU set of cache.rs, with a clock per set (LRU only compares ways of one set). Returns 1
- * on a miss, with *wb the evicted dirty line or INVALID. */
-static int cache_access(struct cache *c, uint64_t line, int write, uint64_t *wb) {
-    uint64_t set = line % c->sets, base = set * c->ways;
+/* The LRU set of cache.rs, kept in recency order. Returns 1 on a miss, with *wb the evicted
+ * dirty line or INVALID. The shifts are loops: memmove is this runtime's own, traced one. */
+static inline int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
+    uint64_t key = line << 1;
+    for (uint32_t w = 0; w < ways; w++) {
+        uint64_t tag = set[w];
+        if ((tag | 1) == (key | 1)) {
+            for (; w > 0; w--) set[w] = set[w - 1];
+            set[0] = tag | (uint64_t)write;
+            return 0;
+        }
+    }
+    uint64_t out = set[ways - 1];
+    *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
+    for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
+    set[0] = key | (uint64_t)write;
+    return 1;
+}
+
+static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
+    struct cache *c = t->c;
+    uint64_t set = line % c->sets;
+    uint64_t *tags = c->tags + set * c->ways;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(!c->shared, 1)) {
+        int miss = set_access(tags, c->ways, line, write, wb);
+        atomic_signal_fence(memory_order_seq_cst);
+        t->busy = 0;
+        return miss;
+    }
+    t->busy = 0;
     atomic_uchar *l = &c->locks[set % NLOCKS];
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
     }
-    uint64_t now = ++c->clock[set];
-    uint32_t victim = 0;
-    int miss = 1;
-    for (uint32_t w = 0; w < c->ways; w++) {
-        uint64_t i = base + w;
-        if (c->tags[i] == line) {
-            c->used[i] = now;
-            c->dirty[i] |= write;
-            miss = 0;
-            break;
-        }
-        /* An empty way first, else the least recently used (cache.rs's order). */
-        uint64_t v = base + victim;
-        int empty_w = c->tags[i] == INVALID, empty_v = c->tags[v] == INVALID;
-        if (empty_w != empty_v ? empty_w : c->used[i] < c->used[v]) victim = w;
-    }
-    if (miss) {
-        uint64_t i = base + victim;
-        *wb = c->tags[i] != INVALID && c->dirty[i] ? c->tags[i] : INVALID;
-        c->tags[i] = line;
-        c->used[i] = now;
-        c->dirty[i] = (uint8_t)write;
-    }
+    int miss = set_access(tags, c->ways, line, write, wb);
     atomic_store_explicit(l, 0, memory_order_release);
     return miss;
 }
@@ -207,34 +222,55 @@ static void write_all(int fd, const void *p, size_t n) {
     }
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Look up the frames of the pages of records already made (their accesses have happened, so
  * the pages are mapped); pages not yet exclusively mapped (the zero page) are looked up again at
- * later flushes, and tiersim keeps each page's last entry. */
+ * later flushes, and tiersim keeps each page's last entry. In a batch: the buffer's new pages
+ * sorted, each run of consecutive pages read with one pread. */
 static void pm_lookup(const rec_t *r, uint32_t n) {
-    uint64_t out[2 * 512];
-    uint32_t k = 0;
+    static uint64_t vpns[BUF_RECS], ents[512], out[2 * 512];
+    uint32_t m = 0, k = 0;
     uint64_t last = INVALID;
     pthread_mutex_lock(&pm_lock);
-    for (uint32_t i = 0; i < n && cfg.pagemap_fd >= 0; i++) {
-        uint64_t vpn = r[i].addr >> PAGE_SHIFT, e;
-        if (vpn == last || pm_known(vpn)) continue;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t vpn = r[i].addr >> PAGE_SHIFT;
+        if (vpn == last) continue;
         last = vpn;
-        if (pread(cfg.pagemap_fd, &e, 8, (off_t)(vpn * 8)) != 8) continue;
-        if (!(e >> 63) || (e >> 62 & 1)) continue;
-        if (!(e & ((1ull << 55) - 1))) {
-            /* Frame numbers need CAP_SYS_ADMIN. */
-            cfg.pagemap_state = "hidden";
-            close(cfg.pagemap_fd);
-            cfg.pagemap_fd = -1;
-            break;
+        if (!pm_known(vpn)) vpns[m++] = vpn;
+    }
+    qsort(vpns, m, sizeof *vpns, cmp_u64);
+    for (uint32_t i = 0; i < m && cfg.pagemap_fd >= 0;) {
+        uint32_t j = i + 1;
+        while (j < m && vpns[j] - vpns[i] < 512 && (vpns[j] == vpns[j - 1] || vpns[j] == vpns[j - 1] + 1)) j++;
+        uint64_t first = vpns[i], span = vpns[j - 1] - first + 1;
+        ssize_t got = pread(cfg.pagemap_fd, ents, span * 8, (off_t)(first * 8));
+        uint64_t have = got > 0 ? (uint64_t)got / 8 : 0;
+        for (uint32_t x = i; x < j; x++) {
+            uint64_t vpn = vpns[x], e;
+            if (x > i && vpn == vpns[x - 1]) continue;
+            if (vpn - first >= have) continue;
+            e = ents[vpn - first];
+            if (!(e >> 63) || (e >> 62 & 1)) continue;
+            if (!(e & ((1ull << 55) - 1))) {
+                /* Frame numbers need CAP_SYS_ADMIN. */
+                cfg.pagemap_state = "hidden";
+                close(cfg.pagemap_fd);
+                cfg.pagemap_fd = -1;
+                break;
+            }
+            if (e >> 56 & 1) pm_insert(vpn);
+            out[k++] = vpn;
+            out[k++] = e;
+            if (k == 2 * 512) {
+                write_all(pm_out, out, sizeof out);
+                k = 0;
+            }
         }
-        if (e >> 56 & 1) pm_insert(vpn);
-        out[k++] = vpn;
-        out[k++] = e;
-        if (k == 2 * 512) {
-            write_all(pm_out, out, sizeof out);
-            k = 0;
-        }
+        i = j;
     }
     if (k && pm_out >= 0) write_all(pm_out, out, k * 8);
     pthread_mutex_unlock(&pm_lock);
@@ -267,14 +303,36 @@ static void thread_end(void *p) {
     flush(t);
     close(t->fd);
     t->done = 1;
+    t->last_line = INVALID;
+}
+
+/* Thread t starts using cache c (called with reg_lock held). A cache with one user is touched
+ * without locks. When a second user comes, the cache turns to its set locks, and an access the
+ * first user may be making without a lock at that moment must end first: the joiner sets
+ * `shared`, then membarrier(2) runs a full memory barrier on every thread of the process, so
+ * each user either sees `shared` at its next access or shows `busy` set, which the joiner waits
+ * out. The users' path thus needs no atomic instruction. */
+static void cache_join(struct thr *t, struct cache *c) {
+    t->c = c;
+    if (c->users++ == 0) return;
+    if (c->shared) return;
+    c->shared = 1;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+        die("membarrier");
+    for (struct thr *u = threads; u; u = u->next)
+        while (u != t && u->c == c && u->busy) sched_yield();
 }
 
 static struct thr *attach(void) {
     if (!cfg.active || in_rt) return NULL;
     in_rt++;
-    struct thr *t = calloc(1, sizeof *t);
+    /* On cache lines of its own: its counters change at every access, and another thread's
+     * state on the same line would bounce it between cores. */
+    struct thr *t = aligned_alloc(64, (sizeof *t + 63) / 64 * 64);
     char path[4200];
     if (!t) die("thread state");
+    memset(t, 0, sizeof *t);
     t->index = my_index != UINT32_MAX ? my_index : atomic_fetch_add(&next_index, 1);
     t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
     t->last_line = INVALID;
@@ -286,7 +344,7 @@ static struct thr *attach(void) {
     if (cfg.llc) {
         if (!cfg.per_cpu) {
             if (!shared_cache) shared_cache = cache_new();
-            t->c = shared_cache;
+            cache_join(t, shared_cache);
         } else {
             if (t->cpu >= n_cpu_caches) {
                 uint32_t n = t->cpu + 1;
@@ -296,7 +354,7 @@ static struct thr *attach(void) {
                 n_cpu_caches = n;
             }
             if (!cpu_caches[t->cpu]) cpu_caches[t->cpu] = cache_new();
-            t->c = cpu_caches[t->cpu];
+            cache_join(t, cpu_caches[t->cpu]);
         }
     }
     t->next = threads;
@@ -308,19 +366,16 @@ static struct thr *attach(void) {
     return t;
 }
 
-static inline void access_mem(uintptr_t addr, uint32_t size, int write) {
-    struct thr *t = me;
-    if (__builtin_expect(!t, 0)) {
-        t = attach();
-        if (!t) return;
+/* An access that the same-line shortcut does not settle: through the cache, line by line. */
+static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
+    if (t->done) {
+        /* A thread that has written its records out counts no more accesses. */
+        t->loads -= !write;
+        t->stores -= write;
+        t->bytes -= size;
+        t->gap--;
+        return;
     }
-    if (t->done) return;
-    if (write)
-        t->stores++;
-    else
-        t->loads++;
-    t->bytes += size;
-    t->gap++;
     if (!t->c) {
         emit(t, addr, size, write);
         return;
@@ -332,7 +387,7 @@ static inline void access_mem(uintptr_t addr, uint32_t size, int write) {
             continue;
         }
         uint64_t wb;
-        if (cache_access(t->c, line, write, &wb)) {
+        if (cache_access(t, line, write, &wb)) {
             t->misses++;
             emit(t, line << cfg.line_shift, 1u << cfg.line_shift, 0);
             if (wb != INVALID) {
@@ -346,6 +401,30 @@ static inline void access_mem(uintptr_t addr, uint32_t size, int write) {
         t->last_line = line;
         t->last_dirty = write;
     }
+}
+
+/* The per-access path, inlined into every __tsan_* entry: counters, then the same-line shortcut
+ * (an access within the line this thread touched last, that does not dirty a clean line, is a
+ * hit that changes nothing). last_line is INVALID when there is no cache or the thread is done,
+ * so those always take the slow path. */
+static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uint32_t size, int write) {
+    struct thr *t = me;
+    if (__builtin_expect(!t, 0)) {
+        t = attach();
+        if (!t) return;
+    }
+    t->loads += !write;
+    t->stores += write;
+    t->bytes += size;
+    t->gap++;
+    uint64_t line = addr >> cfg.line_shift;
+    if (__builtin_expect(line == t->last_line && ((addr + size - 1) >> cfg.line_shift) == line &&
+                             write <= t->last_dirty,
+                         1)) {
+        t->hits++;
+        return;
+    }
+    access_slow(t, addr, size, write);
 }
 
 /* A range in accesses of at most 8 bytes, as the program's own copy loop would make. */
@@ -370,7 +449,7 @@ static void summary(void) {
     for (uint32_t i = 0; i < n_cpu_caches && nc < 4097; i++)
         if (cpu_caches[i]) all[nc++] = cpu_caches[i];
     for (uint32_t k = 0; k < nc; k++)
-        for (uint64_t i = 0; i < all[k]->sets * all[k]->ways; i++) dirty += all[k]->tags[i] != INVALID && all[k]->dirty[i];
+        for (uint64_t i = 0; i < all[k]->sets * all[k]->ways; i++) dirty += all[k]->tags[i] != INVALID && (all[k]->tags[i] & 1);
     fprintf(f, "version 1\ncaches %u\ndirty_at_exit %llu\npagemap %s\n", nc, (unsigned long long)dirty, cfg.pagemap_state);
     for (struct thr *t = threads; t; t = t->next)
         fprintf(f, "thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
@@ -437,6 +516,8 @@ void __tsan_init(void) {
         cfg.pagemap_state = cfg.pagemap_fd >= 0 ? "ok" : "unreadable";
     }
     pthread_key_create(&thr_key, thread_end);
+    /* For cache_join; without it (Linux < 4.14) the global command is tried. */
+    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
     cfg.active = 1;
     atexit(at_exit);
     /* The main thread is thread 0 even if another starts before its first access. */

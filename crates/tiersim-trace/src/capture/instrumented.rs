@@ -5,10 +5,12 @@
 //! threads' records are put in the order they were made (their TSC stamps), each thread's gap of
 //! traced loads and stores becomes instructions (`instructions_per_access`), and virtual pages
 //! get frames from the pagemap entries the runtime read of itself, or from the buddy model.
+//! tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c) writes the same files, with
+//! gaps in guest instructions (`time instructions` in its summary) and sequence numbers as stamps.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -25,6 +27,8 @@ pub const RECORD: usize = 24;
 /// Bytes of one pagemap pair the runtime writes: virtual page u64, pagemap entry u64.
 const PAGEMAP_PAIR: usize = 16;
 const SUMMARY_VERSION: u64 = 1;
+/// The op byte of the record that ends a thread's file (the Valgrind tool writes it).
+const END_MARK: u8 = 2;
 
 /// The environment the runtime reads (`TIERSIM_*`), for a capture with `params` writing its
 /// files into `dir`: the cache geometry and scope, the CPU map, whether to read pagemap.
@@ -60,10 +64,16 @@ struct ThreadSummary {
     misses: u64,
     writebacks: u64,
     records: u64,
+    /// Guest instructions, when the tracer counted them (`time instructions`).
+    instructions: u64,
 }
 
 #[derive(Debug, Default)]
 struct Summary {
+    /// Gaps count guest instructions (the Valgrind tool), not loads and stores (the runtime).
+    instruction_gaps: bool,
+    /// `instrumented` (the runtime) or `valgrind_tool`.
+    tracer: String,
     caches: u32,
     dirty_at_exit: u64,
     /// `ok` (pagemap.bin holds entries), `hidden` (frame numbers need CAP_SYS_ADMIN),
@@ -82,10 +92,13 @@ fn parse_summary(path: &Path) -> Result<Summary> {
         let num = |w: &str| w.parse::<u64>().map_err(|_| bad(format!("{w:?} is not a whole number")));
         match words.as_slice() {
             ["version", v] => version = Some(num(v)?),
+            ["time", "accesses"] => s.instruction_gaps = false,
+            ["time", "instructions"] => s.instruction_gaps = true,
+            ["tracer", name @ ("instrumented" | "valgrind_tool")] => s.tracer = (*name).to_owned(),
             ["caches", n] => s.caches = num(n)? as u32,
             ["dirty_at_exit", n] => s.dirty_at_exit = num(n)?,
             ["pagemap", state] => s.pagemap = (*state).to_owned(),
-            ["thread", idx, rest @ ..] if rest.len() == 16 => {
+            ["thread", idx, rest @ ..] if rest.len() == 16 || rest.len() == 18 => {
                 let mut t = ThreadSummary { index: num(idx)? as u32, ..ThreadSummary::default() };
                 for kv in rest.chunks(2) {
                     let v = num(kv[1])?;
@@ -98,6 +111,7 @@ fn parse_summary(path: &Path) -> Result<Summary> {
                         "misses" => t.misses = v,
                         "writebacks" => t.writebacks = v,
                         "records" => t.records = v,
+                        "instructions" => t.instructions = v,
                         k => return Err(bad(format!("unknown thread counter {k:?}"))),
                     }
                 }
@@ -111,6 +125,9 @@ fn parse_summary(path: &Path) -> Result<Summary> {
             "{}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime",
             path.display()
         )));
+    }
+    if s.tracer.is_empty() {
+        s.tracer = "instrumented".to_owned();
     }
     s.threads.sort_by_key(|t| t.index);
     Ok(s)
@@ -131,11 +148,20 @@ fn read_pagemap(path: &Path) -> Result<FxHashMap<u64, u64>> {
     Ok(bytes.chunks_exact(PAGEMAP_PAIR).map(|c| (word(&c[..8]), word(&c[8..]))).collect())
 }
 
+/// Bytes a thread file is read in at a time.
+const READ_CHUNK: usize = RECORD << 16;
+
 /// A thread's record file, read in order.
 struct ThreadFile {
     path: PathBuf,
-    r: BufReader<File>,
+    f: File,
+    buf: Vec<u8>,
+    /// Next unread byte of `buf`.
+    at: usize,
+    /// File offset of `buf[0]`.
     offset: u64,
+    /// Its end mark was read.
+    ended: bool,
 }
 
 /// One decoded runtime record.
@@ -149,23 +175,57 @@ struct Rec {
 }
 
 impl ThreadFile {
-    fn next(&mut self) -> Result<Option<Rec>> {
-        let mut b = [0u8; RECORD];
-        let mut got = 0;
-        while got < RECORD {
-            match self.r.read(&mut b[got..]) {
-                Ok(0) if got == 0 => return Ok(None),
-                Ok(0) => {
-                    return Err(Error::Sim(format!(
-                        "{}: offset {}: a record cut short ({got} of {RECORD} bytes)",
-                        self.path.display(),
-                        self.offset
-                    )))
-                }
+    fn open(path: PathBuf) -> Result<ThreadFile> {
+        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(ThreadFile { path, f, buf: Vec::with_capacity(READ_CHUNK), at: 0, offset: 0, ended: false })
+    }
+
+    /// Refill `buf` with the rest of a cut record and the next chunk; false at the end.
+    fn refill(&mut self) -> Result<bool> {
+        self.offset += self.at as u64;
+        self.buf.drain(..self.at);
+        self.at = 0;
+        let have = self.buf.len();
+        self.buf.resize(READ_CHUNK, 0);
+        let mut got = have;
+        while got < READ_CHUNK {
+            match self.f.read(&mut self.buf[got..]) {
+                Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Error::io(&self.path, e)),
             }
+        }
+        self.buf.truncate(got);
+        if got == 0 {
+            return Ok(false);
+        }
+        if got < RECORD {
+            return Err(Error::Sim(format!(
+                "{}: offset {}: a record cut short ({got} of {RECORD} bytes)",
+                self.path.display(),
+                self.offset
+            )));
+        }
+        Ok(true)
+    }
+
+    fn next(&mut self) -> Result<Option<Rec>> {
+        if self.ended || (self.buf.len() - self.at < RECORD && !self.refill()?) {
+            return Ok(None);
+        }
+        let b = &self.buf[self.at..self.at + RECORD];
+        if b[22] == END_MARK {
+            self.at += RECORD;
+            self.ended = true;
+            if self.buf.len() > self.at || self.refill()? {
+                return Err(Error::Sim(format!(
+                    "{}: offset {}: records after the thread's end mark",
+                    self.path.display(),
+                    self.offset + self.at as u64
+                )));
+            }
+            return Ok(None);
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let rec = Rec {
@@ -180,12 +240,12 @@ impl ThreadFile {
                     return Err(Error::Sim(format!(
                         "{}: offset {}: op {op}, expected 0 (read) or 1 (write)",
                         self.path.display(),
-                        self.offset + 22
+                        self.offset + self.at as u64 + 22
                     )))
                 }
             },
         };
-        self.offset += RECORD as u64;
+        self.at += RECORD;
         Ok(Some(rec))
     }
 }
@@ -224,11 +284,14 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
         let th = &mut p.threads[t.index as usize];
         th.cpu = t.cpu;
         th.accesses = t.loads + t.stores;
-        th.instructions = (th.accesses as f64 * s.instructions_per_access).round() as u64;
-        let path = dir.join(format!("t{}.bin", t.index));
-        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        input_bytes += f.metadata().map_err(|e| Error::io(&path, e))?.len();
-        files.insert(t.index, ThreadFile { path, r: BufReader::with_capacity(1 << 16, f), offset: 0 });
+        th.instructions = if sum.instruction_gaps {
+            t.instructions
+        } else {
+            (th.accesses as f64 * s.instructions_per_access).round() as u64
+        };
+        let f = ThreadFile::open(dir.join(format!("t{}.bin", t.index)))?;
+        input_bytes += f.f.metadata().map_err(|e| Error::io(&f.path, e))?.len();
+        files.insert(t.index, f);
     }
     // Earliest stamp first; ties by thread number, so the merge is a function of the files.
     let mut heap = BinaryHeap::new();
@@ -239,29 +302,48 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     }
     let mut frac = vec![0f64; top];
     let filtered = s.cache.is_some();
-    while let Some(std::cmp::Reverse((_, i, addr, gap, size, write))) = heap.pop() {
-        if progress.cancelled() {
-            return Err(Error::Sim("capture interrupted".into()));
-        }
-        let t = i as usize;
-        // Whole instructions, carrying the fraction, so a thread's total is its loads and
-        // stores x instructions_per_access.
-        let exact = gap as f64 * s.instructions_per_access + frac[t];
-        let whole = exact.floor();
-        frac[t] = exact - whole;
-        p.threads[t].gap = whole as u64;
-        let op = if write { Op::Write } else { Op::Read };
+    let per_gap = if sum.instruction_gaps { 1.0 } else { s.instructions_per_access };
+    // A whole number of instructions per gap unit (the default 2, or the tool's 1) needs no
+    // fraction carried.
+    let whole_per_gap = (per_gap.fract() == 0.0).then_some(per_gap as u64);
+    let mut put = |p: &mut super::Pipeline, t: usize, r: &Rec| -> Result<()> {
+        p.threads[t].gap = match whole_per_gap {
+            Some(k) => r.gap as u64 * k,
+            None => {
+                // Whole instructions, carrying the fraction, so a thread's total is its loads
+                // and stores x instructions_per_access.
+                let exact = r.gap as f64 * per_gap + frac[t];
+                let whole = exact.floor();
+                frac[t] = exact - whole;
+                whole as u64
+            }
+        };
+        let op = if r.write { Op::Write } else { Op::Read };
         if filtered {
-            p.emit(t, op, addr, size)?;
+            p.emit(t, op, r.addr, r.size)?;
         } else {
-            p.emit_split(t, op, addr, size)?;
+            p.emit_split(t, op, r.addr, r.size)?;
         }
-        let f = files.get_mut(&i).expect("every heap entry has its file");
-        if let Some(r) = f.next()? {
-            heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
-        }
-        if p.records % (1 << 16) == 0 {
+        if p.records.is_multiple_of(1 << 16) {
             progress.records.store(p.records, Ordering::Relaxed);
+            if progress.cancelled() {
+                return Err(Error::Sim("capture interrupted".into()));
+            }
+        }
+        Ok(())
+    };
+    while let Some(std::cmp::Reverse((stamp, i, addr, gap, size, write))) = heap.pop() {
+        put(&mut p, i as usize, &Rec { stamp, addr, gap, size, write })?;
+        // The thread's records run on while they come before every other thread's next one.
+        let f = files.get_mut(&i).expect("every heap entry has its file");
+        while let Some(r) = f.next()? {
+            let first = heap.peek().is_none_or(|std::cmp::Reverse(top)| (r.stamp, i) < (top.0, top.1));
+            if first {
+                put(&mut p, i as usize, &r)?;
+            } else {
+                heap.push(std::cmp::Reverse((r.stamp, i, r.addr, r.gap, r.size, r.write)));
+                break;
+            }
         }
     }
     if let Some((w, t)) = &mut p.phys {
@@ -303,5 +385,6 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     };
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
-    finish(p, llc, req, &params, &s, "instrumented", n, Vec::new())
+    let tracer = if sum.tracer == "valgrind_tool" { "valgrind_tool" } else { "instrumented" };
+    finish(p, llc, req, &params, &s, tracer, n, Vec::new())
 }

@@ -63,7 +63,7 @@
 //! the complete flag (a writer that was interrupted, or another tool) is still readable: its
 //! records region runs to end of file and its statistics come from a scan.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tiersim_core::{Access, Op};
 
@@ -200,12 +200,24 @@ pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String>
     Ok(())
 }
 
+/// Pages per bitmap group of `StatsBuilder` (log2), and its 64-bit words.
+const GROUP_SHIFT: u32 = 15;
+const GROUP_WORDS: usize = 1 << (GROUP_SHIFT - 6);
+
 /// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
 pub(crate) struct StatsBuilder {
     time_unit: TimeUnit,
     page_shift: u32,
     stats: TraceStats,
-    pages: FxHashSet<u64>,
+    /// Pages touched, as a bitmap per aligned group of 2^15 pages (128 MiB of 4 KiB pages): the
+    /// groups' map stays small (a few entries for a program's heap, a few hundred for frames
+    /// spread over a machine's memory) where a set of every page would miss the cache on each
+    /// random record.
+    groups: FxHashMap<u64, usize>,
+    bits: Vec<Box<[u64; GROUP_WORDS]>>,
+    /// The group marked last, and its index in `bits`.
+    last_group: u64,
+    last_bits: usize,
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
 }
@@ -216,7 +228,10 @@ impl StatsBuilder {
             time_unit,
             page_shift: page_size.max(1).trailing_zeros(),
             stats: TraceStats::default(),
-            pages: FxHashSet::default(),
+            groups: FxHashMap::default(),
+            bits: Vec::new(),
+            last_group: u64::MAX,
+            last_bits: 0,
             instr: Vec::new(),
         }
     }
@@ -260,12 +275,27 @@ impl StatsBuilder {
         let first = a.addr >> self.page_shift;
         let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
         for p in first..=last {
-            self.pages.insert(p);
+            self.mark(p);
         }
     }
 
+    #[inline]
+    fn mark(&mut self, page: u64) {
+        let group = page >> GROUP_SHIFT;
+        if group != self.last_group {
+            let next = self.bits.len();
+            self.last_bits = *self.groups.entry(group).or_insert(next);
+            if self.last_bits == next {
+                self.bits.push(Box::new([0; GROUP_WORDS]));
+            }
+            self.last_group = group;
+        }
+        let bit = page & ((1 << GROUP_SHIFT) - 1);
+        self.bits[self.last_bits][(bit >> 6) as usize] |= 1 << (bit & 63);
+    }
+
     pub fn finish(mut self) -> TraceStats {
-        self.stats.footprint_pages = self.pages.len() as u64;
+        self.stats.footprint_pages = self.bits.iter().flat_map(|b| b.iter()).map(|w| w.count_ones() as u64).sum();
         self.stats
     }
 }

@@ -1,9 +1,13 @@
 //! The streaming writer: records into zstd frames in a temporary file, renamed over the target
-//! once the trailer and the completed header are written.
+//! once the trailer and the completed header are written. Frames are compressed and written by
+//! the calling thread, or (`WriterOptions::background`) by a thread of the writer's own, with the
+//! same bytes either way.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::thread::JoinHandle;
 
 use tiersim_core::{Access, Error, Result};
 use zstd::zstd_safe::{self, CCtx, CParameter};
@@ -21,11 +25,96 @@ pub struct WriterOptions {
     pub frame_records: usize,
     /// Byte-shuffle each frame (frame filter 1; true by default): smaller files, faster reads.
     pub shuffle: bool,
+    /// Shuffle, compress and write frames on a thread of the writer's own (false by default), so
+    /// that the caller makes the next records meanwhile. An I/O error then surfaces at a later
+    /// `write` or at `finish`.
+    pub background: bool,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS, shuffle: true }
+        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS, shuffle: true, background: false }
+    }
+}
+
+/// Filled frames a background writer holds before `write` waits for its thread.
+const BACKGROUND_QUEUE: usize = 2;
+
+/// Turns filled frames into descriptors and zstd frames in the temporary file.
+struct Compressor {
+    path: PathBuf,
+    file: File,
+    filter: FrameFilter,
+    cctx: CCtx<'static>,
+    /// The frame's byte planes, when shuffling.
+    planes: Vec<u8>,
+    compressed: Vec<u8>,
+    pos: u64,
+    /// Frames written so far: the next frame's sequence number.
+    frames: u64,
+}
+
+impl Compressor {
+    fn frame(&mut self, frame: &[u8]) -> Result<()> {
+        self.compressed.clear();
+        let src = match self.filter {
+            FrameFilter::None => frame,
+            FrameFilter::Shuffle => {
+                shuffle(frame, &mut self.planes);
+                &self.planes
+            }
+        };
+        self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
+            Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
+        })?;
+        let desc = frame_descriptor(self.frames, frame.len() / RECORD_SIZE, src);
+        self.file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
+        self.file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
+        self.pos += (DESC_SIZE + self.compressed.len()) as u64;
+        self.frames += 1;
+        Ok(())
+    }
+}
+
+/// Where filled frames go.
+enum Sink {
+    Inline(Box<Compressor>),
+    /// Frames go to `worker` through `tx`; their emptied buffers come back through `free`.
+    Background {
+        tx: SyncSender<Vec<u8>>,
+        free: Receiver<Vec<u8>>,
+        worker: JoinHandle<Result<Box<Compressor>>>,
+    },
+}
+
+impl Sink {
+    fn background(c: Box<Compressor>) -> Sink {
+        let (tx, rx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
+        let (free_tx, free): (Sender<Vec<u8>>, _) = channel();
+        let worker = std::thread::Builder::new()
+            .name("tiersim-trace-writer".into())
+            .spawn(move || {
+                let mut c = c;
+                for mut buf in rx {
+                    c.frame(&buf)?;
+                    buf.clear();
+                    let _ = free_tx.send(buf);
+                }
+                Ok(c)
+            })
+            .expect("spawning the trace writer's thread");
+        Sink::Background { tx, free, worker }
+    }
+
+    /// Every frame written: the compressor back, or the first error.
+    fn close(self) -> Result<Box<Compressor>> {
+        match self {
+            Sink::Inline(c) => Ok(c),
+            Sink::Background { tx, worker, .. } => {
+                drop(tx);
+                worker.join().unwrap_or_else(|_| Err(Error::Sim("the trace writer's thread panicked".into())))
+            }
+        }
     }
 }
 
@@ -34,19 +123,13 @@ impl Default for WriterOptions {
 pub struct TraceWriter {
     path: PathBuf,
     tmp_path: PathBuf,
-    file: Option<File>,
+    /// None once finished.
+    sink: Option<Sink>,
     meta: TraceMeta,
     v2p: V2p,
     filter: FrameFilter,
     frame_records: usize,
-    cctx: CCtx<'static>,
     frame: Vec<u8>,
-    /// The frame's byte planes, when shuffling.
-    planes: Vec<u8>,
-    compressed: Vec<u8>,
-    pos: u64,
-    /// Frames written so far: the next frame's sequence number.
-    frames: u64,
     stats: StatsBuilder,
     prev_time: u64,
 }
@@ -88,20 +171,25 @@ impl TraceWriter {
         cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
         cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
         let frame_bytes = opts.frame_records * RECORD_SIZE;
-        Ok(TraceWriter {
+        let c = Box::new(Compressor {
             path: path.to_owned(),
-            tmp_path,
-            file: Some(file),
-            meta,
-            v2p: V2p::Unrecorded,
+            file,
             filter,
-            frame_records: opts.frame_records,
             cctx,
-            frame: Vec::with_capacity(frame_bytes),
             planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
             compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
             pos: HEADER_SIZE as u64,
             frames: 0,
+        });
+        Ok(TraceWriter {
+            path: path.to_owned(),
+            tmp_path,
+            sink: Some(if opts.background { Sink::background(c) } else { Sink::Inline(c) }),
+            meta,
+            v2p: V2p::Unrecorded,
+            filter,
+            frame_records: opts.frame_records,
+            frame: Vec::with_capacity(frame_bytes),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             prev_time: 0,
         })
@@ -158,23 +246,22 @@ impl TraceWriter {
         if self.frame.is_empty() {
             return Ok(());
         }
-        self.compressed.clear();
-        let src = match self.filter {
-            FrameFilter::None => &self.frame,
-            FrameFilter::Shuffle => {
-                shuffle(&self.frame, &mut self.planes);
-                &self.planes
+        let sent = match self.sink.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))? {
+            Sink::Inline(c) => {
+                c.frame(&self.frame)?;
+                true
+            }
+            Sink::Background { tx, free, .. } => {
+                let next = free.try_recv().unwrap_or_else(|_| Vec::with_capacity(self.frame.capacity()));
+                let full = std::mem::replace(&mut self.frame, next);
+                tx.send(full).is_ok()
             }
         };
-        self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
-            Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
-        })?;
-        let desc = frame_descriptor(self.frames, self.frame.len() / RECORD_SIZE, src);
-        let file = self.file.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
-        file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
-        file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
-        self.pos += (DESC_SIZE + self.compressed.len()) as u64;
-        self.frames += 1;
+        if !sent {
+            // The thread stopped at an error: that error.
+            let sink = self.sink.take().expect("checked above");
+            return Err(sink.close().err().unwrap_or_else(|| Error::Sim("the trace writer's thread ended".into())));
+        }
         self.frame.clear();
         Ok(())
     }
@@ -190,14 +277,16 @@ impl TraceWriter {
 
     fn finish_inner(&mut self) -> Result<TraceStats> {
         self.flush_frame()?;
+        let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        let c = sink.close()?;
         let stats =
             std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
-        let records_end = self.pos;
+        let records_end = c.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
-        let mut file = self.file.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
+        let mut file = c.file;
         let io = |e| Error::io(&self.path, e);
         let mut trailer: Vec<u8> = stats.per_cpu.iter().flat_map(|c| c.to_le_bytes()).collect();
-        trailer.extend_from_slice(&end_block(&trailer, self.frames, stats.accesses));
+        trailer.extend_from_slice(&end_block(&trailer, c.frames, stats.accesses));
         file.write_all(&trailer).map_err(io)?;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header).map_err(io)?;
@@ -210,7 +299,9 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
+        if let Some(sink) = self.sink.take() {
+            // The thread's file is closed before it is removed.
+            let _ = sink.close();
             let _ = std::fs::remove_file(&self.tmp_path);
         }
     }

@@ -1,0 +1,227 @@
+//! Virtual to physical: the translator turns each virtual record into a physical one, with the
+//! frame pagemap shows for its page (read live, or from the runtime's snapshot), or the one the
+//! buddy model gives it; records of a page not yet mapped wait, in order.
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+use tiersim_core::{Access, Error, Result};
+
+use super::v2p::{Buddy, BuddyConfig, Lookup, Pagemap, PAGEMAP_PAGE};
+use super::{Settings, MAX_PENDING, SYNTHETIC_FRAME_BASE};
+use crate::format::{TraceWriter, V2p};
+
+/// Where physical frames come from.
+pub(super) enum Source {
+    /// pagemap, until its first answer tells whether frame numbers are readable.
+    Pagemap {
+        pm: Pagemap,
+        explicit: bool,
+        decided: bool,
+    },
+    Buddy(Buddy),
+}
+
+/// A virtual page's frame, and from which physical record on pagemap is asked again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mapping {
+    frame: u64,
+    recheck_at: u64,
+}
+
+/// `recheck_at` of a frame that is the page's own for good: the buddy model's, an exclusively
+/// mapped page's, a synthetic one.
+const FINAL: u64 = u64::MAX;
+/// Records between look-ups of a page pagemap shows as shared (the zero page, file pages): a
+/// write makes the kernel copy it to a new frame, which later records must use.
+const RECHECK_RECORDS: u64 = 1024;
+
+/// Turns virtual records into physical ones, in order: the buddy model fixes a page's frame at
+/// its first record, pagemap gives the frame the page has when its records are translated.
+pub(super) struct Translator {
+    pub(super) source: Source,
+    pub(super) buddy_cfg: BuddyConfig,
+    pub(super) page_shift: u32,
+    pub(super) frames: FxHashMap<u64, Mapping>,
+    pub(super) pending: VecDeque<Access>,
+    /// Physical records written: the clock of re-checks.
+    pub(super) written: u64,
+    pub(super) next_synthetic: u64,
+    pub(super) unresolved: u64,
+    pub(super) remaps: u64,
+    pub(super) note: String,
+}
+
+impl Translator {
+    pub(super) fn mode(&self) -> V2p {
+        match self.source {
+            Source::Pagemap { .. } => V2p::Pagemap,
+            Source::Buddy(_) => V2p::Buddy,
+        }
+    }
+
+    pub(super) fn use_buddy(&mut self, note: String) -> Result<()> {
+        self.source = Source::Buddy(Buddy::new(&self.buddy_cfg)?);
+        self.note = note;
+        Ok(())
+    }
+
+    /// The frame of virtual page `vpn` for a record (a write when `write`), if it can be known
+    /// now.
+    pub(super) fn frame(&mut self, vpn: u64, write: bool) -> Result<Option<u64>> {
+        if let Some(m) = self.frames.get(&vpn).copied() {
+            let due = self.written >= m.recheck_at || (write && m.recheck_at != FINAL);
+            if let (true, Source::Pagemap { pm, .. }) = (due, &mut self.source) {
+                let next = match pm.lookup(vpn) {
+                    Lookup::Frame { frame, exclusive } => {
+                        self.remaps += (frame != m.frame) as u64;
+                        Mapping { frame, recheck_at: if exclusive { FINAL } else { self.written + RECHECK_RECORDS } }
+                    }
+                    // Swapped out or unmapped since: keep the last frame seen.
+                    Lookup::Hidden | Lookup::Absent => Mapping { recheck_at: self.written + RECHECK_RECORDS, ..m },
+                };
+                self.frames.insert(vpn, next);
+                return Ok(Some(next.frame));
+            }
+            return Ok(Some(m.frame));
+        }
+        let m = match &mut self.source {
+            Source::Buddy(b) => match b.alloc() {
+                Some(frame) => Mapping { frame, recheck_at: FINAL },
+                None => {
+                    return Err(Error::config(
+                        "phys_mem",
+                        format!(
+                            "the buddy model's memory is full after {} pages of the program ({} frames held by other tenants); give a larger phys_mem or a lower fragmentation",
+                            self.frames.len(),
+                            b.held_frames()
+                        ),
+                    ))
+                }
+            },
+            Source::Pagemap { pm, explicit, decided } => match pm.lookup(vpn) {
+                Lookup::Frame { frame, exclusive } => {
+                    *decided = true;
+                    Mapping { frame, recheck_at: if exclusive { FINAL } else { self.written + RECHECK_RECORDS } }
+                }
+                Lookup::Hidden if !*decided => {
+                    let msg = format!(
+                        "{} shows every frame number as 0: reading them needs CAP_SYS_ADMIN (run as root)",
+                        pm.path().display()
+                    );
+                    if *explicit {
+                        return Err(Error::Sim(format!("{msg}; or capture with v2p buddy")));
+                    }
+                    // Nothing physical has been written yet, so the whole trace can switch.
+                    self.use_buddy(format!("{msg}, so the buddy model gave the frames"))?;
+                    return self.frame(vpn, write);
+                }
+                // The snapshot will not change: the page gets a synthetic frame now.
+                Lookup::Absent if pm.is_snapshot() => {
+                    let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
+                    self.next_synthetic += 1;
+                    self.unresolved += 1;
+                    Mapping { frame, recheck_at: FINAL }
+                }
+                Lookup::Hidden | Lookup::Absent => return Ok(None),
+            },
+        };
+        self.frames.insert(vpn, m);
+        Ok(Some(m.frame))
+    }
+
+    pub(super) fn write(&mut self, w: &mut TraceWriter, a: &Access, frame: u64) -> Result<()> {
+        self.written += 1;
+        w.write(&self.physical(a, frame))
+    }
+
+    pub(super) fn physical(&self, a: &Access, frame: u64) -> Access {
+        let offset = a.addr & ((1u64 << self.page_shift) - 1);
+        Access { addr: frame << self.page_shift | offset, ..*a }
+    }
+
+    pub(super) fn submit(&mut self, a: Access, w: &mut TraceWriter) -> Result<()> {
+        if self.pending.is_empty() {
+            if let Some(f) = self.frame(a.addr >> self.page_shift, a.op.is_write())? {
+                return self.write(w, &a, f);
+            }
+        }
+        self.pending.push_back(a);
+        if self.pending.len() > MAX_PENDING {
+            self.drain(w, Force::Head)?;
+        }
+        Ok(())
+    }
+
+    /// Write the pending records whose frames are known, in order.
+    pub(super) fn drain(&mut self, w: &mut TraceWriter, force: Force) -> Result<()> {
+        if let (Force::All, Source::Pagemap { decided: false, explicit: false, .. }) = (force, &self.source) {
+            if !self.pending.is_empty() && self.written == 0 {
+                // pagemap never showed a page (the program ended before it was read), and
+                // nothing physical is written yet: the whole trace can take the buddy model.
+                self.use_buddy(
+                    "the program ended before its pagemap could be read, so the buddy model gave the frames".into(),
+                )?;
+            }
+        }
+        let mut force_head = force == Force::Head;
+        while let Some(&a) = self.pending.front() {
+            let vpn = a.addr >> self.page_shift;
+            let f = match self.frame(vpn, a.op.is_write())? {
+                Some(f) => f,
+                None if force == Force::All || force_head => {
+                    let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
+                    self.next_synthetic += 1;
+                    self.unresolved += 1;
+                    self.frames.insert(vpn, Mapping { frame, recheck_at: FINAL });
+                    frame
+                }
+                None => break,
+            };
+            force_head = false;
+            self.write(w, &a, f)?;
+            self.pending.pop_front();
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Force {
+    None,
+    /// Give the oldest pending page a synthetic frame if it still has none.
+    Head,
+    /// End of input: every pending page gets a frame.
+    All,
+}
+
+/// The translator v2p asks for; `auto` takes pagemap when it can be opened.
+pub(super) fn translator(
+    s: &Settings,
+    pm: std::result::Result<Pagemap, String>,
+    page_shift: u32,
+) -> Result<Translator> {
+    let explicit = s.v2p == "pagemap";
+    let buddy = |note: String| -> Result<(Source, String)> { Ok((Source::Buddy(Buddy::new(&s.buddy)?), note)) };
+    let (source, note) = match (s.v2p.as_str(), pm) {
+        ("buddy", _) => buddy("asked for".into())?,
+        (_, Ok(pm)) if s.page_size as u64 == PAGEMAP_PAGE => {
+            (Source::Pagemap { pm, explicit, decided: false }, "frames read from /proc/PID/pagemap".into())
+        }
+        (_, Ok(_)) => buddy(format!("pagemap maps 4 KiB pages, not {}", s.page_size))?,
+        (_, Err(m)) if explicit => return Err(Error::Sim(format!("cannot read pagemap: {m}"))),
+        (_, Err(m)) => buddy(format!("{m}, so the buddy model gave the frames"))?,
+    };
+    Ok(Translator {
+        source,
+        buddy_cfg: s.buddy,
+        page_shift,
+        frames: FxHashMap::default(),
+        pending: VecDeque::new(),
+        written: 0,
+        next_synthetic: 0,
+        unresolved: 0,
+        remaps: 0,
+        note,
+    })
+}

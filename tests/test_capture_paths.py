@@ -1,0 +1,179 @@
+"""The capture paths record the same thing (issue 36): the tracing runtime's LLC model gives
+exactly the records of the native one (crates/tiersim-trace/src/capture/cache.rs) on the same
+access stream; tiersim's Valgrind tool and lackey give the same LLC misses and writebacks within
+0.5 %; each path writes the same bytes run to run; and a capture stopped by SIGTERM leaves
+nothing beside its output. tests/capture/sweep.c and hashmap.c, built here with gcc."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import tiersim
+from conftest import tiersim_cmd
+from tiersim._capture import default_virt_out
+
+HERE = Path(__file__).resolve().parent / "capture"
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing: `make env` installs it")
+# Without address-space randomisation a single-threaded program makes the same accesses at the
+# same addresses in every run (util-linux's setarch; the instrumented path runs the program
+# itself, Valgrind places the guest the same way every run on its own).
+NO_ASLR = ["setarch", os.uname().machine, "-R"]
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("paths")
+    runtime = tiersim.runtime_object(d / "cache")
+    out = {}
+    for name in ("sweep", "hashmap", "quarters"):
+        exe = d / name
+        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(HERE / f"{name}.c")], check=True)
+        obj = d / f"{name}_i.o"
+        subprocess.run(["gcc", "-O1", "-fsanitize=thread", "-c", str(HERE / f"{name}.c"), "-o", str(obj)], check=True)
+        subprocess.run(["gcc", str(obj), str(runtime), "-o", str(d / f"{name}_i"), "-pthread", "-ldl"], check=True)
+        out[name] = exe
+        out[f"{name}_i"] = d / f"{name}_i"
+    return out
+
+
+def rows(trace: Path) -> list[tuple]:
+    """(addr, size, op, cpu) of every record, in order."""
+    csv = trace.with_suffix(".csv")
+    tiersim.convert(trace, csv, dst_format="csv")
+    return pl.read_csv(csv, comment_prefix="#").select("addr", "size", "op", "cpu").rows()
+
+
+def test_runtime_llc_gives_the_native_models_records(progs, tmp_path: Path, monkeypatch, capfd):
+    # The same run twice (no ASLR; the environment padded to one length, TIERSIM_LLC and
+    # TIERSIM_LLC_WAYS being 3 characters longer in the second, so that the stack is at
+    # the same place): every access unfiltered, then through the runtime's 64 KiB LLC. The
+    # unfiltered trace, as lackey text through the native filter's LLC, must give the runtime's
+    # records exactly: same lines, same order, same fills and writebacks.
+    argv = [*NO_ASLR, str(progs["sweep_i"]), "1", "2"]
+    monkeypatch.setenv("TIERSIM_TEST_PAD", "xxx")
+    tiersim.capture_instrumented(argv, tmp_path / "raw.trace", params={"llc": 0, "v2p": "none"})
+    monkeypatch.setenv("TIERSIM_TEST_PAD", "")
+    filtered = tiersim.capture_instrumented(
+        argv, tmp_path / "f.trace", params={"llc": "64KiB", "llc_ways": 8, "v2p": "none"}
+    )
+    capfd.readouterr()
+    tiersim.convert(tmp_path / "raw.trace", tmp_path / "raw.lackey", dst_format="lackey")
+    model = tiersim.capture_lackey(
+        tmp_path / "raw.lackey", tmp_path / "m.trace", params={"llc": "64KiB", "llc_ways": 8, "v2p": "none"}
+    )
+    ours = rows(tmp_path / "f.trace")
+    assert filtered.report["llc"]["misses"] > 40_000
+    assert len(ours) == model["records"] == filtered.report["records"]
+    assert ours == rows(tmp_path / "m.trace")
+    assert filtered.report["llc"]["writebacks"] == model["llc"]["writebacks"] > 0
+
+
+@needs_valgrind
+@pytest.mark.parametrize(("prog", "args"), [("sweep", ["2", "2"]), ("hashmap", ["20000"])])
+def test_valgrind_tool_and_lackey_agree(progs, tmp_path: Path, capfd, prog: str, args: list[str]):
+    reps = {}
+    for tool in ("tiersim", "lackey"):
+        r = tiersim.capture(
+            [str(progs[prog]), *args], tmp_path / f"{tool}.trace", params={"llc": "256KiB", "v2p": "none"}, tool=tool
+        )
+        reps[tool] = r.report
+    capfd.readouterr()
+    t, lk = reps["tiersim"], reps["lackey"]
+    assert t["path"] == "valgrind_tool" and lk["path"] == "valgrind"
+    assert lk["llc"]["misses"] > 20_000
+    for k in ("misses", "writebacks"):
+        assert abs(t["llc"][k] - lk["llc"][k]) <= 0.005 * lk["llc"][k], (k, t["llc"], lk["llc"])
+    # Both count Valgrind's guest instructions.
+    assert abs(t["instructions"] - lk["instructions"]) <= 0.005 * lk["instructions"]
+
+
+@needs_valgrind
+@pytest.mark.parametrize("path", ["valgrind_tool", "instrumented"])
+def test_same_program_same_bytes(progs, tmp_path: Path, capfd, path: str):
+    params = {"llc": "256KiB", "v2p": "buddy", "fragmentation": 0.3}
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"r{i}.trace"
+        if path == "instrumented":
+            tiersim.capture_instrumented([*NO_ASLR, str(progs["sweep_i"]), "2", "1"], out, params=params)
+        else:
+            tiersim.capture([str(progs["sweep"]), "2", "1"], out, params=params)
+        outs.append(out)
+    capfd.readouterr()
+    assert tiersim.inspect(outs[0])["accesses"] > 30_000
+    for a, b in [(outs[0], outs[1]), (default_virt_out(outs[0]), default_virt_out(outs[1]))]:
+        assert a.read_bytes() == b.read_bytes(), a
+
+
+@needs_valgrind
+@pytest.mark.parametrize(
+    ("how", "keys", "mark"),
+    [
+        (["--valgrind-tool", "tiersim"], "3000000", ".tiersim-capture-"),
+        (["--instrumented"], "3000000", ".tiersim-capture-"),
+        # Every access recorded (about 30 million): the signal lands in the merge, once the
+        # traces' temporary files exist.
+        (["--instrumented", "--llc", "0"], "1000000", ".h."),
+    ],
+)
+def test_sigterm_mid_capture_leaves_nothing(progs, tmp_path: Path, how: list[str], keys: str, mark: str):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    prog = progs["hashmap_i"] if "--instrumented" in how else progs["hashmap"]
+    # 3M keys: minutes under Valgrind, seconds instrumented; the signal lands while it runs.
+    proc = subprocess.Popen(
+        [*tiersim_cmd(), "capture", *how, "-o", str(out_dir / "h.trace"), "--", str(prog), keys],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith(mark) for p in out_dir.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "no trace was written" in stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+def test_instrumented_program_that_crashes_leaves_nothing(progs, tmp_path: Path, capfd):
+    # abort() mid-run: the runtime's exit handler never runs, so there is no summary to trust:
+    # an error, and neither a trace nor the record directory is left.
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(tiersim.TiersimError, match="summary is missing"):
+        tiersim.capture_instrumented([str(progs["hashmap_i"]), "3000", "abort"], out_dir / "h.trace")
+    capfd.readouterr()
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("params", [{"llc_scope": "shared"}, {"cpu_map": "0"}])
+def test_instrumented_threads_sharing_one_cache(progs, tmp_path: Path, capfd, params: dict):
+    # quarters.c's four threads in one 256 KiB cache (one shared cache, or one CPU's): the cache
+    # turns from lock-free to locked as the second thread joins (membarrier). Each thread writes
+    # then reads its own 512 KiB quarter, which no 256 KiB cache holds, so each of its 8192 lines
+    # misses on both passes whoever shares the cache: at least 4 x 2 x 8192 misses.
+    r = tiersim.capture_instrumented(
+        [str(progs["quarters_i"]), "2"], tmp_path / "q.trace", params={"llc": "256KiB", "v2p": "none", **params}
+    )
+    capfd.readouterr()
+    llc = r.report["llc"]
+    assert r.exit_status == 0 and llc["caches"] == 1
+    assert 4 * 2 * 8192 <= llc["misses"] < 4 * 2 * 8192 * 1.1, llc
+    assert r.report["records"] == llc["misses"] + llc["writebacks"]
+    assert [t["thread"] for t in r.report["threads"]] == [0, 1, 2, 3]
