@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Capture speed on programs of real size (BENCHMARKS-capture.md, issue 36). Each line: wall time and
+# Capture speed on programs of real size (BENCHMARKS.md "Capture", issue 36). Each line: wall time and
 # CPU time (user + sys of the command and its children) from /usr/bin/time, then the capture
 # report's records and its split between the program's run and the merge.
 #   bash tests/capture/bench_big.sh pagerank [VERTICES] [DEGREE] [ITERS]   # native, instrumented 1/32 MiB, tool 32 MiB

@@ -1,4 +1,4 @@
-/* A memory-bound program of real size for `tiersim capture` speed figures (BENCHMARKS-capture.md):
+/* A memory-bound program of real size for `tiersim capture` speed figures (BENCHMARKS.md, "Capture"):
  * PageRank, pull style, over a random graph in CSR form whose in-edges favour low vertex numbers
  * (target = V * r^2, r uniform), so a few vertices are hot and most are cold, as in a power-law
  * graph. The default, 2,000,000 vertices of 48 in-edges and 4 iterations, holds about 440 MiB
