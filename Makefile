@@ -69,9 +69,11 @@ test: env browser lint
 	cargo test --workspace --exclude tiersim-py
 	$(VPY) -m pytest
 
-# The habits CI holds: rustfmt (rustfmt.toml), ruff's lint and format on the Python.
+# The habits CI holds: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff's lint and
+# format on the Python.
 lint: $(DEPS_STAMP)
 	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests tools
 	$(VENV)/bin/ruff format --check python tests tools
 

@@ -91,7 +91,7 @@ fn bad(tag: &str, bytes: &[u8], units: Units) -> (String, PathBuf) {
     let dir = tempfile::Builder::new().prefix(tag).tempdir().unwrap().keep();
     let path = dir.join("bwlat_50.txt");
     std::fs::write(&path, bytes).unwrap();
-    (read_paths(&[path.clone()], &[], units).unwrap_err().to_string(), path)
+    (read_paths(std::slice::from_ref(&path), &[], units).unwrap_err().to_string(), path)
 }
 
 #[test]
@@ -191,11 +191,14 @@ fn directories_skip_what_is_no_curve_and_refuse_two_of_one_mix() {
     );
 }
 
+/// A stored folder, its unit, and per curve (percent, rows, idle ns, max GB/s).
+type StoredFolder = (&'static str, Units, &'static [(u32, usize, f64, f64)]);
+
 #[test]
 fn every_stored_mess_file_reads_with_its_unit() {
     // (folder, unit, (percent, rows, idle ns, max GB/s)) as the folders' README gives them.
     let c21 = Units { cycles_ghz: Some(2.1), port_ns: 0.0 };
-    let cases: &[(&str, Units, &[(u32, usize, f64, f64)])] = &[
+    let cases: &[StoredFolder] = &[
         ("skylake-ddr4", NS, &[(52, 61, 66.0, 83.2), (98, 85, 66.4, 111.1)]),
         ("skylake-ddr4-7746acbf", NS, &[(2, 61, 93.6, 85.1), (100, 85, 94.4, 115.6)]),
         ("skylake-ddr4-2eb5ef69", c21, &[(48, 85, 94.2, 92.2), (52, 85, 94.3, 94.7)]),

@@ -316,10 +316,10 @@ impl Caches {
     fn get(&mut self, cpu: u32) -> Result<Option<&mut Cache>> {
         let Some(cfg) = self.config else { return Ok(None) };
         let key = if self.per_cpu { cpu } else { 0 };
-        if !self.caches.contains_key(&key) {
-            self.caches.insert(key, Cache::new(cfg)?);
-        }
-        Ok(self.caches.get_mut(&key))
+        Ok(Some(match self.caches.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Cache::new(cfg)?),
+        }))
     }
 
     fn report(&self) -> Option<LlcReport> {
