@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "trace": ("tiersim.cli.trace", "trace_app"),
     "platform": ("tiersim.cli.plugins", "platform_app"),
     "flash": ("tiersim.cli.flash", "flash_app"),
+    "workload": ("tiersim.cli.workload", "workload_app"),
 }
 
 
