@@ -488,7 +488,7 @@ def capture_workload(
             # runtime is in the program, so the wrapper is not traced; Valgrind lays out its guest
             # without randomisation itself).
             argv = ["setarch", os.uname().machine, "-R", *argv]
-        log = work / "fileio.log"
+        log = work / "fileio.calls"
         client_out: dict[str, Any] = {}
         client_thread = None
         if r.client is not None:
@@ -510,7 +510,9 @@ def capture_workload(
             client_thread.join(timeout=60)
         stdout = (work / "stdout").read_text(errors="replace")
         if res.exit_status != 0:
-            tail = "\n".join((work / "stderr").read_text(errors="replace").splitlines()[-STDERR_TAIL:])
+            # The program's own log file (redis-server writes there, not to stderr) counts as stderr.
+            text = "".join(f.read_text(errors="replace") for f in (work / "stderr", *sorted(work.glob("*.log"))))
+            tail = "\n".join(text.splitlines()[-STDERR_TAIL:])
             raise TiersimError(
                 f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} exited with status {res.exit_status}; "
                 f"no trace written. Its stderr ends:\n{tail}"
