@@ -474,7 +474,8 @@ def capture_workload(
         p["port"] = _free_port()
     shim = fileio_shim()
     base = Path(workdir) if workdir is not None else out_path.parent
-    work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base))
+    # Absolute: redis-server changes into --dir before it opens --logfile.
+    work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base)).resolve()
     mem = out_path.with_name(out_path.name + ".mem.tmp")
     cap_params: dict[str, Any] = {"v2p": "none", "llc": llc}
     if cpu_map is not None:
