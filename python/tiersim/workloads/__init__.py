@@ -160,12 +160,14 @@ def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
             "-t",
             p["tests"],
             "-q",
-            "--seed",
-            str(p["seed"]),
         ],
         capture_output=True,
         text=True,
     )
+    if bench.returncode != 0:
+        subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, text=True)
+        tail = (bench.stderr or bench.stdout).strip().splitlines()[-5:]
+        return {"error": f"redis-benchmark exited with status {bench.returncode}: {' / '.join(tail)}"}
     info = subprocess.run(["redis-cli", "-p", port, "info", "memory"], capture_output=True, text=True).stdout
     mem = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
     subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, text=True)
@@ -220,7 +222,6 @@ RECIPES: dict[str, Recipe] = {
             "value_size": Param(256, "value bytes (redis-benchmark -d)"),
             "clients": Param(8, "parallel connections (redis-benchmark -c)"),
             "aof": Param(True, "append-only file on (appendfsync everysec)"),
-            "seed": Param(1, "redis-benchmark --seed"),
             "port": Param(0, "TCP port (0: a free one)"),
         },
         stands_for=(
