@@ -132,6 +132,13 @@ def _redis_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]
     ]
 
 
+def _client_run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """A client process, without the capture's shims: it runs while os.environ holds them for the
+    captured program, and its own calls would otherwise land in that program's file I/O log."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "TIERSIM_FILEIO_LOG")}
+    return subprocess.run(args, capture_output=True, text=True, env=env)
+
+
 def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
     """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
     port = str(p["port"])
@@ -144,7 +151,7 @@ def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 return {"error": "redis-server did not accept connections within 300 s"}
             time.sleep(0.2)
-    bench = subprocess.run(
+    bench = _client_run(
         [
             "redis-benchmark",
             "-p",
@@ -160,17 +167,15 @@ def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
             "-t",
             p["tests"],
             "-q",
-        ],
-        capture_output=True,
-        text=True,
+        ]
     )
     if bench.returncode != 0:
-        subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, text=True)
+        _client_run(["redis-cli", "-p", port, "shutdown", "nosave"])
         tail = (bench.stderr or bench.stdout).strip().splitlines()[-5:]
         return {"error": f"redis-benchmark exited with status {bench.returncode}: {' / '.join(tail)}"}
-    info = subprocess.run(["redis-cli", "-p", port, "info", "memory"], capture_output=True, text=True).stdout
+    info = _client_run(["redis-cli", "-p", port, "info", "memory"]).stdout
     mem = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, text=True)
+    _client_run(["redis-cli", "-p", port, "shutdown", "nosave"])
     return {
         "benchmark": bench.stdout.strip().replace("\r", "\n").splitlines()[-8:],
         "benchmark_status": bench.returncode,
