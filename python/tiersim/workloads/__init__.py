@@ -527,8 +527,13 @@ def capture_workload(
         if "error" in client_out:
             raise TiersimError(f"workload {name}: {client_out['error']}; no trace written")
         merged = merge(mem, log, out_path)
-        disk = sum(f.stat().st_size for f in (work / "db").rglob("*") if f.is_file())
-        disk += sum(f.stat().st_size for f in work.glob("*.aof*") if f.is_file())
+        # The program's data files (redis keeps its AOF in appendonlydir), not the capture's own.
+        ours = {"stdout", "stderr", "fileio.calls"}
+        disk = sum(
+            f.stat().st_size
+            for f in work.rglob("*")
+            if f.is_file() and (f.parent != work or (f.name not in ours and f.suffix != ".log"))
+        )
         return {
             "workload": name,
             "path": path,
