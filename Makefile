@@ -13,9 +13,9 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind vm
+.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind vm workloads
 
-env: $(BUILD_STAMP) valgrind vm
+env: $(BUILD_STAMP) valgrind vm workloads
 
 # Valgrind runs the programs `tiersim capture` traces (and its tests); its header
 # valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim, and its
@@ -45,6 +45,16 @@ vm:
 		mkdir -p $(VM_DIR)/deb && cd $(VM_DIR)/deb && apt-get download -q $$pkg && \
 		rm -rf $(VM_DIR)/linux.tmp && dpkg -x $${pkg}_*.deb $(VM_DIR)/linux.tmp && \
 		rm -rf $(VM_DIR)/linux && mv $(VM_DIR)/linux.tmp $(VM_DIR)/linux && rm -f $${pkg}_*.deb; }
+
+# The real programs `tiersim workload` captures (docs/workloads.md, "Real programs"): WiredTiger's
+# library and headers for our driver, redis-server and redis-benchmark, RocksDB's db_bench.
+# Installed from Debian only when one is missing, with sudo only when not root.
+WORKLOAD_PKGS := libwiredtiger-dev wiredtiger redis-server redis-tools rocksdb-tools
+workloads:
+	@{ [ -e /usr/include/wiredtiger.h ] && command -v wt && command -v redis-server && command -v redis-benchmark \
+		&& command -v db_bench; } >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(WORKLOAD_PKGS); }
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)

@@ -129,7 +129,21 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let mut points: Vec<(u64, u64)> = Vec::new();
     let mut n = 0u64;
     let (mut mappings, mut mapped_bytes) = (0u64, 0u64);
+    // Records and bytes per kind (anonymous, file mapping, buffered call, O_DIRECT call) and
+    // direction: how much of a captured program's traffic is file I/O, and through which path.
+    let mut kinds = [[(0u64, 0u64); 2]; 4];
     crate::for_each_access(r.as_mut(), |a| {
+        if !a.is_map() {
+            let kind = match (a.is_file(), a.is_syscall(), a.is_direct()) {
+                (false, _, _) => 0,
+                (true, false, _) => 1,
+                (true, true, false) => 2,
+                (true, true, true) => 3,
+            };
+            let k = &mut kinds[kind][a.op.is_write() as usize];
+            k.0 += 1;
+            k.1 += a.size as u64;
+        }
         if a.is_map() {
             // Not an access: counted apart, outside reuse and hotness.
             mappings += 1;
@@ -164,6 +178,14 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         let k = ((counts.len() as f64 * frac).ceil() as usize).clamp(1, counts.len());
         counts[..k].iter().sum::<u64>() as f64 / n as f64
     };
+    let by_kind: serde_json::Map<String, Value> = ["anonymous", "file_mapping", "syscall", "direct"]
+        .iter()
+        .zip(kinds.iter())
+        .map(|(name, k)| {
+            let v = json!({"reads": k[0].0, "read_bytes": k[0].1, "writes": k[1].0, "write_bytes": k[1].1});
+            (name.to_string(), v)
+        })
+        .collect();
     Ok(json!({
         "path": path.display().to_string(),
         "accesses": n,
@@ -171,6 +193,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         "pages": counts.len(),
         "mapping_records": mappings,
         "mapped_bytes": mapped_bytes,
+        "by_kind": by_kind,
         "reuse_distance": {
             "unit": "distinct pages",
             "cold": cold,

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "platform": ("tiersim.cli.plugins", "platform_app"),
     "flash": ("tiersim.cli.flash", "flash_app"),
     "validate": ("tiersim.cli.validate", "validate_app"),
+    "workload": ("tiersim.cli.workload", "workload_app"),
 }
 
 

@@ -38,14 +38,47 @@ trace_app = typer.Typer(help="Trace files: inspect, verify, convert, sample, sta
 def trace_inspect(
     file: Annotated[Path, typer.Argument(help="Trace file.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+    io: Annotated[
+        bool,
+        typer.Option("--io", help="Also read every record: records and bytes by kind (memory, file mapping, calls)."),
+    ] = False,
 ) -> None:
     """Print a trace's header and statistics."""
     with _user_errors():
         info = tiersim.inspect(file)
+        if io:
+            info["by_kind"] = tiersim.trace_stats(file, max_points=2)["by_kind"]
     if as_json:
         _echo_raw(json.dumps(info, sort_keys=True, indent=2))
     else:
-        _print(*_inspect_tables(info))
+        _print(*_inspect_tables(info), *([_io_table(info["by_kind"])] if io else []))
+
+
+_KIND_NAMES = {
+    "anonymous": "anonymous memory",
+    "file_mapping": "file mapping (loads/stores)",
+    "syscall": "read/write calls (page cache)",
+    "direct": "O_DIRECT calls",
+}
+
+
+def _io_table(by_kind: dict[str, dict[str, int]]) -> Table:
+    """Records and bytes per kind of record and direction, with each kind's share of the bytes."""
+    total = sum(k["read_bytes"] + k["write_bytes"] for k in by_kind.values()) or 1
+    t = Table(title="records by kind", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("kind", "reads", "read bytes", "writes", "write bytes", "share of bytes"):
+        t.add_column(col, justify="left" if col == "kind" else "right")
+    for key in sorted(by_kind, key=lambda k: list(_KIND_NAMES).index(k) if k in _KIND_NAMES else 99):
+        k = by_kind[key]
+        t.add_row(
+            _KIND_NAMES.get(key, key),
+            _int(k["reads"]),
+            _bytes(k["read_bytes"]),
+            _int(k["writes"]),
+            _bytes(k["write_bytes"]),
+            f"{100 * (k['read_bytes'] + k['write_bytes']) / total:.1f}%",
+        )
+    return t
 
 
 @trace_app.command("verify")
@@ -187,7 +220,7 @@ def trace_stats_cmd(
         rows.append(
             ("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)")
         )
-    tables: list[Any] = [_kv_table("trace statistics", rows)]
+    tables: list[Any] = [_kv_table("trace statistics", rows), _io_table(stats["by_kind"])]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),
         ("hotness", "page hotness", "accesses per page"),

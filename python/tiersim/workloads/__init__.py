@@ -1,0 +1,559 @@
+"""`tiersim workload`: real programs as workloads. Each recipe names the Debian packages it needs,
+builds our own driver where there is one (a WiredTiger YCSB driver, a graph500-style BFS), runs the
+program at a size a 2-core machine captures in minutes, and captures it with its file I/O
+(runtime/tiersim_fileio_rt.c, merged by _fileio.py) into one native trace. docs/workloads.md,
+"Real programs", lists the recipes, their parameters and the real sizes they stand for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tiersim
+from tiersim._capture import capture, capture_instrumented, runtime_object
+from tiersim._native import TiersimError
+from tiersim.workloads._fileio import merge
+
+HERE = Path(__file__).resolve().parent
+FILEIO_SRC = HERE.parent / "runtime" / "tiersim_fileio_rt.c"
+MAKE_HINT = "`make workloads` installs it (apt-get install {pkgs})"
+STDERR_TAIL = 20
+
+
+@dataclass
+class Param:
+    default: Any
+    help: str
+
+
+@dataclass
+class Recipe:
+    name: str
+    summary: str
+    packages: tuple[str, ...]
+    # Files whose absence means a package is missing: (path, package).
+    needs: tuple[tuple[str, str], ...]
+    params: dict[str, Param]
+    stands_for: str
+    default_path: str
+    paths: tuple[str, ...]
+    # (params, workdir, exe or None) -> argv of the program to capture
+    argv: Callable[[Mapping[str, Any], Path, Path | None], list[str]]
+    source: str | None = None
+    libs: tuple[str, ...] = ()
+    # Runs beside the captured program (a client); returns what it measured.
+    client: Callable[[Mapping[str, Any], Path], dict[str, Any]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _wt_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    assert exe is not None
+    return [
+        str(exe),
+        str(work / "db"),
+        str(p["records"]),
+        str(p["ops"]),
+        str(p["threads"]),
+        str(p["ycsb"]),
+        str(p["value_size"]),
+        str(p["cache_mb"]),
+        "1" if p["log"] else "0",
+        str(p["checkpoint_every"]),
+        "1" if p["mmap"] else "0",
+        str(p["theta"]),
+        str(p["seed"]),
+        str(p["log_file_max_mb"]),
+    ]
+
+
+def _bfs_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    assert exe is not None
+    return [str(exe), str(p["scale"]), str(p["edgefactor"]), str(p["roots"]), str(p["threads"]), str(p["seed"])]
+
+
+def _rocksdb_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    return [
+        "db_bench",
+        f"--benchmarks={p['benchmarks']}",
+        f"--num={p['num']}",
+        f"--reads={p['reads']}",
+        f"--value_size={p['value_size']}",
+        f"--cache_size={p['cache_bytes']}",
+        f"--threads={p['threads']}",
+        f"--write_buffer_size={p['write_buffer_size']}",
+        f"--seed={p['seed']}",
+        f"--db={work / 'db'}",
+        f"--wal_dir={work / 'db'}",
+        "--compression_type=none",
+        "--use_existing_db=0",
+        "--statistics=0",
+        f"--use_direct_reads={'true' if p['direct_reads'] else 'false'}",
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _redis_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    return [
+        "redis-server",
+        "--port",
+        str(p["port"]),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(work),
+        "--save",
+        "",
+        "--appendonly",
+        "yes" if p["aof"] else "no",
+        "--appendfsync",
+        "everysec",
+        "--logfile",
+        str(work / "redis.log"),
+        "--daemonize",
+        "no",
+    ]
+
+
+def _client_run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """A client process, without the capture's shims: it runs while os.environ holds them for the
+    captured program, and its own calls would otherwise land in that program's file I/O log."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "TIERSIM_FILEIO_LOG")}
+    return subprocess.run(args, capture_output=True, text=True, env=env)
+
+
+def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
+    """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
+    port = str(p["port"])
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                return {"error": "redis-server did not accept connections within 300 s"}
+            time.sleep(0.2)
+    bench = _client_run(
+        [
+            "redis-benchmark",
+            "-p",
+            port,
+            "-n",
+            str(p["requests"]),
+            "-r",
+            str(p["keyspace"]),
+            "-d",
+            str(p["value_size"]),
+            "-c",
+            str(p["clients"]),
+            "-t",
+            p["tests"],
+            "-q",
+        ]
+    )
+    if bench.returncode != 0:
+        _client_run(["redis-cli", "-p", port, "shutdown", "nosave"])
+        tail = (bench.stderr or bench.stdout).strip().splitlines()[-5:]
+        return {"error": f"redis-benchmark exited with status {bench.returncode}: {' / '.join(tail)}"}
+    info = _client_run(["redis-cli", "-p", port, "info", "memory"]).stdout
+    mem = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    _client_run(["redis-cli", "-p", port, "shutdown", "nosave"])
+    return {
+        "benchmark": bench.stdout.strip().replace("\r", "\n").splitlines()[-8:],
+        "benchmark_status": bench.returncode,
+        "used_memory": int(mem.get("used_memory", "0").strip() or 0),
+        "used_memory_rss": int(mem.get("used_memory_rss", "0").strip() or 0),
+    }
+
+
+RECIPES: dict[str, Recipe] = {
+    "wiredtiger": Recipe(
+        name="wiredtiger",
+        summary="our YCSB driver (A/B/C/F, scrambled zipfian) on a WiredTiger 3.2.1 table",
+        packages=("libwiredtiger-dev", "wiredtiger"),
+        needs=(("/usr/include/wiredtiger.h", "libwiredtiger-dev"),),
+        params={
+            "ycsb": Param("a", "YCSB mix: a (50 % updates), b (5 %), c (reads), f (50 % read-modify-write)"),
+            "records": Param(20000, "records loaded"),
+            "ops": Param(20000, "operations of the run phase, over all threads"),
+            "threads": Param(4, "client threads"),
+            "value_size": Param(100, "bytes per value"),
+            "cache_mb": Param(1, "WiredTiger cache_size in MiB"),
+            "log": Param(True, "write-ahead log on"),
+            "log_file_max_mb": Param(100, "log file size in MiB (WiredTiger's file_max; files are preallocated)"),
+            "checkpoint_every": Param(0, "thread 0 checkpoints every N of its operations (0: only after load)"),
+            "mmap": Param(False, "WiredTiger's mmap=true (reads of checkpointed blocks through a file mapping)"),
+            "theta": Param(0.99, "zipfian constant"),
+            "seed": Param(1, "key chooser seed"),
+        },
+        stands_for=(
+            "seed 001's runs: a table of about 2x the engine's cache (here 20,000 x 100 B = 2.3 MiB "
+            "on disk against a 1 MiB cache; seed 001 ran tens of GiB against a cache of a few GiB) "
+            "and a dozen client threads (here 4)"
+        ),
+        default_path="valgrind",
+        paths=("valgrind", "instrumented"),
+        argv=_wt_argv,
+        source="wt_driver.c",
+        libs=("-lwiredtiger", "-lm"),
+    ),
+    "redis": Recipe(
+        name="redis",
+        summary="redis-server 7 under redis-benchmark's load (GET/SET/INCR/LPUSH), the server captured",
+        packages=("redis-server", "redis-tools"),
+        needs=(("/usr/bin/redis-server", "redis-server"), ("/usr/bin/redis-benchmark", "redis-tools")),
+        params={
+            "tests": Param("get,set,incr,lpush", "redis-benchmark -t"),
+            "requests": Param(2000, "requests per test (redis-benchmark -n)"),
+            "keyspace": Param(10000, "random keys (redis-benchmark -r)"),
+            "value_size": Param(256, "value bytes (redis-benchmark -d)"),
+            "clients": Param(8, "parallel connections (redis-benchmark -c)"),
+            "aof": Param(True, "append-only file on (appendfsync everysec)"),
+            "port": Param(0, "TCP port (0: a free one)"),
+        },
+        stands_for=(
+            "AutoTiering's key-value rows: a server whose data set exceeds DRAM; here 10,000 keys of "
+            "256 B (a few MiB) and 8,000 requests"
+        ),
+        default_path="valgrind",
+        paths=("valgrind",),
+        argv=_redis_argv,
+        client=_redis_client,
+    ),
+    "rocksdb": Recipe(
+        name="rocksdb",
+        summary="RocksDB 7.8's db_bench (fillrandom, readrandom, readwhilewriting) with a given block cache",
+        packages=("rocksdb-tools",),
+        needs=(("/usr/bin/db_bench", "rocksdb-tools"),),
+        params={
+            "benchmarks": Param("fillrandom,readrandom", "db_bench --benchmarks"),
+            "num": Param(5000, "keys (db_bench --num)"),
+            "reads": Param(5000, "reads (db_bench --reads)"),
+            "value_size": Param(100, "value bytes"),
+            "cache_bytes": Param(1 << 20, "block cache bytes (db_bench --cache_size)"),
+            "threads": Param(1, "db_bench --threads"),
+            "write_buffer_size": Param(131072, "memtable bytes before a flush to an SST file"),
+            "direct_reads": Param(False, "db_bench --use_direct_reads (O_DIRECT)"),
+            "seed": Param(1, "db_bench --seed"),
+        },
+        stands_for="a key-value store larger than its block cache; here 5,000 keys of 100 B against 1 MiB",
+        default_path="valgrind",
+        paths=("valgrind",),
+        argv=_rocksdb_argv,
+    ),
+    "bfs": Recipe(
+        name="bfs",
+        summary="graph500's kernels in our own code: Kronecker edge list, CSR, BFS from random roots",
+        packages=(),
+        needs=(),
+        params={
+            "scale": Param(14, "log2 of the vertices (graph500 SCALE)"),
+            "edgefactor": Param(16, "edges per vertex (graph500 edgefactor)"),
+            "roots": Param(4, "BFS roots (graph500 runs 64)"),
+            "threads": Param(2, "threads expanding each level's frontier"),
+            "seed": Param(1, "generator seed"),
+        },
+        stands_for=(
+            "AutoTiering's graph500 (SCALE 27-28, tens of GiB); SCALE 14 is 16,384 vertices, 262,144 "
+            "edges and 9 MiB of data, SCALE 20 about 600 MiB"
+        ),
+        default_path="instrumented",
+        paths=("instrumented", "valgrind"),
+        argv=_bfs_argv,
+        source="bfs.c",
+    ),
+}
+
+
+def _check_packages(r: Recipe) -> None:
+    for path, pkg in r.needs:
+        if not Path(path).exists():
+            raise TiersimError(
+                f"workload {r.name}: {path} is missing (Debian package {pkg}); "
+                + MAKE_HINT.format(pkgs=" ".join(r.packages))
+            )
+
+
+def get(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise TiersimError(f"unknown workload '{name}'; valid: {', '.join(sorted(RECIPES))}")
+    return RECIPES[name]
+
+
+def list_workloads() -> list[dict[str, Any]]:
+    """Every recipe: name, summary, packages, parameters with defaults, the size it stands for,
+    and whether its packages are installed."""
+    out = []
+    for r in RECIPES.values():
+        out.append(
+            {
+                "name": r.name,
+                "summary": r.summary,
+                "packages": list(r.packages),
+                "installed": all(Path(p).exists() for p, _ in r.needs),
+                "paths": list(r.paths),
+                "params": {k: {"default": v.default, "help": v.help} for k, v in r.params.items()},
+                "stands_for": r.stands_for,
+            }
+        )
+    return out
+
+
+def resolve(r: Recipe, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Defaults with `params` over them; an unknown key names the valid ones, a value takes the
+    default's type."""
+    out = {k: v.default for k, v in r.params.items()}
+    for k, v in (params or {}).items():
+        if k not in out:
+            raise TiersimError(f"workload {r.name} has no parameter '{k}'; valid: {', '.join(out)}")
+        d = out[k]
+        try:
+            if isinstance(d, bool):
+                if isinstance(v, str):
+                    if v.lower() not in ("true", "false", "1", "0", "on", "off"):
+                        raise ValueError(v)
+                    v = v.lower() in ("true", "1", "on")
+                out[k] = bool(v)
+            elif isinstance(d, int):
+                out[k] = int(v)
+            elif isinstance(d, float):
+                out[k] = float(v)
+            else:
+                out[k] = str(v)
+        except ValueError:
+            raise TiersimError(f"workload {r.name}: {k} = {v!r} is not a {type(d).__name__}") from None
+    return out
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
+
+
+def _cc() -> str:
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        raise TiersimError(f"no C compiler '{cc}': install gcc or set CC")
+    return cc
+
+
+def _compile(args: list[str], what: str) -> None:
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TiersimError(f"building {what} failed:\n{r.stderr.strip()}")
+
+
+def build(name: str, path: str | None = None) -> Path | None:
+    """Build the recipe's own program (None for packaged binaries), for the Valgrind path or
+    instrumented (-fsanitize=thread, linked with the tracing runtime); cached by source hash."""
+    r = get(name)
+    _check_packages(r)
+    path = path or r.default_path
+    if path not in r.paths:
+        raise TiersimError(f"workload {name} captures on {', '.join(r.paths)}, not '{path}'")
+    if r.source is None:
+        return None
+    src = HERE / r.source
+    cc = _cc()
+    cflags = ["-O2", "-g", "-pthread"]
+    extra: list[str] = []
+    if path == "instrumented":
+        cflags.append("-fsanitize=thread")
+        extra = [str(runtime_object()), "-rdynamic", "-ldl"]
+    key = hashlib.sha256(src.read_bytes() + " ".join([cc, path, *cflags, *r.libs]).encode()).hexdigest()[:16]
+    exe = _cache_dir() / f"{src.stem}-{path}-{key}"
+    if exe.exists():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
+        obj = Path(tmp) / "prog.o"
+        _compile([cc, *cflags, "-c", str(src), "-o", str(obj)], f"{name} ({src.name})")
+        _compile([cc, str(obj), *extra, "-o", str(Path(tmp) / "prog"), "-pthread", *r.libs], f"{name} (link)")
+        os.replace(Path(tmp) / "prog", exe)
+    return exe
+
+
+def fileio_shim() -> Path:
+    """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler."""
+    cc = _cc()
+    flags = ["-O2", "-fPIC", "-shared", "-Wall"]
+    key = hashlib.sha256(FILEIO_SRC.read_bytes() + " ".join([cc, *flags]).encode()).hexdigest()[:16]
+    so = _cache_dir() / f"tiersim_fileio_rt-{key}.so"
+    if so.exists():
+        return so
+    so.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=so.parent)
+    os.close(fd)
+    try:
+        _compile([cc, *flags, str(FILEIO_SRC), "-o", tmp, "-ldl"], "the file I/O shim")
+        os.replace(tmp, so)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return so
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the program `capture` starts (it copies os.environ)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _redirected(stdout: Path, stderr: Path) -> Iterator[None]:
+    """The program's stdout and stderr (inherited descriptors 1 and 2) into files, so that its
+    report can be read and its stderr's tail shown when it fails."""
+    saved = os.dup(1), os.dup(2)
+    with open(stdout, "wb") as o, open(stderr, "wb") as e:
+        os.dup2(o.fileno(), 1)
+        os.dup2(e.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _program_report(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        for word in line.split():
+            if "=" in word:
+                k, v = word.split("=", 1)
+                out[k] = v
+    return out
+
+
+def capture_workload(
+    name: str,
+    out: str | os.PathLike[str],
+    *,
+    params: Mapping[str, Any] | None = None,
+    path: str | None = None,
+    llc: str = "16MiB",
+    cpu_map: str | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
+    """Run workload `name` and write its trace (virtual addresses, memory and file records) to
+    `out`. `workdir` is the directory (and so the file system) the program's files live in
+    (default: a temporary directory beside `out`, removed after). Returns a report: the program's
+    own figures, the capture's, the file I/O merged, elapsed seconds.
+
+    A program that exits non-zero raises TiersimError with its status and stderr's tail, and
+    leaves no trace."""
+    r = get(name)
+    p = resolve(r, params)
+    path = path or r.default_path
+    exe = build(name, path)
+    out_path = Path(out)
+    if out_path.is_dir() or not out_path.parent.is_dir():
+        raise TiersimError(f"cannot write trace '{out_path}': give a file in an existing directory")
+    if "port" in p and p["port"] == 0:
+        p["port"] = _free_port()
+    shim = fileio_shim()
+    base = Path(workdir) if workdir is not None else out_path.parent
+    # Absolute: redis-server changes into --dir before it opens --logfile.
+    work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base)).resolve()
+    mem = out_path.with_name(out_path.name + ".mem.tmp")
+    cap_params: dict[str, Any] = {"v2p": "none", "llc": llc}
+    if cpu_map is not None:
+        cap_params["cpu_map"] = cpu_map
+    start = time.monotonic()
+    try:
+        (work / "db").mkdir()
+        argv = r.argv(p, work, exe)
+        if path == "instrumented" and shutil.which("setarch") is not None:
+            # No address-space randomisation, so that a virtual trace repeats from run to run (the
+            # runtime is in the program, so the wrapper is not traced; Valgrind lays out its guest
+            # without randomisation itself).
+            argv = ["setarch", os.uname().machine, "-R", *argv]
+        log = work / "fileio.calls"
+        client_out: dict[str, Any] = {}
+        client_thread = None
+        if r.client is not None:
+            client_fn = r.client
+
+            def run_client() -> None:
+                client_out.update(client_fn(p, work))
+
+            client_thread = threading.Thread(target=run_client, name=f"tiersim-{name}-client", daemon=True)
+            client_thread.start()
+        preload = " ".join(filter(None, (str(shim), os.environ.get("LD_PRELOAD"))))
+        with _environ(LD_PRELOAD=preload, TIERSIM_FILEIO_LOG=str(log)):
+            with _redirected(work / "stdout", work / "stderr"):
+                if path == "instrumented":
+                    res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
+                else:
+                    res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+        if client_thread is not None:
+            client_thread.join(timeout=60)
+        stdout = (work / "stdout").read_text(errors="replace")
+        if res.exit_status != 0:
+            # The program's own log file (redis-server writes there, not to stderr) counts as stderr.
+            text = "".join(f.read_text(errors="replace") for f in (work / "stderr", *sorted(work.glob("*.log"))))
+            tail = "\n".join(text.splitlines()[-STDERR_TAIL:])
+            raise TiersimError(
+                f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} exited with status {res.exit_status}; "
+                f"no trace written. Its stderr ends:\n{tail}"
+            )
+        if "error" in client_out:
+            raise TiersimError(f"workload {name}: {client_out['error']}; no trace written")
+        merged = merge(mem, log, out_path)
+        # The program's data files (redis keeps its AOF in appendonlydir), not the capture's own.
+        ours = {"stdout", "stderr", "fileio.calls"}
+        disk = sum(
+            f.stat().st_size
+            for f in work.rglob("*")
+            if f.is_file() and (f.parent != work or (f.name not in ours and f.suffix != ".log"))
+        )
+        return {
+            "workload": name,
+            "path": path,
+            "argv": argv,
+            "params": p,
+            "program": _program_report(stdout),
+            "client": client_out,
+            "capture": res.report,
+            "fileio": merged,
+            "disk_bytes": disk,
+            "elapsed_s": round(time.monotonic() - start, 2),
+            "inspect": tiersim.inspect(out_path),
+        }
+    except BaseException:
+        out_path.unlink(missing_ok=True)
+        raise
+    finally:
+        mem.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def save_report(report: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -1,0 +1,184 @@
+"""Merge the file I/O shim's log (runtime/tiersim_fileio_rt.c) into a captured memory trace.
+
+Each logged call was marked in the memory trace by a load of its own line in the shim's marker
+region, on the calling thread at the time of the call; that record is replaced by the call's file
+records (trace flag bits 0-2, docs/trace-format.md). Every file gets a region of its own at
+FILE_BASE, announced by mapping records (flag 9) at the start; loads and stores inside an mmap of a
+file move to that file's region as file-page accesses (flag 1).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tiersim
+from tiersim._native import TiersimError
+
+# Above any heap or mmap address a 47-bit user space hands out below the stack, 2 MiB-aligned.
+FILE_BASE = 0x6000_0000_0000
+REGION_ALIGN = 2 << 20
+# A record's size is a u16: a call is cut into pieces of at most this many bytes (a multiple of
+# 4 KiB, and of 512 B as O_DIRECT needs).
+CHUNK = 32768
+MAP_UNIT = 4096
+MAP_UNITS_MAX = 65535
+
+
+@dataclass
+class Call:
+    kind: str
+    fd: int
+    file: str | None = None
+    offset: int = 0
+    size: int = 0
+    direct: bool = False
+    addr: int = 0
+
+
+@dataclass
+class FileLog:
+    marker_base: int = 0
+    marker_bytes: int = 0
+    calls: dict[int, Call] = field(default_factory=dict)
+    paths: dict[str, str] = field(default_factory=dict)
+    extent: dict[str, int] = field(default_factory=dict)
+
+
+def read_log(path: Path) -> FileLog:
+    """The shim's log: which file each descriptor named when each call was made, in call order."""
+    log = FileLog()
+    if not path.exists():
+        return log
+    entries: list[tuple[int, list[str]]] = []
+    pid = ""
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("B "):
+            # A process started (the program, or a wrapper such as setarch that then execs it, in
+            # the same pid): its calls are numbered from 0 again. The last one is the program.
+            _, base, size, pid = line.split(" ")
+            log.marker_base, log.marker_bytes = int(base, 16), int(size)
+            entries = []
+            continue
+        parts = line.split(" ", 6)
+        if parts[0] == pid:
+            entries.append((int(parts[1]), parts[2:]))
+    entries.sort(key=lambda e: e[0])
+    open_files: dict[int, tuple[str, bool]] = {}
+    for i, p in entries:
+        kind = p[0]
+        if kind == "O":
+            fd, direct, key = int(p[1]), p[2] == "1", p[3]
+            open_files[fd] = (key, direct)
+            log.paths.setdefault(key, p[4] if len(p) > 4 else "?")
+            log.extent.setdefault(key, 0)
+            log.calls[i] = Call("O", fd, key, direct=direct)
+        elif kind in ("R", "W"):
+            fd = int(p[1])
+            if fd not in open_files:
+                continue
+            key, direct = open_files[fd]
+            off, size = int(p[2]), int(p[3])
+            log.extent[key] = max(log.extent[key], off + size)
+            log.calls[i] = Call(kind, fd, key, off, size, direct)
+        elif kind == "S" and int(p[1]) in open_files:
+            log.calls[i] = Call("S", int(p[1]), open_files[int(p[1])][0])
+        elif kind == "C":
+            open_files.pop(int(p[1]), None)
+            log.calls[i] = Call("C", int(p[1]))
+        elif kind == "M" and int(p[1]) in open_files:
+            key = open_files[int(p[1])][0]
+            addr, size, off = int(p[2], 16), int(p[3]), int(p[4])
+            log.extent[key] = max(log.extent[key], off + size)
+            log.calls[i] = Call("M", int(p[1]), key, off, size, addr=addr)
+        elif kind == "U":
+            log.calls[i] = Call("U", -1, None, 0, int(p[2]), addr=int(p[1], 16))
+    return log
+
+
+def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
+    """Write `out`: `mem_trace` (a virtual trace) with the logged calls in place of their markers.
+    Returns what was merged (calls and bytes per kind, files, markers not found)."""
+    log = read_log(log_path)
+    regions: dict[str, int] = {}
+    at = FILE_BASE
+    for key in log.extent:
+        regions[key] = at
+        size = max(log.extent[key], MAP_UNIT)
+        at += (size + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
+    counts: Counter[str] = Counter()
+    nbytes: Counter[str] = Counter()
+    seen: set[int] = set()
+    maps: list[tuple[int, int, int]] = []
+    with tempfile.TemporaryDirectory(prefix=".tiersim-fileio-", dir=out.parent) as tmp:
+        src_csv, dst_csv = Path(tmp) / "mem.csv", Path(tmp) / "merged.csv"
+        tiersim.convert(mem_trace, src_csv, dst_format="csv")
+        with open(src_csv) as src, open(dst_csv, "w") as dst:
+            header = src.readline()
+            if "addr_kind=virtual" not in header:
+                raise TiersimError("file I/O merge needs a virtual trace (capture with v2p none)")
+            dst.write(header)
+            dst.write(src.readline())
+            for key, base in regions.items():
+                units = (max(log.extent[key], MAP_UNIT) + MAP_UNIT - 1) // MAP_UNIT
+                op = "R"
+                while units > 0:
+                    n = min(units, MAP_UNITS_MAX)
+                    dst.write(f"0,0,{op},{base:#x},{n},9\n")
+                    base += n * MAP_UNIT
+                    units -= n
+                    op = "W"
+            lo, hi = log.marker_base, log.marker_base + log.marker_bytes
+            for line in src:
+                time, cpu, op, addr_s, size, flags = line.rstrip("\n").split(",")
+                addr = int(addr_s, 0)
+                if lo <= addr < hi and log.marker_base:
+                    i = (addr - lo) // 64
+                    call = log.calls.get(i)
+                    if i in seen or call is None:
+                        # A second fill of a marker line (evicted and reloaded) or an unlogged line.
+                        counts["marker_repeats"] += i in seen
+                        continue
+                    seen.add(i)
+                    counts[call.kind] += 1
+                    if call.kind in ("R", "W") and call.file is not None:
+                        nbytes[call.kind] += call.size
+                        counts["direct_" + call.kind] += call.direct
+                        flag = 7 if call.direct else 3
+                        start = regions[call.file] + call.offset
+                        gap = time
+                        for piece in range(0, call.size, CHUNK):
+                            n = min(CHUNK, call.size - piece)
+                            dst.write(f"{gap},{cpu},{call.kind},{start + piece:#x},{n},{flag}\n")
+                            gap = "0"
+                    elif call.kind == "M" and call.file is not None:
+                        maps.append((call.addr, call.addr + call.size, regions[call.file] + call.offset))
+                    elif call.kind == "U":
+                        maps = [m for m in maps if m[1] <= call.addr or m[0] >= call.addr + call.size]
+                    continue
+                if maps and flags == "0":
+                    for a, b, base in maps:
+                        if a <= addr < b:
+                            counts["mapped_accesses"] += 1
+                            dst.write(f"{time},{cpu},{op},{base + addr - a:#x},{size},1\n")
+                            break
+                    else:
+                        dst.write(line)
+                    continue
+                dst.write(line)
+        info = tiersim.convert(dst_csv, out, dst_format="native", src_format="csv")
+    logged = Counter(c.kind for c in log.calls.values())
+    return {
+        "files": {log.paths[k]: log.extent[k] for k in log.extent},
+        "calls_logged": dict(logged),
+        "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
+        "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
+        "direct_calls": counts["direct_R"] + counts["direct_W"],
+        "mapped_accesses": counts["mapped_accesses"],
+        "markers_missing": len(log.calls) - len(seen),
+        "marker_repeats": counts["marker_repeats"],
+        "stats": info,
+    }

@@ -1,0 +1,225 @@
+/* tiersim's WiredTiger driver: YCSB core workloads A, B, C and F (Cooper et al., SoCC'10) on one
+ * WiredTiger table through the public C API (wiredtiger.h, WiredTiger 3.2.1 as Debian ships it),
+ * the way seed 001 drives the engine: load N records, then T threads run a read/update mix over
+ * scrambled-zipfian keys (YCSB's ZipfianGenerator, theta 0.99, FNV-scrambled). Deterministic for a
+ * given seed and thread count except for the interleaving of the threads and WiredTiger's own
+ * background threads (eviction, checkpoint server, log). Prints what it did as key=value lines. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wiredtiger.h>
+
+static const char *usage =
+    "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
+    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB\n";
+
+static WT_CONNECTION *conn;
+static uint64_t n_records, n_ops, checkpoint_every, seed;
+static unsigned n_threads, value_size;
+static char workload;
+static double theta;
+
+#define CHECK(call)                                                                                          \
+    do {                                                                                                     \
+        int ret_ = (call);                                                                                   \
+        if (ret_ != 0) {                                                                                     \
+            fprintf(stderr, "wt_driver: %s: %s\n", #call, wiredtiger_strerror(ret_));                        \
+            exit(1);                                                                                         \
+        }                                                                                                    \
+    } while (0)
+
+/* YCSB's ZipfianGenerator (Gray et al., "Quickly generating billion-record synthetic databases"). */
+struct zipf {
+    double zetan, alpha, eta, zeta2;
+    uint64_t n;
+};
+
+static double zeta(uint64_t n, double th) {
+    double s = 0;
+    for (uint64_t i = 1; i <= n; i++)
+        s += 1.0 / pow((double)i, th);
+    return s;
+}
+
+static void zipf_init(struct zipf *z, uint64_t n, double th) {
+    z->n = n;
+    z->zeta2 = zeta(2, th);
+    z->zetan = zeta(n, th);
+    z->alpha = 1.0 / (1.0 - th);
+    z->eta = (1 - pow(2.0 / (double)n, 1 - th)) / (1 - z->zeta2 / z->zetan);
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static double uniform(uint64_t *s) { return (double)(xorshift(s) >> 11) / 9007199254740992.0; }
+
+static uint64_t zipf_next(const struct zipf *z, uint64_t *s) {
+    double u = uniform(s), uz = u * z->zetan;
+    uint64_t v;
+    if (uz < 1.0)
+        v = 0;
+    else if (uz < 1.0 + pow(0.5, theta))
+        v = 1;
+    else
+        v = (uint64_t)((double)z->n * pow(z->eta * u - z->eta + 1, z->alpha));
+    if (v >= z->n)
+        v = z->n - 1;
+    /* YCSB's ScrambledZipfian: FNV-1a of the rank, so hot keys spread over the table. */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h % z->n;
+}
+
+static struct zipf keys;
+
+static void make_key(char *buf, uint64_t k) { snprintf(buf, 32, "user%016" PRIu64, k); }
+
+static void make_value(char *buf, uint64_t k, uint64_t version) {
+    for (unsigned i = 0; i < value_size; i++)
+        buf[i] = (char)('a' + (k + version + i) % 26);
+    buf[value_size] = '\0';
+}
+
+struct worker {
+    unsigned id;
+    uint64_t reads, updates, found;
+};
+
+static void *run(void *arg) {
+    struct worker *w = arg;
+    WT_SESSION *session;
+    WT_CURSOR *c;
+    char key[32], *value = malloc(value_size + 1);
+    uint64_t rng = seed * 0x9e3779b97f4a7c15ULL + w->id + 1, ops = n_ops / n_threads + (w->id < n_ops % n_threads);
+    CHECK(conn->open_session(conn, NULL, NULL, &session));
+    CHECK(session->open_cursor(session, "table:ycsb", NULL, NULL, &c));
+    /* YCSB workload mixes: A 50 % updates, B 5 %, C reads only, F 50 % read-modify-writes. */
+    double update_share = workload == 'a' ? 0.5 : workload == 'b' ? 0.05 : workload == 'f' ? 0.5 : 0.0;
+    for (uint64_t i = 0; i < ops; i++) {
+        uint64_t k = zipf_next(&keys, &rng);
+        int update = uniform(&rng) < update_share;
+        make_key(key, k);
+        if (!update || workload == 'f') {
+            c->set_key(c, key);
+            int ret = c->search(c);
+            if (ret == 0) {
+                const char *v;
+                CHECK(c->get_value(c, &v));
+                w->found += v[0] != '\0';
+            } else if (ret != WT_NOTFOUND)
+                CHECK(ret);
+            CHECK(c->reset(c));
+            w->reads++;
+        }
+        if (update) {
+            make_value(value, k, i + 1);
+            c->set_key(c, key);
+            c->set_value(c, value);
+            CHECK(c->update(c));
+            CHECK(c->reset(c));
+            w->updates++;
+        }
+        if (w->id == 0 && checkpoint_every != 0 && (i + 1) % checkpoint_every == 0)
+            CHECK(session->checkpoint(session, NULL));
+    }
+    CHECK(session->close(session, NULL));
+    free(value);
+    return NULL;
+}
+
+static uint64_t stat(WT_SESSION *session, int key) {
+    WT_CURSOR *c;
+    const char *desc, *pvalue;
+    int64_t v = 0;
+    CHECK(session->open_cursor(session, "statistics:", NULL, NULL, &c));
+    c->set_key(c, key);
+    if (c->search(c) == 0)
+        CHECK(c->get_value(c, &desc, &pvalue, &v));
+    CHECK(c->close(c));
+    return (uint64_t)v;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 14) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *dir = argv[1];
+    n_records = strtoull(argv[2], NULL, 10);
+    n_ops = strtoull(argv[3], NULL, 10);
+    n_threads = (unsigned)strtoul(argv[4], NULL, 10);
+    workload = argv[5][0];
+    value_size = (unsigned)strtoul(argv[6], NULL, 10);
+    unsigned cache_mb = (unsigned)strtoul(argv[7], NULL, 10);
+    int log = atoi(argv[8]), mmap_on = atoi(argv[10]);
+    checkpoint_every = strtoull(argv[9], NULL, 10);
+    theta = strtod(argv[11], NULL);
+    seed = strtoull(argv[12], NULL, 10);
+    unsigned log_max_mb = (unsigned)strtoul(argv[13], NULL, 10);
+    if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
+        workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    char config[256];
+    snprintf(config, sizeof config,
+             "create,cache_size=%uMB,statistics=(fast),session_max=%u,log=(enabled=%s,file_max=%uMB),mmap=%s,"
+             "checkpoint_sync=true",
+             cache_mb, n_threads + 16, log ? "true" : "false", log_max_mb, mmap_on ? "true" : "false");
+    CHECK(wiredtiger_open(dir, NULL, config, &conn));
+    WT_SESSION *session;
+    CHECK(conn->open_session(conn, NULL, NULL, &session));
+    CHECK(session->create(session, "table:ycsb", "key_format=S,value_format=S"));
+    WT_CURSOR *c;
+    CHECK(session->open_cursor(session, "table:ycsb", NULL, NULL, &c));
+    char key[32], *value = malloc(value_size + 1);
+    for (uint64_t k = 0; k < n_records; k++) {
+        make_key(key, k);
+        make_value(value, k, 0);
+        c->set_key(c, key);
+        c->set_value(c, value);
+        CHECK(c->insert(c));
+    }
+    CHECK(c->close(c));
+    CHECK(session->checkpoint(session, NULL));
+    free(value);
+
+    zipf_init(&keys, n_records, theta);
+    pthread_t tids[n_threads];
+    struct worker ws[n_threads];
+    for (unsigned t = 0; t < n_threads; t++) {
+        ws[t] = (struct worker){.id = t};
+        if (pthread_create(&tids[t], NULL, run, &ws[t]) != 0) {
+            perror("wt_driver: pthread_create");
+            return 1;
+        }
+    }
+    uint64_t reads = 0, updates = 0, found = 0;
+    for (unsigned t = 0; t < n_threads; t++) {
+        pthread_join(tids[t], NULL);
+        reads += ws[t].reads;
+        updates += ws[t].updates;
+        found += ws[t].found;
+    }
+    printf("records=%" PRIu64 " value_size=%u threads=%u workload=%c reads=%" PRIu64 " updates=%" PRIu64
+           " found=%" PRIu64 "\n",
+           n_records, value_size, n_threads, workload, reads, updates, found);
+    printf("cache_bytes_max=%" PRIu64 " cache_bytes_inuse=%" PRIu64 "\n", stat(session, WT_STAT_CONN_CACHE_BYTES_MAX),
+           stat(session, WT_STAT_CONN_CACHE_BYTES_INUSE));
+    CHECK(conn->close(conn, NULL));
+    return 0;
+}
