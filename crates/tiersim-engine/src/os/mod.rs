@@ -7,7 +7,7 @@
 //! and DAX (`filemap::FileIo`), the NUMA hinting scanner (`scan::Scanner`) and hint faults
 //! (`fault::HintFaults`). What they all share is `Memory`: the nodes (frames, watermarks and
 //! the LRU lists, pg_data_t with its lruvec), the page table (the struct page array), the
-//! topology and the policy behind its port. The engine (`crate::sim`) owns the parts and
+//! topology and the policy behind its port. The engine (the sim module) owns the parts and
 //! composes them; nothing here knows the engine.
 
 pub(crate) mod alloc;
