@@ -69,6 +69,11 @@ SETTINGS = {
 }
 QUICK = ("kv", "tiering")
 QUICK_ARGS = {"kv": (256, 8000, 2)}
+# The quick case's knobs: the scan delay and shortest period at the kernel's own floor for a 256 MB
+# window (task_scan_min: 1000 ms x 256 / 2560 = 100 ms), so that the kernel scans and promotes within
+# the few seconds the program runs on an idle host's TCG guest (at the defaults its first scan came
+# after the program had ended there: 0 PTE updates).
+QUICK_KNOBS = KNOBS | {"scan_delay_ms": 100, "scan_period_min_ms": 100}
 CALIB_ARGS = CALIB.args
 SAMPLE_MS = 250
 CAPTURE_PARAMS = {"llc": "1MiB", "cpu_map": "0-1", "v2p": "none"}
@@ -174,8 +179,7 @@ def _panic_line(console: str) -> str:
     return next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), "")
 
 
-def _case_env(program: Program, setting: Setting, args: Sequence[int]) -> dict[str, str]:
-    k = KNOBS
+def _case_env(program: Program, setting: Setting, args: Sequence[int], k: dict[str, int]) -> dict[str, str]:
     return {
         "NUMA_BALANCING": str(setting.numa_balancing),
         "DEMOTION": "true" if setting.demotion else "false",
@@ -293,12 +297,11 @@ tier = 1
 """
 
 
-def policy_params(setting: Setting) -> dict[str, Any]:
+def policy_params(setting: Setting, k: dict[str, int] = KNOBS) -> dict[str, Any]:
     """The guest's sysctls as the tiersim policy's parameters (kernel time; the platform's daemon
     time scale maps them onto simulated time)."""
     if setting.policy == "linux_default":
         return {}
-    k = KNOBS
     p: dict[str, Any] = {
         "scan_delay": f"{k['scan_delay_ms']}ms",
         "scan_period_min": f"{k['scan_period_min_ms']}ms",
@@ -499,6 +502,7 @@ def _validate(
     traces.mkdir()
     vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
     args_of = {p: (QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args) for p in programs}
+    knobs = QUICK_KNOBS if quick else KNOBS
     sources = {name: vm.PROGRAMS / f"{name}.c" for name in ["calib", *programs]}
     for name, src in sources.items():
         vm.compile_static(src, bins / f"{name}.static")
@@ -514,7 +518,7 @@ def _validate(
                 say(f"VM {cid} run {r + 1}/{runs}")
                 rdir = work / "guest" / f"{cid}-{r}"
                 rdir.mkdir(parents=True)
-                env = _case_env(case.program, case.setting, args_of[p])
+                env = _case_env(case.program, case.setting, args_of[p], knobs)
                 files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
                 vm.build_initramfs(tools, files, env, rdir / "initrd")
                 b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
@@ -568,14 +572,14 @@ def _validate(
         # guest's speed: each case's daemon time scale comes from its own boots' calibrations.
         case_calib_s = sum(run.calib_s for run in case.runs) / len(case.runs)
         dc = calib_sim_s / case_calib_s
-        sim = _simulate(work, case.program.name, case, cid, case.setting, dc)
+        sim = _simulate(work, case.program.name, case, cid, case.setting, dc, knobs)
         km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
         sm = sim_metrics(sim.summary)
         metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
         results[cid] = {
             "program": asdict(case.program),
             "setting": asdict(case.setting),
-            "policy_params": policy_params(case.setting),
+            "policy_params": policy_params(case.setting, knobs),
             "metrics": metrics,
             "agree": all(v["agree"] for v in metrics.values()),
             "kernel_program_s": [run.program_s for run in case.runs],
@@ -600,7 +604,7 @@ def _validate(
         "accel": first.accel,
         "vm": asdict(shape) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
         "zones": first.machine["zones"],
-        "knobs": KNOBS,
+        "knobs": knobs,
         "capture": CAPTURE_PARAMS,
         "guest_speed": speed,
         "runs": runs,
@@ -629,7 +633,9 @@ def _check_tiers(machine: dict[str, Any], what: str) -> None:
         raise TiersimError(f"{what}: node 1 is not in a lower memory tier than node 0 (tiers: {machine['tiers']})")
 
 
-def _simulate(work: Path, name: str, case: Case | None, cid: str | None, setting: Setting, d: float) -> Any:
+def _simulate(
+    work: Path, name: str, case: Case | None, cid: str | None, setting: Setting, d: float, knobs: dict[str, int] = KNOBS
+) -> Any:
     """One tiersim replay; the calibration's (case None) on the platform of no run in particular:
     its time does not depend on capacities as long as it fits, which 32 MiB does."""
     if case is None:
@@ -645,7 +651,7 @@ def _simulate(work: Path, name: str, case: Case | None, cid: str | None, setting
         work / "traces" / f"{name}.trace",
         platform=ppath,
         policy=setting.policy,
-        params=policy_params(setting) or None,
+        params=policy_params(setting, knobs) or None,
         seed=0,
         out_dir=out,
     )
