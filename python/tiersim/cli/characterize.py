@@ -17,6 +17,26 @@ from tiersim.cli._common import Number, _cell, _pairs, _print, _user_errors, app
 if TYPE_CHECKING:
     import polars as pl
 
+# The units of measured curves, taken by `characterize --compare` and `calibrate` alike.
+CyclesGhz = Annotated[
+    float | None,
+    typer.Option(
+        "--cycles-ghz",
+        parser=Number(float, 1e-3, 100.0),
+        metavar="F",
+        help="The curves' latency is in cycles at F GHz (Mess publishes some systems so); converted to ns.",
+    ),
+]
+PortToCoreNs = Annotated[
+    float,
+    typer.Option(
+        "--port-to-core-ns",
+        parser=Number(float, 0.0, 10_000.0),
+        metavar="NS",
+        help="The curves start at a port, not the core (Mess's CXL curves: the CXL host port): add this on-chip path.",
+    ),
+]
+
 
 def _print_frame(title: str, df: pl.DataFrame) -> None:
     import polars as pl
@@ -82,24 +102,8 @@ def characterize_cmd(
         list[Path] | None,
         typer.Option("--compare", metavar="PATH", help=_CURVES_HELP + " Overlaid on and scored against bwlat."),
     ] = None,
-    cycles_ghz: Annotated[
-        float | None,
-        typer.Option(
-            "--cycles-ghz",
-            parser=Number(float, 1e-3, 100.0),
-            metavar="F",
-            help="The --compare curves' latency is in cycles at F GHz (Mess publishes some so).",
-        ),
-    ] = None,
-    port_ns: Annotated[
-        float,
-        typer.Option(
-            "--port-to-core-ns",
-            parser=Number(float, 0.0, 10_000.0),
-            metavar="NS",
-            help="The curves start at a port, not the core (Mess's CXL curves: the CXL host port): add this on-chip path.",
-        ),
-    ] = 0.0,
+    cycles_ghz: CyclesGhz = None,
+    port_ns: PortToCoreNs = 0.0,
     output: Annotated[
         Path | None,
         typer.Option("--out", "-o", metavar="DIR", help="Write CSV, Parquet and PNG per table here."),
@@ -164,24 +168,8 @@ def calibrate_cmd(
             "--ratio", parser=Number(int, 0, 100), metavar="PERCENT", help="Use only these curves; repeatable."
         ),
     ] = None,
-    cycles_ghz: Annotated[
-        float | None,
-        typer.Option(
-            "--cycles-ghz",
-            parser=Number(float, 1e-3, 100.0),
-            metavar="F",
-            help="Mess latency is in cycles at F GHz (Mess publishes some systems so); converted to ns.",
-        ),
-    ] = None,
-    port_ns: Annotated[
-        float,
-        typer.Option(
-            "--port-to-core-ns",
-            parser=Number(float, 0.0, 10_000.0),
-            metavar="NS",
-            help="The curves start at a port, not the core (Mess's CXL curves: the CXL host port): add this on-chip path.",
-        ),
-    ] = 0.0,
+    cycles_ghz: CyclesGhz = None,
+    port_ns: PortToCoreNs = 0.0,
     compare: Annotated[
         str | None,
         typer.Option(
