@@ -64,6 +64,19 @@ fn generator(name: &'static str, params: &str) -> (&'static str, toml::Table) {
     (name, toml::from_str(params).expect("generator params"))
 }
 
+/// The file I/O generator's parameters for the runs under memory pressure: random 4 KiB calls or
+/// mapped accesses (`access`) over a 4 MiB file, half the operations, beside 1 MiB of anon memory.
+fn fileio_under_pressure(access: &str) -> toml::Table {
+    generator(
+        "fileio",
+        &format!(
+            "footprint = \"1MiB\"\naccesses = 40000\nthreads = 4\nfile_size = \"4MiB\"\nfile_share = 0.5\n\
+             file_write_ratio = 0.3\npattern = \"random\"\nfile_access = \"{access}\""
+        ),
+    )
+    .1
+}
+
 fn engine_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     let (kv, kv_params) = generator("kv", "footprint = \"4MiB\"\naccesses = 60000\nthreads = 4");
@@ -91,16 +104,10 @@ fn engine_cases() -> Vec<Case> {
         TraceInput::Generator { name: random, params: Some(&random_params) },
     ));
     // File I/O through the page cache under the same pressure: calls, then a mapping.
-    for (access, policy) in [("syscall", "linux_default"), ("mmap", "linux_default")] {
-        let (fileio, params) = generator(
-            "fileio",
-            &format!(
-                "footprint = \"1MiB\"\naccesses = 40000\nthreads = 4\nfile_size = \"4MiB\"\nfile_share = 0.5\n\
-                 file_write_ratio = 0.3\npattern = \"random\"\nfile_access = \"{access}\""
-            ),
-        );
-        let trace = TraceInput::Generator { name: fileio, params: Some(&params) };
-        cases.push(engine_case(&format!("fileio/{access}"), "dram_only", &tight, policy, trace));
+    let pressured = ["syscall", "mmap"].map(|access| (access, fileio_under_pressure(access)));
+    for (access, params) in &pressured {
+        let trace = TraceInput::Generator { name: "fileio", params: Some(params) };
+        cases.push(engine_case(&format!("fileio/{access}"), "dram_only", &tight, "linux_default", trace));
     }
     // File I/O on the tiered machine under the policy that places page cache by type.
     let (fileio, params) = generator(
@@ -127,15 +134,8 @@ fn engine_cases() -> Vec<Case> {
     let warm_tight: Vec<&str> = tight.iter().copied().chain(["stats.warmup_accesses=15000"]).collect();
     let trace = TraceInput::Generator { name: random, params: Some(&random_params) };
     cases.push(engine_case("warm/swap/random", "dram_only", &warm_tight, "linux_default", trace));
-    for access in ["syscall", "mmap"] {
-        let (fileio, params) = generator(
-            "fileio",
-            &format!(
-                "footprint = \"1MiB\"\naccesses = 40000\nthreads = 4\nfile_size = \"4MiB\"\nfile_share = 0.5\n\
-                 file_write_ratio = 0.3\npattern = \"random\"\nfile_access = \"{access}\""
-            ),
-        );
-        let trace = TraceInput::Generator { name: fileio, params: Some(&params) };
+    for (access, params) in &pressured {
+        let trace = TraceInput::Generator { name: "fileio", params: Some(params) };
         cases.push(engine_case(&format!("warm/fileio/{access}"), "dram_only", &warm_tight, "linux_default", trace));
     }
     let warm_disk: Vec<&str> = with_disk.iter().copied().chain(["stats.warmup_accesses=15000"]).collect();
