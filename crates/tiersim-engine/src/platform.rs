@@ -45,7 +45,13 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         .max(10.0),
     ParamSpec::new("swap_readahead", ParamKind::Str, "vma", "swap-in readahead: vma = the pages around the faulting address (swap_vma_readahead, Linux's default for SSD swap since 4.14), cluster = the slots of its 2^page_cluster cluster (swap_cluster_readahead, rotational swap)")
         .choices(&["vma", "cluster"]),
-    ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round (SWAP_CLUSTER_MAX)").min(1.0),
+    ParamSpec::new("reclaim_batch", ParamKind::Int, "32", "pages reclaimed per direct-reclaim round and per kswapd batch (SWAP_CLUSTER_MAX)").min(1.0),
+    // kswapd is a thread (mm/vmscan.c balance_pgdat): what it reclaims becomes free only as its
+    // batches are done, so allocations and promotions meanwhile find the node as full as it was.
+    ParamSpec::new("kswapd_page_cost", ParamKind::Duration, "3us", "kswapd's CPU time per page it reclaims (isolate, unmap, remap or swap-cache add; a demotion's copy is simulated on the devices, and each batch of reclaim_batch pages adds one tlb_shootdown)"),
+    ParamSpec::new("kswapd_cpu_share", ParamKind::Float, "1.0", "the share of a CPU kswapd runs on: 1 = a core of its own; below 1 its batches take longer in proportion (kswapd on CPUs the program keeps busy)")
+        .min(0.001)
+        .max(1.0),
     ParamSpec::new("swappiness", ParamKind::Int, "60", "vm.swappiness: anon vs file share of reclaim scanning (anon x swappiness : file x (200 - swappiness))")
         .min(0.0)
         .max(200.0),

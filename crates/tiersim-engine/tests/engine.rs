@@ -299,17 +299,52 @@ fn numab_tiering_demotes_to_make_room_then_promotes() {
 }
 
 #[test]
+fn a_promotion_fails_while_kswapd_is_still_making_room() {
+    // As numab_tiering_demotes_to_make_room_then_promotes, but kswapd takes 1 ms a page: the
+    // failed promotion wakes it (at ~10 us) for 3 pages, one batch whose pages are free only at
+    // 3 x 1 ms + 2 us; the second fault (~210 us) finds node 0 as full and fails too (in the
+    // kernel, numamigrate_isolate_page only wakes kswapd). A third read after the batch (5 ms on)
+    // promotes.
+    let p = plat(TIERED, &["os.kswapd_page_cost=1ms"]);
+    let mut a = tiered_trace();
+    a.push(acc(0, 13 * 4096, Op::Read, 5_000_000));
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), a).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["tiering", "hint_faults"]), 3, "{s}");
+    assert_eq!(u(s, &["tiering", "failed_promotions"]), 2);
+    assert_eq!(u(s, &["tiering", "kswapd_wakeups"]), 1);
+    assert_eq!(u(s, &["tiering", "kswapd_pages"]), 3);
+    assert_eq!(u(s, &["tiering", "demotions"]), 3);
+    assert_eq!(u(s, &["tiering", "promotions"]), 1);
+    // kswapd's clock: the batch's fixed cost (3 ms + 2 us) and its three copies.
+    let busy = u(s, &["tiering", "kswapd_time_ns"]);
+    assert!((3_002_000..3_010_000).contains(&busy), "{busy}");
+    // At half a CPU the same batch takes twice as long (6 ms): it is not done when the third read
+    // comes (~5.2 ms), so that promotion fails too, and no page has left node 0 by the end.
+    let p = plat(TIERED, &["os.kswapd_page_cost=1ms", "os.kswapd_cpu_share=0.5"]);
+    let mut a = tiered_trace();
+    a.push(acc(0, 13 * 4096, Op::Read, 5_000_000));
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), a).unwrap();
+    assert_eq!(u(&r.summary, &["tiering", "failed_promotions"]), 3);
+    assert_eq!(u(&r.summary, &["tiering", "kswapd_pages"]), 0);
+    assert_eq!(u(&r.summary, &["tiering", "promotions"]), 0);
+}
+
+#[test]
 fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     // TIERED: DRAM 16 pages, high 4, so TPP's demotion watermark is clamp(16 x 2 %, 8, 16) = 8.
     let p = plat(TIERED, &[]);
     let params = format!("{FAST_SCAN}scan_delay = \"1ms\"");
-    // 12 first touches: from the 9th on, each allocation leaves 7 free < 8 and kswapd demotes
-    // the LRU victim: p0..p3 go to the slow node, PROT_NONE at once.
+    // 12 first touches: the 9th leaves 7 free < 8 and wakes kswapd, which runs beside the
+    // program: by the time its first batch is done (4 pages x kswapd_page_cost 3 us + one TLB
+    // shootdown of 2 us = 14 us after the wake-up) the 12th has left 4 free, so it demotes the
+    // four LRU victims p0..p3 to the slow node, PROT_NONE at once.
     let mut a: Vec<_> = (0..12).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
-    // p0 is read three times: fault 1 (its demotion left it PROT_NONE) references it; the scan
-    // at 1 ms re-protects it and fault 2 activates it; the next scan, fault 3 promotes it (8 free
-    // > high + 1), which leaves 7 free, so kswapd demotes one more page.
-    a.push(acc(0, 0, Op::Read, 10_000));
+    // p0 is read three times, the first 100 us on, after kswapd's batch: fault 1 (its demotion
+    // left it PROT_NONE) references it; the scan at 1 ms re-protects it and fault 2 activates it;
+    // the next scan, fault 3 promotes it (8 free > high + 1), which leaves 7 free, so kswapd
+    // demotes one more page.
+    a.push(acc(0, 0, Op::Read, 100_000));
     a.push(acc(0, 0, Op::Read, 1_000_000));
     a.push(acc(0, 0, Op::Read, 200_000));
     let r = run_with(&p, "tpp", &params, a).unwrap();
@@ -318,7 +353,9 @@ fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     assert_eq!(u(s, &["tiering", "promotions"]), 1);
     assert_eq!(u(s, &["tiering", "demotions"]), 5);
     assert_eq!(u(s, &["tiering", "failed_promotions"]), 0);
-    // p0 left DRAM at ~1 us and came back ~1.2 ms later: one ping-pong.
+    assert_eq!(u(s, &["tiering", "kswapd_wakeups"]), 2);
+    assert_eq!(u(s, &["tiering", "kswapd_pages"]), 5);
+    // p0 left DRAM at ~20 us and came back ~1.3 ms later: one ping-pong.
     assert_eq!(u(s, &["tiering", "ping_pong"]), 1);
     assert_eq!(u(&s["nodes"][0], &["final_pages"]), 8);
     assert_eq!(u(&s["nodes"][1], &["final_pages"]), 4);

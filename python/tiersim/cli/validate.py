@@ -35,6 +35,14 @@ def linux_cmd(
             "--timeout", parser=Number(float, 10.0, 86400.0), metavar="S", help="Wall seconds one VM boot may take."
         ),
     ] = 600.0,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            metavar="DIR",
+            help="An earlier result directory: take its VM runs and traces, boot nothing, and run only tiersim's side again.",
+        ),
+    ] = None,
 ) -> None:
     """Boot Debian's 6.1 kernel in QEMU (a fast node with the CPUs, a slow CPU-less node in a lower
     memory tier), run each program there under each kernel setting, and replay the program's
@@ -50,6 +58,7 @@ def linux_cmd(
             runs=runs,
             quick=quick,
             timeout_s=timeout,
+            replay=replay,
             progress=lambda msg: err.print(msg, highlight=False),
         )
     sp = doc["guest_speed"]

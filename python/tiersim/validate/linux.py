@@ -76,6 +76,8 @@ QUICK_ARGS = {"kv": (256, 8000, 2)}
 QUICK_KNOBS = KNOBS | {"scan_delay_ms": 100, "scan_period_min_ms": 100}
 CALIB_ARGS = CALIB.args
 SAMPLE_MS = 250
+# The program's CPUs in the guest: node 0's, both.
+CPUS = "0-1"
 CAPTURE_PARAMS = {"llc": "1MiB", "cpu_map": "0-1", "v2p": "none"}
 PRESET = "ddr4_3200"
 
@@ -192,7 +194,7 @@ def _case_env(program: Program, setting: Setting, args: Sequence[int], k: dict[s
         "CALIB_ARGS": " ".join(map(str, CALIB_ARGS)),
         "INTERVAL_MS": str(SAMPLE_MS),
         "PROG_ARGS": " ".join(map(str, args)),
-        "CPUS": "0-1",
+        "CPUS": CPUS,
     }
 
 
@@ -260,7 +262,39 @@ def fast_node_room(run: GuestRun) -> tuple[int, int]:
     return free - reserved, wmin
 
 
-def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
+def kswapd_cost(case: Case, d: float) -> dict[str, Any]:
+    """kswapd as the guest ran it, for the case's platform: its CPU time per page it reclaimed
+    (the guest's schedstat of the kswapd threads over pgsteal_kswapd, mean of the case's runs), on
+    tiersim's time axis (times the daemon time scale, as the program's own time is); and its CPU
+    share, since kswapd0 runs on node 0's CPUs, which the program's threads keep busy (CFS gives
+    each of threads + 1 runnable tasks an equal share of the CPUs). None for a case whose kswapd
+    took no page: the platform keeps tiersim's defaults."""
+    ns = pages = 0
+    for run in case.runs:
+        first, end = run.samples[0], next(s for s in run.samples if s["tag"] == "E")
+        if "kswapd_ns" not in end:
+            return {}
+        ns += end["kswapd_ns"] - first["kswapd_ns"]
+        pages += end.get("pgsteal_kswapd", 0) - first.get("pgsteal_kswapd", 0)
+    if pages == 0:
+        return {}
+    cpus = len(range_list(CPUS))
+    return {
+        "guest_ns_per_page": ns / pages,
+        "page_cost_ns": ns / pages * d,
+        "cpu_share": min(1.0, cpus / (case.program.threads + 1)),
+    }
+
+
+def range_list(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def platform_toml(run: GuestRun, daemon_time_scale: float, kswapd: dict[str, Any] | None = None) -> str:
     """A tiersim platform describing the VM: two CPUs; node 0 with the pages that were free for the
     program when it started (the kernel, the initramfs and the DMA zone's reserve hold the rest) and
     node 1, the kmem node, in tier 1. Both nodes are the same device, because in the VM both are
@@ -270,6 +304,11 @@ def platform_toml(run: GuestRun, daemon_time_scale: float) -> str:
     room, wmin = fast_node_room(run)
     slow = int(run.machine["nodes"][1]["MemTotal"]) // 4
     min_free_pages = wmin * (room + slow) // room
+    kswapd_lines = ""
+    if kswapd:
+        kswapd_lines = (
+            f'kswapd_page_cost = "{kswapd["page_cost_ns"]:.0f}ns"\nkswapd_cpu_share = {kswapd["cpu_share"]:.4f}\n'
+        )
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -280,7 +319,7 @@ cpus = 2
 min_free = "{min_free_pages * 4}KiB"
 watermark_scale_factor = {int(run.machine["watermark_scale_factor"])}
 daemon_time_scale = {daemon_time_scale!r}
-
+{kswapd_lines}
 [[nodes]]
 name = "node0"
 preset = "{PRESET}"
@@ -336,6 +375,9 @@ def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str,
         "promote_candidates": delta("pgpromote_candidate"),
         "pte_updates": delta("numa_pte_updates"),
         "migrate_failures": delta("pgmigrate_fail"),
+        "kswapd_cpu_s": delta("kswapd_ns") / 1e9,
+        "kswapd_reclaimed": delta("pgsteal_kswapd"),
+        "kswapd_scanned": delta("pgscan_kswapd"),
     }
 
 
@@ -351,6 +393,8 @@ def sim_metrics(summary: dict[str, Any]) -> dict[str, float]:
         "pages": pages,
         "failed_promotions": t["failed_promotions"],
         "scan_passes": t["scan_passes"],
+        "kswapd_pages": t.get("kswapd_pages", 0),
+        "kswapd_s": t.get("kswapd_time_ns", 0) / 1e9,
     }
 
 
@@ -454,13 +498,23 @@ def validate_linux(
     quick: bool = False,
     timeout_s: float = 600.0,
     progress: Progress | None = None,
+    replay: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
     and each boot's guest output). Built in a temporary directory beside it and renamed at the end,
-    so a failed validation leaves nothing that looks like a result."""
+    so a failed validation leaves nothing that looks like a result. With `replay`, an earlier
+    result directory, no VM boots and nothing is captured: its guest runs and traces are taken
+    and only tiersim's side is run again (after a change to the model)."""
     say = progress or (lambda _msg: None)
-    tools = vm.find_tools()
-    if quick:
+    tools = None if replay is not None else vm.find_tools()
+    if replay is not None and not programs and not settings:
+        try:
+            done = json.loads((Path(replay) / "validate.json").read_text())["cases"]
+        except (OSError, ValueError, KeyError) as e:
+            raise TiersimError(f"{replay}: not a `tiersim validate linux` result ({e})") from None
+        programs = list(dict.fromkeys(c["program"]["name"] for c in done.values()))
+        settings = list(dict.fromkeys(c["setting"]["name"] for c in done.values()))
+    elif quick:
         programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
     programs = list(programs or PROGRAMS)
     settings = list(settings or SETTINGS)
@@ -478,7 +532,9 @@ def validate_linux(
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        result = _validate(work, tools, programs, settings, runs, quick, timeout_s, say)
+        result = _validate(
+            work, tools, programs, settings, runs, quick, timeout_s, say, Path(replay) if replay is not None else None
+        )
         work.rename(out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -488,58 +544,33 @@ def validate_linux(
 
 def _validate(
     work: Path,
-    tools: vm.Tools,
+    tools: vm.Tools | None,
     programs: list[str],
     settings: list[str],
     runs: int,
     quick: bool,
     timeout_s: float,
     say: Progress,
+    replay: Path | None = None,
 ) -> dict[str, Any]:
-    shape = vm.Shape()
     bins, traces = work / "bin", work / "traces"
     bins.mkdir()
     traces.mkdir()
-    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
-    args_of = {p: (QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args) for p in programs}
-    knobs = QUICK_KNOBS if quick else KNOBS
-    sources = {name: vm.PROGRAMS / f"{name}.c" for name in ["calib", *programs]}
-    for name, src in sources.items():
-        vm.compile_static(src, bins / f"{name}.static")
-
-    # The VM first: a broken guest should fail before minutes of capture.
-    cases: dict[str, Case] = {}
-    for p in programs:
-        for s in settings:
-            case = Case(PROGRAMS[p], SETTINGS[s])
-            cid = f"{p}-{s}"
-            cases[cid] = case
-            for r in range(runs):
-                say(f"VM {cid} run {r + 1}/{runs}")
-                rdir = work / "guest" / f"{cid}-{r}"
-                rdir.mkdir(parents=True)
-                env = _case_env(case.program, case.setting, args_of[p], knobs)
-                files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
-                vm.build_initramfs(tools, files, env, rdir / "initrd")
-                b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
-                (rdir / "initrd").unlink()
-                machine, calib_s, program_s, samples = parse_guest(b.data, b.console, f"{cid} run {r + 1}")
-                _check_tiers(machine, f"{cid} run {r + 1}")
-                case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
-
-    captures: dict[str, dict[str, Any]] = {}
-    ipas: dict[str, dict[str, Any]] = {}
-    for prog, args in [(CALIB, CALIB_ARGS), *[(PROGRAMS[p], args_of[p]) for p in programs]]:
-        name = prog.name
-        _build_instrumented(sources[name], bins / f"{name}.traced")
-        say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
-        ipas[name] = instructions_per_access(
-            bins / f"{name}.static", bins / f"{name}.traced", prog.small_args, bins / "small.trace"
-        )
-        say(f"capturing {name} {' '.join(map(str, args))}")
-        captures[name] = _capture(
-            bins / f"{name}.traced", args, traces / f"{name}.trace", ipas[name]["instructions_per_access"]
-        )
+    if replay is None:
+        assert tools is not None
+        knobs = QUICK_KNOBS if quick else KNOBS
+        cases = _boot_cases(work, tools, programs, settings, runs, quick, knobs, timeout_s, say)
+        ipas, captures = _capture_programs(work, programs, quick, say)
+    else:
+        old, cases = _replayed_cases(replay, work, programs, settings, say)
+        knobs, quick = old["knobs"], old["quick"]
+        ipas = old["guest_speed"]["instructions_per_access"]
+        captures = {
+            "calib": {
+                "records": old["guest_speed"]["calib_records"],
+                "instructions": old["guest_speed"]["calib_instructions_est"],
+            }
+        }
 
     calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
     calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9
@@ -572,7 +603,8 @@ def _validate(
         # guest's speed: each case's daemon time scale comes from its own boots' calibrations.
         case_calib_s = sum(run.calib_s for run in case.runs) / len(case.runs)
         dc = calib_sim_s / case_calib_s
-        sim = _simulate(work, case.program.name, case, cid, case.setting, dc, knobs)
+        ks = kswapd_cost(case, dc)
+        sim = _simulate(work, case.program.name, case, cid, case.setting, dc, knobs, ks)
         km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
         sm = sim_metrics(sim.summary)
         metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
@@ -594,6 +626,12 @@ def _validate(
             "kernel_pte_updates": [k["pte_updates"] for k in km],
             "tiersim_failed_promotions": sm["failed_promotions"],
             "tiersim_scan_passes": sm["scan_passes"],
+            "kernel_kswapd_cpu_s": [k["kswapd_cpu_s"] for k in km],
+            "kernel_kswapd_reclaimed": [k["kswapd_reclaimed"] for k in km],
+            "kernel_kswapd_scanned": [k["kswapd_scanned"] for k in km],
+            "kswapd": ks,
+            "tiersim_kswapd_pages": sm["kswapd_pages"],
+            "tiersim_kswapd_s": sm["kswapd_s"],
             "vm_wall_s": [run.wall_s for run in case.runs],
             "regime": sim.summary.get("regime"),
         }
@@ -602,7 +640,7 @@ def _validate(
     doc = {
         "kernel": first.machine.get("kernel"),
         "accel": first.accel,
-        "vm": asdict(shape) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
+        "vm": asdict(vm.Shape()) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
         "zones": first.machine["zones"],
         "knobs": knobs,
         "capture": CAPTURE_PARAMS,
@@ -620,6 +658,109 @@ def _validate(
     return doc
 
 
+def _boot_cases(
+    work: Path,
+    tools: vm.Tools,
+    programs: list[str],
+    settings: list[str],
+    runs: int,
+    quick: bool,
+    knobs: dict[str, int],
+    timeout_s: float,
+    say: Progress,
+) -> dict[str, Case]:
+    """Every case's boots; each boot's guest output is kept under guest/CASE-RUN."""
+    shape = vm.Shape()
+    bins = work / "bin"
+    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
+    for name in ["calib", *programs]:
+        vm.compile_static(vm.PROGRAMS / f"{name}.c", bins / f"{name}.static")
+    cases: dict[str, Case] = {}
+    for p in programs:
+        args = QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args
+        for s in settings:
+            case = Case(PROGRAMS[p], SETTINGS[s])
+            cid = f"{p}-{s}"
+            cases[cid] = case
+            for r in range(runs):
+                say(f"VM {cid} run {r + 1}/{runs}")
+                rdir = work / "guest" / f"{cid}-{r}"
+                rdir.mkdir(parents=True)
+                env = _case_env(case.program, case.setting, args, knobs)
+                files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
+                vm.build_initramfs(tools, files, env, rdir / "initrd")
+                b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
+                (rdir / "initrd").unlink()
+                machine, calib_s, program_s, samples = parse_guest(b.data, b.console, f"{cid} run {r + 1}")
+                _check_tiers(machine, f"{cid} run {r + 1}")
+                case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
+    return cases
+
+
+def _capture_programs(
+    work: Path, programs: list[str], quick: bool, say: Progress
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The calibration and each program captured on the host, with their instructions per access."""
+    bins, traces = work / "bin", work / "traces"
+    captures: dict[str, dict[str, Any]] = {}
+    ipas: dict[str, dict[str, Any]] = {}
+    for name in ["calib", *programs]:
+        prog = CALIB if name == "calib" else PROGRAMS[name]
+        args = CALIB_ARGS if name == "calib" else (QUICK_ARGS.get(name, prog.args) if quick else prog.args)
+        static = bins / f"{name}.static"
+        if not static.exists():
+            vm.compile_static(vm.PROGRAMS / f"{name}.c", static)
+        _build_instrumented(vm.PROGRAMS / f"{name}.c", bins / f"{name}.traced")
+        say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
+        ipas[name] = instructions_per_access(static, bins / f"{name}.traced", prog.small_args, bins / "small.trace")
+        say(f"capturing {name} {' '.join(map(str, args))}")
+        captures[name] = _capture(
+            bins / f"{name}.traced", args, traces / f"{name}.trace", ipas[name]["instructions_per_access"]
+        )
+    return ipas, captures
+
+
+def _replayed_cases(
+    replay: Path, work: Path, programs: list[str], settings: list[str], say: Progress
+) -> tuple[dict[str, Any], dict[str, Case]]:
+    """An earlier result directory's boots and traces, for a replay of the tiersim side alone."""
+    try:
+        old = json.loads((replay / "validate.json").read_text())
+    except (OSError, ValueError) as e:
+        raise TiersimError(f"{replay}: not a `tiersim validate linux` result ({e})") from None
+    cases: dict[str, Case] = {}
+    for p in programs:
+        for s in settings:
+            cid = f"{p}-{s}"
+            case = Case(PROGRAMS[p], SETTINGS[s])
+            r = 0
+            while (rdir := replay / "guest" / f"{cid}-{r}").is_dir():
+                data = (rdir / "guest.out").read_text(errors="replace")
+                console = (rdir / "console.log").read_text(errors="replace") if (rdir / "console.log").exists() else ""
+                machine, calib_s, program_s, samples = parse_guest(data, console, f"{replay}: {cid} run {r + 1}")
+                wall = old["cases"].get(cid, {}).get("vm_wall_s", [])
+                case.runs.append(
+                    GuestRun(
+                        machine, calib_s, program_s, samples, wall[r] if r < len(wall) else 0.0, old.get("accel", "")
+                    )
+                )
+                shutil.copytree(rdir, work / "guest" / f"{cid}-{r}")
+                r += 1
+            if not case.runs:
+                raise TiersimError(f"{replay} holds no VM run of case {cid}")
+            cases[cid] = case
+    for name in ["calib", *programs]:
+        src = replay / "traces" / f"{name}.trace"
+        if not src.exists():
+            raise TiersimError(f"{replay}: no trace {src.name} to replay")
+        say(f"taking {src}")
+        try:
+            os.link(src, work / "traces" / src.name)
+        except OSError:
+            shutil.copy2(src, work / "traces" / src.name)
+    return old, cases
+
+
 def _check_tiers(machine: dict[str, Any], what: str) -> None:
     """The slow node must be in a lower memory tier than node 0 (a higher tier number in
     /sys/devices/virtual/memory_tiering: mm/memory-tiers.c numbers tiers by abstract distance)."""
@@ -634,14 +775,21 @@ def _check_tiers(machine: dict[str, Any], what: str) -> None:
 
 
 def _simulate(
-    work: Path, name: str, case: Case | None, cid: str | None, setting: Setting, d: float, knobs: dict[str, int] = KNOBS
+    work: Path,
+    name: str,
+    case: Case | None,
+    cid: str | None,
+    setting: Setting,
+    d: float,
+    knobs: dict[str, int] = KNOBS,
+    kswapd: dict[str, Any] | None = None,
 ) -> Any:
     """One tiersim replay; the calibration's (case None) on the platform of no run in particular:
     its time does not depend on capacities as long as it fits, which 32 MiB does."""
     if case is None:
         platform = _calib_platform()
     else:
-        platform = platform_toml(case.runs[0], d)
+        platform = platform_toml(case.runs[0], d, kswapd)
     pdir = work / "platforms"
     pdir.mkdir(exist_ok=True)
     ppath = pdir / f"{cid or name}.toml"

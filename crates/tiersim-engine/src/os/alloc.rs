@@ -1,7 +1,7 @@
 //! Page allocation on first touch, swap-in and refault, after mm/page_alloc.c
 //! (get_page_from_freelist, __alloc_pages_slowpath): the policy names the preferred node and the
 //! allocation walks its zonelist above the low watermark; when every node fails, kswapd is woken
-//! and allocation retries against min; then direct reclaim, charged to the faulting CPU; then
+//! (it reclaims in the background, `kswapd.rs`) and allocation retries against min; then direct reclaim, charged to the faulting CPU; then
 //! out of memory.
 
 use tiersim_core::{Error, NodeId, Ns, Op, Result};
@@ -61,7 +61,7 @@ pub(crate) fn alloc(
     mem.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED | LOCKED | flags };
     lru::add(&mut mem.pt, &mut mem.nodes[node], p);
     mem.policy.policy.on_page_placed(p, node as NodeId);
-    rc.proactive(mem, vm, node, t)?;
+    rc.proactive(mem, vm, node, t);
     Ok((node, reclaim_ps))
 }
 
@@ -77,7 +77,7 @@ pub(crate) fn alloc_along(
     if let Some(n) = try_zonelist(mem, zl, false) {
         return Ok((n, 0));
     }
-    rc.kswapd(mem, vm, t)?;
+    rc.wake_kswapd(mem, vm, t);
     if let Some(n) = try_zonelist(mem, zl, true) {
         return Ok((n, 0));
     }

@@ -88,7 +88,8 @@ impl HintFaults {
         mem.topo = topo;
         mem.policy.unpark(policy);
         mem.pt.ext_mut(p).last_cpu = who.cpu as u32;
-        if scanner.spec.is_some_and(|s| s.top_tier) {
+        let tiering_mode = scanner.spec.is_some_and(|s| !s.top_tier);
+        if !tiering_mode {
             scanner.pass_faults += 1;
         }
         let mut cost = self.fault_ps + ops_ps;
@@ -101,9 +102,17 @@ impl HintFaults {
                     lru::del(&mut mem.pt, &mut mem.nodes[node], p);
                     let done = vm.migrate.move_page(mem, p, node, d, t, true);
                     cost += vm.migrate.charge_move(1, t, done);
-                    let _ = rc.proactive(mem, vm, d, t);
+                    // In tiering mode only a promotion is a recorded fault: do_numa_page passes
+                    // the page's new, top-tier node to task_numa_fault (mm/memory.c, 6.1), which
+                    // returns early for a slow-tier node (kernel/sched/fair.c).
+                    if tiering_mode && mem.nodes[d].spec.tier < mem.nodes[node].spec.tier {
+                        scanner.pass_faults += 1;
+                    }
+                    rc.proactive(mem, vm, d, t);
                 } else {
-                    scanner.pass_failed = true;
+                    // A failed migration is recorded (TNF_MIGRATE_FAIL) only where the fault is:
+                    // not for a slow-tier page in tiering mode.
+                    scanner.pass_failed |= !tiering_mode;
                     if mem.nodes[d].spec.tier < mem.nodes[node].spec.tier {
                         self.stats.failed_promotions += 1;
                     } else {
@@ -111,10 +120,10 @@ impl HintFaults {
                     }
                     let (wm, cap) = (self.wmarks[d], mem.nodes[d].capacity);
                     if let Some(goal) = mem.policy.policy.on_promotion_failed(dst, wm, cap) {
-                        // kswapd on the target, on a core of its own, until free memory is above
-                        // the goal (zone_watermark_ok is a strict test).
-                        let want = (goal + 1).saturating_sub(mem.nodes[d].free());
-                        let _ = rc.reclaim(mem, vm, d, want, t);
+                        // kswapd on the target until free memory is above the goal
+                        // (zone_watermark_ok is a strict test); the promotion has failed all the
+                        // same (numamigrate_isolate_page, mm/migrate.c, 6.1).
+                        vm.kswapd.wake(mem, d, goal + 1, t);
                     }
                 }
             }

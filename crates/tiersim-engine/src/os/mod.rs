@@ -1,8 +1,8 @@
 //! The OS model, after Linux 5.x (policies.md 1.1), one part per mechanism, each a struct that
 //! owns its state and takes what else it touches as arguments, as mm/ passes `pg_data_t`,
 //! `lruvec` and `scan_control`: the LRU lists' aging and victim choice (`lru::Lru`), page
-//! migration and exchange (`migrate::Migrator`), reclaim and kswapd (`reclaim::Reclaimer`, over
-//! a `reclaim::Vmscan` of the parts reclaim uses), first-touch allocation along zonelists
+//! migration and exchange (`migrate::Migrator`), reclaim (`reclaim::Reclaimer`, over a
+//! `reclaim::Vmscan` of the parts reclaim uses) and kswapd's background reclaim (`kswapd`), first-touch allocation along zonelists
 //! (`alloc`), swap and the block device of files (`swap::Swap`), the page cache of system calls
 //! and DAX (`filemap::FileIo`), the NUMA hinting scanner (`scan::Scanner`) and hint faults
 //! (`fault::HintFaults`). What they all share is `Memory`: the nodes (frames, watermarks and
@@ -13,6 +13,7 @@
 pub(crate) mod alloc;
 pub(crate) mod fault;
 pub(crate) mod filemap;
+pub(crate) mod kswapd;
 pub(crate) mod lru;
 pub(crate) mod migrate;
 pub(crate) mod reclaim;

@@ -1,12 +1,13 @@
 //! Reclaim after mm/vmscan.c (shrink_node; kswapd's balance_pgdat): victims from the LRU lists
 //! (`lru.rs`) are demoted to the policy's demotion target while it has free memory above min
-//! (demote_page_list), else swapped out or, for file pages, dropped. kswapd takes every node
-//! below its low watermark up to its high one; a policy's own goal (TPP's demotion watermark)
-//! wakes it early.
+//! (demote_page_list), else swapped out or, for file pages, dropped. An allocation that finds
+//! every node below its low watermark wakes kswapd (`kswapd.rs`) to take them up to their high
+//! one; a policy's own goal (TPP's demotion watermark) wakes it early.
 
 use tiersim_core::{Ns, Op, Result};
 
 use super::filemap::FileIo;
+use super::kswapd::Kswapd;
 use super::lru::Lru;
 use super::migrate::Migrator;
 use super::swap::{block_request, Swap};
@@ -15,9 +16,11 @@ use crate::pagetable::{DIRTY, FILE};
 
 /// The parts reclaim takes pages with: the lists it picks victims from, the copy engine that
 /// demotes them, swap for anonymous pages and the page cache whose file pages it drops (the
-/// kernel reaches these through scan_control and globals).
+/// kernel reaches these through scan_control and globals), and the kswapd threads that reclaim
+/// in the background.
 pub(crate) struct Vmscan<'a> {
     pub(crate) lru: &'a mut Lru,
+    pub(crate) kswapd: &'a mut Kswapd,
     pub(crate) migrate: &'a mut Migrator,
     pub(crate) swap: Option<&'a mut Swap>,
     pub(crate) files: &'a mut FileIo,
@@ -42,8 +45,21 @@ impl Reclaimer {
     /// demotion target while that node has free memory above its min watermark (the kernel's
     /// demotion allocation does not reclaim on the target), else written to swap.
     pub(crate) fn reclaim(&self, mem: &mut Memory, vm: &mut Vmscan, node: usize, want: u64, t: Ns) -> Result<u64> {
+        Ok(self.reclaim_timed(mem, vm, node, want, t)?.0)
+    }
+
+    /// `reclaim`, also returning when the last demotion's copy completes (`t` without one).
+    pub(crate) fn reclaim_timed(
+        &self,
+        mem: &mut Memory,
+        vm: &mut Vmscan,
+        node: usize,
+        want: u64,
+        t: Ns,
+    ) -> Result<(u64, Ns)> {
         let demote_to = self.demote_to[node];
         let mut done = 0;
+        let mut copied = t;
         while done < want {
             let target = demote_to.filter(|&d| mem.nodes[d].free() > mem.nodes[d].wmark_min);
             // A full swap still takes pages: the swap cache gives up slots (`Swap::swap_out`).
@@ -58,9 +74,7 @@ impl Reclaimer {
                 break;
             };
             match target {
-                Some(d) => {
-                    vm.migrate.move_page(mem, p, node, d, t, true);
-                }
+                Some(d) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
                 None if mem.pt.entries[p as usize].flags & FILE != 0 => drop_file_page(mem, vm, p, node, t),
                 None => vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node),
             }
@@ -69,33 +83,27 @@ impl Reclaimer {
         if let Some(swap) = vm.swap.as_deref_mut() {
             swap.flush_writes(mem.page_size, t);
         }
-        Ok(done)
+        Ok((done, copied))
     }
 
-    /// kswapd: every node below its low watermark is reclaimed up to its high watermark. It runs
-    /// on a core of its own, so its time is not charged to the application's CPUs; its swap
-    /// writes still occupy the swap device.
-    pub(crate) fn kswapd(&self, mem: &mut Memory, vm: &mut Vmscan, t: Ns) -> Result<()> {
+    /// The allocator's wakeup_kswapd: every node below its low watermark gets kswapd, to take it
+    /// up to its high watermark. kswapd's time is its own, not the application's CPUs'; its swap
+    /// writes and copies still occupy the devices.
+    pub(crate) fn wake_kswapd(&self, mem: &Memory, vm: &mut Vmscan, t: Ns) {
         for n in 0..mem.nodes.len() {
             let node = &mem.nodes[n];
             if node.free() < node.wmark_low {
-                let want = node.wmark_high - node.free();
-                self.reclaim(mem, vm, n, want, t)?;
+                vm.kswapd.wake(mem, n, node.wmark_high, t);
             }
         }
-        Ok(())
     }
 
     /// After an allocation on `node`: a policy's kswapd goal (TPP's demotion watermark) wakes
-    /// kswapd, on a core of its own, as soon as free memory drops below it.
-    pub(crate) fn proactive(&self, mem: &mut Memory, vm: &mut Vmscan, node: usize, t: Ns) -> Result<()> {
+    /// kswapd as soon as free memory drops below it.
+    pub(crate) fn proactive(&self, mem: &Memory, vm: &mut Vmscan, node: usize, t: Ns) {
         if let Some(goal) = self.goal[node] {
-            let free = mem.nodes[node].free();
-            if free < goal {
-                self.reclaim(mem, vm, node, goal - free, t)?;
-            }
+            vm.kswapd.wake(mem, node, goal, t);
         }
-        Ok(())
     }
 }
 

@@ -7,12 +7,18 @@ use super::Engine;
 use crate::os::alloc::{self, Faulting};
 use crate::os::fault::Ops;
 use crate::os::reclaim::Vmscan;
-use crate::os::{lru, swap, Metrics};
+use crate::os::{kswapd, lru, swap, Metrics};
 
 /// The parts reclaim works with (`Vmscan`), borrowed from the engine beside its other fields.
 macro_rules! vmscan {
     ($eng:expr) => {
-        Vmscan { lru: &mut $eng.lru, migrate: &mut $eng.migrate, swap: $eng.swap.as_mut(), files: &mut $eng.files }
+        Vmscan {
+            lru: &mut $eng.lru,
+            kswapd: &mut $eng.kswapd,
+            migrate: &mut $eng.migrate,
+            swap: $eng.swap.as_mut(),
+            files: &mut $eng.files,
+        }
     };
 }
 
@@ -20,7 +26,7 @@ impl Engine {
     /// Every part that keeps counters over the measured run, in the order they report.
     pub(crate) fn metrics(&self) -> Vec<&dyn Metrics> {
         let mut parts: Vec<&dyn Metrics> =
-            vec![&self.faults, &self.lru, &self.migrate, &self.scanner, &self.numa, &self.files];
+            vec![&self.faults, &self.lru, &self.migrate, &self.kswapd, &self.scanner, &self.numa, &self.files];
         if let Some(swap) = &self.swap {
             parts.push(swap);
         }
@@ -32,6 +38,7 @@ impl Engine {
             &mut self.faults,
             &mut self.lru,
             &mut self.migrate,
+            &mut self.kswapd,
             &mut self.scanner,
             &mut self.numa,
             &mut self.files,
@@ -47,6 +54,14 @@ impl Engine {
     pub(crate) fn faulting(&self, c: usize) -> Faulting {
         let cpu = &self.cpus[c];
         Faulting { cpu: c, node: cpu.node, socket: cpu.socket, access: self.processed }
+    }
+
+    /// kswapd's batches done by `t` (the access path calls this once time reaches its next one).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn kswapd_catch_up(&mut self, t: Ns) -> Result<()> {
+        let mut vm = vmscan!(self);
+        kswapd::run_until(&mut self.mem, &self.reclaim, &mut vm, t)
     }
 
     /// Allocate page `p` for CPU `c` at `t` with `flags`: its node and the direct-reclaim time (ps).

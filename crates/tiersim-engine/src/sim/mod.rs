@@ -22,6 +22,7 @@ use crate::epoch_profile::Lookahead;
 use crate::node::Node;
 use crate::os::fault::HintFaults;
 use crate::os::filemap::FileIo;
+use crate::os::kswapd::Kswapd;
 use crate::os::lru::Lru;
 use crate::os::migrate::Migrator;
 use crate::os::reclaim::Reclaimer;
@@ -77,6 +78,7 @@ pub(crate) struct Engine {
     pub(crate) lru: Lru,
     pub(crate) migrate: Migrator,
     pub(crate) reclaim: Reclaimer,
+    pub(crate) kswapd: Kswapd,
     pub(crate) swap: Option<Swap>,
     /// The page cache of file system calls, dirty file pages and their writeback, DAX.
     pub(crate) files: FileIo,
@@ -266,6 +268,13 @@ impl Engine {
             lru: Lru::new(os.uint("swappiness"), os.str("new_anon_list") == "active"),
             migrate,
             reclaim: Reclaimer::new(demote_to, reclaim_goal, os.uint("reclaim_batch")),
+            kswapd: Kswapd::new(
+                n,
+                os.uint("reclaim_batch"),
+                os.duration("kswapd_page_cost") * 1000,
+                os.duration("tlb_shootdown") * 1000,
+                os.float("kswapd_cpu_share"),
+            ),
             swap,
             files: FileIo::new(platform)?,
             scanner,
@@ -361,6 +370,9 @@ impl Engine {
             cpu.last_page = p;
             p
         };
+        if issue_ns >= self.kswapd.next_ns {
+            self.kswapd_catch_up(issue_ns)?;
+        }
         if let Some(spec) = self.scanner.spec {
             if issue_ns >= self.scanner.next_ns {
                 let cost = self.scanner.run_scan(&mut self.mem, spec, issue_ns);

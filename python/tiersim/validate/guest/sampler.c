@@ -4,10 +4,13 @@
  * Every INTERVAL_MS of the guest's CLOCK_MONOTONIC it prints one line
  *   S <ns since start> vmstat <name>=<value>... pages N0=<n> N1=<n>...
  * with the /proc/vmstat counters named below and the program's resident pages per node summed
- * over the VMAs of /proc/PID/numa_maps. The program (started with TIERSIM_GUEST=1 in its
+ * over the VMAs of /proc/PID/numa_maps, then the CPU time (ns, /proc/TID/schedstat's first field,
+ * the scheduler's sum_exec_runtime) of the kswapd threads (kswapd_ns) and of the program's threads
+ * (prog_ns): the rate kswapd demotes at per CPU second is the guest kernel's own. The program (started with TIERSIM_GUEST=1 in its
  * environment) stops itself with SIGSTOP just before it exits, so the last line, E, holds its
  * pages at its end; then the sampler lets it go and prints X with its exit status or signal. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +46,44 @@ static size_t slurp(const char *path) {
     return n;
 }
 
+/* Sum of the first field of /proc/<pid>/task/<tid>/schedstat over a task's threads, or of one
+ * thread's /proc/<pid>/schedstat with all == 0. */
+static long long cpu_ns(pid_t pid, int all) {
+    char path[300];
+    long long sum = 0;
+    if (!all) {
+        snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+        return slurp(path) ? atoll(buf) : 0;
+    }
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+        if (slurp(path)) sum += atoll(buf);
+    }
+    closedir(d);
+    return sum;
+}
+
+#define MAX_KSWAPD 8
+static pid_t kswapd[MAX_KSWAPD];
+static int nkswapd;
+
+/* The kswapd threads (one per node with memory), by name, once at start. */
+static void find_kswapd(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) && nkswapd < MAX_KSWAPD;) {
+        char path[300];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
+        if (slurp(path) && !strncmp(buf, "kswapd", 6)) kswapd[nkswapd++] = atoi(e->d_name);
+    }
+    closedir(d);
+}
+
 static void sample(char tag, long long t0, pid_t pid) {
     printf("%c %lld vmstat", tag, now_ns() - t0);
     slurp("/proc/vmstat");
@@ -76,6 +117,9 @@ static void sample(char tag, long long t0, pid_t pid) {
         char *m = strstr(buf, "MemFree:");
         if (m) printf(" free%d=%lld", i, atoll(m + 8));
     }
+    long long ks = 0;
+    for (int i = 0; i < nkswapd; i++) ks += cpu_ns(kswapd[i], 0);
+    printf(" kswapd_ns=%lld prog_ns=%lld", ks, cpu_ns(pid, 1));
     printf("\n");
     fflush(stdout);
 }
@@ -86,6 +130,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     long interval_ms = atol(argv[1]);
+    find_kswapd();
     long long t0 = now_ns();
     pid_t pid = fork();
     if (pid < 0) return perror("fork"), 2;
