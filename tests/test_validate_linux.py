@@ -21,6 +21,8 @@ from tiersim.validate import linux, vm
 DATA = Path(__file__).parent / "data" / "validate"
 # A real guest's output: kv (256 MiB, 8M ops) under tiering mode, recorded by the quick case.
 GUEST_OUT = (DATA / "kv-tiering.guest.out").read_text()
+# The same case from a later matrix, whose sampler also records kswapd's and the program's CPU time.
+GUEST_OUT_KSWAPD = (DATA / "kv-tiering-kswapd.guest.out").read_text()
 
 needs_vm = pytest.mark.skipif(
     shutil.which("qemu-system-x86_64") is None or not list((vm.vm_dir() / "linux" / "boot").glob("vmlinuz-6.1.*")),
@@ -60,6 +62,27 @@ def test_platform_describes_the_vm() -> None:
     assert p["nodes"][0]["capacity"] == f"{room * 4}KiB" and p["nodes"][0]["cpus"] == "0-1"
     assert p["nodes"][1]["capacity"] == "524288KiB" and p["nodes"][1]["tier"] == 1
     assert p["os"]["daemon_time_scale"] == 0.25
+
+
+def test_kswapd_cost_comes_from_the_guests_kswapd() -> None:
+    machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT_KSWAPD, "", "kv-tiering")
+    run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
+    m = linux.kernel_metrics(linux.SETTINGS["tiering"], samples)
+    # Read off the file: kswapd0 ran 3,947,184,948 ns and reclaimed 3,921 pages over the program.
+    assert m["kswapd_cpu_s"] == pytest.approx(3.947184948) and m["kswapd_reclaimed"] == 3921
+    case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [run, run])
+    ks = linux.kswapd_cost(case, 0.25)
+    assert ks["guest_ns_per_page"] == pytest.approx(3947184948 / 3921)
+    assert ks["page_cost_ns"] == pytest.approx(3947184948 / 3921 * 0.25)
+    # Two CPUs, the program's two threads and kswapd: a third of each CPU's time is kswapd's.
+    assert ks["cpu_share"] == pytest.approx(2 / 3)
+    p = tomllib.loads(linux.platform_toml(run, 0.25, ks))
+    assert p["os"]["kswapd_page_cost"] == f"{3947184948 / 3921 * 0.25:.0f}ns"
+    assert p["os"]["kswapd_cpu_share"] == pytest.approx(0.6667)
+    # An older guest output has no kswapd times: the platform keeps tiersim's defaults.
+    old = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
+    old_case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [linux.GuestRun(*old, 30.0, "tcg")])
+    assert linux.kswapd_cost(old_case, 0.25) == {}
 
 
 @pytest.mark.parametrize(
@@ -152,6 +175,19 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     assert set(series["source"]) == {"kernel", "tiersim"}
     html = (out / "report.html").read_text()
     assert html.count("<img") == 1 and "kv-tiering" in html and "daemon time scale" in html
+    # kswapd demoted pages in the guest, so the platform carries its measured cost.
+    assert case["kswapd"]["page_cost_ns"] > 0 and case["kernel_kswapd_reclaimed"][0] > 0
+    assert "kswapd_page_cost" in (out / "platforms" / "kv-tiering.toml").read_text()
+    # --replay: no boot, no capture; the same guest runs and traces give the same comparison.
+    again_dir = tmp_path / "replayed"
+    r = _cli("validate", "linux", "--replay", str(out), "-o", str(again_dir))
+    assert r.returncode == 0, r.stderr
+    replayed = json.loads((again_dir / "validate.json").read_text())
+    assert replayed["cases"]["kv-tiering"]["metrics"] == m
+    assert replayed["guest_speed"] == doc["guest_speed"]
+    bad = _cli("validate", "linux", "--replay", str(tmp_path / "nothing"), "-o", str(tmp_path / "r2"))
+    assert bad.returncode != 0 and "not a `tiersim validate linux` result" in bad.stderr
+    assert not (tmp_path / "r2").exists()
 
 
 def _with_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, source: str) -> None:
