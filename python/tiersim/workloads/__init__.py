@@ -283,6 +283,58 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+# Small captures of the real programs, committed so that tests and studies replay real programs
+# without capturing at run time (docs/workloads.md, "Committed traces"). Each is the command's
+# output on the 2-core development machine; a recapture differs (timing, background threads).
+TRACES_DIR = HERE / "traces"
+
+
+@dataclass(frozen=True)
+class CommittedTrace:
+    name: str
+    command: str  # the command that made it, from the repository's root
+    what: str  # what it holds, in the program's terms
+
+    @property
+    def path(self) -> Path:
+        return TRACES_DIR / f"{self.name}.trace"
+
+
+TRACES: dict[str, CommittedTrace] = {
+    t.name: t
+    for t in (
+        CommittedTrace(
+            "redis",
+            "tiersim workload capture redis -o python/tiersim/workloads/traces/redis.trace --cpu-map 0-15 "
+            "--llc 1MiB --param requests=10000 --param keyspace=10000 --param tests=set,get",
+            "redis-server with its AOF, 10,000 SETs then 10,000 GETs of 256 B values over 10,000 random keys "
+            "from 8 clients",
+        ),
+        CommittedTrace(
+            "rocksdb",
+            "tiersim workload capture rocksdb -o python/tiersim/workloads/traces/rocksdb.trace --cpu-map 0-15 "
+            "--llc 1MiB --param num=5000 --param reads=5000 --param write_buffer_size=65536",
+            "db_bench fillrandom then readrandom, 5,000 keys of 100 B, 64 KiB memtables flushed to SST files, "
+            "a 1 MiB block cache",
+        ),
+        CommittedTrace(
+            "bfs",
+            "tiersim workload capture bfs -o python/tiersim/workloads/traces/bfs.trace --cpu-map 0-15 "
+            "--llc 1MiB --param scale=14 --param roots=4",
+            "graph500's Kronecker graph at SCALE 14 (16,384 vertices, 262,144 edges), its CSR, BFS from 4 roots "
+            "on 2 threads",
+        ),
+    )
+}
+
+
+def committed_trace(name: str) -> Path:
+    """The committed trace of workload `name` (TRACES)."""
+    if name not in TRACES:
+        raise TiersimError(f"no committed trace of '{name}'; there are: {', '.join(TRACES)}")
+    return TRACES[name].path
+
+
 def _check_packages(r: Recipe) -> None:
     for path, pkg in r.needs:
         if not Path(path).exists():
