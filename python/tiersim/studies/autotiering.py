@@ -17,7 +17,7 @@ import polars as pl
 from tiersim._native import TiersimError
 from tiersim.bound import BOUND, BOUND_MEMBERS, MEMBER_POLICY, ORACLE_FREE
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
-from tiersim.workloads import TRACES
+from tiersim.workloads import TRACES, memory_footprint
 
 SCALE = 0.001953125  # 1/512: the paper's 2 x 16 GB DRAM + 2 x 128 GB DCPMM become 64 + 512 MiB
 THREADS = 32
@@ -149,9 +149,10 @@ params = {inline_table({"footprint": f"{footprint_mib}MiB", "threads": THREADS, 
 
 
 def real_scale(footprint_bytes: int) -> float:
-    """The largest power-of-two scale at which socket 0's DRAM is at most half a trace's
-    footprint: the program's data overflow its socket's DRAM into DCPMM, as the generators' 160
-    MiB overflow the 32 MiB at 1/512 (about 11 MiB: 1/4096, 4 MiB of DRAM per socket)."""
+    """The largest power-of-two scale at which socket 0's DRAM is at most half a trace's memory
+    footprint (workloads.memory_footprint): the program's data overflow its socket's DRAM into
+    DCPMM, as the generators' 160 MiB overflow the 32 MiB at 1/512 (8-9 MiB: 1/4096, 4 MiB of
+    DRAM per socket)."""
     return 2.0 ** -math.ceil(math.log2(2 * DRAM_PER_SOCKET / footprint_bytes))
 
 
@@ -174,12 +175,10 @@ path = {json.dumps(str(trace))}
 def run_real(out: Path, quick: bool, workers: int | None) -> dict[str, tuple[float, pl.DataFrame]]:
     """Each committed trace of REAL under every policy (the quick variant: without the extra
     policies and the bound); returns label -> (scale, results)."""
-    import tiersim
-
     res = {}
     for label in REAL:
         trace = TRACES[label].path
-        scale = real_scale(tiersim.inspect(trace)["footprint_bytes"])
+        scale = real_scale(memory_footprint(trace))
         extra = (
             ""
             if quick

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, pct, study_sweep, within
-from tiersim.workloads import TRACES
+from tiersim.workloads import TRACES, memory_footprint
 
 DDR_ONLY_PLATFORM = Path(__file__).with_name("epyc_dram_only_nps1.toml")
 
@@ -180,10 +180,8 @@ def _gains(t: dict[tuple[str, str], float]) -> tuple[float, float]:
 
 def _capacity_real_spec(label: str, trace: Path) -> str:
     """The capacity runs on a real program's committed trace: DRAM (768 GiB scaled) holds half its
-    footprint, as it holds half the generated kv store."""
-    import tiersim
-
-    scale = CAPACITY_DRAM_SHARE * tiersim.inspect(trace)["footprint_bytes"] / (768 * 2**30)
+    memory footprint (workloads.memory_footprint), as it holds half the generated kv store."""
+    scale = CAPACITY_DRAM_SHARE * memory_footprint(trace) / (768 * 2**30)
     return f"""[sweep]
 name = "capacity-{label}"
 seeds = [1]

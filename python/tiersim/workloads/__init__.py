@@ -328,6 +328,15 @@ TRACES: dict[str, CommittedTrace] = {
 }
 
 
+def memory_footprint(trace: str | os.PathLike[str]) -> int:
+    """A captured trace's memory footprint in bytes: the pages it touches less its files' address
+    ranges (a file record lives at an address of its own, capture.md), so a program's data and
+    code, not the bytes its files held. Studies size the DRAM of their real-program runs by it."""
+    return int(tiersim.inspect(trace)["footprint_bytes"]) - int(
+        tiersim.trace_stats(trace, max_points=2)["mapped_bytes"]
+    )
+
+
 def committed_trace(name: str) -> Path:
     """The committed trace of workload `name` (TRACES)."""
     if name not in TRACES:
