@@ -338,7 +338,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     ]
     notes.append(
         'Real programs, from their committed traces (docs/workloads.md, "Committed traces"), each alone on '
-        "socket 0 at the power-of-two scale that makes socket 0's DRAM at most half its footprint, files on "
+        "socket 0 at the power-of-two scale that makes socket 0's DRAM at most half its memory footprint, files on "
         "an NVMe drive: "
         + ", ".join(f"{w} at 1/{round(1 / real[w][0])}" for w in REAL)
         + f". The graph500 findings are also evaluated on {REAL_GRAPH} (the claims' real-program column)."
