@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -503,8 +504,14 @@ def _redirected(stdout: Path, stderr: Path) -> Iterator[None]:
 
 
 def _program_report(text: str) -> dict[str, str]:
+    """The program's own figures from its stdout: `key=value` words (our drivers), and lines
+    `key: number` (db_bench's memstats: `rocksdb.size-all-mem-tables: 76048`)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
+        m = re.fullmatch(r"([\w.\-]+): (\d+)", line.strip())
+        if m:
+            out[m[1]] = m[2]
+            continue
         for word in line.split():
             if "=" in word:
                 k, v = word.split("=", 1)
