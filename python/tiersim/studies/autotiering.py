@@ -380,6 +380,6 @@ STUDY = Study(
     name="autotiering",
     title="AutoTiering (CPM/CPMX/OPM/OPMX/OPM-BD) vs Linux and Tiering-0.6 on a 2-socket DRAM + DCPMM machine",
     source="Kim, Choe, Ahn, AutoTiering, USENIX ATC'21 (seed 002)",
-    runtime="--quick 30 s, full about 1.5 min (72 runs, 2 workers)",
+    runtime="--quick 30 s, full about 1.5 min (72 runs, 2 workers); then 36 (quick) or 54 replays of the real programs' committed traces, 15 s",
     run=run,
 )

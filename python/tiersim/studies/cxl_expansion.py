@@ -437,6 +437,6 @@ STUDY = Study(
     name="cxl_expansion",
     title="CXL memory expansion: bandwidth by interleaving, capacity by tiering",
     source="Micron/AMD white paper 'CXL Memory Expansion: A Closer Look on Actual Platform' (seed 003)",
-    runtime="--quick 22 s, full 71 s",
+    runtime="--quick 22 s, full 71 s; then 8 capacity runs of the committed redis and rocksdb traces",
     run=run,
 )
