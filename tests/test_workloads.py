@@ -27,7 +27,7 @@ def busy_cpus(info: dict) -> int:
 def test_unknown_workload_lists_the_valid_ones(tmp_path: Path) -> None:
     r = run_cli("workload", "capture", "mongodb", "-o", str(tmp_path / "x.trace"))
     assert r.returncode == 1
-    assert "unknown workload 'mongodb'; valid: bfs, redis, rocksdb, wiredtiger" in r.stderr
+    assert "unknown workload 'mongodb'; valid: bfs, memcached, redis, rocksdb, wiredtiger" in r.stderr
     assert not (tmp_path / "x.trace").exists()
 
 
@@ -143,6 +143,25 @@ def test_packaged_program_tiny_capture(name: str, tmp_path: Path, monkeypatch: p
         # written: files compaction deleted).
         assert kinds["syscall"]["write_bytes"] >= rep["disk_bytes"] > 0
         assert kinds["syscall"]["reads"] > 0
+
+
+@needs_valgrind
+def test_memcached_tiny_capture(tmp_path: Path) -> None:
+    """memcached under memcslap on the Valgrind tool (about 6 s): 500 items set, each got by 4
+    clients, all hits; the server's threads; no file I/O; its items inside its memory."""
+    out = tmp_path / "mc.trace"
+    rep = workloads.capture_workload("memcached", out, llc="1MiB", params={"requests": 500})
+    c = rep["client"]
+    assert (c["curr_items"], c["cmd_get"], c["get_hits"], c["threads"]) == (500, 2000, 2000, 4)
+    info = tiersim.inspect(out)
+    # The main (listener) thread and 4 workers at least; memcached also starts its LRU maintainer,
+    # crawler, hash expander and slab rebalancer.
+    assert busy_cpus(info) >= 5
+    assert rep["fileio"]["calls_in_trace"]["R"] == rep["fileio"]["calls_in_trace"]["W"] == 0
+    # memcslap's values are random, about 2.5 KB each; the items' bytes are in the memory the trace
+    # touches, with the server's hash table, connection table, slabs and libevent besides.
+    assert c["bytes"] > 500 * 1000
+    assert c["bytes"] < workloads.memory_footprint(out) < c["bytes"] + 32 * 2**20
 
 
 # The committed traces (tiersim.workloads.TRACES, docs/workloads.md "Committed traces"): what each

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -140,18 +141,26 @@ def _client_run(args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env)
 
 
-def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
-    """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
-    port = str(p["port"])
+def _wait_for_port(port: int, what: str) -> str | None:
+    """None once `port` accepts connections, or the error after 300 s (a server under Valgrind
+    takes seconds to start)."""
     deadline = time.monotonic() + 300
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", int(port)), timeout=1):
-                break
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return None
         except OSError:
             if time.monotonic() > deadline:
-                return {"error": "redis-server did not accept connections within 300 s"}
+                return f"{what} did not accept connections within 300 s"
             time.sleep(0.2)
+
+
+def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
+    """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
+    port = str(p["port"])
+    error = _wait_for_port(int(port), "redis-server")
+    if error:
+        return {"error": error}
     bench = _client_run(
         [
             "redis-benchmark",
@@ -182,6 +191,52 @@ def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
         "benchmark_status": bench.returncode,
         "used_memory": int(mem.get("used_memory", "0").strip() or 0),
         "used_memory_rss": int(mem.get("used_memory_rss", "0").strip() or 0),
+    }
+
+
+# Valgrind keeps this many descriptors for itself, below the soft limit it raises (its m_main.c).
+VALGRIND_RESERVED_FDS = 12
+
+
+def _memcached_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    # -A: the client ends the server with `shutdown` (exit status 0); -u root: memcached refuses
+    # to run as root without a user, and the capture runs as whoever runs tiersim.
+    argv = ["memcached", "-p", str(p["port"]), "-l", "127.0.0.1", "-U", "0", "-m", str(p["memory_mb"])]
+    # memcached sets both open-file limits to its maxconns (-c) and exits with status 71 if that
+    # fails; under Valgrind setrlimit succeeds only when the hard limit stays Valgrind's own,
+    # min(soft + 12, hard) - 12, so -c is that (19,988 for limits of 20,000: a table of pointers).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = hard if hard != resource.RLIM_INFINITY else soft + VALGRIND_RESERVED_FDS
+    maxconns = min(soft + VALGRIND_RESERVED_FDS, cap) - VALGRIND_RESERVED_FDS
+    argv += ["-t", str(p["threads"]), "-c", str(maxconns), "-A"]
+    return argv + (["-u", "root"] if os.geteuid() == 0 else [])
+
+
+def _memcached_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
+    """Waits for the server, runs memcslap (sets `requests` keys, then each of `clients` threads
+    gets them all), reads the server's stats, shuts it down."""
+    port = int(p["port"])
+    error = _wait_for_port(port, "memcached")
+    if error:
+        return {"error": error}
+    server = f"--servers=127.0.0.1:{port}"
+    bench = _client_run(
+        ["memcslap", server, "--test=get", f"--concurrency={p['clients']}", f"--execute-number={p['requests']}"]
+    )
+    stats = _client_run(["memcstat", server]).stdout
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"shutdown\r\n")
+    if bench.returncode != 0 or "Fatal error" in bench.stdout + bench.stderr:
+        tail = (bench.stderr or bench.stdout).strip().splitlines()[-5:]
+        return {"error": f"memcslap exited with status {bench.returncode}: {' / '.join(tail)}"}
+    st = dict(line.strip().split(": ", 1) for line in stats.splitlines() if ": " in line)
+    return {
+        "benchmark": [line for line in bench.stdout.strip().splitlines() if line.startswith("Time")],
+        "bytes": int(st.get("bytes", "0")),
+        "curr_items": int(st.get("curr_items", "0")),
+        "cmd_get": int(st.get("cmd_get", "0")),
+        "get_hits": int(st.get("get_hits", "0")),
+        "threads": int(st.get("threads", "0")),
     }
 
 
@@ -238,6 +293,27 @@ RECIPES: dict[str, Recipe] = {
         paths=("valgrind",),
         argv=_redis_argv,
         client=_redis_client,
+    ),
+    "memcached": Recipe(
+        name="memcached",
+        summary="memcached 1.6 under memcslap's load (sets, then every client gets every key), the server captured",
+        packages=("memcached", "libmemcached-tools"),
+        needs=(("/usr/bin/memcached", "memcached"), ("/usr/bin/memcslap", "libmemcached-tools")),
+        params={
+            "requests": Param(2000, "keys set, then got by each client (memcslap --execute-number)"),
+            "clients": Param(4, "client threads (memcslap --concurrency)"),
+            "threads": Param(4, "memcached worker threads (-t)"),
+            "memory_mb": Param(64, "memcached's item memory in MiB (-m)"),
+            "port": Param(0, "TCP port (0: a free one)"),
+        },
+        stands_for=(
+            "a cache server whose items exceed DRAM; here 2,000 items of about 2.6 KB (memcslap's random "
+            "values, about 5 MB) got 4 times each"
+        ),
+        default_path="valgrind",
+        paths=("valgrind",),
+        argv=_memcached_argv,
+        client=_memcached_client,
     ),
     "rocksdb": Recipe(
         name="rocksdb",
