@@ -164,6 +164,18 @@ def test_memcached_tiny_capture(tmp_path: Path) -> None:
     assert c["bytes"] < workloads.memory_footprint(out) < c["bytes"] + 32 * 2**20
 
 
+@needs_valgrind
+def test_server_that_fails_to_start_gives_status_and_stderr(tmp_path: Path) -> None:
+    """A server that exits before it listens: one error with its status and stderr, no trace,
+    and its client gives up waiting for the port when the server has ended (not after 300 s)."""
+    out = tmp_path / "mc.trace"
+    with pytest.raises(TiersimError) as exc:
+        workloads.capture_workload("memcached", out, params={"threads": 0})
+    msg = str(exc.value)
+    assert "memcached exited with status 1" in msg and "Number of threads must be greater than 0" in msg
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
 # The committed traces (tiersim.workloads.TRACES, docs/workloads.md "Committed traces"): what each
 # holds, as captured. redis: 6 threads (the main thread and redis's bio/io threads); rocksdb: 16
 # (db_bench's and RocksDB's background threads); bfs: its 2 threads.

@@ -57,7 +57,8 @@ class Recipe:
     source: str | None = None
     libs: tuple[str, ...] = ()
     # Runs beside the captured program (a client); returns what it measured.
-    client: Callable[[Mapping[str, Any], Path], dict[str, Any]] | None = None
+    # (params, workdir, set when the captured program has ended) -> what the client measured
+    client: Callable[[Mapping[str, Any], Path, threading.Event], dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -141,24 +142,27 @@ def _client_run(args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env)
 
 
-def _wait_for_port(port: int, what: str) -> str | None:
+def _wait_for_port(port: int, what: str, gone: threading.Event) -> str | None:
     """None once `port` accepts connections, or the error after 300 s (a server under Valgrind
-    takes seconds to start)."""
+    takes seconds to start) or once the server has ended (`gone`: it failed to start, and the
+    capture reports its status and stderr)."""
     deadline = time.monotonic() + 300
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return None
         except OSError:
+            if gone.is_set():
+                return f"{what} ended before it accepted a connection"
             if time.monotonic() > deadline:
                 return f"{what} did not accept connections within 300 s"
             time.sleep(0.2)
 
 
-def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
+def _redis_client(p: Mapping[str, Any], work: Path, gone: threading.Event) -> dict[str, Any]:
     """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
     port = str(p["port"])
-    error = _wait_for_port(int(port), "redis-server")
+    error = _wait_for_port(int(port), "redis-server", gone)
     if error:
         return {"error": error}
     bench = _client_run(
@@ -212,11 +216,11 @@ def _memcached_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[
     return argv + (["-u", "root"] if os.geteuid() == 0 else [])
 
 
-def _memcached_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
+def _memcached_client(p: Mapping[str, Any], work: Path, gone: threading.Event) -> dict[str, Any]:
     """Waits for the server, runs memcslap (sets `requests` keys, then each of `clients` threads
     gets them all), reads the server's stats, shuts it down."""
     port = int(p["port"])
-    error = _wait_for_port(port, "memcached")
+    error = _wait_for_port(port, "memcached", gone)
     if error:
         return {"error": error}
     server = f"--servers=127.0.0.1:{port}"
@@ -642,21 +646,25 @@ def capture_workload(
         log = work / "fileio.calls"
         client_out: dict[str, Any] = {}
         client_thread = None
+        gone = threading.Event()
         if r.client is not None:
             client_fn = r.client
 
             def run_client() -> None:
-                client_out.update(client_fn(p, work))
+                client_out.update(client_fn(p, work, gone))
 
             client_thread = threading.Thread(target=run_client, name=f"tiersim-{name}-client", daemon=True)
             client_thread.start()
         preload = " ".join(filter(None, (str(shim), os.environ.get("LD_PRELOAD"))))
         with _environ(LD_PRELOAD=preload, TIERSIM_FILEIO_LOG=str(log)):
             with _redirected(work / "stdout", work / "stderr"):
-                if path == "instrumented":
-                    res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
-                else:
-                    res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+                try:
+                    if path == "instrumented":
+                        res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
+                    else:
+                        res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+                finally:
+                    gone.set()
         if client_thread is not None:
             client_thread.join(timeout=60)
         stdout = (work / "stdout").read_text(errors="replace")
