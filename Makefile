@@ -47,12 +47,13 @@ vm:
 		rm -rf $(VM_DIR)/linux && mv $(VM_DIR)/linux.tmp $(VM_DIR)/linux && rm -f $${pkg}_*.deb; }
 
 # The real programs `tiersim workload` captures (docs/workloads.md, "Real programs"): WiredTiger's
-# library and headers for our driver, redis-server and redis-benchmark, RocksDB's db_bench.
-# Installed from Debian only when one is missing, with sudo only when not root.
-WORKLOAD_PKGS := libwiredtiger-dev wiredtiger redis-server redis-tools rocksdb-tools
+# library and headers for our driver, redis-server and redis-benchmark, RocksDB's db_bench,
+# memcached and its load generator memcslap. Installed from Debian only when one is missing, with
+# sudo only when not root.
+WORKLOAD_PKGS := libwiredtiger-dev wiredtiger redis-server redis-tools rocksdb-tools memcached libmemcached-tools
 workloads:
 	@{ [ -e /usr/include/wiredtiger.h ] && command -v wt && command -v redis-server && command -v redis-benchmark \
-		&& command -v db_bench; } >/dev/null 2>&1 || { \
+		&& command -v db_bench && command -v memcached && command -v memcslap; } >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(WORKLOAD_PKGS); }
 

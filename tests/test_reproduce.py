@@ -106,6 +106,13 @@ def test_cxl_expansion_quick(tmp_path: Path):
     # 19 findings plus, per capacity workload, what orders the 768 vs 1152 GB speedups.
     assert len(result.claims) == 21
     assert "Capacity expansion" in path.read_text()
+    # The kv findings also on the committed redis and rocksdb traces, a column of their own.
+    for c in result.claims:
+        assert bool(c.real) == c.finding.startswith("kv:"), c.finding
+        if c.real:
+            assert c.real.startswith("redis ") and "; rocksdb " in c.real
+    redis = pl.read_parquet(tmp_path / "c" / "capacity-redis" / "results.parquet")
+    assert redis.height == 4 and (redis["trace"] == "redis").all()
 
 
 @pytest.mark.slow  # about 40 s on 2 cores: 42 simulations and a report
@@ -130,6 +137,15 @@ def test_autotiering_quick(tmp_path: Path):
     assert "levels 7-8: DRAM" in by[next(f for f in by if f.startswith("LAP levels"))].ours
     page = path.read_text()
     assert "AutoTiering policies on cascadelake_dcpmm" in page
+    # The real programs' committed traces under the 12 policies, each at 1/4096; the graph500
+    # findings evaluated on the BFS too.
+    for w in autotiering.REAL:
+        real = pl.read_parquet(tmp_path / "a" / f"autotiering-{w}" / "results.parquet")
+        assert real.height == 12 and (real["status"] == "ok").all()
+        assert f"scale={2.0**-12}" in json.loads(real["overrides"][0])
+    graph = [c for c in result.claims if c.finding.startswith("graph500:")]
+    assert len(graph) == 5 and all(c.real.startswith("bfs: ") for c in graph)
+    assert "real program" in page
 
 
 def _frame(comparison: str, value) -> pl.DataFrame:

@@ -467,7 +467,8 @@ def _capture_files(
     record directory) with the tracing runtime's environment, then merge the per-thread record
     files it left in a temporary directory beside `out_path` (removed in every case)."""
     tool = cmd[0] != argv[0]
-    trace_dir = Path(tempfile.mkdtemp(prefix=".tiersim-capture-", dir=out_path.parent))
+    # Absolute: a program that changes directory (redis-server into its --dir) still finds it.
+    trace_dir = Path(tempfile.mkdtemp(prefix=".tiersim-capture-", dir=out_path.parent)).resolve()
     try:
         start = time.monotonic()
         env = json.loads(_native.capture_runtime_env(os.fspath(trace_dir), params_text))

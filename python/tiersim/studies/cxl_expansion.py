@@ -8,12 +8,15 @@ capacities by `scale`, run lengths by --quick.
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, pct, study_sweep, within
+from tiersim.workloads import TRACES, memory_footprint
 
 DDR_ONLY_PLATFORM = Path(__file__).with_name("epyc_dram_only_nps1.toml")
 
@@ -50,6 +53,9 @@ EIGHT_NVME = {
 KV_PARAMS = {"workload": "b", "gap_instructions": 200}
 SCAN_PARAMS = {"write_ratio": 0.0, "gap_instructions": 200}
 SCAN_PASSES = 4
+# The real key-value programs beside kv, from their committed traces (tiersim.workloads.TRACES):
+# the kv claims' real-program column.
+REAL_KV = ["redis", "rocksdb"]
 
 
 def _bandwidth_spec(trace: str, footprint_mib: int, accesses: int) -> str:
@@ -123,6 +129,78 @@ label = "scan"
 gen = "stride"
 seed = 1
 params = {inline_table(scan)}
+
+[[policy]]
+name = "linux_default"
+"""
+
+
+# The capacity runs' figures of one trace: speedup of DDR + CXL over DDR only and the share of swap
+# I/O it removes, per DRAM size, and every run's time by (platform, DRAM size).
+CapacityFigures = tuple[dict[str, float], dict[str, float], dict[tuple[str, str], float]]
+
+
+def _capacity_figures(df: pl.DataFrame, trace: str, swap_rows: list[dict[str, object]]) -> CapacityFigures:
+    """`trace`'s figures from a capacity sweep; appends its runs' swap rows to `swap_rows`."""
+    speedup, io_cut, t = {}, {}, {}
+    for dram in ("768GiB", "1152GiB"):
+        sel = df.filter((pl.col("set.nodes.dram0.capacity") == dram) & (pl.col("trace") == trace))
+        rows = {r["platform"]: r for r in sel.iter_rows(named=True)}
+        speedup[dram] = rows["ddr_only"]["execution_time_ns"] / rows["ddr_cxl"]["execution_time_ns"]
+        for plat, r in rows.items():
+            t[(plat, dram)] = r["execution_time_ns"]
+            swap_rows.append(
+                {
+                    "trace": trace,
+                    "dram": dram,
+                    "platform": plat,
+                    "time_ms": round(r["execution_time_ns"] / 1e6, 2),
+                    **{
+                        k: r.get(f"swap.{k}", 0)
+                        for k in (
+                            "swap_ins",
+                            "swap_outs",
+                            "readahead_pages",
+                            "swap_cache_hits",
+                            "read_requests",
+                            "write_requests",
+                        )
+                    },
+                }
+            )
+        io = lambda r: (r.get("swap.swap_ins") or 0) + (r.get("swap.swap_outs") or 0)  # noqa: E731
+        io_cut[dram] = 1 - io(rows["ddr_cxl"]) / io(rows["ddr_only"]) if io(rows["ddr_only"]) else 0.0
+    return speedup, io_cut, t
+
+
+def _gains(t: dict[tuple[str, str], float]) -> tuple[float, float]:
+    """What 1152 GB of DRAM gives over 768 GB: DDR only, DDR + CXL."""
+    return t[("ddr_only", "768GiB")] / t[("ddr_only", "1152GiB")], t[("ddr_cxl", "768GiB")] / t[("ddr_cxl", "1152GiB")]
+
+
+def _capacity_real_spec(label: str, trace: Path) -> str:
+    """The capacity runs on a real program's committed trace: DRAM (768 GiB scaled) holds half its
+    memory footprint (workloads.memory_footprint), as it holds half the generated kv store."""
+    scale = CAPACITY_DRAM_SHARE * memory_footprint(trace) / (768 * 2**30)
+    return f"""[sweep]
+name = "capacity-{label}"
+seeds = [1]
+set = {inline_table({"scale": scale, **EIGHT_NVME})}
+
+[sweep.grid]
+"nodes.dram0.capacity" = ["768GiB", "1152GiB"]
+
+[[platform]]
+label = "ddr_only"
+path = "{DDR_ONLY_PLATFORM.name}"
+
+[[platform]]
+label = "ddr_cxl"
+name = "epyc_cxl_nps1"
+
+[[trace]]
+label = "{label}"
+path = {json.dumps(str(trace))}
 
 [[policy]]
 name = "linux_default"
@@ -244,36 +322,26 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             compare="platform",
         )
     )
-    swap_rows = []
+    swap_rows: list[dict[str, object]] = []
+    real = {}
+    for label in REAL_KV:
+        trace = TRACES[label].path
+        rdf = study_sweep(out, f"capacity-{label}", _capacity_real_spec(label, trace), workers)
+        parts.append(
+            SweepPart(f"Capacity expansion: {label}", rdf, out / f"capacity-{label}", "ddr_only", compare="platform")
+        )
+        real[label] = _capacity_figures(rdf, label, swap_rows)
     for trace, what in (("kv", "a zipfian key-value store (YCSB b)"), ("scan", "repeated scans (Spark SVM-like)")):
-        speedup, io_cut, t = {}, {}, {}
-        for dram in ("768GiB", "1152GiB"):
-            sel = cap.filter((pl.col("set.nodes.dram0.capacity") == dram) & (pl.col("trace") == trace))
-            rows = {r["platform"]: r for r in sel.iter_rows(named=True)}
-            speedup[dram] = rows["ddr_only"]["execution_time_ns"] / rows["ddr_cxl"]["execution_time_ns"]
-            for plat, r in rows.items():
-                t[(plat, dram)] = r["execution_time_ns"]
-                swap_rows.append(
-                    {
-                        "trace": trace,
-                        "dram": dram,
-                        "platform": plat,
-                        "time_ms": round(r["execution_time_ns"] / 1e6, 2),
-                        **{
-                            k: r.get(f"swap.{k}", 0)
-                            for k in (
-                                "swap_ins",
-                                "swap_outs",
-                                "readahead_pages",
-                                "swap_cache_hits",
-                                "read_requests",
-                                "write_requests",
-                            )
-                        },
-                    }
-                )
-            io = lambda r: r["swap.swap_ins"] + r["swap.swap_outs"]  # noqa: E731
-            io_cut[dram] = 1 - io(rows["ddr_cxl"]) / io(rows["ddr_only"]) if io(rows["ddr_only"]) else 0.0
+        speedup, io_cut, t = _capacity_figures(cap, trace, swap_rows)
+
+        def on_real(
+            fmt: Callable[[CapacityFigures], str], ok: Callable[[CapacityFigures], bool], kv: bool = trace == "kv"
+        ) -> str:
+            """The same finding on the real key-value programs (kv's claims only)."""
+            if not kv:
+                return ""
+            return "; ".join(f"{w} {fmt(f)} ({'agrees' if ok(f) else 'disagrees'})" for w, f in real.items())
+
         claims += [
             Claim(
                 f"{trace}: DDR + CXL is faster than DDR only + swap when the data exceed 768 GB of DRAM",
@@ -282,6 +350,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 "ours > 1",
                 speedup["768GiB"] > 1,
                 f"Spark SVM in the paper; {what} here",
+                on_real(lambda f: f"{f[0]['768GiB']:.2f}x", lambda f: f[0]["768GiB"] > 1),
             ),
             Claim(
                 f"{trace}: size of the speedup with 768 GB DRAM",
@@ -289,6 +358,10 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 f"{speedup['768GiB']:.2f}x",
                 f"within +-{SIZE_TOLERANCE_CAP:.0%}",
                 within(speedup["768GiB"], PAPER_SPEEDUP_768, SIZE_TOLERANCE_CAP),
+                real=on_real(
+                    lambda f: f"{f[0]['768GiB']:.2f}x",
+                    lambda f: within(f[0]["768GiB"], PAPER_SPEEDUP_768, SIZE_TOLERANCE_CAP),
+                ),
             ),
             Claim(
                 f"{trace}: with 1152 GB DRAM, CXL helps less than with 768 GB",
@@ -296,6 +369,10 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 f"{speedup['1152GiB']:.2f}x < {speedup['768GiB']:.2f}x",
                 "ours(1152) < ours(768)",
                 speedup["1152GiB"] < speedup["768GiB"],
+                real=on_real(
+                    lambda f: f"{f[0]['1152GiB']:.2f}x < {f[0]['768GiB']:.2f}x",
+                    lambda f: f[0]["1152GiB"] < f[0]["768GiB"],
+                ),
             ),
             Claim(
                 f"{trace}: size of the speedup with 1152 GB DRAM",
@@ -303,6 +380,10 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 f"{speedup['1152GiB']:.2f}x",
                 f"within +-{SIZE_TOLERANCE_CAP:.0%}",
                 within(speedup["1152GiB"], PAPER_SPEEDUP_1152, SIZE_TOLERANCE_CAP),
+                real=on_real(
+                    lambda f: f"{f[0]['1152GiB']:.2f}x",
+                    lambda f: within(f[0]["1152GiB"], PAPER_SPEEDUP_1152, SIZE_TOLERANCE_CAP),
+                ),
             ),
             Claim(
                 f"{trace}: CXL removes most IO (swap) transactions",
@@ -311,12 +392,12 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 "ours removes >= 44%",
                 io_cut["768GiB"] >= PAPER_IO_CUT,
                 "768 GB DRAM; swap-ins + swap-outs",
+                on_real(lambda f: pct(-f[1]["768GiB"]), lambda f: f[1]["768GiB"] >= PAPER_IO_CUT),
             ),
         ]
         # The order of the two speedups is the order of what 384 GB more DRAM gives each system:
         # S768 / S1152 = (DDR-only gain) / (DDR + CXL gain).
-        ddr_gain = t[("ddr_only", "768GiB")] / t[("ddr_only", "1152GiB")]
-        cxl_gain = t[("ddr_cxl", "768GiB")] / t[("ddr_cxl", "1152GiB")]
+        ddr_gain, cxl_gain = _gains(t)
         claims.append(
             Claim(
                 f"{trace}: what orders 768 vs 1152 GB: DDR only gains from 1152 GB of DRAM",
@@ -326,6 +407,10 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
                 ddr_gain > cxl_gain,
                 "the 1152 GB speedup is below the 768 GB one exactly when DDR only gains more from the extra 384 GB "
                 "than DDR + CXL does, i.e. when the extra DRAM removes swap traffic that matters",
+                on_real(
+                    lambda f: "{:.2f}x (DDR + CXL: {:.2f}x)".format(*_gains(f[2])),
+                    lambda f: _gains(f[2])[0] > _gains(f[2])[1],
+                ),
             )
         )
     notes = [
@@ -352,6 +437,6 @@ STUDY = Study(
     name="cxl_expansion",
     title="CXL memory expansion: bandwidth by interleaving, capacity by tiering",
     source="Micron/AMD white paper 'CXL Memory Expansion: A Closer Look on Actual Platform' (seed 003)",
-    runtime="--quick 22 s, full 71 s",
+    runtime="--quick 22 s, full 71 s; then 8 capacity runs of the committed redis and rocksdb traces",
     run=run,
 )

@@ -11,6 +11,8 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -55,7 +57,8 @@ class Recipe:
     source: str | None = None
     libs: tuple[str, ...] = ()
     # Runs beside the captured program (a client); returns what it measured.
-    client: Callable[[Mapping[str, Any], Path], dict[str, Any]] | None = None
+    # (params, workdir, set when the captured program has ended) -> what the client measured
+    client: Callable[[Mapping[str, Any], Path, threading.Event], dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -139,18 +142,29 @@ def _client_run(args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env)
 
 
-def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
-    """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
-    port = str(p["port"])
+def _wait_for_port(port: int, what: str, gone: threading.Event) -> str | None:
+    """None once `port` accepts connections, or the error after 300 s (a server under Valgrind
+    takes seconds to start) or once the server has ended (`gone`: it failed to start, and the
+    capture reports its status and stderr)."""
     deadline = time.monotonic() + 300
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", int(port)), timeout=1):
-                break
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return None
         except OSError:
+            if gone.is_set():
+                return f"{what} ended before it accepted a connection"
             if time.monotonic() > deadline:
-                return {"error": "redis-server did not accept connections within 300 s"}
+                return f"{what} did not accept connections within 300 s"
             time.sleep(0.2)
+
+
+def _redis_client(p: Mapping[str, Any], work: Path, gone: threading.Event) -> dict[str, Any]:
+    """Waits for the server, runs redis-benchmark, reads INFO memory, shuts the server down."""
+    port = str(p["port"])
+    error = _wait_for_port(int(port), "redis-server", gone)
+    if error:
+        return {"error": error}
     bench = _client_run(
         [
             "redis-benchmark",
@@ -181,6 +195,52 @@ def _redis_client(p: Mapping[str, Any], work: Path) -> dict[str, Any]:
         "benchmark_status": bench.returncode,
         "used_memory": int(mem.get("used_memory", "0").strip() or 0),
         "used_memory_rss": int(mem.get("used_memory_rss", "0").strip() or 0),
+    }
+
+
+# Valgrind keeps this many descriptors for itself, below the soft limit it raises (its m_main.c).
+VALGRIND_RESERVED_FDS = 12
+
+
+def _memcached_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    # -A: the client ends the server with `shutdown` (exit status 0); -u root: memcached refuses
+    # to run as root without a user, and the capture runs as whoever runs tiersim.
+    argv = ["memcached", "-p", str(p["port"]), "-l", "127.0.0.1", "-U", "0", "-m", str(p["memory_mb"])]
+    # memcached sets both open-file limits to its maxconns (-c) and exits with status 71 if that
+    # fails; under Valgrind setrlimit succeeds only when the hard limit stays Valgrind's own,
+    # min(soft + 12, hard) - 12, so -c is that (19,988 for limits of 20,000: a table of pointers).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = hard if hard != resource.RLIM_INFINITY else soft + VALGRIND_RESERVED_FDS
+    maxconns = min(soft + VALGRIND_RESERVED_FDS, cap) - VALGRIND_RESERVED_FDS
+    argv += ["-t", str(p["threads"]), "-c", str(maxconns), "-A"]
+    return argv + (["-u", "root"] if os.geteuid() == 0 else [])
+
+
+def _memcached_client(p: Mapping[str, Any], work: Path, gone: threading.Event) -> dict[str, Any]:
+    """Waits for the server, runs memcslap (sets `requests` keys, then each of `clients` threads
+    gets them all), reads the server's stats, shuts it down."""
+    port = int(p["port"])
+    error = _wait_for_port(port, "memcached", gone)
+    if error:
+        return {"error": error}
+    server = f"--servers=127.0.0.1:{port}"
+    bench = _client_run(
+        ["memcslap", server, "--test=get", f"--concurrency={p['clients']}", f"--execute-number={p['requests']}"]
+    )
+    stats = _client_run(["memcstat", server]).stdout
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"shutdown\r\n")
+    if bench.returncode != 0 or "Fatal error" in bench.stdout + bench.stderr:
+        tail = (bench.stderr or bench.stdout).strip().splitlines()[-5:]
+        return {"error": f"memcslap exited with status {bench.returncode}: {' / '.join(tail)}"}
+    st = dict(line.strip().split(": ", 1) for line in stats.splitlines() if ": " in line)
+    return {
+        "benchmark": [line for line in bench.stdout.strip().splitlines() if line.startswith("Time")],
+        "bytes": int(st.get("bytes", "0")),
+        "curr_items": int(st.get("curr_items", "0")),
+        "cmd_get": int(st.get("cmd_get", "0")),
+        "get_hits": int(st.get("get_hits", "0")),
+        "threads": int(st.get("threads", "0")),
     }
 
 
@@ -238,6 +298,27 @@ RECIPES: dict[str, Recipe] = {
         argv=_redis_argv,
         client=_redis_client,
     ),
+    "memcached": Recipe(
+        name="memcached",
+        summary="memcached 1.6 under memcslap's load (sets, then every client gets every key), the server captured",
+        packages=("memcached", "libmemcached-tools"),
+        needs=(("/usr/bin/memcached", "memcached"), ("/usr/bin/memcslap", "libmemcached-tools")),
+        params={
+            "requests": Param(2000, "keys set, then got by each client (memcslap --execute-number)"),
+            "clients": Param(4, "client threads (memcslap --concurrency)"),
+            "threads": Param(4, "memcached worker threads (-t)"),
+            "memory_mb": Param(64, "memcached's item memory in MiB (-m)"),
+            "port": Param(0, "TCP port (0: a free one)"),
+        },
+        stands_for=(
+            "a cache server whose items exceed DRAM; here 2,000 items of about 2.6 KB (memcslap's random "
+            "values, about 5 MB) got 4 times each"
+        ),
+        default_path="valgrind",
+        paths=("valgrind",),
+        argv=_memcached_argv,
+        client=_memcached_client,
+    ),
     "rocksdb": Recipe(
         name="rocksdb",
         summary="RocksDB 7.8's db_bench (fillrandom, readrandom, readwhilewriting) with a given block cache",
@@ -281,6 +362,67 @@ RECIPES: dict[str, Recipe] = {
         source="bfs.c",
     ),
 }
+
+
+# Small captures of the real programs, committed so that tests and studies replay real programs
+# without capturing at run time (docs/workloads.md, "Committed traces"). Each is the command's
+# output on the 2-core development machine; a recapture differs (timing, background threads).
+TRACES_DIR = HERE / "traces"
+
+
+@dataclass(frozen=True)
+class CommittedTrace:
+    name: str
+    command: str  # the command that made it, from the repository's root
+    what: str  # what it holds, in the program's terms
+
+    @property
+    def path(self) -> Path:
+        return TRACES_DIR / f"{self.name}.trace"
+
+
+TRACES: dict[str, CommittedTrace] = {
+    t.name: t
+    for t in (
+        CommittedTrace(
+            "redis",
+            "tiersim workload capture redis -o python/tiersim/workloads/traces/redis.trace --cpu-map 0-15 "
+            "--llc 1MiB --param requests=10000 --param keyspace=10000 --param tests=set,get",
+            "redis-server with its AOF, 10,000 SETs then 10,000 GETs of 256 B values over 10,000 random keys "
+            "from 8 clients",
+        ),
+        CommittedTrace(
+            "rocksdb",
+            "tiersim workload capture rocksdb -o python/tiersim/workloads/traces/rocksdb.trace --cpu-map 0-15 "
+            "--llc 1MiB --param num=5000 --param reads=5000 --param write_buffer_size=65536",
+            "db_bench fillrandom then readrandom, 5,000 keys of 100 B, 64 KiB memtables flushed to SST files, "
+            "a 1 MiB block cache",
+        ),
+        CommittedTrace(
+            "bfs",
+            "tiersim workload capture bfs -o python/tiersim/workloads/traces/bfs.trace --cpu-map 0-15 "
+            "--llc 1MiB --param scale=14 --param roots=4",
+            "graph500's Kronecker graph at SCALE 14 (16,384 vertices, 262,144 edges), its CSR, BFS from 4 roots "
+            "on 2 threads",
+        ),
+    )
+}
+
+
+def memory_footprint(trace: str | os.PathLike[str]) -> int:
+    """A captured trace's memory footprint in bytes: the pages it touches less its files' address
+    ranges (a file record lives at an address of its own, capture.md), so a program's data and
+    code, not the bytes its files held. Studies size the DRAM of their real-program runs by it."""
+    return int(tiersim.inspect(trace)["footprint_bytes"]) - int(
+        tiersim.trace_stats(trace, max_points=2)["mapped_bytes"]
+    )
+
+
+def committed_trace(name: str) -> Path:
+    """The committed trace of workload `name` (TRACES)."""
+    if name not in TRACES:
+        raise TiersimError(f"no committed trace of '{name}'; there are: {', '.join(TRACES)}")
+    return TRACES[name].path
 
 
 def _check_packages(r: Recipe) -> None:
@@ -442,8 +584,14 @@ def _redirected(stdout: Path, stderr: Path) -> Iterator[None]:
 
 
 def _program_report(text: str) -> dict[str, str]:
+    """The program's own figures from its stdout: `key=value` words (our drivers), and lines
+    `key: number` (db_bench's memstats: `rocksdb.size-all-mem-tables: 76048`)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
+        m = re.fullmatch(r"([\w.\-]+): (\d+)", line.strip())
+        if m:
+            out[m[1]] = m[2]
+            continue
         for word in line.split():
             if "=" in word:
                 k, v = word.split("=", 1)
@@ -498,21 +646,25 @@ def capture_workload(
         log = work / "fileio.calls"
         client_out: dict[str, Any] = {}
         client_thread = None
+        gone = threading.Event()
         if r.client is not None:
             client_fn = r.client
 
             def run_client() -> None:
-                client_out.update(client_fn(p, work))
+                client_out.update(client_fn(p, work, gone))
 
             client_thread = threading.Thread(target=run_client, name=f"tiersim-{name}-client", daemon=True)
             client_thread.start()
         preload = " ".join(filter(None, (str(shim), os.environ.get("LD_PRELOAD"))))
         with _environ(LD_PRELOAD=preload, TIERSIM_FILEIO_LOG=str(log)):
             with _redirected(work / "stdout", work / "stderr"):
-                if path == "instrumented":
-                    res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
-                else:
-                    res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+                try:
+                    if path == "instrumented":
+                        res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
+                    else:
+                        res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+                finally:
+                    gone.set()
         if client_thread is not None:
             client_thread.join(timeout=60)
         stdout = (work / "stdout").read_text(errors="replace")
