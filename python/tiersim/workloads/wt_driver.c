@@ -16,7 +16,7 @@
 
 static const char *usage =
     "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
-    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB\n";
+    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1)\n";
 
 static WT_CONNECTION *conn;
 static uint64_t n_records, n_ops, checkpoint_every, seed;
@@ -154,7 +154,7 @@ static uint64_t stat(WT_SESSION *session, int key) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 14) {
+    if (argc != 15) {
         fputs(usage, stderr);
         return 2;
     }
@@ -170,16 +170,20 @@ int main(int argc, char **argv) {
     theta = strtod(argv[11], NULL);
     seed = strtoull(argv[12], NULL, 10);
     unsigned log_max_mb = (unsigned)strtoul(argv[13], NULL, 10);
+    /* transaction_sync: every commit waits for its log record to be fsynced (WiredTiger's default
+     * leaves the log to the OS and syncs it at checkpoints and log file switches). */
+    int sync = atoi(argv[14]);
     if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
         workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0) {
         fputs(usage, stderr);
         return 2;
     }
-    char config[256];
+    char config[512];
     snprintf(config, sizeof config,
              "create,cache_size=%uMB,statistics=(fast),session_max=%u,log=(enabled=%s,file_max=%uMB),mmap=%s,"
-             "checkpoint_sync=true",
-             cache_mb, n_threads + 16, log ? "true" : "false", log_max_mb, mmap_on ? "true" : "false");
+             "checkpoint_sync=true,transaction_sync=(enabled=%s,method=fsync)",
+             cache_mb, n_threads + 16, log ? "true" : "false", log_max_mb, mmap_on ? "true" : "false",
+             sync ? "true" : "false");
     CHECK(wiredtiger_open(dir, NULL, config, &conn));
     WT_SESSION *session;
     CHECK(conn->open_session(conn, NULL, NULL, &session));
