@@ -647,3 +647,29 @@ fn bad_sync_records_are_clear_errors() {
     let e = err(&bare, with(map(0, 16), [sync(Op::Read, 0)]));
     assert!(e.contains("access #1") && e.contains("[swap]"), "{e}");
 }
+
+#[test]
+fn a_second_fsync_waits_for_the_first_ones_writes() {
+    // CPU 0 dirties 8 pages and fsyncs; CPU 1 fsyncs the same file after a gap. Once CPU 0 has
+    // submitted its pages they are clean but under writeback until the device completes, and an
+    // fsync arriving then waits for them (filemap_fdatawait_range), as a group commit's
+    // followers wait for the leader's write; before or after that window it pays only its own
+    // call and flush (2,100 ns), never more than the whole of CPU 0's sync.
+    let p = platform_with("4MiB", "", &["host.cpus=2", "nodes.dram0.cpus=\"0-1\""]);
+    let mut t = map(0, 64);
+    t.extend((0..8).map(|i| call(Op::Write, i, 4096)));
+    t.push(sync(Op::Read, 0));
+    let first = u(&run(&p, t.clone()).unwrap().summary, &["page_cache", "sync", "time_ns"]);
+    let mut waited = 0;
+    for gap in (1..60).map(|k| k * 1000) {
+        let mut t = t.clone();
+        t.push(Access { cpu: 1, time: gap, ..sync(Op::Read, 0) });
+        let r = run(&p, t).unwrap();
+        let sy = &r.summary["page_cache"]["sync"];
+        assert_eq!((u(sy, &["fsync_calls"]), u(sy, &["writeback_pages"])), (2, 8), "{sy}");
+        let second = u(sy, &["time_ns"]) - first;
+        assert!((2100..=first).contains(&second), "gap {gap}: {second} ns, the first {first}");
+        waited += (second > 2100) as u32;
+    }
+    assert!(waited > 0, "no fsync of CPU 1 fell in the write's window");
+}

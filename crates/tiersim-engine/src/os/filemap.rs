@@ -142,7 +142,8 @@ pub(crate) struct FileIo {
     pub(crate) dirty: BTreeSet<u32>,
     pub(crate) cursor: u32,
     /// Writeback requests in flight: (completion, first page, pages), in issue order
-    /// (PG_writeback pages); an fsync of a file waits for those of its pages.
+    /// (PG_writeback pages), by the flusher and by fsync; an fsync of a file waits for those of
+    /// its pages.
     pub(crate) in_flight: VecDeque<(Ns, u32, u64)>,
     pub(crate) dax: Option<Dax>,
     pub(crate) stats: FileStats,

@@ -475,7 +475,7 @@ impl Engine {
                 let swap = self.swap.as_mut().expect("checked above");
                 for run in page_runs(&dirty, per_request) {
                     at += block + driver;
-                    done = done.max(swap.dev.access(&DeviceRequest {
+                    let end = swap.dev.access(&DeviceRequest {
                         now: at,
                         addr: dirty[run.start] as u64 * self.mem.page_size,
                         size: (run.len() as u64 * self.mem.page_size) as u32,
@@ -483,14 +483,19 @@ impl Engine {
                         socket,
                         cpu: c as u32,
                         remote: false,
-                    }));
+                    });
+                    done = done.max(end);
+                    // Under writeback until `end`: another thread's fsync of the file waits for
+                    // them (a group commit's followers), and the dirty limits count them.
+                    self.files.in_flight.push_back((end, dirty[run.start], run.len() as u64));
                     self.files.stats.sync_requests += 1;
                 }
                 at = done.max(at) + completion;
                 self.files.clean(&mut self.mem.pt, &dirty);
                 self.files.stats.wb_sync += dirty.len() as u64;
             }
-            // filemap_fdatawait_range: the file's pages the flusher is writing.
+            // filemap_fdatawait_range: the file's pages under writeback (by the flusher, or by
+            // another thread's fsync).
             for &(end, first, pages) in &self.files.in_flight {
                 let overlaps = ranges.iter().any(|&(from, to)| first < to && first + pages as u32 > from);
                 if end > t && overlaps {
