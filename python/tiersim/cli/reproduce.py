@@ -47,11 +47,12 @@ def reproduce_cmd(
         with err.status(Text(f"reproducing {study}{' (quick)' if quick else ''} ...")):
             result, path, elapsed = studies.reproduce(study, run_dir, quick=quick, workers=workers)
     table = Table(title=f"{study}: claims", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("finding", "paper", "ours", "criterion", "verdict"):
+    real = any(c.real for c in result.claims)
+    for col in ("finding", "paper", "ours", "criterion", "verdict", *(["real program"] if real else [])):
         table.add_column(col, overflow="fold")
     for c in result.claims:
         verdict = Text("agree", style="green") if c.agree else Text("disagree", style="bold red")
-        table.add_row(c.finding, c.paper, c.ours, c.criterion, verdict)
+        table.add_row(c.finding, c.paper, c.ours, c.criterion, verdict, *([c.real] if real else []))
     out.print(table)
     agree = sum(c.agree for c in result.claims)
     out.print(Text(f"{agree} of {len(result.claims)} findings agree; {elapsed:.0f} s; report: {path}"), soft_wrap=True)

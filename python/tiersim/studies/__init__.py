@@ -33,6 +33,9 @@ class Claim:
     criterion: str
     agree: bool
     note: str = ""
+    # The same finding on a real program's committed trace (tiersim.workloads.TRACES), beside the
+    # generator's: "bfs 1.02x (disagrees)"; empty where the study has no real program for it.
+    real: str = ""
 
 
 @dataclass
@@ -142,9 +145,21 @@ def reproduce(
     agree = sum(c.agree for c in result.claims)
     report.heading("Claims")
     report.paragraph(f"{agree} of {len(result.claims)} findings agree.")
+    real = any(c.real for c in result.claims)
     report.table(
-        ["finding", "paper", "ours", "verdict", "criterion", "note"],
-        [[c.finding, c.paper, c.ours, "agree" if c.agree else "disagree", c.criterion, c.note] for c in result.claims],
+        ["finding", "paper", "ours", "verdict", "criterion", *(["real program"] if real else []), "note"],
+        [
+            [
+                c.finding,
+                c.paper,
+                c.ours,
+                "agree" if c.agree else "disagree",
+                c.criterion,
+                *([c.real] if real else []),
+                c.note,
+            ]
+            for c in result.claims
+        ],
         cls="claims",
     )
     for note in result.notes:

@@ -209,9 +209,12 @@ RECIPES: dict[str, Recipe] = {
             "cache_mb": Param(1, "WiredTiger cache_size in MiB"),
             "log": Param(True, "write-ahead log on"),
             "log_file_max_mb": Param(100, "log file size in MiB (WiredTiger's file_max; files are preallocated)"),
-            "sync": Param(False, "each run-phase operation a transaction begun with sync=true: its commit fsyncs the log"),
+            "sync": Param(
+                False, "each run-phase operation a transaction begun with sync=true: its commit fsyncs the log"
+            ),
             "preload": Param(
-                False, "load the table in a run of its own before the capture (not captured): the trace is the run phase"
+                False,
+                "load the table in a run of its own before the capture (not captured): the trace is the run phase",
             ),
             "checkpoint_every": Param(0, "thread 0 checkpoints every N of its operations (0: only after load)"),
             "mmap": Param(False, "WiredTiger's mmap=true (reads of checkpointed blocks through a file mapping)"),
