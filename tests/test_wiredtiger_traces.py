@@ -22,10 +22,13 @@ SYNCED = wt.TRACES_DIR / "a_c64_sync_t1.trace"
 def test_every_capture_is_committed_with_its_report() -> None:
     for name, params in wt.CAPTURES.items():
         rep = json.loads((wt.TRACES_DIR / f"{name}.json").read_text())
-        assert (wt.TRACES_DIR / f"{name}.trace").is_file()
+        assert (wt.TRACES_DIR / f"{name}.trace").is_file() == (name not in wt.REPORT_ONLY)
         assert rep["path"] == wt.CAPTURE_PATH and rep["params"] | {**wt.COMMON, **params} == rep["params"]
-        # The calibration loop was cut from every Valgrind trace, once.
+        # The calibration loop was cut from every Valgrind trace, once, and the clients' phase
+        # marker found after wiredtiger_open's records.
         assert rep["calibration_cut"] == wt.CALIBRATION_INSTRUCTIONS
+        assert rep["run_phase_from"] > 10_000
+        assert rep["fileio"]["sync_calls"]["fdatasync"] >= 1
     total = sum(p.stat().st_size for p in wt.TRACES_DIR.glob("*.trace"))
     assert total < 6 * 2**20
 
@@ -93,7 +96,10 @@ def test_a_commit_costs_more_on_the_ssd_than_on_fsdax() -> None:
     # The SSD: a log page through the block layer, the device's write and the flush (> 10 us);
     # fsdax: the call and the flush.
     assert per[0] > 10_000 and 2099 <= per[1] <= 2100
-    assert ssd["execution_time_ns"] > 2 * dax["execution_time_ns"]
+    # One client: its commits wait one after another, so most of the syncs' difference is run
+    # time (measured 8.0 of 10.0 ms; the closing checkpoint writes more slowly to fsdax PM).
+    sync_gap = ssd["page_cache"]["sync"]["time_ns"] - dax["page_cache"]["sync"]["time_ns"]
+    assert ssd["execution_time_ns"] - dax["execution_time_ns"] > 0.5 * sync_gap > 0
 
 
 def test_the_study_runs_on_the_committed_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

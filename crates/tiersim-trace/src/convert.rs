@@ -616,7 +616,7 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         self.count += 1;
         if a.is_map() && !F::MAPS {
             return Err(Error::Sim(format!(
-                "{}: access {}: a file mapping or sync record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                "{}: access {}: a file mapping record or a file sync record (flag bit 3), which this text format cannot hold; convert to native or csv",
                 self.path.display(),
                 self.count
             )));
