@@ -119,3 +119,27 @@ def test_a_missing_trace_directory_without_the_packages_is_one_error(
     monkeypatch.setenv(wt.ENV, str(tmp_path / "mine"))
     r = run_cli("reproduce", "scm_vs_ssd_wt", "--quick", "-o", str(tmp_path / "out"))
     assert r.returncode == 1 and "make workloads" in r.stderr
+
+
+@pytest.mark.skipif(
+    not Path("/usr/include/wiredtiger.h").exists(), reason="libwiredtiger-dev missing: `make workloads`"
+)
+def test_a_tiny_capture_records_each_sync_and_preload_leaves_out_the_load(tmp_path: Path) -> None:
+    from tiersim import workloads
+
+    params = {"records": 2000, "ops": 400, "threads": 2, "log_file_max_mb": 1, "sync": True}
+    full = workloads.capture_workload(
+        "wiredtiger", tmp_path / "f.trace", path="instrumented", llc="1MiB", params=params
+    )
+    run = workloads.capture_workload(
+        "wiredtiger", tmp_path / "r.trace", path="instrumented", llc="1MiB", params={**params, "preload": True}
+    )
+    for rep, trace in ((full, tmp_path / "f.trace"), (run, tmp_path / "r.trace")):
+        st = tiersim.trace_stats(trace, max_points=2)
+        # Every fsync and fdatasync the shim saw is a sync record; the synced commits (about half
+        # the operations are updates, each a transaction with sync=true) are among them.
+        assert st["sync_records"] == rep["fileio"]["sync_calls"]
+        assert st["sync_records"]["fdatasync"] >= int(rep["program"]["updates"]) // 2
+    # With preload the 2,000 inserts and their checkpoint happen before the capture: the trace
+    # writes at least the table's 2,000 x 100 B of values less.
+    assert run["fileio"]["bytes"]["write"] < full["fileio"]["bytes"]["write"] - 2000 * 100

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 import tiersim
+from tiersim._native import TiersimError
 from tiersim.studies import Claim, Study, StudyResult
 from tiersim.studies.scm_vs_ssd import BLOG_DIMM
 
@@ -125,6 +126,11 @@ def capture_all(directory: Path, names: list[str] | None = None) -> dict[str, di
         rep = capture_workload("wiredtiger", raw, params={**COMMON, **CAPTURES[name]}, path=CAPTURE_PATH, llc=LLC)
         marker = _marker_address(rep["fileio"]["files"])
         rep["calibration_cut"], rep["run_phase_from"] = cut_calibration(raw, directory / f"{name}.trace", marker)
+        if not rep["run_phase_from"]:
+            # The shim names a file by its first path per inode: when the marker file reuses the
+            # inode of a file WiredTiger removed, its sync is filed under that name. Rare; a
+            # replay would then measure the open too, so the capture is refused.
+            raise TiersimError(f"{name}: the phase marker's sync record was not found in the trace; capture again")
         raw.unlink()
         if name in REPORT_ONLY:
             (directory / f"{name}.trace").unlink()
