@@ -108,7 +108,10 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     convert::convert(&synced, Some(Format::Csv), &native, Format::Native, &o).unwrap();
     let st = tiersim_trace::stats::trace_stats(&native, None, &o, &Default::default()).unwrap();
     assert_eq!(st["sync_records"], serde_json::json!({"fsync": 1, "fdatasync": 1}));
-    assert_eq!((st["accesses"].as_u64(), st["pages"].as_u64(), st["mapping_records"].as_u64()), (Some(0), Some(0), Some(1)));
+    assert_eq!(
+        (st["accesses"].as_u64(), st["pages"].as_u64(), st["mapping_records"].as_u64()),
+        (Some(0), Some(0), Some(1))
+    );
     let back = d.path().join("back.csv");
     convert::convert(&native, None, &back, Format::Csv, &o).unwrap();
     assert!(std::fs::read_to_string(&back).unwrap().contains("5,0,W,0x1000,1,11\n"));
