@@ -347,7 +347,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         Claim(
             "4. two PM modules no faster than one",
             "no benefit",
-            f"1/2 modules time {two_vs_one[0]:.2f}x (64 MiB cache), {two_vs_one[1]:.2f}x (1 MiB)",
+            f"1/2 modules time {two_vs_one[0]:.3f}x (64 MiB cache), {two_vs_one[1]:.3f}x (1 MiB)",
             "within +-10% with the 64 MiB cache",
             abs(two_vs_one[0] - 1) <= 0.10,
             "two modules double the read rate and raise writes to ~1 GB/s; only the checkpoint's sync sees it",
