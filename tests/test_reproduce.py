@@ -22,6 +22,7 @@ def test_registry_lists_the_implemented_studies():
         "cxl_flash",
         "optane",
         "scm_vs_ssd",
+        "scm_vs_ssd_wt",
         "scaling",
     ]
     for s in studies.STUDIES:
@@ -33,7 +34,8 @@ def test_registry_lists_the_implemented_studies():
     bad = run_cli("reproduce", "nope")
     assert bad.returncode == 1
     assert (
-        "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd, scaling)" in bad.stderr
+        "unknown study 'nope' (valid: autotiering, cxl_expansion, cxl_flash, optane, scm_vs_ssd, scm_vs_ssd_wt, "
+        "scaling)" in bad.stderr
     )
 
 
@@ -92,6 +94,13 @@ def test_scm_vs_ssd_quick(tmp_path: Path):
     # 30x is not reproduced: said, not hidden.
     assert not by["3. WiredTiger without the page cache (fsdax) runs up to 30x slower"].agree
     assert "Kernel I/O path runs" in path.read_text()
+    # The real program's column: each kernel-path finding measured on captured WiredTiger
+    # (scm_vs_ssd_wt on the committed traces), the raw-device ones left empty.
+    real = [c for c in result.claims if c.real]
+    assert len(real) == 9 and all(c.real.startswith("WiredTiger: ") for c in real)
+    assert all(c.real.endswith(("(agrees)", "(disagrees)")) for c in real)
+    saved = json.loads((tmp_path / "s" / "claims.json").read_text())["claims"]
+    assert [c["real"] for c in saved] == [c.real for c in result.claims]
 
 
 @pytest.mark.slow  # about 20 s on 2 cores: 16 simulations and a report

@@ -56,7 +56,16 @@ impl Access {
     /// (`MAP_UNIT`); op `Read` starts a file, op `Write` continues the one ending at `addr` (a
     /// file longer than `u16::MAX` units takes several records). It takes effect when its CPU
     /// reaches it, and its time is that of any record (an instruction gap, or ns).
+    ///
+    /// Bit 3 marks every record that is not an access (`is_map`): with bit 0 only a mapping
+    /// record, with bits 0 and 1 a file sync record (`is_sync`).
     pub const MAP: u8 = 8;
+    /// The flags of a file sync record: bit 3 (not an access) with bits 0 and 1 (a system call on
+    /// a file). A combination, not a new bit, because bit 3 already tells every reader that the
+    /// record is no access, and the engine refused bit 3 beside anything but bit 0, so a build
+    /// older than sync records refuses such a trace naming the record instead of dropping the
+    /// fsyncs unseen.
+    pub const SYNC: u8 = Access::FILE | Access::SYSCALL | Access::MAP;
     /// Bytes per unit of a mapping record's `size`: x86-64's base page, mmap's granularity.
     pub const MAP_UNIT: u64 = 4096;
     /// Every flag bit this build knows; readers reject the others.
@@ -77,9 +86,20 @@ impl Access {
         self.flags & Access::DIRECT != 0
     }
 
+    /// Not an access (bit 3): a mapping record or a file sync record. Neither moves bytes nor
+    /// touches a page, so every tool that counts accesses leaves both out alike.
     #[inline]
     pub fn is_map(&self) -> bool {
         self.flags & Access::MAP != 0
+    }
+
+    /// A file sync record (`SYNC`): fsync(2) (op `Read`) or fdatasync(2) (op `Write`) on the file
+    /// whose pages hold `addr`, which the trace's mapping records name. `size` is 1 (a record's
+    /// size is never 0; other values are reserved). The calling CPU waits until the file's dirty
+    /// pages are written back and the device has flushed its write cache.
+    #[inline]
+    pub fn is_sync(&self) -> bool {
+        self.flags & Access::SYNC == Access::SYNC
     }
 
     /// The mapping records of a file mapped at `addr` for `bytes` bytes, all at

@@ -494,7 +494,8 @@ fn bad_mapping_records_are_clear_errors() {
     assert!(e.contains("access #1") && e.contains("overlaps"), "{e}");
     let e = err(vec![Access { op: Op::Write, ..map(0, 16)[0] }]);
     assert!(e.contains("access #0") && e.contains("continuation"), "{e}");
-    let e = err(vec![Access { flags: Access::FILE | Access::MAP | Access::SYSCALL, ..map(0, 16)[0] }]);
+    // Bits 0, 1 and 3 make a sync record (below); bit 2 beside bit 3 is nothing.
+    let e = err(vec![Access { flags: Access::FILE | Access::MAP | Access::DIRECT, ..map(0, 16)[0] }]);
     assert!(e.contains("access #0") && e.contains("bit 3"), "{e}");
     let e = err(with(map(0, 16), [Access { addr: FILE_BASE + 3 * PAGE, ..anon(Op::Read, 0) }]));
     assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
@@ -561,4 +562,114 @@ fn readers_cannot_outrun_the_device_they_read_ahead_from() {
         let took = u(s, &["execution_time_ns"]) as f64;
         assert!(took >= floor_ns, "mmap {mmap}: {took} ns for {bytes} B, the device needs {floor_ns:.0} ns");
     }
+}
+
+/// fsync (op read) or fdatasync (op write) of the mapped file holding page `page` of the file area.
+fn sync(op: Op, page: u64) -> Access {
+    Access { time: 10, addr: FILE_BASE + page * PAGE, cpu: 0, size: 1, op, flags: Access::SYNC }
+}
+
+#[test]
+fn an_fsync_waits_for_the_files_dirty_pages_and_the_flush() {
+    // A 64-page file, 8 whole pages written (nothing read first; far below the background
+    // threshold, so the flusher writes nothing), then fsync: system call 100 + fs_map 400 +
+    // block layer 1000 + driver 500, one 32 KiB request (the pages are consecutive, max_request
+    // 128 KiB) on the idle device, the interrupt completion 3000, and storage.fsync 2000 (the
+    // FLUSH and ext4_sync_file's bookkeeping).
+    for preset in ["nvme_ssd", "optane_ssd"] {
+        let set = format!("swap.preset=\"{preset}\"");
+        let p = platform_with("4MiB", "", &[&set]);
+        let writes: Vec<Access> = (0..8).map(|i| call(Op::Write, i, 4096)).collect();
+        let r = run(&p, with(with(map(0, 64), writes.clone()), [sync(Op::Read, 0)])).unwrap();
+        let pc = &r.summary["page_cache"];
+        let dev = device_ns(&p, Op::Write, 8 * 4096);
+        assert!(dev > 1000, "{preset}: {dev}");
+        let sy = &pc["sync"];
+        assert_eq!(u(sy, &["time_ns"]), 100 + 400 + 1000 + 500 + dev + 3000 + 2000, "{preset}: {sy}");
+        assert_eq!(
+            (u(sy, &["fsync_calls"]), u(sy, &["fdatasync_calls"]), u(sy, &["writeback_pages"]), u(sy, &["requests"])),
+            (1, 0, 8, 1),
+            "{preset}: {sy}"
+        );
+        assert_eq!((u(pc, &["dirty_pages"]), u(pc, &["writeback_bytes"])), (0, 8 * 4096), "{preset}: {pc}");
+        assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 8 * 4096);
+        // The sync is not a data call: the calls' own time and mean are those of the writes.
+        let no_sync = run(&p, with(map(0, 64), writes.clone())).unwrap();
+        assert_eq!(u(pc, &["io_time_ns"]), u(&no_sync.summary, &["page_cache", "io_time_ns"]));
+        assert!(no_sync.summary["page_cache"].get("sync").is_none());
+        // A second fdatasync finds nothing dirty: the system call and the flush, 2,100 ns.
+        let r = run(&p, with(with(map(0, 64), writes), [sync(Op::Read, 0), sync(Op::Write, 63)])).unwrap();
+        let sy = &r.summary["page_cache"]["sync"];
+        assert_eq!(u(sy, &["time_ns"]), 100 + 400 + 1000 + 500 + dev + 3000 + 2000 + 2100, "{preset}: {sy}");
+        assert_eq!((u(sy, &["fsync_calls"]), u(sy, &["fdatasync_calls"])), (1, 1));
+    }
+}
+
+#[test]
+fn an_fsync_writes_only_its_own_file() {
+    let p = platform("4MiB", "");
+    // Two files: pages 0..16 and 512..528 of the file area (another 2 MiB region). Pages 0-3 and
+    // 8-9 of the first are dirty (two runs: two requests), and page 512 of the second.
+    let mut t = with(map(0, 16), map(512, 16));
+    t.extend([0, 1, 2, 3, 8, 9, 512].map(|i| call(Op::Write, i, 4096)));
+    t.push(sync(Op::Write, 5));
+    let r = run(&p, t).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["sync", "writeback_pages"]), u(pc, &["sync", "requests"])), (6, 2), "{pc}");
+    assert_eq!(u(pc, &["dirty_pages"]), 1);
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 6 * 4096);
+    // dirtied = written back + still dirty, the sync's pages included.
+    assert_eq!(u(pc, &["dirtied_pages"]), u(pc, &["writeback_bytes"]) / 4096 + u(pc, &["dirty_pages"]));
+}
+
+#[test]
+fn an_fsync_on_dax_is_the_call_and_the_flush() {
+    let p = platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"");
+    let r = run(&p, with(with(map(0, 16), (0..4).map(|i| call(Op::Write, i, 4096))), [sync(Op::Read, 0)])).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["sync", "time_ns"]), u(pc, &["sync", "writeback_pages"])), (2100, 0), "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 0);
+}
+
+#[test]
+fn bad_sync_records_are_clear_errors() {
+    let p = platform("4MiB", "");
+    let err = |p: &platform::Platform, t: Vec<Access>| run(p, t).err().unwrap().to_string();
+    // No mapping record names the file.
+    let e = err(&p, vec![call(Op::Write, 0, 4096), sync(Op::Read, 0)]);
+    assert!(e.contains("access #1") && e.contains("no mapping record"), "{e}");
+    // A size other than 1 is reserved.
+    let e = err(&p, with(map(0, 16), [Access { size: 16, ..sync(Op::Read, 0) }]));
+    assert!(e.contains("access #1") && e.contains("size 1"), "{e}");
+    // No block device for the files.
+    let (_dir, path) = platform_file("");
+    let bare = platform::load(path.to_str().unwrap(), &[]).unwrap();
+    let e = err(&bare, with(map(0, 16), [sync(Op::Read, 0)]));
+    assert!(e.contains("access #1") && e.contains("[swap]"), "{e}");
+}
+
+#[test]
+fn a_second_fsync_waits_for_the_first_ones_writes() {
+    // CPU 0 dirties 8 pages and fsyncs; CPU 1 fsyncs the same file after a gap. Once CPU 0 has
+    // submitted its pages they are clean but under writeback until the device completes, and an
+    // fsync arriving then waits for them (filemap_fdatawait_range), as a group commit's
+    // followers wait for the leader's write; before or after that window it pays only its own
+    // call and flush (2,100 ns), never more than the whole of CPU 0's sync.
+    let p = platform_with("4MiB", "", &["host.cpus=2", "nodes.dram0.cpus=\"0-1\""]);
+    let mut t = map(0, 64);
+    t.extend((0..8).map(|i| call(Op::Write, i, 4096)));
+    t.push(sync(Op::Read, 0));
+    let first = u(&run(&p, t.clone()).unwrap().summary, &["page_cache", "sync", "time_ns"]);
+    let mut waited = 0;
+    for gap in (1..60).map(|k| k * 1000) {
+        let mut t = t.clone();
+        t.push(Access { cpu: 1, time: gap, ..sync(Op::Read, 0) });
+        let r = run(&p, t).unwrap();
+        let sy = &r.summary["page_cache"]["sync"];
+        assert_eq!((u(sy, &["fsync_calls"]), u(sy, &["writeback_pages"])), (2, 8), "{sy}");
+        let second = u(sy, &["time_ns"]) - first;
+        assert!((2100..=first).contains(&second), "gap {gap}: {second} ns, the first {first}");
+        waited += (second > 2100) as u32;
+    }
+    assert!(waited > 0, "no fsync of CPU 1 fell in the write's window");
 }

@@ -566,9 +566,10 @@ impl LineParser for Csv {
             Some(&"3") => Access::FILE | Access::SYSCALL,
             Some(&"7") => Access::FILE | Access::SYSCALL | Access::DIRECT,
             Some(&"9") => Access::FILE | Access::MAP,
+            Some(&"11") => Access::SYNC,
             Some(v) => {
                 return Err(format!(
-                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call) or 9 (file mapping record)"
+                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call), 9 (file mapping record) or 11 (file sync record)"
                 ))
             }
         };
@@ -615,7 +616,7 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         self.count += 1;
         if a.is_map() && !F::MAPS {
             return Err(Error::Sim(format!(
-                "{}: access {}: a file mapping record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                "{}: access {}: a file mapping record or a file sync record (flag bit 3), which this text format cannot hold; convert to native or csv",
                 self.path.display(),
                 self.count
             )));

@@ -129,6 +129,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let mut points: Vec<(u64, u64)> = Vec::new();
     let mut n = 0u64;
     let (mut mappings, mut mapped_bytes) = (0u64, 0u64);
+    let mut syncs = [0u64; 2];
     // Records and bytes per kind (anonymous, file mapping, buffered call, O_DIRECT call) and
     // direction: how much of a captured program's traffic is file I/O, and through which path.
     let mut kinds = [[(0u64, 0u64); 2]; 4];
@@ -143,6 +144,11 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
             let k = &mut kinds[kind][a.op.is_write() as usize];
             k.0 += 1;
             k.1 += a.size as u64;
+        }
+        if a.is_sync() {
+            // Not an access either: fsync (op read) and fdatasync (op write) counted apart.
+            syncs[a.op.is_write() as usize] += 1;
+            return Ok(());
         }
         if a.is_map() {
             // Not an access: counted apart, outside reuse and hotness.
@@ -193,6 +199,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         "pages": counts.len(),
         "mapping_records": mappings,
         "mapped_bytes": mapped_bytes,
+        "sync_records": {"fsync": syncs[0], "fdatasync": syncs[1]},
         "by_kind": by_kind,
         "reuse_distance": {
             "unit": "distinct pages",

@@ -99,6 +99,22 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,8\n").unwrap();
     let e = read_err(&bad, Format::Csv);
     assert!(e.contains("bad.csv:2:") && e.contains("9 (file mapping record)"), "{e}");
+    // 11 is a file sync record (fsync op R, fdatasync op W), read as such and written back as 11;
+    // trace stats counts it apart, with no bytes and no pages.
+    let synced = d.path().join("sync.csv");
+    std::fs::write(&synced, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,9\n5,0,W,0x1000,1,11\n3,1,R,0x1000,1,11\n")
+        .unwrap();
+    let native = d.path().join("sync.trace");
+    convert::convert(&synced, Some(Format::Csv), &native, Format::Native, &o).unwrap();
+    let st = tiersim_trace::stats::trace_stats(&native, None, &o, &Default::default()).unwrap();
+    assert_eq!(st["sync_records"], serde_json::json!({"fsync": 1, "fdatasync": 1}));
+    assert_eq!(
+        (st["accesses"].as_u64(), st["pages"].as_u64(), st["mapping_records"].as_u64()),
+        (Some(0), Some(0), Some(1))
+    );
+    let back = d.path().join("back.csv");
+    convert::convert(&native, None, &back, Format::Csv, &o).unwrap();
+    assert!(std::fs::read_to_string(&back).unwrap().contains("5,0,W,0x1000,1,11\n"));
     // Sampling keeps every mapping record, whatever the filters, with no gap of its own.
     let sampled = d.path().join("s.trace");
     let opts = tiersim_trace::tools::SampleOptions { window: (Some(5), None), cpus: Some(vec![1]), every: 2 };

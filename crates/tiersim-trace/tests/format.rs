@@ -826,5 +826,5 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
         &bad,
     );
     let (_, msg) = trace_err(read_all(&p, 333));
-    assert!(msg.contains("0x11") && msg.contains("bit 3 (file mapping record)"), "{msg}");
+    assert!(msg.contains("0x11") && msg.contains("bit 3 (file mapping or sync record)"), "{msg}");
 }

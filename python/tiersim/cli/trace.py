@@ -47,11 +47,12 @@ def trace_inspect(
     with _user_errors():
         info = tiersim.inspect(file)
         if io:
-            info["by_kind"] = tiersim.trace_stats(file, max_points=2)["by_kind"]
+            st = tiersim.trace_stats(file, max_points=2)
+            info["by_kind"], info["sync_records"] = st["by_kind"], st["sync_records"]
     if as_json:
         _echo_raw(json.dumps(info, sort_keys=True, indent=2))
     else:
-        _print(*_inspect_tables(info), *([_io_table(info["by_kind"])] if io else []))
+        _print(*_inspect_tables(info), *([_io_table(info["by_kind"], info["sync_records"])] if io else []))
 
 
 _KIND_NAMES = {
@@ -62,8 +63,9 @@ _KIND_NAMES = {
 }
 
 
-def _io_table(by_kind: dict[str, dict[str, int]]) -> Table:
-    """Records and bytes per kind of record and direction, with each kind's share of the bytes."""
+def _io_table(by_kind: dict[str, dict[str, int]], syncs: dict[str, int] | None = None) -> Table:
+    """Records and bytes per kind of record and direction, with each kind's share of the bytes;
+    then the file sync records (fsync, fdatasync), which move no bytes, when there are any."""
     total = sum(k["read_bytes"] + k["write_bytes"] for k in by_kind.values()) or 1
     t = Table(title="records by kind", box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("kind", "reads", "read bytes", "writes", "write bytes", "share of bytes"):
@@ -78,6 +80,9 @@ def _io_table(by_kind: dict[str, dict[str, int]]) -> Table:
             _bytes(k["write_bytes"]),
             f"{100 * (k['read_bytes'] + k['write_bytes']) / total:.1f}%",
         )
+    for name, n in (syncs or {}).items():
+        if n:
+            t.add_row(f"{name} calls (sync records)", "", "", _int(n), "", "")
     return t
 
 
@@ -220,7 +225,7 @@ def trace_stats_cmd(
         rows.append(
             ("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)")
         )
-    tables: list[Any] = [_kv_table("trace statistics", rows), _io_table(stats["by_kind"])]
+    tables: list[Any] = [_kv_table("trace statistics", rows), _io_table(stats["by_kind"], stats.get("sync_records"))]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),
         ("hotness", "page hotness", "accesses per page"),

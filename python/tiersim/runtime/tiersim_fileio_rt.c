@@ -232,17 +232,19 @@ ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) {
 }
 ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) __attribute__((alias("pwritev")));
 
+/* "S fd 0" for fsync, "S fd 1" for fdatasync: the trace's sync record keeps which (op read or
+ * write), though the engine costs them alike. */
 int fsync(int fd) {
     int r = real_fsync(fd);
     if (traced(fd))
-        emit("S %d", fd);
+        emit("S %d 0", fd);
     return r;
 }
 
 int fdatasync(int fd) {
     int r = real_fdatasync(fd);
     if (traced(fd))
-        emit("S %d", fd);
+        emit("S %d 1", fd);
     return r;
 }
 

@@ -93,7 +93,15 @@ def study_sweep(out: Path, name: str, text: str, workers: int | None) -> pl.Data
     return results
 
 
-from tiersim.studies import autotiering, cxl_expansion, cxl_flash, optane, scaling, scm_vs_ssd  # noqa: E402 - the registry needs Study
+from tiersim.studies import (  # noqa: E402 - the registry needs Study
+    autotiering,
+    cxl_expansion,
+    cxl_flash,
+    optane,
+    scaling,
+    scm_vs_ssd,
+    scm_vs_ssd_wt,
+)
 
 # The registry: the only place a study is named.
 STUDIES: list[Study] = [
@@ -102,6 +110,7 @@ STUDIES: list[Study] = [
     cxl_flash.STUDY,
     optane.STUDY,
     scm_vs_ssd.STUDY,
+    scm_vs_ssd_wt.STUDY,
     scaling.STUDY,
 ]
 

@@ -9,6 +9,7 @@ optane_ssd and optane_100 presets.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,32 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         (out / "optane_100_x6" / "scaling.png", "Optane PMEM bandwidth vs modules"),
     ]
     kclaims, ktables, notes = _kernel_path(out, quick)
+    kclaims, wt_note = _with_wiredtiger(kclaims, out, quick)
+    notes.append(wt_note)
     return StudyResult(
         claims=claims + kclaims, tables=tables + ktables, notes=notes, images=[i for i in images if i[0].is_file()]
+    )
+
+
+#: The kernel-path findings (by position in `_kernel_path`'s claims) and the finding of the
+#: scm_vs_ssd_wt study (by position) that measures the same on captured WiredTiger.
+WT_MATCH = {0: 0, 1: 2, 2: 4, 3: 5, 4: 6, 5: 7, 6: 9, 7: 10, 8: 11}
+
+
+def _with_wiredtiger(claims: list[Claim], out: Path, quick: bool) -> tuple[list[Claim], str]:
+    """The kernel-path claims with the real program's column: the same finding measured by
+    scm_vs_ssd_wt on captured WiredTiger (its committed traces, or TIERSIM_WT_TRACES)."""
+    from tiersim.studies import scm_vs_ssd_wt
+
+    wt = scm_vs_ssd_wt.run(out, quick, None)
+    claims = list(claims)
+    for k, w in WT_MATCH.items():
+        verdict = "agrees" if wt.claims[w].agree else "disagrees"
+        claims[k] = replace(claims[k], real=f"WiredTiger: {wt.claims[w].ours} ({verdict})")
+    agree = sum(c.agree for c in wt.claims)
+    return claims, (
+        f"Real program column: the same findings on captured WiredTiger 3.2.1 (study scm_vs_ssd_wt, "
+        f"{agree} of its {len(wt.claims)} findings agree). {wt.notes[0]}"
     )
 
 

@@ -56,6 +56,9 @@ class Recipe:
     argv: Callable[[Mapping[str, Any], Path, Path | None], list[str]]
     source: str | None = None
     libs: tuple[str, ...] = ()
+    # (params, workdir, exe) -> argv of a step run natively before the capture, in the same
+    # directory, not captured (e.g. loading a database); [] for none.
+    prepare: Callable[[Mapping[str, Any], Path, Path | None], list[str]] | None = None
     # Runs beside the captured program (a client); returns what it measured.
     # (params, workdir, set when the captured program has ended) -> what the client measured
     client: Callable[[Mapping[str, Any], Path, threading.Event], dict[str, Any]] | None = None
@@ -79,7 +82,14 @@ def _wt_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
         str(p["theta"]),
         str(p["seed"]),
         str(p["log_file_max_mb"]),
+        "1" if p["sync"] else "0",
+        "run" if p["preload"] else "all",
     ]
+
+
+def _wt_prepare(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
+    """With preload, the load alone, run before the capture on the same directory."""
+    return [*_wt_argv(p, work, exe)[:-1], "load"] if p["preload"] else []
 
 
 def _bfs_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
@@ -259,6 +269,13 @@ RECIPES: dict[str, Recipe] = {
             "cache_mb": Param(1, "WiredTiger cache_size in MiB"),
             "log": Param(True, "write-ahead log on"),
             "log_file_max_mb": Param(100, "log file size in MiB (WiredTiger's file_max; files are preallocated)"),
+            "sync": Param(
+                False, "each run-phase operation a transaction begun with sync=true: its commit fsyncs the log"
+            ),
+            "preload": Param(
+                False,
+                "load the table in a run of its own before the capture (not captured): the trace is the run phase",
+            ),
             "checkpoint_every": Param(0, "thread 0 checkpoints every N of its operations (0: only after load)"),
             "mmap": Param(False, "WiredTiger's mmap=true (reads of checkpointed blocks through a file mapping)"),
             "theta": Param(0.99, "zipfian constant"),
@@ -272,6 +289,7 @@ RECIPES: dict[str, Recipe] = {
         default_path="valgrind",
         paths=("valgrind", "instrumented"),
         argv=_wt_argv,
+        prepare=_wt_prepare,
         source="wt_driver.c",
         libs=("-lwiredtiger", "-lm"),
     ),
@@ -637,6 +655,16 @@ def capture_workload(
     start = time.monotonic()
     try:
         (work / "db").mkdir()
+        pre = r.prepare(p, work, build(name, "valgrind") if exe is not None else None) if r.prepare else []
+        if pre:
+            # The uninstrumented build, natively: nothing of this step is traced.
+            done = subprocess.run(pre, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = "\n".join(done.stderr.strip().splitlines()[-STDERR_TAIL:])
+                raise TiersimError(
+                    f"workload {name}: the step before the capture ({Path(pre[0]).name}) exited with status "
+                    f"{done.returncode}; no trace written. Its stderr ends:\n{tail}"
+                )
         argv = r.argv(p, work, exe)
         if path == "instrumented" and shutil.which("setarch") is not None:
             # No address-space randomisation, so that a virtual trace repeats from run to run (the

@@ -2,9 +2,10 @@
 
 Each logged call was marked in the memory trace by a load of its own line in the shim's marker
 region, on the calling thread at the time of the call; that record is replaced by the call's file
-records (trace flag bits 0-2, docs/trace-format.md). Every file gets a region of its own at
-FILE_BASE, announced by mapping records (flag 9) at the start; loads and stores inside an mmap of a
-file move to that file's region as file-page accesses (flag 1).
+records (trace flag bits 0-2, docs/trace-format.md), an fsync or fdatasync by a file sync record
+(flags 11) naming the file. Every file gets a region of its own at FILE_BASE, announced by mapping
+records (flag 9) at the start; loads and stores inside an mmap of a file move to that file's region
+as file-page accesses (flag 1).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Call:
     size: int = 0
     direct: bool = False
     addr: int = 0
+    datasync: bool = False
 
 
 @dataclass
@@ -85,7 +87,9 @@ def read_log(path: Path) -> FileLog:
             log.extent[key] = max(log.extent[key], off + size)
             log.calls[i] = Call(kind, fd, key, off, size, direct)
         elif kind == "S" and int(p[1]) in open_files:
-            log.calls[i] = Call("S", int(p[1]), open_files[int(p[1])][0])
+            # "S fd 0" fsync, "S fd 1" fdatasync (a log without the flag is fsync).
+            datasync = len(p) > 2 and p[2] == "1"
+            log.calls[i] = Call("S", int(p[1]), open_files[int(p[1])][0], datasync=datasync)
         elif kind == "C":
             open_files.pop(int(p[1]), None)
             log.calls[i] = Call("C", int(p[1]))
@@ -154,6 +158,11 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                             n = min(CHUNK, call.size - piece)
                             dst.write(f"{gap},{cpu},{call.kind},{start + piece:#x},{n},{flag}\n")
                             gap = "0"
+                    elif call.kind == "S" and call.file is not None:
+                        # A sync record at the file's first byte: op R fsync, W fdatasync; size 1.
+                        counts["fdatasync" if call.datasync else "fsync"] += 1
+                        op_s = "W" if call.datasync else "R"
+                        dst.write(f"{time},{cpu},{op_s},{regions[call.file]:#x},1,11\n")
                     elif call.kind == "M" and call.file is not None:
                         maps.append((call.addr, call.addr + call.size, regions[call.file] + call.offset))
                     elif call.kind == "U":
@@ -177,6 +186,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
         "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
         "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
         "direct_calls": counts["direct_R"] + counts["direct_W"],
+        "sync_calls": {"fsync": counts["fsync"], "fdatasync": counts["fdatasync"]},
         "mapped_accesses": counts["mapped_accesses"],
         "markers_missing": len(log.calls) - len(seen),
         "marker_repeats": counts["marker_repeats"],

@@ -12,15 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <wiredtiger.h>
 
 static const char *usage =
     "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
-    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB\n";
+    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run)\n";
 
 static WT_CONNECTION *conn;
 static uint64_t n_records, n_ops, checkpoint_every, seed;
 static unsigned n_threads, value_size;
+static int sync_commits;
 static char workload;
 static double theta;
 
@@ -113,6 +116,8 @@ static void *run(void *arg) {
         uint64_t k = zipf_next(&keys, &rng);
         int update = uniform(&rng) < update_share;
         make_key(key, k);
+        if (sync_commits)
+            CHECK(session->begin_transaction(session, "sync=true"));
         if (!update || workload == 'f') {
             c->set_key(c, key);
             int ret = c->search(c);
@@ -133,12 +138,29 @@ static void *run(void *arg) {
             CHECK(c->reset(c));
             w->updates++;
         }
+        if (sync_commits)
+            CHECK(session->commit_transaction(session, NULL));
         if (w->id == 0 && checkpoint_every != 0 && (i + 1) % checkpoint_every == 0)
             CHECK(session->checkpoint(session, NULL));
     }
     CHECK(session->close(session, NULL));
     free(value);
     return NULL;
+}
+
+/* A phase marker in the trace, before the clients start: an fdatasync of the empty file
+ * DIR/tiersim_phase, which the file I/O shim records as a sync record on that file, so that a replay
+ * can measure from the clients' start (stats.warmup_accesses = the marker's record number), leaving
+ * out wiredtiger_open. It writes nothing, so it costs a replay
+ * only the call and the device's flush. */
+static void phase_marker(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiersim_phase", dir);
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    if (fd < 0 || fdatasync(fd) != 0 || close(fd) != 0) {
+        perror("wt_driver: phase marker");
+        exit(1);
+    }
 }
 
 static uint64_t stat(WT_SESSION *session, int key) {
@@ -154,7 +176,7 @@ static uint64_t stat(WT_SESSION *session, int key) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 14) {
+    if (argc != 16) {
         fputs(usage, stderr);
         return 2;
     }
@@ -170,8 +192,19 @@ int main(int argc, char **argv) {
     theta = strtod(argv[11], NULL);
     seed = strtoull(argv[12], NULL, 10);
     unsigned log_max_mb = (unsigned)strtoul(argv[13], NULL, 10);
+    /* SYNC: every operation of the run phase is a transaction whose commit waits for its log
+     * record to be fsynced (begin_transaction "sync=true"); the load is not synced, so that the
+     * trace's syncs are the clients' commits. WiredTiger's default leaves the log to the OS and
+     * syncs it at checkpoints and log file switches. */
+    sync_commits = atoi(argv[14]);
+    /* PHASE: all (load then run), load (create and load the table, checkpoint, exit) or run (open
+     * the table a load left in DIR and run the operations): a run alone is seed 001's measured
+     * part, on a database that exists before it starts. */
+    const char *phase = argv[15];
+    int do_load = strcmp(phase, "run") != 0, do_run = strcmp(phase, "load") != 0;
     if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
-        workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0) {
+        workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0 ||
+        (strcmp(phase, "all") != 0 && strcmp(phase, "load") != 0 && strcmp(phase, "run") != 0)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -179,26 +212,37 @@ int main(int argc, char **argv) {
     snprintf(config, sizeof config,
              "create,cache_size=%uMB,statistics=(fast),session_max=%u,log=(enabled=%s,file_max=%uMB),mmap=%s,"
              "checkpoint_sync=true",
-             cache_mb, n_threads + 16, log ? "true" : "false", log_max_mb, mmap_on ? "true" : "false");
+             /* The load alone (PHASE load) writes no log: a bulk load that checkpoints at its end,
+              * so that the run's open finds no log to scan and replay (WiredTiger reads every log
+              * file at open: tens of MiB that no seed 001 run measured). */
+             cache_mb, n_threads + 16, log && do_run ? "true" : "false", log_max_mb, mmap_on ? "true" : "false");
     CHECK(wiredtiger_open(dir, NULL, config, &conn));
     WT_SESSION *session;
     CHECK(conn->open_session(conn, NULL, NULL, &session));
-    CHECK(session->create(session, "table:ycsb", "key_format=S,value_format=S"));
-    WT_CURSOR *c;
-    CHECK(session->open_cursor(session, "table:ycsb", NULL, NULL, &c));
-    char key[32], *value = malloc(value_size + 1);
-    for (uint64_t k = 0; k < n_records; k++) {
-        make_key(key, k);
-        make_value(value, k, 0);
-        c->set_key(c, key);
-        c->set_value(c, value);
-        CHECK(c->insert(c));
+    if (do_load) {
+        CHECK(session->create(session, "table:ycsb", "key_format=S,value_format=S"));
+        WT_CURSOR *c;
+        CHECK(session->open_cursor(session, "table:ycsb", NULL, NULL, &c));
+        char key[32], *value = malloc(value_size + 1);
+        for (uint64_t k = 0; k < n_records; k++) {
+            make_key(key, k);
+            make_value(value, k, 0);
+            c->set_key(c, key);
+            c->set_value(c, value);
+            CHECK(c->insert(c));
+        }
+        CHECK(c->close(c));
+        CHECK(session->checkpoint(session, NULL));
+        free(value);
     }
-    CHECK(c->close(c));
-    CHECK(session->checkpoint(session, NULL));
-    free(value);
+    if (!do_run) {
+        printf("records=%" PRIu64 " value_size=%u loaded=1\n", n_records, value_size);
+        CHECK(conn->close(conn, NULL));
+        return 0;
+    }
 
     zipf_init(&keys, n_records, theta);
+    phase_marker(dir);
     pthread_t tids[n_threads];
     struct worker ws[n_threads];
     for (unsigned t = 0; t < n_threads; t++) {

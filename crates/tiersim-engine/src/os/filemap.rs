@@ -121,6 +121,14 @@ pub(crate) struct FileStats {
     pub unread_first_touches: u64,
     /// Pages put in the page cache by `os.files_start_cached`.
     pub warm_pages: u64,
+    /// File sync records: fsync and fdatasync calls, the dirty pages they wrote back, their
+    /// block requests, and the time the callers waited (apart from `io_time_ps`, the time of
+    /// the calls that move data).
+    pub fsyncs: u64,
+    pub fdatasyncs: u64,
+    pub wb_sync: u64,
+    pub sync_requests: u64,
+    pub sync_ps: u64,
 }
 
 pub(crate) struct FileIo {
@@ -133,8 +141,10 @@ pub(crate) struct FileIo {
     /// write_cache_pages walk from a cyclic cursor.
     pub(crate) dirty: BTreeSet<u32>,
     pub(crate) cursor: u32,
-    /// Writeback requests in flight: (completion, pages), in issue order (PG_writeback pages).
-    pub(crate) in_flight: VecDeque<(Ns, u64)>,
+    /// Writeback requests in flight: (completion, first page, pages), in issue order
+    /// (PG_writeback pages), by the flusher and by fsync; an fsync of a file waits for those of
+    /// its pages.
+    pub(crate) in_flight: VecDeque<(Ns, u32, u64)>,
     pub(crate) dax: Option<Dax>,
     pub(crate) stats: FileStats,
     /// Pages read ahead asynchronously, and when their read completes: until then they are
@@ -182,6 +192,7 @@ impl FileIo {
         self.dax.is_some()
             || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
             || s.mappings + s.major_faults + s.minor_faults + s.unread_first_touches > 0
+            || s.fsyncs + s.fdatasyncs > 0
     }
 
     /// The mapped file holding page `vpn`: its first page and its end.
@@ -218,7 +229,8 @@ impl FileIo {
             })
         });
         let calls = s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.dax_calls;
-        serde_json::json!({
+        let syncs = s.fsyncs + s.fdatasyncs;
+        let mut out = serde_json::json!({
             "read_calls": s.read_calls,
             "write_calls": s.write_calls,
             "bytes_read": s.bytes_read,
@@ -233,7 +245,7 @@ impl FileIo {
             "writeback_pages_flusher": s.wb_flusher,
             "writeback_pages_reclaim": s.wb_reclaim,
             "writeback_pages_direct": s.wb_direct,
-            "writeback_bytes": (s.wb_flusher + s.wb_reclaim + s.wb_direct) * page_size,
+            "writeback_bytes": (s.wb_flusher + s.wb_reclaim + s.wb_direct + s.wb_sync) * page_size,
             "write_requests": s.write_requests,
             "io_time_ns": s.io_time_ps / 1000,
             "mean_call_ns": if calls > 0 { s.io_time_ps as f64 / 1000.0 / calls as f64 } else { 0.0 },
@@ -258,7 +270,20 @@ impl FileIo {
                 "warm_pages": s.warm_pages,
             },
             "pages_read": s.pages_read,
-        })
+        });
+        // Only when the trace synced: a trace without sync records reports exactly what it did
+        // before they existed (the frozen runs' digests hold the whole summary).
+        if syncs > 0 {
+            out["sync"] = serde_json::json!({
+                "fsync_calls": s.fsyncs,
+                "fdatasync_calls": s.fdatasyncs,
+                "writeback_pages": s.wb_sync,
+                "requests": s.sync_requests,
+                "time_ns": s.sync_ps / 1000,
+                "mean_ns": s.sync_ps as f64 / 1000.0 / syncs as f64,
+            });
+        }
+        out
     }
 
     /// When page `p`, needed at `t`, is up to date: later than `t` while an asynchronous read
@@ -299,7 +324,7 @@ impl FileIo {
             background = thresh / 2;
         }
         let f = &mut *self;
-        while f.in_flight.front().is_some_and(|&(done, _)| done <= t) {
+        while f.in_flight.front().is_some_and(|&(done, _, _)| done <= t) {
             f.in_flight.pop_front();
         }
         let dirty = f.dirty.len() as u64;
@@ -309,9 +334,9 @@ impl FileIo {
         let freerun = (background + thresh) / 2;
         let f = &*self;
         let mut over =
-            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, n)| n).sum::<u64>()).saturating_sub(freerun);
+            (f.dirty.len() as u64 + f.in_flight.iter().map(|&(_, _, n)| n).sum::<u64>()).saturating_sub(freerun);
         let mut until = t;
-        for &(done, n) in &f.in_flight {
+        for &(done, _, n) in &f.in_flight {
             if over == 0 {
                 break;
             }
@@ -353,7 +378,7 @@ impl FileIo {
             };
             let end = swap.dev.access(&req);
             done = done.max(end);
-            self.in_flight.push_back((done, run.len() as u64));
+            self.in_flight.push_back((done, pages[run.start], run.len() as u64));
             self.stats.write_requests += 1;
         }
         self.clean(&mut mem.pt, &pages);

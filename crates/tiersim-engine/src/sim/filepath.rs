@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::Engine;
 use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS};
 use crate::os::page_runs;
-use crate::pagetable::{CHUNK, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
+use crate::pagetable::{CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
 use crate::storage::iopath::Driver;
 use crate::storage::pagecache::{init_ra_size, next_ra_size};
 
@@ -20,6 +20,9 @@ impl Engine {
     /// mapping record, a system call, or any file access when the files are on DAX. Completes the access, or asks
     /// for it to be issued again after a DAX fault (`Ok(Some(ps))`).
     pub(crate) fn file_access(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        if a.is_sync() {
+            return self.sync_record(c, a, issue_ps);
+        }
         if a.is_map() {
             return self.map_record(c, a, issue_ps);
         }
@@ -410,6 +413,112 @@ impl Engine {
 }
 
 impl Engine {
+    /// A file sync record (`Access::SYNC`): fsync or fdatasync of the mapped file holding
+    /// `a.addr`, as ext4_sync_file runs it (fs/ext4/fsync.c, Linux 5.15):
+    /// file_write_and_wait_range writes back the file's dirty pages from the calling thread
+    /// (ext4_writepages: one extent lookup, then runs of consecutive pages as block requests of
+    /// up to max_request, as an O_DIRECT call's flush of its range) and waits for them and for
+    /// the file's pages the flusher already has under writeback; then a FLUSH to the device
+    /// (blkdev_issue_flush) and the bookkeeping, `storage.fsync`. The caller waits for all of
+    /// it. On DAX nothing is dirty (calls and stores went to PMEM): the call costs only the
+    /// system call and `storage.fsync`. Deviations: fsync and fdatasync cost the same (ext4's
+    /// journal commit for changed metadata, which fdatasync skips when only timestamps
+    /// changed, is not modelled: both Optane devices are power-loss protected, so the FLUSH
+    /// itself is cheap and `storage.fsync` stands for it); pages reclaim is writing are not
+    /// waited for (they leave the page cache at once in the model).
+    fn sync_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let n = self.processed;
+        if a.flags != Access::SYNC || a.size != 1 {
+            return Err(Error::Sim(format!(
+                "access #{n}: flags {:#04x}, size {}: a file sync record is flags 0x0b (bits 0, 1 and 3) with size 1",
+                a.flags, a.size
+            )));
+        }
+        let io = self.files.path;
+        let t = issue_ps / 1000;
+        let mut at = t + io.syscall;
+        if self.files.dax.is_none() {
+            if self.swap.is_none() {
+                return Err(Error::Sim(format!(
+                    "access #{n}: an fsync record, but the platform has no block device for files: \
+                     add a [swap] section (its device holds the files) or put the files on [dax]"
+                )));
+            }
+            let Some((lo, hi)) = self.files.bounds(a.addr >> self.mem.page_shift) else {
+                return Err(Error::Sim(format!(
+                    "access #{n}: an fsync record at {:#x}, which no mapping record names: a trace that syncs a file \
+                     must announce it with mapping records (flags 9) first",
+                    a.addr
+                )));
+            };
+            // The file's pages by id: ids are consecutive within a 2 MiB region, so each region
+            // of the file is one range of ids (the regions never touched hold nothing dirty).
+            let ranges: Vec<(u32, u32)> = self
+                .mem
+                .pt
+                .by_address
+                .range(lo >> CHUNK_SHIFT..=(hi - 1) >> CHUNK_SHIFT)
+                .map(|(&chunk, &base)| {
+                    let from = lo.max(chunk << CHUNK_SHIFT) - (chunk << CHUNK_SHIFT);
+                    let to = hi.min((chunk + 1) << CHUNK_SHIFT) - (chunk << CHUNK_SHIFT);
+                    (base + from as u32, base + to as u32)
+                })
+                .collect();
+            let dirty: Vec<u32> =
+                ranges.iter().flat_map(|&(from, to)| self.files.dirty.range(from..to).copied()).collect();
+            let mut done = at;
+            if !dirty.is_empty() {
+                let (block, driver, completion) = io.request_overhead(Driver::Nvme);
+                let per_request = (io.max_request / self.mem.page_size).max(1);
+                at += io.fs_map;
+                let socket = self.cpus[c].socket;
+                let swap = self.swap.as_mut().expect("checked above");
+                for run in page_runs(&dirty, per_request) {
+                    at += block + driver;
+                    let end = swap.dev.access(&DeviceRequest {
+                        now: at,
+                        addr: dirty[run.start] as u64 * self.mem.page_size,
+                        size: (run.len() as u64 * self.mem.page_size) as u32,
+                        op: Op::Write,
+                        socket,
+                        cpu: c as u32,
+                        remote: false,
+                    });
+                    done = done.max(end);
+                    // Under writeback until `end`: another thread's fsync of the file waits for
+                    // them (a group commit's followers), and the dirty limits count them.
+                    self.files.in_flight.push_back((end, dirty[run.start], run.len() as u64));
+                    self.files.stats.sync_requests += 1;
+                }
+                at = done.max(at) + completion;
+                self.files.clean(&mut self.mem.pt, &dirty);
+                self.files.stats.wb_sync += dirty.len() as u64;
+            }
+            // filemap_fdatawait_range: the file's pages under writeback (by the flusher, or by
+            // another thread's fsync).
+            for &(end, first, pages) in &self.files.in_flight {
+                let overlaps = ranges.iter().any(|&(from, to)| first < to && first + pages as u32 > from);
+                if end > t && overlaps {
+                    at = at.max(end);
+                }
+            }
+        }
+        at += io.fsync;
+        let s = &mut self.files.stats;
+        if a.op.is_write() {
+            s.fdatasyncs += 1;
+        } else {
+            s.fsyncs += 1;
+        }
+        let end_ps = (at * 1000).max(issue_ps);
+        if self.measuring {
+            s.sync_ps += end_ps - issue_ps;
+            self.max_completion_ns = self.max_completion_ns.max(at);
+        }
+        self.retire(c, a, issue_ps, end_ps);
+        Ok(None)
+    }
+
     /// A mapping record (`Access::MAP`): the file whose pages live at `[addr, addr + size x 4
     /// KiB)` is mapped from here on. Opening the same file again changes nothing; a mapping
     /// that overlaps another is refused, as is anything but bit 0 beside bit 3. With
