@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -441,16 +442,73 @@ def capture_instrumented(
     on_progress: Callable[[CaptureProgress], None] | None = None,
 ) -> CaptureResult:
     """Run `argv`, a program compiled with -fsanitize=thread and linked with `runtime_object()`,
-    and merge what its threads recorded into `out` (and `virt_out`), as `capture` does.
+    and merge what its threads record into `out` (and `virt_out`) while it runs, as `capture`
+    does.
 
-    The runtime writes per-thread files into a temporary directory beside `out`, removed after
-    the merge. Raises TiersimError when the program did not load the runtime (no record file
-    appeared) or ended without its exit handler (killed by a signal, or _exit)."""
+    The runtime publishes each thread's records into memory shared with this process (a memfd
+    the program inherits; nothing is written beside `out` but the traces). Raises TiersimError
+    when the program did not load the runtime or ended without its exit handler (killed by a
+    signal, or _exit); no trace is left then."""
     if not argv:
         raise TiersimError("no program given: tiersim capture --instrumented -o OUT -- PROG [ARGS]...")
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     _find_program(argv[0])
-    return _capture_files(list(argv), argv, params_text, seed, out_path, virt_path, on_progress, {})
+    shm = os.memfd_create("tiersim-capture", os.MFD_CLOEXEC)
+    try:
+        _native.capture_shm_init(shm)
+        env = json.loads(_native.capture_runtime_env("", params_text))
+        env = {k: v for k, v in env.items() if k != "TIERSIM_CAPTURE_DIR"}
+        env["TIERSIM_SHM_FD"] = str(shm)
+        start = time.monotonic()
+        cpu_start = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            proc = subprocess.Popen(list(argv), env={**os.environ, **env}, pass_fds=(shm,))
+        except OSError as exc:
+            raise TiersimError(f"cannot start '{argv[0]}': {exc}") from None
+        progress = _native.CaptureProgress()
+        ended: list[float] = []
+
+        def tick() -> None:
+            if not ended and proc.poll() is not None:
+                ended.append(time.monotonic())
+            if on_progress is not None:
+                on_progress(CaptureProgress(0, 0, 0, progress.snapshot()[3], time.monotonic() - start))
+        try:
+            report = _merge_in_worker(
+                lambda: _native.capture_stream(
+                    shm,
+                    proc.pid,
+                    os.fspath(out_path),
+                    None if virt_path is None else os.fspath(virt_path),
+                    params=params_text,
+                    seed=seed,
+                    progress=progress,
+                ),
+                progress,
+                (out_path, virt_path),
+                tick,
+            )
+        except BaseException:
+            _stop(proc)
+            raise
+        returncode = proc.wait()
+    finally:
+        os.close(shm)
+    end = time.monotonic()
+    cpu_self, cpu_children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(report)
+    # The split of the command's time: the program's run, during which the records are merged
+    # (its exit handler waits for the merge to take the last ones), then the traces' last
+    # frames; and the CPU time of each side (the program with the runtime; tiersim's merge and
+    # compression, with this interpreter).
+    program_end = ended[0] if ended else end
+    report["run_s"] = round(program_end - start, 3)
+    report["merge_s"] = round(end - program_end, 3)
+    report["program_cpu_s"] = round(
+        cpu_children.ru_utime + cpu_children.ru_stime - cpu_start[1].ru_utime - cpu_start[1].ru_stime, 3
+    )
+    report["merge_cpu_s"] = round(cpu_self.ru_utime + cpu_self.ru_stime - cpu_start[0].ru_utime - cpu_start[0].ru_stime, 3)
+    return _result(argv, returncode, out_path, virt_path, end - start, report)
 
 
 def _capture_files(

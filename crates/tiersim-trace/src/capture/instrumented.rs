@@ -54,36 +54,42 @@ pub fn runtime_env(params: Option<&toml::Table>, dir: &Path) -> Result<Vec<(Stri
 
 /// One thread's line of the runtime's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct ThreadSummary {
-    index: u32,
-    cpu: u32,
-    loads: u64,
-    stores: u64,
-    bytes: u64,
-    hits: u64,
-    misses: u64,
-    writebacks: u64,
-    records: u64,
+pub(super) struct ThreadSummary {
+    pub(super) index: u32,
+    pub(super) cpu: u32,
+    pub(super) loads: u64,
+    pub(super) stores: u64,
+    pub(super) bytes: u64,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) writebacks: u64,
+    pub(super) records: u64,
     /// Guest instructions, when the tracer counted them (`time instructions`).
-    instructions: u64,
+    pub(super) instructions: u64,
 }
 
 #[derive(Debug, Default)]
-struct Summary {
+pub(super) struct Summary {
     /// Gaps count guest instructions (the Valgrind tool), not loads and stores (the runtime).
     instruction_gaps: bool,
     /// `instrumented` (the runtime) or `valgrind_tool`.
     tracer: String,
-    caches: u32,
-    dirty_at_exit: u64,
+    pub(super) caches: u32,
+    pub(super) dirty_at_exit: u64,
     /// `ok` (pagemap.bin holds entries), `hidden` (frame numbers need CAP_SYS_ADMIN),
     /// `unreadable`, or `off` (not asked).
     pagemap: String,
-    threads: Vec<ThreadSummary>,
+    pub(super) threads: Vec<ThreadSummary>,
 }
 
 fn parse_summary(path: &Path) -> Result<Summary> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_summary_text(&text, &path.display().to_string())
+}
+
+/// A summary's text; `name` says where it came from in errors.
+pub(super) fn parse_summary_text(text: &str, name: &str) -> Result<Summary> {
+    let path = Path::new(name);
     let mut s = Summary::default();
     let mut version = None;
     for (i, line) in text.lines().enumerate() {
@@ -122,8 +128,7 @@ fn parse_summary(path: &Path) -> Result<Summary> {
     }
     if version != Some(SUMMARY_VERSION) {
         return Err(Error::Sim(format!(
-            "{}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime",
-            path.display()
+            "{name}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime"
         )));
     }
     if s.tracer.is_empty() {
@@ -166,12 +171,12 @@ struct ThreadFile {
 
 /// One decoded runtime record.
 #[derive(Debug, Clone, Copy)]
-struct Rec {
-    stamp: u64,
-    addr: u64,
-    gap: u32,
-    size: u16,
-    write: bool,
+pub(super) struct Rec {
+    pub(super) stamp: u64,
+    pub(super) addr: u64,
+    pub(super) gap: u32,
+    pub(super) size: u16,
+    pub(super) write: bool,
 }
 
 impl ThreadFile {
