@@ -462,3 +462,118 @@ pub fn capture_stream(fd: RawFd, pid: u32, req: &CaptureRequest<'_>, progress: &
     drop(shm);
     finish(p, llc, req, &params, &s, "instrumented", n, Vec::new())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// What the runtime's emit does (tiersim_trace_rt.c): busy with a full barrier, stamp,
+    /// record, publish, busy clear. Returns the record as the files would hold it.
+    fn publish(shm: &Shm, slot: u64, n: u64, addr: u64, gap: u32, write: bool) -> [u8; RECORD] {
+        let busy = shm.word32(shm.ctl(slot, C_BUSY));
+        while n >= shm.word(shm.ctl(slot, C_CONS)).load(Ordering::Acquire) + RING {
+            std::thread::yield_now();
+        }
+        busy.swap(1, Ordering::SeqCst);
+        let stamp = now();
+        let mut b = [0u8; RECORD];
+        b[..8].copy_from_slice(&stamp.to_le_bytes());
+        b[8..16].copy_from_slice(&addr.to_le_bytes());
+        b[16..20].copy_from_slice(&gap.to_le_bytes());
+        b[20..22].copy_from_slice(&64u16.to_le_bytes());
+        b[22] = write as u8;
+        let off = SLOTS_OFF + slot * SLOT_SIZE + PAGE + (n & (RING - 1)) * RECORD as u64;
+        // SAFETY: this slot's ring, at a place the merge has taken (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), shm.base.add(off as usize), RECORD) };
+        shm.word(shm.ctl(slot, C_PUB)).store(n + 1, Ordering::Release);
+        busy.store(0, Ordering::Release);
+        b
+    }
+
+    unsafe impl Sync for Shm {}
+
+    /// The same records give the same bytes through the streaming merge as through the file
+    /// merge, with threads publishing concurrently, a ring wrapping several times (the producer
+    /// waiting for room) and a thread that pauses.
+    #[test]
+    fn streaming_merge_writes_the_file_merges_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        // SAFETY: plain system call; the descriptor is closed at the end.
+        let fd = unsafe { libc::memfd_create(c"tiersim-test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        init_shm(fd).unwrap();
+        let shm = Arc::new(Shm::map(fd).unwrap());
+        let counts = [300_000u64, 100_000, 5_000];
+        let params: toml::Table = toml::from_str("llc = \"1MiB\"\nv2p = \"buddy\"\nfragmentation = 0.3").unwrap();
+        let out = |name: &str| dir.path().join(name);
+        let (so, sv) = (out("s.trace"), out("s.virt.trace"));
+        let merger = {
+            let (so, sv, params) = (so.clone(), sv.clone(), params.clone());
+            std::thread::spawn(move || {
+                let req = CaptureRequest {
+                    out: &so,
+                    virt_out: Some(&sv),
+                    params: Some(&params),
+                    seed: 7,
+                    pid: None,
+                    pipe_capacity: None,
+                };
+                capture_stream(fd, std::process::id(), &req, &Progress::default())
+            })
+        };
+        let producers: Vec<_> = counts
+            .iter()
+            .enumerate()
+            .map(|(t, &n)| {
+                let shm = shm.clone();
+                std::thread::spawn(move || {
+                    let slot = shm.hdr(H_RESERVED).fetch_add(1, Ordering::SeqCst);
+                    shm.word32(shm.ctl(slot, C_INDEX)).store(t as u32, Ordering::Relaxed);
+                    shm.word32(shm.ctl(slot, C_CPU)).store(t as u32, Ordering::Relaxed);
+                    shm.word32(shm.ctl(slot, C_STATE)).store(1, Ordering::Release);
+                    let mut recs = Vec::with_capacity(n as usize * RECORD);
+                    for i in 0..n {
+                        if t == 2 && i == n / 2 {
+                            std::thread::sleep(Duration::from_millis(30));
+                        }
+                        let addr = ((t as u64) << 32) + ((i * 2654435761) % (1 << 24)) * 64;
+                        recs.extend_from_slice(&publish(&shm, slot, i, addr, (i % 7) as u32 + 1, i % 3 == 0));
+                    }
+                    shm.word32(shm.ctl(slot, C_DONE)).store(1, Ordering::Release);
+                    recs
+                })
+            })
+            .collect();
+        let mut summary = String::from("version 1\ncaches 3\ndirty_at_exit 0\npagemap off\n");
+        for (t, h) in producers.into_iter().enumerate() {
+            let recs = h.join().unwrap();
+            std::fs::write(out(&format!("t{t}.bin")), &recs).unwrap();
+            let n = counts[t];
+            let accesses: u64 = (0..n).map(|i| i % 7 + 1).sum();
+            summary += &format!(
+                "thread {t} cpu {t} loads {accesses} stores 0 bytes 0 hits 0 misses {n} writebacks 0 records {n}\n"
+            );
+        }
+        std::fs::write(out("summary"), &summary).unwrap();
+        let b = summary.as_bytes();
+        // SAFETY: the summary area, written before H_FINISHED as the runtime does.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), shm.base.add(SUMMARY_OFF as usize), b.len()) };
+        shm.hdr(H_SUMMARY_LEN).store(b.len() as u64, Ordering::Release);
+        shm.hdr(H_FINISHED).store(1, Ordering::Release);
+        let streamed = merger.join().unwrap().unwrap();
+        assert_eq!(shm.hdr(H_MERGED).load(Ordering::Acquire), 1);
+        let (fo, fv) = (out("f.trace"), out("f.virt.trace"));
+        let req = CaptureRequest { out: &fo, virt_out: Some(&fv), params: Some(&params), seed: 7, pid: None, pipe_capacity: None };
+        let files = super::super::instrumented::capture_instrumented(dir.path(), &req, &Progress::default()).unwrap();
+        assert_eq!(streamed.records, counts.iter().sum::<u64>());
+        assert_eq!(streamed.records, files.records);
+        let read = |p: &Path| std::fs::read(p).unwrap();
+        assert!(read(&so) == read(&fo), "physical traces differ");
+        assert!(read(&sv) == read(&fv), "virtual traces differ");
+        drop(shm);
+        // SAFETY: ours.
+        unsafe { libc::close(fd) };
+    }
+}
