@@ -114,17 +114,21 @@ def test_same_program_same_bytes(progs, tmp_path: Path, capfd, path: str):
 
 @needs_valgrind
 @pytest.mark.parametrize(
-    ("how", "keys", "mark"),
+    ("how", "keys", "mark", "sig"),
     [
-        (["--valgrind-tool", "tiersim"], "3000000", ".tiersim-capture-"),
+        (["--valgrind-tool", "tiersim"], "3000000", ".tiersim-capture-", signal.SIGTERM),
         # The instrumented path merges while the program runs: the traces' temporary files
         # exist from the start, and the signal lands while both run.
-        (["--instrumented"], "3000000", ".h."),
+        (["--instrumented"], "3000000", ".h.", signal.SIGTERM),
+        # Ctrl-C: the terminal sends SIGINT to the whole foreground group, tiersim and the program.
+        (["--instrumented"], "3000000", ".h.", signal.SIGINT),
         # Every access recorded (about 30 million).
-        (["--instrumented", "--llc", "0"], "1000000", ".h."),
+        (["--instrumented", "--llc", "0"], "1000000", ".h.", signal.SIGTERM),
     ],
 )
-def test_sigterm_mid_capture_leaves_nothing(progs, tmp_path: Path, how: list[str], keys: str, mark: str):
+def test_signal_mid_capture_leaves_nothing(
+    progs, tmp_path: Path, how: list[str], keys: str, mark: str, sig: signal.Signals
+):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     prog = progs["hashmap_i"] if "--instrumented" in how else progs["hashmap"]
@@ -134,6 +138,7 @@ def test_sigterm_mid_capture_leaves_nothing(progs, tmp_path: Path, how: list[str
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -141,14 +146,51 @@ def test_sigterm_mid_capture_leaves_nothing(progs, tmp_path: Path, how: list[str
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert proc.returncode == 128 + sig, stderr
     assert "no trace was written" in stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("llc", ["0", "32KiB"])
+def test_full_disk_leaves_nothing(progs, tmp_path: Path, llc: str):
+    # The disk fills up mid-capture: once the traces' temporary files exist, tiersim's file-size
+    # limit drops to 1 MiB, so the trace writer's next write past it fails (EFBIG; Python
+    # ignores SIGXFSZ). The capture stops with one error naming the file and kills the program,
+    # and leaves neither a trace nor a temporary file.
+    import resource
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen(
+        [*tiersim_cmd(), "capture", "--instrumented", "--llc", llc, "-o", str(out_dir / "h.trace"), "--"]
+        + [str(progs["hashmap_i"]), "3000000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith(".h.") for p in out_dir.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "h." in errors[0] and "File too large" in stderr, stderr
     assert sorted(p.name for p in out_dir.iterdir()) == []
 
 

@@ -473,6 +473,7 @@ def capture_instrumented(
                 ended.append(time.monotonic())
             if on_progress is not None:
                 on_progress(CaptureProgress(0, 0, 0, progress.snapshot()[3], time.monotonic() - start))
+
         try:
             report = _merge_in_worker(
                 lambda: _native.capture_stream(
@@ -507,7 +508,9 @@ def capture_instrumented(
     report["program_cpu_s"] = round(
         cpu_children.ru_utime + cpu_children.ru_stime - cpu_start[1].ru_utime - cpu_start[1].ru_stime, 3
     )
-    report["merge_cpu_s"] = round(cpu_self.ru_utime + cpu_self.ru_stime - cpu_start[0].ru_utime - cpu_start[0].ru_stime, 3)
+    report["merge_cpu_s"] = round(
+        cpu_self.ru_utime + cpu_self.ru_stime - cpu_start[0].ru_utime - cpu_start[0].ru_stime, 3
+    )
     return _result(argv, returncode, out_path, virt_path, end - start, report)
 
 
