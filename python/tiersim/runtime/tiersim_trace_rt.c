@@ -11,6 +11,11 @@
  * instructions_per_access), so the tracer's own time never enters the trace. Built by
  * `tiersim capture --build-runtime`; see docs/capture.md. */
 #define _GNU_SOURCE
+/* The runtime defines memcpy, memmove and memset as traced accesses: the compiler must not turn
+ * its own copy loops into calls to them. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +49,8 @@ typedef struct {
 _Static_assert(sizeof(rec_t) == 24, "record layout");
 
 #define NLOCKS 4096u
+/* Entries of a thread's table of most recent lines (see struct thr). */
+#define TAB 64u
 #define INVALID UINT64_MAX
 
 /* The shared memory's layout; capture/stream.rs writes the header and reads the rest. */
@@ -77,6 +84,8 @@ _Static_assert(offsetof(struct slot_ctl, index) == 24 && offsetof(struct slot_ct
  * an empty one first, else the least recently used, as cache.rs chooses. */
 struct cache {
     uint64_t sets;
+    /* sets - 1 when sets is a power of two (the set is then a mask, not a division), else 0. */
+    uint64_t set_mask;
     uint32_t ways;
     uint64_t *tags;
     /* Threads that use this cache; it takes the set locks once there are two. */
@@ -87,21 +96,34 @@ struct cache {
     atomic_uchar locks[NLOCKS];
 };
 
+/* A thread's state; the per-access path touches only its first cache line. */
 struct thr {
+    /* Per group of cache sets (set & tab_mask), the line this thread touched last in it, << 1 |
+     * whether that access wrote it. That line is its set's most recent (any access to the set
+     * since went through the slow path, which rewrites the entry), so touching it again changes
+     * nothing, unless it is a store to a line the entry does not show dirty: such accesses skip
+     * the cache. tab_mask is 0 (one entry: the last line touched) when the sets are not a power
+     * of two, and when other threads share the cache (their accesses change its sets too).
+     * Entries are INVALID when there is no cache or the thread is done. */
+    uint64_t *tab;
+    uint64_t tab_mask;
+    /* Loads (0) and stores (1) traced; the bytes they moved. */
+    uint64_t count[2];
+    uint64_t bytes;
+    /* Loads and stores at the previous record: a record's gap is the difference. */
+    uint64_t mark;
+    /* Accesses that took the slow path, and the hits among its lines: the fast path's hits
+     * are the accesses that did not take it. */
+    uint64_t slow, slow_hits;
     uint32_t index, cpu;
     struct slot_ctl *ctl;
     rec_t *ring;
     /* Records published, and the most tiersim has taken as last seen. */
     uint64_t n, room;
-    uint32_t gap;
-    /* The line this thread touched last is its cache set's most recent: touching it again
-     * changes nothing but the dirty bit, so it skips the cache. */
-    uint64_t last_line;
-    int last_dirty;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
     volatile int busy;
     struct cache *c;
-    uint64_t loads, stores, bytes, hits, misses, writebacks, records;
+    uint64_t misses, writebacks, records;
     int done;
     struct thr *next;
 };
@@ -124,7 +146,9 @@ static struct cache *shared_cache;
 static struct cache **cpu_caches;
 static uint32_t n_cpu_caches;
 static pthread_key_t thr_key;
-static __thread struct thr *me;
+/* initial-exec: a plain %fs-relative load on the per-access path, not a call to
+ * __tls_get_addr (the runtime is linked into the program, so its TLS is in the static block). */
+static __thread struct thr *me __attribute__((tls_model("initial-exec")));
 static __thread uint32_t my_index = UINT32_MAX;
 /* Set while the runtime itself runs in this thread (its own copies are not the program's). */
 static __thread int in_rt;
@@ -161,6 +185,7 @@ static struct cache *cache_new(void) {
     if (!c) die("cache");
     c->ways = cfg.ways;
     c->sets = lines / cfg.ways;
+    c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
     c->tags = malloc(lines * sizeof *c->tags);
     if (!c->tags) die("cache");
     for (uint64_t i = 0; i < lines; i++) c->tags[i] = INVALID;
@@ -168,12 +193,16 @@ static struct cache *cache_new(void) {
 }
 
 /* The LRU set of cache.rs, kept in recency order. Returns 1 on a miss, with *wb the evicted
- * dirty line or INVALID. The shifts are loops: memmove is this runtime's own, traced one. */
-static inline int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
-    uint64_t key = line << 1;
+ * dirty line or INVALID. The shifts are loops, not memmove: memmove is this runtime's own,
+ * traced one. Inlined with `ways` a constant for the usual 16, so that the search unrolls and a
+ * miss's shift of every way is a few vector moves. */
+static inline __attribute__((always_inline)) int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write,
+                                                            uint64_t *wb) {
+    uint64_t key = line << 1 | 1;
+#pragma GCC unroll 16
     for (uint32_t w = 0; w < ways; w++) {
         uint64_t tag = set[w];
-        if ((tag | 1) == (key | 1)) {
+        if ((tag | 1) == key) {
             for (; w > 0; w--) set[w] = set[w - 1];
             set[0] = tag | (uint64_t)write;
             return 0;
@@ -181,19 +210,32 @@ static inline int set_access(uint64_t *set, uint32_t ways, uint64_t line, int wr
     }
     uint64_t out = set[ways - 1];
     *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
-    for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
-    set[0] = key | (uint64_t)write;
+    if (__builtin_constant_p(ways) && ways == 16) {
+        uint64_t moved[15];
+        for (uint32_t w = 0; w < 15; w++) moved[w] = set[w];
+        for (uint32_t w = 0; w < 15; w++) set[w + 1] = moved[w];
+    } else {
+        for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
+    }
+    set[0] = (line << 1) | (uint64_t)write;
     return 1;
+}
+
+#ifdef __clang__
+__attribute__((no_builtin("memcpy", "memmove", "memset")))
+#endif
+static int set_access_any(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
+    return ways == 16 ? set_access(set, 16, line, write, wb) : set_access(set, ways, line, write, wb);
 }
 
 static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     struct cache *c = t->c;
-    uint64_t set = line % c->sets;
+    uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
     uint64_t *tags = c->tags + set * c->ways;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(!c->shared, 1)) {
-        int miss = set_access(tags, c->ways, line, write, wb);
+        int miss = set_access_any(tags, c->ways, line, write, wb);
         atomic_signal_fence(memory_order_seq_cst);
         t->busy = 0;
         return miss;
@@ -202,7 +244,7 @@ static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     atomic_uchar *l = &c->locks[set % NLOCKS];
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
     }
-    int miss = set_access(tags, c->ways, line, write, wb);
+    int miss = set_access_any(tags, c->ways, line, write, wb);
     atomic_store_explicit(l, 0, memory_order_release);
     return miss;
 }
@@ -247,11 +289,12 @@ static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
     rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
     r->stamp = stamp();
     r->addr = addr;
-    r->gap = t->gap;
+    uint64_t total = t->count[0] + t->count[1];
+    r->gap = (uint32_t)(total - t->mark);
+    t->mark = total;
     r->size = (uint16_t)size;
     r->op = (uint8_t)write;
     r->pad = 0;
-    t->gap = 0;
     t->records++;
     t->n++;
     atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
@@ -261,7 +304,7 @@ static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
 static void thread_end(void *p) {
     struct thr *t = p;
     t->done = 1;
-    t->last_line = INVALID;
+    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
 }
 
@@ -273,9 +316,18 @@ static void thread_end(void *p) {
  * out. The users' path thus needs no atomic instruction. */
 static void cache_join(struct thr *t, struct cache *c) {
     t->c = c;
-    if (c->users++ == 0) return;
+    if (c->users++ == 0) {
+        if (cfg.per_cpu && c->set_mask) t->tab_mask = (c->sets < TAB ? c->sets : TAB) - 1;
+        return;
+    }
     if (c->shared) return;
     c->shared = 1;
+    /* The other users' tables shrink to one entry, seen by them after the barrier below. */
+    for (struct thr *u = threads; u; u = u->next)
+        if (u->c == c) {
+            u->tab_mask = 0;
+            u->tab[0] = INVALID;
+        }
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
         die("membarrier");
@@ -293,7 +345,9 @@ static struct thr *attach(void) {
     memset(t, 0, sizeof *t);
     t->index = my_index != UINT32_MAX ? my_index : atomic_fetch_add(&next_index, 1);
     t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
-    t->last_line = INVALID;
+    t->tab = aligned_alloc(64, TAB * sizeof *t->tab);
+    if (!t->tab) die("thread state");
+    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
     uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
     if (k >= cfg.slots) {
         fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
@@ -336,21 +390,21 @@ static struct thr *attach(void) {
 /* An access that the same-line shortcut does not settle: through the cache, line by line. */
 static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
     if (t->done) {
-        /* A thread that has written its records out counts no more accesses. */
-        t->loads -= !write;
-        t->stores -= write;
+        /* A thread that has published its last record counts no more accesses. */
+        t->count[write]--;
         t->bytes -= size;
-        t->gap--;
         return;
     }
+    t->slow++;
     if (!t->c) {
         emit(t, addr, size, write);
         return;
     }
     uint64_t first = addr >> cfg.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.line_shift;
     for (uint64_t line = first; line <= last; line++) {
-        if (line == t->last_line && (!write || t->last_dirty)) {
-            t->hits++;
+        uint64_t *e = &t->tab[line & t->tab_mask];
+        if ((write ? *e : *e | 1) == (line << 1 | 1)) {
+            t->slow_hits++;
             continue;
         }
         uint64_t wb;
@@ -362,35 +416,37 @@ static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr,
                 emit(t, wb << cfg.line_shift, 1u << cfg.line_shift, 1);
             }
         } else {
-            t->hits++;
+            t->slow_hits++;
         }
-        /* A slow-path access to the same line came here because it writes a clean line. */
-        t->last_line = line;
-        t->last_dirty = write;
+        *e = line << 1 | (uint64_t)write;
     }
+}
+
+/* A thread's first access (or one made while the runtime itself runs, or untraced). */
+static __attribute__((noinline)) void access_first(uintptr_t addr, uint32_t size, int write) {
+    struct thr *t = attach();
+    if (!t) return;
+    t->count[write]++;
+    t->bytes += size;
+    access_slow(t, addr, size, write);
 }
 
 /* The per-access path, inlined into every __tsan_* entry: counters, then the same-line shortcut
  * (an access within the line this thread touched last, that does not dirty a clean line, is a
- * hit that changes nothing). last_line is INVALID when there is no cache or the thread is done,
- * so those always take the slow path. */
+ * hit that changes nothing). Everything else is a tail call, so the path saves no register. */
 static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uint32_t size, int write) {
     struct thr *t = me;
     if (__builtin_expect(!t, 0)) {
-        t = attach();
-        if (!t) return;
-    }
-    t->loads += !write;
-    t->stores += write;
-    t->bytes += size;
-    t->gap++;
-    uint64_t line = addr >> cfg.line_shift;
-    if (__builtin_expect(line == t->last_line && ((addr + size - 1) >> cfg.line_shift) == line &&
-                             write <= t->last_dirty,
-                         1)) {
-        t->hits++;
+        access_first(addr, size, write);
         return;
     }
+    t->count[write]++;
+    t->bytes += size;
+    /* One branch: the access's first and last byte in the entry's line (dirty, for a store). */
+    unsigned shift = cfg.line_shift;
+    uint64_t line = addr >> shift, e = t->tab[line & t->tab_mask];
+    if (__builtin_expect((((write ? e : e | 1) ^ (line << 1 | 1)) | (((addr + size - 1) >> shift) ^ line)) == 0, 1))
+        return;
     access_slow(t, addr, size, write);
 }
 
@@ -419,8 +475,9 @@ static void summary(void) {
     PUT("version 1\ncaches %u\ndirty_at_exit %llu\npagemap off\n", nc, (unsigned long long)dirty);
     for (struct thr *t = threads; t; t = t->next)
         PUT("thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
-            t->index, t->cpu, (unsigned long long)t->loads, (unsigned long long)t->stores,
-            (unsigned long long)t->bytes, (unsigned long long)t->hits, (unsigned long long)t->misses,
+            t->index, t->cpu, (unsigned long long)t->count[0], (unsigned long long)t->count[1],
+            (unsigned long long)t->bytes,
+            (unsigned long long)(t->count[0] + t->count[1] - t->slow + t->slow_hits), (unsigned long long)t->misses,
             (unsigned long long)t->writebacks, (unsigned long long)t->records);
 #undef PUT
     if (len >= cap) {

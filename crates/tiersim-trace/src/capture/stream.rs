@@ -72,8 +72,10 @@ const C_CONS: usize = 64;
 
 /// Records taken between two updates of a ring's `cons` (the producer's room) and of progress.
 const PUBLISH_EVERY: u64 = 1 << 12;
-/// How long the merge sleeps when nothing can be written.
-const IDLE_SLEEP: Duration = Duration::from_micros(100);
+/// How long the merge sleeps when nothing, or less than `BATCH` records, could be written: a
+/// thread making records as fast as it can fills a third of its ring meanwhile.
+const IDLE_SLEEP: Duration = Duration::from_micros(500);
+const BATCH: u64 = 1 << 14;
 /// How often an idle merge checks that the program is still alive.
 const ALIVE_CHECK: Duration = Duration::from_millis(20);
 
@@ -379,6 +381,10 @@ pub fn capture_stream(fd: RawFd, pid: u32, req: &CaptureRequest<'_>, progress: &
             progress.records.store(p.records, Ordering::Relaxed);
             if let Some((w, t)) = &mut p.phys {
                 t.drain(w, super::Force::None)?;
+            }
+            // A round costs a look at every ring: when records come slowly, let them gather.
+            if wrote < BATCH && !finished_flag {
+                std::thread::sleep(IDLE_SLEEP);
             }
             continue;
         }
