@@ -1,8 +1,9 @@
 """`tiersim capture`: run a program under Valgrind's lackey tool and stream its loads and stores
 through the native filter (LLC model, virtual-to-physical mapping, trace writers); or run a
 program built with -fsanitize=thread and linked with tiersim's tracing runtime
-(runtime/tiersim_trace_rt.c), whose threads filter their own accesses into per-thread files that
-the native side merges (the instrumented path).
+(runtime/tiersim_trace_rt.c), whose threads filter their own accesses and publish the records
+into memory shared with the native side, which merges them into the traces while the program
+runs (the instrumented path).
 
 The program keeps its own stdin, stdout and stderr; lackey's output goes to a pipe that only
 the native filter reads, so no text trace is ever stored. The guest runs inside the Valgrind

@@ -1,12 +1,11 @@
-//! The instrumented path of `tiersim capture`: merge the per-thread record files that the tracing
-//! runtime (python/tiersim/runtime/tiersim_trace_rt.c, linked into a program compiled with
-//! `-fsanitize=thread`) wrote while the program ran, into the same native traces as the Valgrind
-//! path. The runtime has already filtered each thread's accesses through the LLC model; here the
-//! threads' records are put in the order they were made (their TSC stamps), each thread's gap of
-//! traced loads and stores becomes instructions (`instructions_per_access`), and virtual pages
-//! get frames from the pagemap entries the runtime read of itself, or from the buddy model.
-//! tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c) writes the same files, with
-//! gaps in guest instructions (`time instructions` in its summary) and sequence numbers as stamps.
+//! The merge of per-thread record files into the same native traces as the Valgrind path,
+//! for tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c), which writes them
+//! while Valgrind runs. The tool has already filtered each thread's accesses through the LLC
+//! model; here the threads' records are put in the order they were made (their stamps), each
+//! thread's gap becomes instructions, and virtual pages get frames from the pagemap entries the
+//! tool read, or from the buddy model. The instrumented path's runtime publishes the same
+//! records into shared memory instead and `stream.rs` merges them while the program runs, in
+//! the same order; this module also gives it the runtime's environment and summary.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;

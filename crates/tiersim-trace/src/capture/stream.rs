@@ -571,7 +571,14 @@ mod tests {
         let streamed = merger.join().unwrap().unwrap();
         assert_eq!(shm.hdr(H_MERGED).load(Ordering::Acquire), 1);
         let (fo, fv) = (out("f.trace"), out("f.virt.trace"));
-        let req = CaptureRequest { out: &fo, virt_out: Some(&fv), params: Some(&params), seed: 7, pid: None, pipe_capacity: None };
+        let req = CaptureRequest {
+            out: &fo,
+            virt_out: Some(&fv),
+            params: Some(&params),
+            seed: 7,
+            pid: None,
+            pipe_capacity: None,
+        };
         let files = super::super::instrumented::capture_instrumented(dir.path(), &req, &Progress::default()).unwrap();
         assert_eq!(streamed.records, counts.iter().sum::<u64>());
         assert_eq!(streamed.records, files.records);
