@@ -43,8 +43,11 @@ PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
 RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
-# tiersim's Valgrind tool (the default Valgrind path) and lackey (the fallback).
-VALGRIND_TOOLS = ("tiersim", "lackey")
+# tiersim's Valgrind tool (the default Valgrind path), lackey (the fallback), and QEMU user mode
+# with tiersim's plugin in place of Valgrind (the other candidate of issue 36).
+VALGRIND_TOOLS = ("tiersim", "lackey", "qemu")
+QEMU_PLUGIN_SRC = RUNTIME_SRC.with_name("tiersim_qemu_plugin.c")
+QEMU_PLUGIN_CFLAGS = ("-O2", "-fPIC", "-shared", "-Wall", "-pthread")
 VG_TOOL_SRC = RUNTIME_SRC.with_name("tiersim_vg_tool.c")
 # Where Debian's valgrind package puts the tool headers, the core and VEX libraries a tool links
 # with, and the installed tools with the files Valgrind loads beside them (VALGRIND_LIB).
@@ -203,7 +206,9 @@ def capture(
     tool: "tiersim" (default) runs the program under tiersim's own Valgrind tool
     (runtime/tiersim_vg_tool.c, built on first use), which filters loads and stores inside
     Valgrind and writes binary records; "lackey" runs Valgrind's lackey and filters its text, the
-    fallback when the tool cannot be built (a warning says why).
+    fallback when the tool cannot be built (a warning says why); "qemu" runs it under QEMU user
+    mode (qemu-x86_64) with tiersim's plugin (runtime/tiersim_qemu_plugin.c), which writes the
+    tool's records (no pagemap: v2p auto takes the buddy model).
     """
     if not argv:
         raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
@@ -211,6 +216,19 @@ def capture(
         raise TiersimError(f"unknown valgrind tool {tool!r}: one of {', '.join(VALGRIND_TOOLS)}")
     # Bad parameters and outputs are refused before the program runs.
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    if tool == "qemu":
+        _find_program(argv[0])
+        qemu = _find_qemu()
+        return _capture_files(
+            [qemu, "-plugin", str(qemu_plugin()), *argv],
+            argv,
+            params_text,
+            seed,
+            out_path,
+            virt_path,
+            on_progress,
+            {},
+        )
     valgrind = _find_valgrind()
     _find_program(argv[0])
     if tool == "tiersim":
@@ -353,6 +371,26 @@ def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The Valgrind path's LD_PRELOAD shim (runtime/tiersim_vg_preload.c) as a shared object,
     built on first use as `runtime_object` is."""
     return _built(PRELOAD_SRC, (*PRELOAD_CFLAGS, "-ldl"), ".so", "the Valgrind preload shim", cache_dir)
+
+
+def _find_qemu() -> str:
+    import platform
+
+    name = f"qemu-{platform.machine()}"
+    found = shutil.which(name)
+    if found is None:
+        raise TiersimError(f"{name} is not installed: apt-get install qemu-user")
+    return found
+
+
+def qemu_plugin(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """tiersim's QEMU user-mode plugin (runtime/tiersim_qemu_plugin.c) as a shared object, built
+    on first use as `runtime_object` is; x86-64 only (it stamps records with the TSC)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "amd64"):
+        raise TiersimError(f"tiersim's QEMU plugin is built for x86-64 only, not {platform.machine()}")
+    return _built(QEMU_PLUGIN_SRC, QEMU_PLUGIN_CFLAGS, ".so", "tiersim's QEMU plugin", cache_dir)
 
 
 def vg_tool_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -553,9 +591,10 @@ def _capture_files(
         log = trace_dir / "valgrind.log"
         messages = log.read_text(errors="replace").splitlines() if log.exists() else []
         if tool and not (trace_dir / "summary").exists():
-            # Valgrind could not run it (an executable for another machine, say), or died.
+            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
+            runner = Path(cmd[0]).name
             raise TiersimError(
-                f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); its message is "
+                f"{runner} ran no instruction of '{argv[0]}' ({runner} exit status {returncode}); its message is "
                 + ("\n" + "\n".join(messages[-20:]) if messages else "above")
             )
         if not (trace_dir / "t0.bin").exists():

@@ -71,7 +71,7 @@ pub(super) struct ThreadSummary {
 pub(super) struct Summary {
     /// Gaps count guest instructions (the Valgrind tool), not loads and stores (the runtime).
     instruction_gaps: bool,
-    /// `instrumented` (the runtime) or `valgrind_tool`.
+    /// `instrumented` (the runtime), `valgrind_tool` or `qemu_plugin`.
     tracer: String,
     pub(super) caches: u32,
     pub(super) dirty_at_exit: u64,
@@ -99,7 +99,7 @@ pub(super) fn parse_summary_text(text: &str, name: &str) -> Result<Summary> {
             ["version", v] => version = Some(num(v)?),
             ["time", "accesses"] => s.instruction_gaps = false,
             ["time", "instructions"] => s.instruction_gaps = true,
-            ["tracer", name @ ("instrumented" | "valgrind_tool")] => s.tracer = (*name).to_owned(),
+            ["tracer", name @ ("instrumented" | "valgrind_tool" | "qemu_plugin")] => s.tracer = (*name).to_owned(),
             ["caches", n] => s.caches = num(n)? as u32,
             ["dirty_at_exit", n] => s.dirty_at_exit = num(n)?,
             ["pagemap", state] => s.pagemap = (*state).to_owned(),
@@ -389,6 +389,10 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     };
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
-    let tracer = if sum.tracer == "valgrind_tool" { "valgrind_tool" } else { "instrumented" };
+    let tracer = match sum.tracer.as_str() {
+        "valgrind_tool" => "valgrind_tool",
+        "qemu_plugin" => "qemu_plugin",
+        _ => "instrumented",
+    };
     finish(p, llc, req, &params, &s, tracer, n, Vec::new())
 }
