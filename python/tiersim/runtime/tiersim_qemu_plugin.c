@@ -79,6 +79,7 @@ typedef struct {
 #define BUF_RECS (1u << 16)
 #define INVALID UINT64_MAX
 #define MAX_VCPUS 4096
+#define TAB 64u
 
 struct cache {
     uint64_t sets;
@@ -96,6 +97,11 @@ struct thr {
     uint64_t instrs, last_instr;
     uint64_t loads, stores, bytes, hits, misses, writebacks, records;
     struct cache *c;
+    /* As in tiersim_trace_rt.c: per group of sets (set & tab_mask), the line this thread touched
+     * last in it << 1 | whether that access wrote it; that line is its set's most recent, so a
+     * load of it, or a store when the entry shows it dirty, changes nothing and skips the cache.
+     * Used only while the thread is its cache's one user. */
+    uint64_t tab[TAB], tab_mask;
     struct thr *next;
 };
 
@@ -190,6 +196,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
     t->index = next_index++;
     t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
     t->buf = malloc(BUF_RECS * sizeof(rec_t));
+    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
     snprintf(path, sizeof path, "%s/t%u.bin", cfg.dir, t->index);
     t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (!t->buf || t->fd < 0) die("cannot create a record file");
@@ -208,6 +215,8 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
             t->c = cpu_caches[t->cpu];
         }
         __atomic_add_fetch(&t->c->users, 1, __ATOMIC_SEQ_CST);
+        uint64_t sets = t->c->sets;
+        if ((sets & (sets - 1)) == 0) t->tab_mask = (sets < TAB ? sets : TAB) - 1;
     }
     t->next = threads;
     threads = t;
@@ -248,6 +257,14 @@ static void mem_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t v
         return;
     }
     uint64_t first = vaddr >> cfg.line_shift, last = (vaddr + size - 1) >> cfg.line_shift;
+    if (first == last && c->users == 1) {
+        uint64_t *e = &t->tab[first & t->tab_mask];
+        if ((write ? *e : *e | 1) == (first << 1 | 1)) {
+            t->hits++;
+            return;
+        }
+        *e = first << 1 | (uint64_t)write;
+    }
     /* A cache with more than one user (shared, or threads sharing a CPU) takes its lock. */
     int locked = c->users > 1;
     if (locked) pthread_mutex_lock(&c->lock);
