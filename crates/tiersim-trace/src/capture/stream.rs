@@ -113,13 +113,13 @@ impl Shm {
     }
 
     fn word(&self, off: u64) -> &AtomicU64 {
-        debug_assert!(off % 8 == 0 && off < SHM_SIZE);
+        debug_assert!(off.is_multiple_of(8) && off < SHM_SIZE);
         // SAFETY: in bounds, aligned, and the memory lives as long as self.
         unsafe { &*(self.base.add(off as usize) as *const AtomicU64) }
     }
 
     fn word32(&self, off: u64) -> &AtomicU32 {
-        debug_assert!(off % 4 == 0 && off < SHM_SIZE);
+        debug_assert!(off.is_multiple_of(4) && off < SHM_SIZE);
         // SAFETY: as `word`.
         unsafe { &*(self.base.add(off as usize) as *const AtomicU32) }
     }
