@@ -132,7 +132,7 @@ static struct {
     int active;
     uint64_t *shm;
     uint64_t ring, slots, slot_size, slots_off;
-    pid_t parent;
+    pid_t parent, pid;
     uint64_t llc;
     uint32_t ways, line_shift;
     int per_cpu;
@@ -487,9 +487,17 @@ static void summary(void) {
     atomic_store_explicit(hdr(H_SUMMARY_LEN), len, memory_order_relaxed);
 }
 
+/* fork is not followed: the child traces nothing, and its threads' rings stay the parent's. */
+static void forked(void) {
+    cfg.active = 0;
+    me = NULL;
+}
+
 /* The records are all published: say so, and wait until tiersim has merged them, so that it
  * reads pagemap while this process still has its pages. */
 static void at_exit(void) {
+    /* A forked child's exit is not the traced program's. */
+    if (getpid() != cfg.pid) return;
     in_rt++;
     pthread_mutex_lock(&reg_lock);
     for (struct thr *t = threads; t; t = t->next)
@@ -536,6 +544,7 @@ void __tsan_init(void) {
     cfg.slot_size = cfg.shm[H_SLOT_SIZE];
     cfg.slots_off = cfg.shm[H_SLOTS_OFF];
     cfg.parent = getppid();
+    cfg.pid = getpid();
     atomic_store_explicit(hdr(H_LOADED), SHM_VERSION, memory_order_release);
     cfg.llc = env_u64("TIERSIM_LLC", 0);
     cfg.ways = (uint32_t)env_u64("TIERSIM_LLC_WAYS", 16);
@@ -557,6 +566,7 @@ void __tsan_init(void) {
         p = end + 1;
     }
     pthread_key_create(&thr_key, thread_end);
+    pthread_atfork(NULL, NULL, forked);
     /* For cache_join; without it (Linux < 4.14) the global command is tried. */
     syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
     cfg.active = 1;
