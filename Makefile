@@ -28,6 +28,10 @@ valgrind:
 		&& ls /usr/lib/*/valgrind/libcoregrind-*.a /usr/lib/valgrind/libcoregrind-*.a 2>/dev/null | grep -q .; } >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
+	@# QEMU user mode runs them with tiersim's plugin (`tiersim capture --valgrind-tool qemu`).
+	@command -v qemu-x86_64 >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user; }
 
 # `tiersim validate linux` boots Debian's 6.1 kernel in QEMU (docs/validate.md): QEMU, the static
 # busybox for the guest's shell, ndctl/daxctl for the dax/kmem slow node, and the kernel image with

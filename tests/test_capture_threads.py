@@ -177,7 +177,7 @@ def test_program_without_the_runtime_is_refused(progs, tmp_path: Path, capfd):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     # Run on its own, an instrumented program says it traces nothing and runs normally.
     r = subprocess.run([str(progs["quarters_instrumented"]), "1"], capture_output=True, text=True)
-    assert r.returncode == 0 and "TIERSIM_CAPTURE_DIR is not set" in r.stderr and "threads=4" in r.stdout
+    assert r.returncode == 0 and "TIERSIM_SHM_FD is not set" in r.stderr and "threads=4" in r.stdout
 
 
 def test_cli_instrumented_capture_and_inspect_shares(progs, tmp_path: Path):

@@ -1,8 +1,9 @@
 """`tiersim capture`: run a program under Valgrind's lackey tool and stream its loads and stores
 through the native filter (LLC model, virtual-to-physical mapping, trace writers); or run a
 program built with -fsanitize=thread and linked with tiersim's tracing runtime
-(runtime/tiersim_trace_rt.c), whose threads filter their own accesses into per-thread files that
-the native side merges (the instrumented path).
+(runtime/tiersim_trace_rt.c), whose threads filter their own accesses and publish the records
+into memory shared with the native side, which merges them into the traces while the program
+runs (the instrumented path).
 
 The program keeps its own stdin, stdout and stderr; lackey's output goes to a pipe that only
 the native filter reads, so no text trace is ever stored. The guest runs inside the Valgrind
@@ -15,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -41,8 +43,11 @@ PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
 RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
-# tiersim's Valgrind tool (the default Valgrind path) and lackey (the fallback).
-VALGRIND_TOOLS = ("tiersim", "lackey")
+# tiersim's Valgrind tool (the default Valgrind path), lackey (the fallback), and QEMU user mode
+# with tiersim's plugin in place of Valgrind (the other candidate of issue 36).
+VALGRIND_TOOLS = ("tiersim", "lackey", "qemu")
+QEMU_PLUGIN_SRC = RUNTIME_SRC.with_name("tiersim_qemu_plugin.c")
+QEMU_PLUGIN_CFLAGS = ("-O2", "-fPIC", "-shared", "-Wall", "-pthread")
 VG_TOOL_SRC = RUNTIME_SRC.with_name("tiersim_vg_tool.c")
 # Where Debian's valgrind package puts the tool headers, the core and VEX libraries a tool links
 # with, and the installed tools with the files Valgrind loads beside them (VALGRIND_LIB).
@@ -201,7 +206,9 @@ def capture(
     tool: "tiersim" (default) runs the program under tiersim's own Valgrind tool
     (runtime/tiersim_vg_tool.c, built on first use), which filters loads and stores inside
     Valgrind and writes binary records; "lackey" runs Valgrind's lackey and filters its text, the
-    fallback when the tool cannot be built (a warning says why).
+    fallback when the tool cannot be built (a warning says why); "qemu" runs it under QEMU user
+    mode (qemu-x86_64) with tiersim's plugin (runtime/tiersim_qemu_plugin.c), which writes the
+    tool's records (no pagemap: v2p auto takes the buddy model).
     """
     if not argv:
         raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
@@ -209,6 +216,19 @@ def capture(
         raise TiersimError(f"unknown valgrind tool {tool!r}: one of {', '.join(VALGRIND_TOOLS)}")
     # Bad parameters and outputs are refused before the program runs.
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
+    if tool == "qemu":
+        _find_program(argv[0])
+        qemu = _find_qemu()
+        return _capture_files(
+            [qemu, "-plugin", str(qemu_plugin()), *argv],
+            argv,
+            params_text,
+            seed,
+            out_path,
+            virt_path,
+            on_progress,
+            {},
+        )
     valgrind = _find_valgrind()
     _find_program(argv[0])
     if tool == "tiersim":
@@ -353,6 +373,26 @@ def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return _built(PRELOAD_SRC, (*PRELOAD_CFLAGS, "-ldl"), ".so", "the Valgrind preload shim", cache_dir)
 
 
+def _find_qemu() -> str:
+    import platform
+
+    name = f"qemu-{platform.machine()}"
+    found = shutil.which(name)
+    if found is None:
+        raise TiersimError(f"{name} is not installed: apt-get install qemu-user")
+    return found
+
+
+def qemu_plugin(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """tiersim's QEMU user-mode plugin (runtime/tiersim_qemu_plugin.c) as a shared object, built
+    on first use as `runtime_object` is; x86-64 only (it stamps records with the TSC)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "amd64"):
+        raise TiersimError(f"tiersim's QEMU plugin is built for x86-64 only, not {platform.machine()}")
+    return _built(QEMU_PLUGIN_SRC, QEMU_PLUGIN_CFLAGS, ".so", "tiersim's QEMU plugin", cache_dir)
+
+
 def vg_tool_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """A directory to give Valgrind as VALGRIND_LIB: tiersim's tool (runtime/tiersim_vg_tool.c)
     built on first use with $CC against Debian's valgrind package (its pub_tool_*.h headers and
@@ -441,16 +481,76 @@ def capture_instrumented(
     on_progress: Callable[[CaptureProgress], None] | None = None,
 ) -> CaptureResult:
     """Run `argv`, a program compiled with -fsanitize=thread and linked with `runtime_object()`,
-    and merge what its threads recorded into `out` (and `virt_out`), as `capture` does.
+    and merge what its threads record into `out` (and `virt_out`) while it runs, as `capture`
+    does.
 
-    The runtime writes per-thread files into a temporary directory beside `out`, removed after
-    the merge. Raises TiersimError when the program did not load the runtime (no record file
-    appeared) or ended without its exit handler (killed by a signal, or _exit)."""
+    The runtime publishes each thread's records into memory shared with this process (a memfd
+    the program inherits; nothing is written beside `out` but the traces). Raises TiersimError
+    when the program did not load the runtime or ended without its exit handler (killed by a
+    signal, or _exit); no trace is left then."""
     if not argv:
         raise TiersimError("no program given: tiersim capture --instrumented -o OUT -- PROG [ARGS]...")
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     _find_program(argv[0])
-    return _capture_files(list(argv), argv, params_text, seed, out_path, virt_path, on_progress, {})
+    shm = os.memfd_create("tiersim-capture", os.MFD_CLOEXEC)
+    try:
+        _native.capture_shm_init(shm)
+        env = json.loads(_native.capture_runtime_env("", params_text))
+        env = {k: v for k, v in env.items() if k != "TIERSIM_CAPTURE_DIR"}
+        env["TIERSIM_SHM_FD"] = str(shm)
+        start = time.monotonic()
+        cpu_start = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            proc = subprocess.Popen(list(argv), env={**os.environ, **env}, pass_fds=(shm,))
+        except OSError as exc:
+            raise TiersimError(f"cannot start '{argv[0]}': {exc}") from None
+        progress = _native.CaptureProgress()
+        ended: list[float] = []
+
+        def tick() -> None:
+            if not ended and proc.poll() is not None:
+                ended.append(time.monotonic())
+            if on_progress is not None:
+                on_progress(CaptureProgress(0, 0, 0, progress.snapshot()[3], time.monotonic() - start))
+
+        try:
+            report = _merge_in_worker(
+                lambda: _native.capture_stream(
+                    shm,
+                    proc.pid,
+                    os.fspath(out_path),
+                    None if virt_path is None else os.fspath(virt_path),
+                    params=params_text,
+                    seed=seed,
+                    progress=progress,
+                ),
+                progress,
+                (out_path, virt_path),
+                tick,
+            )
+        except BaseException:
+            _stop(proc)
+            raise
+        returncode = proc.wait()
+    finally:
+        os.close(shm)
+    end = time.monotonic()
+    cpu_self, cpu_children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(report)
+    # The split of the command's time: the program's run, during which the records are merged
+    # (its exit handler waits for the merge to take the last ones), then the traces' last
+    # frames; and the CPU time of each side (the program with the runtime; tiersim's merge and
+    # compression, with this interpreter).
+    program_end = ended[0] if ended else end
+    report["run_s"] = round(program_end - start, 3)
+    report["merge_s"] = round(end - program_end, 3)
+    report["program_cpu_s"] = round(
+        cpu_children.ru_utime + cpu_children.ru_stime - cpu_start[1].ru_utime - cpu_start[1].ru_stime, 3
+    )
+    report["merge_cpu_s"] = round(
+        cpu_self.ru_utime + cpu_self.ru_stime - cpu_start[0].ru_utime - cpu_start[0].ru_stime, 3
+    )
+    return _result(argv, returncode, out_path, virt_path, end - start, report)
 
 
 def _capture_files(
@@ -492,9 +592,10 @@ def _capture_files(
         log = trace_dir / "valgrind.log"
         messages = log.read_text(errors="replace").splitlines() if log.exists() else []
         if tool and not (trace_dir / "summary").exists():
-            # Valgrind could not run it (an executable for another machine, say), or died.
+            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
+            runner = Path(cmd[0]).name
             raise TiersimError(
-                f"valgrind ran no instruction of '{argv[0]}' (valgrind exit status {returncode}); its message is "
+                f"{runner} ran no instruction of '{argv[0]}' ({runner} exit status {returncode}); its message is "
                 + ("\n" + "\n".join(messages[-20:]) if messages else "above")
             )
         if not (trace_dir / "t0.bin").exists():

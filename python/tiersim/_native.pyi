@@ -166,8 +166,24 @@ def capture_instrumented(
     seed: int = 0,
     progress: CaptureProgress | None = None,
 ) -> str:
-    """Merges the tracing runtime's per-thread record files in `dir` (summary, t<N>.bin,
-    pagemap.bin) into `out` and `virt_out`, as `capture` does. Returns the JSON report."""
+    """Merges the per-thread record files tiersim's Valgrind tool left in `dir` (summary,
+    t<N>.bin, pagemap.bin) into `out` and `virt_out`, as `capture` does. Returns the JSON report."""
+
+def capture_shm_init(fd: int) -> None:
+    """Sizes the memfd `fd` for an instrumented capture and writes the layout the runtime reads."""
+
+def capture_stream(
+    fd: int,
+    pid: int,
+    out: str,
+    virt_out: str | None = None,
+    params: str = "",
+    seed: int = 0,
+    progress: CaptureProgress | None = None,
+) -> str:
+    """Merges, while the program `pid` runs, the records its tracing runtime publishes into the
+    memfd `fd` (prepared by capture_shm_init) into `out` and `virt_out`; returns when the
+    program's exit handler has run and every record is written. Returns the JSON report."""
 
 def capture_runtime_env(dir: str, params: str = "") -> str:
     """JSON object: the TIERSIM_* environment the tracing runtime reads for a capture with

@@ -2,8 +2,9 @@
 # Capture speed on programs of real size (BENCHMARKS.md "Capture", issue 36). Each line: wall time and
 # CPU time (user + sys of the command and its children) from /usr/bin/time, then the capture
 # report's records and its split between the program's run and the merge.
-#   bash tests/capture/bench_big.sh pagerank [VERTICES] [DEGREE] [ITERS]   # native, instrumented 1/32 MiB, tool 32 MiB
-#   bash tests/capture/bench_big.sh sqlite                                  # Debian's sqlite3: native, tool, lackey
+#   bash tests/capture/bench_big.sh pagerank [VERTICES] [DEGREE] [ITERS]   # native, instrumented 32/1 MiB, QEMU plugin and tool 32 MiB
+#   bash tests/capture/bench_big.sh instrumented [VERTICES] [DEGREE] [ITERS]  # the same without the tool
+#   bash tests/capture/bench_big.sh sqlite                                  # Debian's sqlite3: native, tool, QEMU plugin, lackey (NO_LACKEY=1: not lackey)
 #   bash tests/capture/bench_big.sh small [VERTICES]                       # tool vs lackey records on a small pagerank
 # Run from the repository root after `make env`.
 set -euo pipefail
@@ -24,7 +25,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 llc = r.get("llc") or {}
 print(f"records={r['records']} misses={llc.get('misses')} writebacks={llc.get('writebacks')} "
-      f"instructions={r['instructions']} run_s={r.get('run_s')} merge_s={r.get('merge_s')}")
+      f"instructions={r['instructions']} run_s={r.get('run_s')} merge_s={r.get('merge_s')} "
+      f"program_cpu_s={r.get('program_cpu_s')} merge_cpu_s={r.get('merge_cpu_s')}")
 PY
 )
         rm -f "$W/r.json"
@@ -33,7 +35,7 @@ PY
 }
 
 case $WHAT in
-pagerank)
+pagerank | instrumented)
     V=${2:-2000000} D=${3:-48} I=${4:-4}
     gcc -O2 -o "$W/pr" tests/capture/pagerank.c
     gcc -O2 -fsanitize=thread -c tests/capture/pagerank.c -o "$W/pr.o"
@@ -43,7 +45,8 @@ pagerank)
     for llc in 32MiB 1MiB; do
         timed "instrumented llc=$llc" $T capture --instrumented --llc "$llc" -o "$W/o.trace" --report "$W/r.json" -- "$W/pr_i" "$V" "$D" "$I"
     done
-    timed "valgrind tool llc=32MiB" $T capture --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
+    [ "$WHAT" = instrumented ] || timed "qemu plugin llc=32MiB" $T capture --valgrind-tool qemu --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
+    [ "$WHAT" = instrumented ] || timed "valgrind tool llc=32MiB" $T capture --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     ;;
 sqlite)
     # 20,000 rows inserted in one transaction into an in-memory database, then scanned.
@@ -58,17 +61,19 @@ SQL
     S=$(command -v sqlite3)
     for _ in 1 2 3; do timed native "$S" -init "$W/q.sql" :memory: </dev/null; done
     timed "valgrind tool llc=16MiB" $T capture -o "$W/o.trace" --report "$W/r.json" -- "$S" -init "$W/q.sql" :memory:
+    timed "qemu plugin llc=16MiB" $T capture --valgrind-tool qemu -o "$W/o.trace" --report "$W/r.json" -- "$S" -init "$W/q.sql" :memory:
+    [ -n "${NO_LACKEY:-}" ] ||
     timed "lackey llc=16MiB" $T capture --valgrind-tool lackey -o "$W/o.trace" --report "$W/r.json" -- "$S" -init "$W/q.sql" :memory:
     ;;
 small)
     V=${2:-20000}
     gcc -O2 -o "$W/pr" tests/capture/pagerank.c
-    for tool in tiersim lackey; do
+    for tool in tiersim qemu lackey; do
         timed "$tool llc=1MiB" $T capture --valgrind-tool "$tool" --llc 1MiB --v2p none -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" 48 2
     done
     ;;
 *)
-    echo "usage: $0 pagerank|sqlite|small [ARGS]" >&2
+    echo "usage: $0 pagerank|instrumented|sqlite|small [ARGS]" >&2
     exit 2
     ;;
 esac

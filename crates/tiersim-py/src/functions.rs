@@ -338,7 +338,45 @@ pub(crate) fn capture(
     })
 }
 
-/// Merge the tracing runtime's per-thread files in `dir` (the instrumented path) into traces.
+/// Size a memfd for the instrumented path's streaming merge and write its layout.
+#[pyfunction]
+pub(crate) fn capture_shm_init(py: Python<'_>, fd: i32) -> PyResult<()> {
+    guarded(py, || tiersim_trace::capture::stream::init_shm(fd))
+}
+
+/// Merge, while it runs, what the program `pid` publishes into the memfd `fd` (the instrumented
+/// path) into traces.
+#[pyfunction]
+#[pyo3(signature = (fd, pid, out, virt_out=None, params=String::new(), seed=0, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn capture_stream(
+    py: Python<'_>,
+    fd: i32,
+    pid: u32,
+    out: String,
+    virt_out: Option<String>,
+    params: String,
+    seed: u64,
+    progress: Option<Bound<'_, CaptureProgress>>,
+) -> PyResult<String> {
+    use tiersim_trace::capture::{CaptureRequest, Progress};
+    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
+    guarded(py, || {
+        let p = table("params", &params)?;
+        let req = CaptureRequest {
+            out: Path::new(&out),
+            virt_out: virt_out.as_deref().map(Path::new),
+            params: p.as_ref(),
+            seed,
+            pid: Some(pid),
+            pipe_capacity: None,
+        };
+        let report = tiersim_trace::capture::stream::capture_stream(fd, pid, &req, &progress)?;
+        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    })
+}
+
+/// Merge the per-thread files in `dir` that tiersim's Valgrind tool wrote into traces.
 #[pyfunction]
 #[pyo3(signature = (dir, out, virt_out=None, params=String::new(), seed=0, progress=None))]
 pub(crate) fn capture_instrumented(

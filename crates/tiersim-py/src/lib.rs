@@ -231,6 +231,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_params, m)?)?;
     m.add_function(wrap_pyfunction!(capture_instrumented, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_shm_init, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_stream, m)?)?;
     m.add_function(wrap_pyfunction!(capture_runtime_env, m)?)?;
     m.add_function(wrap_pyfunction!(capture_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flash_replay, m)?)?;

@@ -134,9 +134,10 @@ def capture_cmd(
         str,
         typer.Option(
             "--valgrind-tool",
-            metavar="tiersim|lackey",
+            metavar="tiersim|lackey|qemu",
             help="Under Valgrind: tiersim's own tool (fast: filters inside Valgrind, binary records) or lackey "
-            "(its text filtered here; the fallback).",
+            "(its text filtered here; the fallback); qemu: under QEMU user mode (qemu-x86_64) with tiersim's "
+            "plugin instead of Valgrind (no pagemap: physical addresses from the buddy model).",
         ),
     ] = "tiersim",
     build_runtime: Annotated[
@@ -215,7 +216,7 @@ def capture_cmd(
         with err.status(Text(f"starting {prog} {how} ...")) as status:
 
             def show(p: CaptureProgress) -> None:
-                if instrumented or valgrind_tool == "tiersim":
+                if instrumented or valgrind_tool in ("tiersim", "qemu"):
                     status.update(Text(f"capturing {prog}: {_bytes(p.input_bytes)} of records, {p.elapsed_s:,.1f} s"))
                     return
                 rate = p.instructions / p.elapsed_s if p.elapsed_s > 0 else 0.0

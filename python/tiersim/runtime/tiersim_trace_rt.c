@@ -2,25 +2,34 @@
  * that GCC and Clang's -fsanitize=thread insert before every load and store, in place of the
  * ThreadSanitizer runtime (libtsan). Each thread passes its accesses through the LLC model (the
  * same set-associative, LRU, write-back, write-allocate cache as crates/tiersim-trace/src/capture/
- * cache.rs, set = line number modulo sets) and keeps only fills and dirty evictions, in a buffer
- * of its own written to TIERSIM_CAPTURE_DIR/t<thread>.bin; tiersim merges the files. A cache used
+ * cache.rs, set = line number modulo sets) and keeps only fills and dirty evictions, in a ring of
+ * its own in memory shared with tiersim (TIERSIM_SHM_FD, laid out by capture/stream.rs), which
+ * merges the rings into the traces while the program runs. A cache used
  * by one thread (per_cpu, one thread per CPU: the default) is touched without any lock or atomic;
  * it takes striped set locks once a second thread joins it (see cache_join). Time base:
  * traced loads and stores since the thread's previous record (tiersim scales them by
  * instructions_per_access), so the tracer's own time never enters the trace. Built by
  * `tiersim capture --build-runtime`; see docs/capture.md. */
 #define _GNU_SOURCE
+/* The runtime defines memcpy, memmove and memset as traced accesses: the compiler must not turn
+ * its own copy loops into calls to them. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +37,7 @@
 #include <x86intrin.h>
 #endif
 
-/* One record of a thread file; tiersim reads this layout (capture/instrumented.rs). */
+/* One record of a thread's ring; tiersim reads this layout (capture/stream.rs). */
 typedef struct {
     uint64_t stamp; /* TSC (or CLOCK_MONOTONIC ns): orders the threads' records when merged */
     uint64_t addr;
@@ -37,17 +46,46 @@ typedef struct {
     uint8_t op; /* 0 read, 1 write */
     uint8_t pad;
 } rec_t;
+_Static_assert(sizeof(rec_t) == 24, "record layout");
 
-#define BUF_RECS (1u << 16)
 #define NLOCKS 4096u
+/* Entries of a thread's table of most recent lines (see struct thr). */
+#define TAB 64u
 #define INVALID UINT64_MAX
-#define PAGE_SHIFT 12
+
+/* The shared memory's layout; capture/stream.rs writes the header and reads the rest. */
+#define SHM_MAGIC 0x314d485354534954ull /* "TISTSHM1" */
+#define SHM_VERSION 1u
+enum {
+    H_MAGIC = 0, H_VERSION = 1, H_RING = 2, H_SLOTS = 3, H_SLOT_SIZE = 4, H_SLOTS_OFF = 5,
+    H_SUMMARY_OFF = 6, H_SUMMARY_SIZE = 7,
+    H_LOADED = 8,      /* the runtime's SHM_VERSION, once it has mapped the memory */
+    H_RESERVED = 16,   /* slots taken (own cache line) */
+    H_FINISHED = 24,   /* the summary is written */
+    H_SUMMARY_LEN = 25,
+    H_MERGED = 32,     /* tiersim has merged every record (own cache line) */
+    H_GONE = 33,       /* tiersim stopped merging: waiting for it is pointless */
+};
+/* A slot's control page: the producer's line, then the merger's (offsets in stream.rs C_*). */
+struct slot_ctl {
+    _Atomic uint64_t pub; /* records published */
+    atomic_uint busy;     /* inside emit: a record being stamped may not be published yet */
+    atomic_uint state;    /* 1: index and cpu are set */
+    atomic_uint done;     /* no more records */
+    uint32_t unused;
+    uint32_t index, cpu;
+    char pad1[64 - 32];
+    _Atomic uint64_t cons; /* records tiersim has taken */
+};
+_Static_assert(offsetof(struct slot_ctl, index) == 24 && offsetof(struct slot_ctl, cons) == 64, "slot layout");
 
 /* Per set, `ways` tags in recency order (most recent first), each line << 1 | dirty; INVALID
  * marks an empty way, and empty ways are always last, so the victim of a miss is the last way:
  * an empty one first, else the least recently used, as cache.rs chooses. */
 struct cache {
     uint64_t sets;
+    /* sets - 1 when sets is a power of two (the set is then a mask, not a division), else 0. */
+    uint64_t set_mask;
     uint32_t ways;
     uint64_t *tags;
     /* Threads that use this cache; it takes the set locks once there are two. */
@@ -58,34 +96,48 @@ struct cache {
     atomic_uchar locks[NLOCKS];
 };
 
+/* A thread's state; the per-access path touches only its first cache line. */
 struct thr {
+    /* Per group of cache sets (set & tab_mask), the line this thread touched last in it, << 1 |
+     * whether that access wrote it. That line is its set's most recent (any access to the set
+     * since went through the slow path, which rewrites the entry), so touching it again changes
+     * nothing, unless it is a store to a line the entry does not show dirty: such accesses skip
+     * the cache. tab_mask is 0 (one entry: the last line touched) when the sets are not a power
+     * of two, and when other threads share the cache (their accesses change its sets too).
+     * Entries are INVALID when there is no cache or the thread is done. */
+    uint64_t *tab;
+    uint64_t tab_mask;
+    /* Loads (0) and stores (1) traced; the bytes they moved. */
+    uint64_t count[2];
+    uint64_t bytes;
+    /* Loads and stores at the previous record: a record's gap is the difference. */
+    uint64_t mark;
+    /* Accesses that took the slow path, and the hits among its lines: the fast path's hits
+     * are the accesses that did not take it. */
+    uint64_t slow, slow_hits;
     uint32_t index, cpu;
-    int fd;
-    rec_t *buf;
-    uint32_t n;
-    uint32_t gap;
-    /* The line this thread touched last is its cache set's most recent: touching it again
-     * changes nothing but the dirty bit, so it skips the cache. */
-    uint64_t last_line;
-    int last_dirty;
+    struct slot_ctl *ctl;
+    rec_t *ring;
+    /* Records published, and the most tiersim has taken as last seen. */
+    uint64_t n, room;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
     volatile int busy;
     struct cache *c;
-    uint64_t loads, stores, bytes, hits, misses, writebacks, records;
+    uint64_t misses, writebacks, records;
     int done;
     struct thr *next;
 };
 
 static struct {
     int active;
-    char dir[4096];
+    uint64_t *shm;
+    uint64_t ring, slots, slot_size, slots_off;
+    pid_t parent, pid;
     uint64_t llc;
     uint32_t ways, line_shift;
     int per_cpu;
     uint32_t *cpu_map, n_cpu_map;
-    int pagemap_fd; /* -1: not looked up */
-    const char *pagemap_state;
-} cfg = {.pagemap_fd = -1, .pagemap_state = "off"};
+} cfg;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct thr *threads;
@@ -94,7 +146,9 @@ static struct cache *shared_cache;
 static struct cache **cpu_caches;
 static uint32_t n_cpu_caches;
 static pthread_key_t thr_key;
-static __thread struct thr *me;
+/* initial-exec: a plain %fs-relative load on the per-access path, not a call to
+ * __tls_get_addr (the runtime is linked into the program, so its TLS is in the static block). */
+static __thread struct thr *me __attribute__((tls_model("initial-exec")));
 static __thread uint32_t my_index = UINT32_MAX;
 /* Set while the runtime itself runs in this thread (its own copies are not the program's). */
 static __thread int in_rt;
@@ -110,7 +164,9 @@ static void die(const char *what) {
 
 static uint64_t stamp(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    return __rdtsc();
+    /* rdtscp waits for the instructions before it (emit's locked exchange among them). */
+    unsigned aux;
+    return __rdtscp(&aux);
 #else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -129,6 +185,7 @@ static struct cache *cache_new(void) {
     if (!c) die("cache");
     c->ways = cfg.ways;
     c->sets = lines / cfg.ways;
+    c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
     c->tags = malloc(lines * sizeof *c->tags);
     if (!c->tags) die("cache");
     for (uint64_t i = 0; i < lines; i++) c->tags[i] = INVALID;
@@ -136,12 +193,16 @@ static struct cache *cache_new(void) {
 }
 
 /* The LRU set of cache.rs, kept in recency order. Returns 1 on a miss, with *wb the evicted
- * dirty line or INVALID. The shifts are loops: memmove is this runtime's own, traced one. */
-static inline int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
-    uint64_t key = line << 1;
+ * dirty line or INVALID. The shifts are loops, not memmove: memmove is this runtime's own,
+ * traced one. Inlined with `ways` a constant for the usual 16, so that the search unrolls and a
+ * miss's shift of every way is a few vector moves. */
+static inline __attribute__((always_inline)) int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write,
+                                                            uint64_t *wb) {
+    uint64_t key = line << 1 | 1;
+#pragma GCC unroll 16
     for (uint32_t w = 0; w < ways; w++) {
         uint64_t tag = set[w];
-        if ((tag | 1) == (key | 1)) {
+        if ((tag | 1) == key) {
             for (; w > 0; w--) set[w] = set[w - 1];
             set[0] = tag | (uint64_t)write;
             return 0;
@@ -149,19 +210,32 @@ static inline int set_access(uint64_t *set, uint32_t ways, uint64_t line, int wr
     }
     uint64_t out = set[ways - 1];
     *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
-    for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
-    set[0] = key | (uint64_t)write;
+    if (__builtin_constant_p(ways) && ways == 16) {
+        uint64_t moved[15];
+        for (uint32_t w = 0; w < 15; w++) moved[w] = set[w];
+        for (uint32_t w = 0; w < 15; w++) set[w + 1] = moved[w];
+    } else {
+        for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
+    }
+    set[0] = (line << 1) | (uint64_t)write;
     return 1;
+}
+
+#ifdef __clang__
+__attribute__((no_builtin("memcpy", "memmove", "memset")))
+#endif
+static int set_access_any(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
+    return ways == 16 ? set_access(set, 16, line, write, wb) : set_access(set, ways, line, write, wb);
 }
 
 static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     struct cache *c = t->c;
-    uint64_t set = line % c->sets;
+    uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
     uint64_t *tags = c->tags + set * c->ways;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(!c->shared, 1)) {
-        int miss = set_access(tags, c->ways, line, write, wb);
+        int miss = set_access_any(tags, c->ways, line, write, wb);
         atomic_signal_fence(memory_order_seq_cst);
         t->busy = 0;
         return miss;
@@ -170,140 +244,68 @@ static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     atomic_uchar *l = &c->locks[set % NLOCKS];
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
     }
-    int miss = set_access(tags, c->ways, line, write, wb);
+    int miss = set_access_any(tags, c->ways, line, write, wb);
     atomic_store_explicit(l, 0, memory_order_release);
     return miss;
 }
 
-/* Pages whose frames are known for good (exclusively mapped), an open-addressing set. */
-static uint64_t *pm_seen;
-static uint64_t pm_cap, pm_len;
-static pthread_mutex_t pm_lock = PTHREAD_MUTEX_INITIALIZER;
-static int pm_out = -1;
+static inline _Atomic uint64_t *hdr(int field) { return (_Atomic uint64_t *)&cfg.shm[field]; }
 
-static int pm_insert(uint64_t vpn) {
-    if (2 * (pm_len + 1) > pm_cap) {
-        uint64_t old_cap = pm_cap, *old = pm_seen;
-        pm_cap = pm_cap ? 2 * pm_cap : 1 << 16;
-        pm_seen = malloc(pm_cap * sizeof *pm_seen);
-        if (!pm_seen) die("pagemap set");
-        for (uint64_t i = 0; i < pm_cap; i++) pm_seen[i] = INVALID;
-        pm_len = 0;
-        for (uint64_t i = 0; i < old_cap; i++)
-            if (old[i] != INVALID) pm_insert(old[i]);
-        free(old);
-    }
-    uint64_t h = (vpn * 0x9E3779B97F4A7C15ull) & (pm_cap - 1);
-    while (pm_seen[h] != INVALID) {
-        if (pm_seen[h] == vpn) return 0;
-        h = (h + 1) & (pm_cap - 1);
-    }
-    pm_seen[h] = vpn;
-    pm_len++;
-    return 1;
+static int tiersim_gone(void) {
+    return atomic_load_explicit(hdr(H_GONE), memory_order_acquire) || getppid() != cfg.parent;
 }
 
-static int pm_known(uint64_t vpn) {
-    if (!pm_cap) return 0;
-    uint64_t h = (vpn * 0x9E3779B97F4A7C15ull) & (pm_cap - 1);
-    for (; pm_seen[h] != INVALID; h = (h + 1) & (pm_cap - 1))
-        if (pm_seen[h] == vpn) return 1;
-    return 0;
+static void pause_briefly(void) {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
 }
 
-static void write_all(int fd, const void *p, size_t n) {
-    const char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) die("writing the trace");
-        b += w;
-        n -= (size_t)w;
-    }
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Look up the frames of the pages of records already made (their accesses have happened, so
- * the pages are mapped); pages not yet exclusively mapped (the zero page) are looked up again at
- * later flushes, and tiersim keeps each page's last entry. In a batch: the buffer's new pages
- * sorted, each run of consecutive pages read with one pread. */
-static void pm_lookup(const rec_t *r, uint32_t n) {
-    static uint64_t vpns[BUF_RECS], ents[512], out[2 * 512];
-    uint32_t m = 0, k = 0;
-    uint64_t last = INVALID;
-    pthread_mutex_lock(&pm_lock);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t vpn = r[i].addr >> PAGE_SHIFT;
-        if (vpn == last) continue;
-        last = vpn;
-        if (!pm_known(vpn)) vpns[m++] = vpn;
-    }
-    qsort(vpns, m, sizeof *vpns, cmp_u64);
-    for (uint32_t i = 0; i < m && cfg.pagemap_fd >= 0;) {
-        uint32_t j = i + 1;
-        while (j < m && vpns[j] - vpns[i] < 512 && (vpns[j] == vpns[j - 1] || vpns[j] == vpns[j - 1] + 1)) j++;
-        uint64_t first = vpns[i], span = vpns[j - 1] - first + 1;
-        ssize_t got = pread(cfg.pagemap_fd, ents, span * 8, (off_t)(first * 8));
-        uint64_t have = got > 0 ? (uint64_t)got / 8 : 0;
-        for (uint32_t x = i; x < j; x++) {
-            uint64_t vpn = vpns[x], e;
-            if (x > i && vpn == vpns[x - 1]) continue;
-            if (vpn - first >= have) continue;
-            e = ents[vpn - first];
-            if (!(e >> 63) || (e >> 62 & 1)) continue;
-            if (!(e & ((1ull << 55) - 1))) {
-                /* Frame numbers need CAP_SYS_ADMIN. */
-                cfg.pagemap_state = "hidden";
-                close(cfg.pagemap_fd);
-                cfg.pagemap_fd = -1;
-                break;
-            }
-            if (e >> 56 & 1) pm_insert(vpn);
-            out[k++] = vpn;
-            out[k++] = e;
-            if (k == 2 * 512) {
-                write_all(pm_out, out, sizeof out);
-                k = 0;
-            }
-        }
-        i = j;
-    }
-    if (k && pm_out >= 0) write_all(pm_out, out, k * 8);
-    pthread_mutex_unlock(&pm_lock);
-}
-
-static void flush(struct thr *t) {
-    if (!t->n) return;
+/* The ring is full: wait for tiersim to take records. It merges without waiting for this
+ * thread (see emit), so the wait ends unless tiersim is gone, and then the program ends. */
+static __attribute__((noinline)) void wait_room(struct thr *t) {
     in_rt++;
-    write_all(t->fd, t->buf, t->n * sizeof(rec_t));
-    if (cfg.pagemap_fd >= 0) pm_lookup(t->buf, t->n);
-    t->n = 0;
+    for (;;) {
+        uint64_t cons = atomic_load_explicit(&t->ctl->cons, memory_order_acquire);
+        t->room = cons + cfg.ring;
+        if (t->n < t->room) break;
+        if (tiersim_gone()) {
+            fprintf(stderr, "tiersim trace runtime: tiersim stopped taking records; ending the program\n");
+            _exit(127);
+        }
+        pause_briefly();
+    }
     in_rt--;
 }
 
+/* A record, published at once so that tiersim can merge it while the program runs. tiersim
+ * orders the threads' records by stamp and must know, for a thread with nothing published, that
+ * its next stamp will come after the time it looks: so `busy` is set with a full barrier
+ * before the stamp is taken (and the stamp is taken after it, rdtscp), and cleared once the
+ * record is published. tiersim reads the clock, then `busy` clear and nothing new published,
+ * and knows this thread's next stamp is later. */
 static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
-    rec_t *r = &t->buf[t->n];
+    if (__builtin_expect(t->n >= t->room, 0)) wait_room(t);
+    atomic_exchange_explicit(&t->ctl->busy, 1, memory_order_seq_cst);
+    rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
     r->stamp = stamp();
     r->addr = addr;
-    r->gap = t->gap;
+    uint64_t total = t->count[0] + t->count[1];
+    r->gap = (uint32_t)(total - t->mark);
+    t->mark = total;
     r->size = (uint16_t)size;
     r->op = (uint8_t)write;
     r->pad = 0;
-    t->gap = 0;
     t->records++;
-    if (++t->n == BUF_RECS) flush(t);
+    t->n++;
+    atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
+    atomic_store_explicit(&t->ctl->busy, 0, memory_order_release);
 }
 
 static void thread_end(void *p) {
     struct thr *t = p;
-    flush(t);
-    close(t->fd);
     t->done = 1;
-    t->last_line = INVALID;
+    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
+    atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
 }
 
 /* Thread t starts using cache c (called with reg_lock held). A cache with one user is touched
@@ -314,9 +316,18 @@ static void thread_end(void *p) {
  * out. The users' path thus needs no atomic instruction. */
 static void cache_join(struct thr *t, struct cache *c) {
     t->c = c;
-    if (c->users++ == 0) return;
+    if (c->users++ == 0) {
+        if (cfg.per_cpu && c->set_mask) t->tab_mask = (c->sets < TAB ? c->sets : TAB) - 1;
+        return;
+    }
     if (c->shared) return;
     c->shared = 1;
+    /* The other users' tables shrink to one entry, seen by them after the barrier below. */
+    for (struct thr *u = threads; u; u = u->next)
+        if (u->c == c) {
+            u->tab_mask = 0;
+            u->tab[0] = INVALID;
+        }
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
         die("membarrier");
@@ -330,16 +341,26 @@ static struct thr *attach(void) {
     /* On cache lines of its own: its counters change at every access, and another thread's
      * state on the same line would bounce it between cores. */
     struct thr *t = aligned_alloc(64, (sizeof *t + 63) / 64 * 64);
-    char path[4200];
     if (!t) die("thread state");
     memset(t, 0, sizeof *t);
     t->index = my_index != UINT32_MAX ? my_index : atomic_fetch_add(&next_index, 1);
     t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
-    t->last_line = INVALID;
-    t->buf = malloc(BUF_RECS * sizeof(rec_t));
-    snprintf(path, sizeof path, "%s/t%u.bin", cfg.dir, t->index);
-    t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!t->buf || t->fd < 0) die(path);
+    t->tab = aligned_alloc(64, TAB * sizeof *t->tab);
+    if (!t->tab) die("thread state");
+    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
+    uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
+    if (k >= cfg.slots) {
+        fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
+                (unsigned long long)cfg.slots);
+        _exit(127);
+    }
+    char *slot = (char *)cfg.shm + cfg.slots_off + k * cfg.slot_size;
+    t->ctl = (struct slot_ctl *)slot;
+    t->ring = (rec_t *)(slot + 4096);
+    t->room = cfg.ring;
+    t->ctl->index = t->index;
+    t->ctl->cpu = t->cpu;
+    atomic_store_explicit(&t->ctl->state, 1, memory_order_release);
     pthread_mutex_lock(&reg_lock);
     if (cfg.llc) {
         if (!cfg.per_cpu) {
@@ -369,21 +390,21 @@ static struct thr *attach(void) {
 /* An access that the same-line shortcut does not settle: through the cache, line by line. */
 static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
     if (t->done) {
-        /* A thread that has written its records out counts no more accesses. */
-        t->loads -= !write;
-        t->stores -= write;
+        /* A thread that has published its last record counts no more accesses. */
+        t->count[write]--;
         t->bytes -= size;
-        t->gap--;
         return;
     }
+    t->slow++;
     if (!t->c) {
         emit(t, addr, size, write);
         return;
     }
     uint64_t first = addr >> cfg.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.line_shift;
     for (uint64_t line = first; line <= last; line++) {
-        if (line == t->last_line && (!write || t->last_dirty)) {
-            t->hits++;
+        uint64_t *e = &t->tab[line & t->tab_mask];
+        if ((write ? *e : *e | 1) == (line << 1 | 1)) {
+            t->slow_hits++;
             continue;
         }
         uint64_t wb;
@@ -395,35 +416,37 @@ static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr,
                 emit(t, wb << cfg.line_shift, 1u << cfg.line_shift, 1);
             }
         } else {
-            t->hits++;
+            t->slow_hits++;
         }
-        /* A slow-path access to the same line came here because it writes a clean line. */
-        t->last_line = line;
-        t->last_dirty = write;
+        *e = line << 1 | (uint64_t)write;
     }
+}
+
+/* A thread's first access (or one made while the runtime itself runs, or untraced). */
+static __attribute__((noinline)) void access_first(uintptr_t addr, uint32_t size, int write) {
+    struct thr *t = attach();
+    if (!t) return;
+    t->count[write]++;
+    t->bytes += size;
+    access_slow(t, addr, size, write);
 }
 
 /* The per-access path, inlined into every __tsan_* entry: counters, then the same-line shortcut
  * (an access within the line this thread touched last, that does not dirty a clean line, is a
- * hit that changes nothing). last_line is INVALID when there is no cache or the thread is done,
- * so those always take the slow path. */
+ * hit that changes nothing). Everything else is a tail call, so the path saves no register. */
 static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uint32_t size, int write) {
     struct thr *t = me;
     if (__builtin_expect(!t, 0)) {
-        t = attach();
-        if (!t) return;
-    }
-    t->loads += !write;
-    t->stores += write;
-    t->bytes += size;
-    t->gap++;
-    uint64_t line = addr >> cfg.line_shift;
-    if (__builtin_expect(line == t->last_line && ((addr + size - 1) >> cfg.line_shift) == line &&
-                             write <= t->last_dirty,
-                         1)) {
-        t->hits++;
+        access_first(addr, size, write);
         return;
     }
+    t->count[write]++;
+    t->bytes += size;
+    /* One branch: the access's first and last byte in the entry's line (dirty, for a store). */
+    unsigned shift = cfg.line_shift;
+    uint64_t line = addr >> shift, e = t->tab[line & t->tab_mask];
+    if (__builtin_expect((((write ? e : e | 1) ^ (line << 1 | 1)) | (((addr + size - 1) >> shift) ^ line)) == 0, 1))
+        return;
     access_slow(t, addr, size, write);
 }
 
@@ -438,10 +461,8 @@ static void access_range(const void *p, size_t n, int write) {
 }
 
 static void summary(void) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/summary", cfg.dir);
-    FILE *f = fopen(path, "w");
-    if (!f) die(path);
+    char *out = (char *)cfg.shm + cfg.shm[H_SUMMARY_OFF];
+    size_t cap = cfg.shm[H_SUMMARY_SIZE], len = 0;
     uint64_t dirty = 0;
     struct cache *all[1 + 4096];
     uint32_t nc = 0;
@@ -450,27 +471,45 @@ static void summary(void) {
         if (cpu_caches[i]) all[nc++] = cpu_caches[i];
     for (uint32_t k = 0; k < nc; k++)
         for (uint64_t i = 0; i < all[k]->sets * all[k]->ways; i++) dirty += all[k]->tags[i] != INVALID && (all[k]->tags[i] & 1);
-    fprintf(f, "version 1\ncaches %u\ndirty_at_exit %llu\npagemap %s\n", nc, (unsigned long long)dirty, cfg.pagemap_state);
+#define PUT(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    PUT("version 1\ncaches %u\ndirty_at_exit %llu\npagemap off\n", nc, (unsigned long long)dirty);
     for (struct thr *t = threads; t; t = t->next)
-        fprintf(f, "thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
-                t->index, t->cpu, (unsigned long long)t->loads, (unsigned long long)t->stores,
-                (unsigned long long)t->bytes, (unsigned long long)t->hits, (unsigned long long)t->misses,
-                (unsigned long long)t->writebacks, (unsigned long long)t->records);
-    fclose(f);
+        PUT("thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
+            t->index, t->cpu, (unsigned long long)t->count[0], (unsigned long long)t->count[1],
+            (unsigned long long)t->bytes,
+            (unsigned long long)(t->count[0] + t->count[1] - t->slow + t->slow_hits), (unsigned long long)t->misses,
+            (unsigned long long)t->writebacks, (unsigned long long)t->records);
+#undef PUT
+    if (len >= cap) {
+        fprintf(stderr, "tiersim trace runtime: the summary does not fit in %zu bytes\n", cap);
+        len = 0;
+    }
+    atomic_store_explicit(hdr(H_SUMMARY_LEN), len, memory_order_relaxed);
 }
 
+/* fork is not followed: the child traces nothing, and its threads' rings stay the parent's. */
+static void forked(void) {
+    cfg.active = 0;
+    me = NULL;
+}
+
+/* The records are all published: say so, and wait until tiersim has merged them, so that it
+ * reads pagemap while this process still has its pages. */
 static void at_exit(void) {
+    /* A forked child's exit is not the traced program's. */
+    if (getpid() != cfg.pid) return;
     in_rt++;
     pthread_mutex_lock(&reg_lock);
     for (struct thr *t = threads; t; t = t->next)
         if (!t->done) {
-            flush(t);
             t->done = 1;
+            atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
         }
     summary();
     pthread_mutex_unlock(&reg_lock);
-    if (pm_out >= 0) close(pm_out);
     cfg.active = 0;
+    atomic_store_explicit(hdr(H_FINISHED), 1, memory_order_release);
+    while (!atomic_load_explicit(hdr(H_MERGED), memory_order_acquire) && !tiersim_gone()) pause_briefly();
 }
 
 void __tsan_init(void) {
@@ -480,14 +519,33 @@ void __tsan_init(void) {
     real_memcpy = dlsym(RTLD_NEXT, "memcpy");
     real_memmove = dlsym(RTLD_NEXT, "memmove");
     real_memset = dlsym(RTLD_NEXT, "memset");
-    const char *dir = getenv("TIERSIM_CAPTURE_DIR");
-    if (!dir || !*dir) {
-        fprintf(stderr, "tiersim trace runtime: TIERSIM_CAPTURE_DIR is not set, so nothing is traced "
+    const char *fd_text = getenv("TIERSIM_SHM_FD");
+    if (!fd_text || !*fd_text) {
+        fprintf(stderr, "tiersim trace runtime: TIERSIM_SHM_FD is not set, so nothing is traced "
                         "(run the program with `tiersim capture --instrumented`)\n");
         in_rt--;
         return;
     }
-    snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
+    /* Programs this one execs inherit the environment, not the descriptor: they run untraced. */
+    unsetenv("TIERSIM_SHM_FD");
+    int fd = atoi(fd_text);
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("the shared memory descriptor");
+    cfg.shm = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (cfg.shm == MAP_FAILED) die("mapping the shared memory");
+    close(fd);
+    if (cfg.shm[H_MAGIC] != SHM_MAGIC || cfg.shm[H_VERSION] != SHM_VERSION) {
+        fprintf(stderr, "tiersim trace runtime: the shared memory is not version %u's: rebuild the program "
+                        "with this tiersim's runtime\n", SHM_VERSION);
+        _exit(127);
+    }
+    cfg.ring = cfg.shm[H_RING];
+    cfg.slots = cfg.shm[H_SLOTS];
+    cfg.slot_size = cfg.shm[H_SLOT_SIZE];
+    cfg.slots_off = cfg.shm[H_SLOTS_OFF];
+    cfg.parent = getppid();
+    cfg.pid = getpid();
+    atomic_store_explicit(hdr(H_LOADED), SHM_VERSION, memory_order_release);
     cfg.llc = env_u64("TIERSIM_LLC", 0);
     cfg.ways = (uint32_t)env_u64("TIERSIM_LLC_WAYS", 16);
     cfg.line_shift = (uint32_t)__builtin_ctzll(env_u64("TIERSIM_LINE_SIZE", 64));
@@ -507,15 +565,8 @@ void __tsan_init(void) {
         if (*end != ',') break;
         p = end + 1;
     }
-    if (env_u64("TIERSIM_PAGEMAP", 0)) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/pagemap.bin", cfg.dir);
-        cfg.pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-        pm_out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (pm_out < 0) die(path);
-        cfg.pagemap_state = cfg.pagemap_fd >= 0 ? "ok" : "unreadable";
-    }
     pthread_key_create(&thr_key, thread_end);
+    pthread_atfork(NULL, NULL, forked);
     /* For cache_join; without it (Linux < 4.14) the global command is tried. */
     syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
     cfg.active = 1;

@@ -37,11 +37,19 @@ typedef struct {
 #define PAGE_SHIFT 12
 #define MAX_THREADS 4096
 
+#define TAB 64u
+
 struct cache {
     ULong sets;
     UInt ways;
     /* Per set, tags in recency order, line << 1 | dirty (as the runtime keeps them). */
     ULong *tags;
+    /* Per group of sets (set & tab_mask; one group when the sets are not a power of two), the
+     * line accessed last in it << 1 | whether that access wrote it. That line is its set's most
+     * recent (any access to the set since rewrote the entry: Valgrind runs one thread at a time,
+     * so this holds for a cache threads share too), so a load of it, or a store when the entry
+     * shows it dirty, changes nothing and skips the set. */
+    ULong tab[TAB], tab_mask;
 };
 
 struct thr {
@@ -108,6 +116,8 @@ static struct cache *cache_new(void) {
     c->sets = lines / cfg.ways;
     c->tags = VG_(malloc)("tiersim.tags", lines * sizeof *c->tags);
     for (ULong i = 0; i < lines; i++) c->tags[i] = INVALID;
+    for (UInt i = 0; i < TAB; i++) c->tab[i] = INVALID;
+    c->tab_mask = (c->sets & (c->sets - 1)) == 0 ? (c->sets < TAB ? c->sets : TAB) - 1 : 0;
     n_caches++;
     return c;
 }
@@ -317,7 +327,12 @@ static void access_mem(Addr addr, UWord size, Int write) {
     }
     ULong first = addr >> cfg.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.line_shift;
     for (ULong line = first; line <= last; line++) {
-        ULong wb;
+        ULong wb, *e = &t->c->tab[line & t->c->tab_mask];
+        if ((write ? *e : *e | 1) == (line << 1 | 1)) {
+            t->hits++;
+            continue;
+        }
+        *e = line << 1 | (ULong)write;
         if (cache_access(t->c, line, write, &wb)) {
             t->misses++;
             emit(t, line << cfg.line_shift, 1u << cfg.line_shift, 0);

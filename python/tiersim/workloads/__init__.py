@@ -537,7 +537,8 @@ def build(name: str, path: str | None = None) -> Path | None:
     if path == "instrumented":
         cflags.append("-fsanitize=thread")
         extra = [str(runtime_object()), "-rdynamic", "-ldl"]
-    key = hashlib.sha256(src.read_bytes() + " ".join([cc, path, *cflags, *r.libs]).encode()).hexdigest()[:16]
+    # The runtime object's name carries its own hash: a changed runtime rebuilds the program.
+    key = hashlib.sha256(src.read_bytes() + " ".join([cc, path, *cflags, *r.libs, *extra]).encode()).hexdigest()[:16]
     exe = _cache_dir() / f"{src.stem}-{path}-{key}"
     if exe.exists():
         return exe

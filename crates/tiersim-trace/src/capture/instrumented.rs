@@ -1,12 +1,11 @@
-//! The instrumented path of `tiersim capture`: merge the per-thread record files that the tracing
-//! runtime (python/tiersim/runtime/tiersim_trace_rt.c, linked into a program compiled with
-//! `-fsanitize=thread`) wrote while the program ran, into the same native traces as the Valgrind
-//! path. The runtime has already filtered each thread's accesses through the LLC model; here the
-//! threads' records are put in the order they were made (their TSC stamps), each thread's gap of
-//! traced loads and stores becomes instructions (`instructions_per_access`), and virtual pages
-//! get frames from the pagemap entries the runtime read of itself, or from the buddy model.
-//! tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c) writes the same files, with
-//! gaps in guest instructions (`time instructions` in its summary) and sequence numbers as stamps.
+//! The merge of per-thread record files into the same native traces as the Valgrind path,
+//! for tiersim's Valgrind tool (python/tiersim/runtime/tiersim_vg_tool.c), which writes them
+//! while Valgrind runs. The tool has already filtered each thread's accesses through the LLC
+//! model; here the threads' records are put in the order they were made (their stamps), each
+//! thread's gap becomes instructions, and virtual pages get frames from the pagemap entries the
+//! tool read, or from the buddy model. The instrumented path's runtime publishes the same
+//! records into shared memory instead and `stream.rs` merges them while the program runs, in
+//! the same order; this module also gives it the runtime's environment and summary.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
@@ -54,36 +53,42 @@ pub fn runtime_env(params: Option<&toml::Table>, dir: &Path) -> Result<Vec<(Stri
 
 /// One thread's line of the runtime's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct ThreadSummary {
-    index: u32,
-    cpu: u32,
-    loads: u64,
-    stores: u64,
-    bytes: u64,
-    hits: u64,
-    misses: u64,
-    writebacks: u64,
-    records: u64,
+pub(super) struct ThreadSummary {
+    pub(super) index: u32,
+    pub(super) cpu: u32,
+    pub(super) loads: u64,
+    pub(super) stores: u64,
+    pub(super) bytes: u64,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) writebacks: u64,
+    pub(super) records: u64,
     /// Guest instructions, when the tracer counted them (`time instructions`).
-    instructions: u64,
+    pub(super) instructions: u64,
 }
 
 #[derive(Debug, Default)]
-struct Summary {
+pub(super) struct Summary {
     /// Gaps count guest instructions (the Valgrind tool), not loads and stores (the runtime).
     instruction_gaps: bool,
-    /// `instrumented` (the runtime) or `valgrind_tool`.
+    /// `instrumented` (the runtime), `valgrind_tool` or `qemu_plugin`.
     tracer: String,
-    caches: u32,
-    dirty_at_exit: u64,
+    pub(super) caches: u32,
+    pub(super) dirty_at_exit: u64,
     /// `ok` (pagemap.bin holds entries), `hidden` (frame numbers need CAP_SYS_ADMIN),
     /// `unreadable`, or `off` (not asked).
     pagemap: String,
-    threads: Vec<ThreadSummary>,
+    pub(super) threads: Vec<ThreadSummary>,
 }
 
 fn parse_summary(path: &Path) -> Result<Summary> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_summary_text(&text, &path.display().to_string())
+}
+
+/// A summary's text; `name` says where it came from in errors.
+pub(super) fn parse_summary_text(text: &str, name: &str) -> Result<Summary> {
+    let path = Path::new(name);
     let mut s = Summary::default();
     let mut version = None;
     for (i, line) in text.lines().enumerate() {
@@ -94,7 +99,7 @@ fn parse_summary(path: &Path) -> Result<Summary> {
             ["version", v] => version = Some(num(v)?),
             ["time", "accesses"] => s.instruction_gaps = false,
             ["time", "instructions"] => s.instruction_gaps = true,
-            ["tracer", name @ ("instrumented" | "valgrind_tool")] => s.tracer = (*name).to_owned(),
+            ["tracer", name @ ("instrumented" | "valgrind_tool" | "qemu_plugin")] => s.tracer = (*name).to_owned(),
             ["caches", n] => s.caches = num(n)? as u32,
             ["dirty_at_exit", n] => s.dirty_at_exit = num(n)?,
             ["pagemap", state] => s.pagemap = (*state).to_owned(),
@@ -122,8 +127,7 @@ fn parse_summary(path: &Path) -> Result<Summary> {
     }
     if version != Some(SUMMARY_VERSION) {
         return Err(Error::Sim(format!(
-            "{}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime",
-            path.display()
+            "{name}: summary version {version:?}, expected {SUMMARY_VERSION}: rebuild the program with this tiersim's runtime"
         )));
     }
     if s.tracer.is_empty() {
@@ -166,12 +170,12 @@ struct ThreadFile {
 
 /// One decoded runtime record.
 #[derive(Debug, Clone, Copy)]
-struct Rec {
-    stamp: u64,
-    addr: u64,
-    gap: u32,
-    size: u16,
-    write: bool,
+pub(super) struct Rec {
+    pub(super) stamp: u64,
+    pub(super) addr: u64,
+    pub(super) gap: u32,
+    pub(super) size: u16,
+    pub(super) write: bool,
 }
 
 impl ThreadFile {
@@ -385,6 +389,10 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
     };
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
-    let tracer = if sum.tracer == "valgrind_tool" { "valgrind_tool" } else { "instrumented" };
+    let tracer = match sum.tracer.as_str() {
+        "valgrind_tool" => "valgrind_tool",
+        "qemu_plugin" => "qemu_plugin",
+        _ => "instrumented",
+    };
     finish(p, llc, req, &params, &s, tracer, n, Vec::new())
 }

@@ -23,6 +23,7 @@
 
 pub mod cache;
 pub mod instrumented;
+pub mod stream;
 mod translate;
 pub mod v2p;
 

@@ -258,9 +258,12 @@ impl TraceWriter {
             }
         };
         if !sent {
-            // The thread stopped at an error: that error.
+            // The thread stopped at an error (a full disk, say): that error, and no partial file
+            // (Drop no longer sees the sink, so the file goes here).
             let sink = self.sink.take().expect("checked above");
-            return Err(sink.close().err().unwrap_or_else(|| Error::Sim("the trace writer's thread ended".into())));
+            let e = sink.close().err().unwrap_or_else(|| Error::Sim("the trace writer's thread ended".into()));
+            let _ = std::fs::remove_file(&self.tmp_path);
+            return Err(e);
         }
         self.frame.clear();
         Ok(())
