@@ -85,6 +85,26 @@ def test_kswapd_cost_comes_from_the_guests_kswapd() -> None:
     assert linux.kswapd_cost(old_case, 0.25) == {}
 
 
+def test_fault_cost_comes_from_the_calibrations_touch_phase() -> None:
+    # calib.c prints its touch phase's time in the guest: here 4,096 pages in 81.92 ms, 20 us each.
+    out = GUEST_OUT_KSWAPD.replace("@ calib begin", "@ calib begin\n@ calib_touch 81920000 4096")
+    machine, calib_s, program_s, samples = linux.parse_guest(out, "", "kv-tiering")
+    assert machine["calib_touch"] == {"ns": 81920000, "pages": 4096}
+    run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
+    # The guest's calibration time without the touch phase, the part the CPU's speed sets.
+    assert linux.calib_work_s(run) == pytest.approx(calib_s - 0.08192)
+    case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [run])
+    fc = linux.fault_cost(case, 0.25)
+    assert fc == {"guest_ns_per_fault": 20000.0, "fault_ns": 5000.0}
+    p = tomllib.loads(linux.platform_toml(run, 0.25, None, fc))
+    assert p["os"]["fault_latency"] == "5000ns" and p["os"]["hint_fault_latency"] == "5000ns"
+    # Boots from before the touch phase keep the calibration whole and tiersim's default latencies.
+    old = linux.parse_guest(GUEST_OUT_KSWAPD, "", "kv-tiering")
+    old_run = linux.GuestRun(*old, 30.0, "tcg")
+    assert linux.calib_work_s(old_run) == old_run.calib_s
+    assert linux.fault_cost(linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [old_run]), 0.25) == {}
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
