@@ -361,27 +361,23 @@ def test_the_free_bound_loses_on_graph_and_hashmap_to_dram_bandwidth_too():
         return {n["name"]: n for n in s["nodes"]}
 
     free = {"migrations": "free"}
-    # Measured: graph, tpp 30.78 ms against the bound's 30.97; wide, 19.03 against 16.08.
-    # hashmap, oracle_static 131.45 against 132.06; wide, 131.26 against 128.05.
+    # Measured: graph, tpp 30.78 ms against the bound's 30.97 before kswapd had a clock of its own
+    # (issue 33); since, tpp takes 47.62 ms (its allocations spill to DCPMM while kswapd works, and
+    # it promotes them back across saturated DRAM), so on graph the free run now beats tpp; the
+    # DRAM-bandwidth loss is then against the wide run below. hashmap, oracle_static 131.45
+    # against 132.06; wide, 131.26 against 128.05.
     for gen, accesses, rival in (("graph", 12_000_000, "tpp"), ("hashmap", 8_000_000, "oracle_static")):
         r, b = summary(gen, accesses, rival, None), summary(gen, accesses, "oracle_dynamic", free)
-        assert r["execution_time_ns"] < b["execution_time_ns"], gen
         if gen == "graph":
-            # Not an unbalanced DRAM: both runs split DRAM's accesses and writes evenly between the
-            # nodes (the bound 6.04M and 5.96M, tpp 5.80M and 5.88M, a third writes on each); the
-            # bound puts more on the saturated DRAM (12.00M against 11.68M) and tpp leaves 318k
-            # reads in DCPMM (pmem0 149k, pmem1 169k, no writes).
-            for s in (r, b):
-                d0, d1 = nodes(s)["dram0"], nodes(s)["dram1"]
-                assert abs(d0["accesses"] / d1["accesses"] - 1) < 0.03, d0
-                assert abs(d0["writes"] / d0["accesses"] - d1["writes"] / d1["accesses"]) < 0.01
-            dram = {
-                k: sum(n["accesses"] for name, n in nodes(s).items() if name.startswith("dram"))
-                for k, s in (("r", r), ("b", b))
-            }
-            assert dram["b"] > 1.02 * dram["r"]
-            slow = [n for name, n in nodes(r).items() if name.startswith("pmem")]
-            assert sum(n["reads"] for n in slow) > 0.02 * accesses > 100 * sum(n["writes"] for n in slow)
+            assert b["execution_time_ns"] < r["execution_time_ns"] and r["tiering"]["kswapd_pages"] > 1000
+        else:
+            assert r["execution_time_ns"] < b["execution_time_ns"], gen
+        if gen == "graph":
+            # Not an unbalanced DRAM: the free run splits DRAM's accesses and writes evenly between
+            # the nodes (6.04M and 5.96M, a third writes on each), both channels near saturation.
+            d0, d1 = nodes(b)["dram0"], nodes(b)["dram1"]
+            assert abs(d0["accesses"] / d1["accesses"] - 1) < 0.03, d0
+            assert abs(d0["writes"] / d0["accesses"] - d1["writes"] / d1["accesses"]) < 0.01
         assert run(gen, accesses, "oracle_dynamic", free, *wide) < 0.99 * run(gen, accesses, rival, None, *wide), gen
 
 
@@ -408,12 +404,13 @@ def test_the_bound_beats_tpp_on_graph_by_balancing_the_fast_nodes():
         return [s["devices"][n]["queue_delay_ns_mean"] for n in ("dram0", "dram1")]
 
     member = scaling.BOUND_MEMBERS[f"{scaling.ORACLE_FREE}_balanced_share0.995"]
-    # Measured: tpp 62.50 ms, the users' rule at share 1 63.23 and at 0.995 64.13 (queues 112
-    # and 223 ns), balanced at 0.995 61.12 (155 and 158 ns, 17,000 moves between DRAM nodes).
+    # Measured: the users' rule at share 1 63.23 ms and at 0.995 64.13 (queues 112 and 223 ns),
+    # balanced at 0.995 61.12 (155 and 158 ns, 17,000 moves between DRAM nodes). tpp took 62.50
+    # before kswapd had a clock of its own (issue 33), 99.60 since: it no longer sits between them.
     tpp = graph("tpp", None)
     users = graph("oracle_dynamic", member | {"fast_nodes": "users"})
     balanced = graph("oracle_dynamic", member)
-    assert balanced["execution_time_ns"] < 0.99 * tpp["execution_time_ns"] < users["execution_time_ns"]
+    assert balanced["execution_time_ns"] < 0.97 * users["execution_time_ns"] < 0.97 * tpp["execution_time_ns"]
     q_users, q_balanced = queues(users), queues(balanced)
     assert max(q_users) > 1.8 * min(q_users)
     assert max(q_balanced) < 1.05 * min(q_balanced)
