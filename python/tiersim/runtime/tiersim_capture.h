@@ -150,6 +150,15 @@ static inline void tc_env_read(struct tc_env *e) {
     tc_cpu_list(map, e->cpu_map, n);
 }
 
+/* A cache's tags, every way empty: *sets sets of e->ways ways, set after set. */
+static inline tc_u64 *tc_tags_new(const struct tc_env *e, tc_u64 *sets) {
+    tc_u64 lines = e->llc >> e->line_shift;
+    tc_u64 *tags = tc_alloc(lines * sizeof *tags);
+    for (tc_u64 i = 0; i < lines; i++) tags[i] = TC_INVALID;
+    *sets = lines / e->ways;
+    return tags;
+}
+
 /* The CPU of thread `index`. */
 static inline tc_u32 tc_cpu_of(const struct tc_env *e, tc_u32 index) {
     return e->n_cpu_map ? e->cpu_map[index % e->n_cpu_map] : index;

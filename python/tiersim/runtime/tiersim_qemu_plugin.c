@@ -121,13 +121,9 @@ static void *tc_alloc(unsigned long bytes) {
 
 static struct cache *cache_new(void) {
     struct cache *c = calloc(1, sizeof *c);
-    uint64_t lines = cfg.env.llc >> cfg.env.line_shift;
     if (!c) die("out of memory");
     c->ways = cfg.env.ways;
-    c->sets = lines / cfg.env.ways;
-    c->tags = malloc(lines * sizeof *c->tags);
-    if (!c->tags) die("out of memory");
-    for (uint64_t i = 0; i < lines; i++) c->tags[i] = TC_INVALID;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }

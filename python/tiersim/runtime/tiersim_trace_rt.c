@@ -162,20 +162,16 @@ static const char *tc_getenv(const char *name) { return getenv(name); }
 
 static void *tc_alloc(unsigned long bytes) {
     void *p = malloc(bytes);
-    if (!p) die("cpu map");
+    if (!p) die("out of memory");
     return p;
 }
 
 static struct cache *cache_new(void) {
     struct cache *c = calloc(1, sizeof *c);
-    uint64_t lines = cfg.env.llc >> cfg.env.line_shift;
     if (!c) die("cache");
     c->ways = cfg.env.ways;
-    c->sets = lines / cfg.env.ways;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
     c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
-    c->tags = malloc(lines * sizeof *c->tags);
-    if (!c->tags) die("cache");
-    for (uint64_t i = 0; i < lines; i++) c->tags[i] = TC_INVALID;
     return c;
 }
 

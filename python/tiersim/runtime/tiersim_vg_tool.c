@@ -82,7 +82,7 @@ static void die(const HChar *what) {
 
 static const char *tc_getenv(const char *name) { return VG_(getenv)(name); }
 
-static void *tc_alloc(unsigned long bytes) { return VG_(malloc)("tiersim.cfg", bytes); }
+static void *tc_alloc(unsigned long bytes) { return VG_(malloc)("tiersim", bytes); }
 
 static void write_all(Int fd, const void *p, SizeT n) {
     const HChar *b = p;
@@ -96,11 +96,8 @@ static void write_all(Int fd, const void *p, SizeT n) {
 
 static struct cache *cache_new(void) {
     struct cache *c = VG_(malloc)("tiersim.cache", sizeof *c);
-    ULong lines = cfg.env.llc >> cfg.env.line_shift;
     c->ways = cfg.env.ways;
-    c->sets = lines / cfg.env.ways;
-    c->tags = VG_(malloc)("tiersim.tags", lines * sizeof *c->tags);
-    for (ULong i = 0; i < lines; i++) c->tags[i] = TC_INVALID;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
     for (UInt i = 0; i < TC_TAB; i++) c->tab[i] = TC_INVALID;
     c->tab_mask = (c->sets & (c->sets - 1)) == 0 ? (c->sets < TC_TAB ? c->sets : TC_TAB) - 1 : 0;
     n_caches++;
