@@ -250,3 +250,20 @@ def test_instrumented_threads_sharing_one_cache(progs, tmp_path: Path, capfd, pa
     assert 4 * 2 * 8192 <= llc["misses"] < 4 * 2 * 8192 * 1.1, llc
     assert r.report["records"] == llc["misses"] + llc["writebacks"]
     assert [t["thread"] for t in r.report["threads"]] == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
+def test_a_capture_build_is_keyed_on_the_headers_its_source_includes(tmp_path: Path) -> None:
+    # The runtime, the Valgrind tool and the QEMU plugin include runtime/tiersim_capture.h: a
+    # change to it must rebuild them, not reuse the cached build of the old header.
+    from tiersim._capture import RUNTIME_SRC, _built
+
+    assert '#include "tiersim_capture.h"' in RUNTIME_SRC.read_text()
+    src, header = tmp_path / "prog.c", tmp_path / "prog.h"
+    src.write_text('#include "prog.h"\nint f(void) { return N; }\n')
+    header.write_text("#define N 1\n")
+    first = _built(src, ("-c",), ".o", "a test object", tmp_path / "cache")
+    assert _built(src, ("-c",), ".o", "a test object", tmp_path / "cache") == first
+    header.write_text("#define N 2\n")
+    second = _built(src, ("-c",), ".o", "a test object", tmp_path / "cache")
+    assert second != first and second.exists()

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -438,11 +439,15 @@ def _built(
     cache_dir: str | os.PathLike[str] | None,
     extra_key: str = "",
 ) -> Path:
-    """`src` compiled with $CC and `flags` into the cache, once per source, compiler and flags."""
+    """`src` compiled with $CC and `flags` into the cache, once per source (with the headers it
+    includes from beside it, runtime/tiersim_capture.h), compiler and flags."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
     source = src.read_bytes()
+    for header in re.findall(rb'^#include "([^"]+)"', source, re.M):
+        if (src.parent / header.decode()).is_file():
+            source += (src.parent / header.decode()).read_bytes()
     key = hashlib.sha256(source + " ".join((cc, *flags, extra_key)).encode()).hexdigest()[:16]
     base = (
         Path(cache_dir)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <x86intrin.h>
+#include "tiersim_capture.h"
 
 /* --- QEMU plugin ABI, version 1 (QEMU 7.2) --- */
 typedef uint64_t qemu_plugin_id_t;
@@ -66,20 +67,8 @@ bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 /* --- end of the ABI --- */
 
-/* A record of a thread file, as the Valgrind tool writes it (capture/instrumented.rs reads it). */
-typedef struct {
-    uint64_t stamp;
-    uint64_t addr;
-    uint32_t gap;
-    uint16_t size;
-    uint8_t op;
-    uint8_t pad;
-} rec_t;
-
 #define BUF_RECS (1u << 16)
-#define INVALID UINT64_MAX
 #define MAX_VCPUS 4096
-#define TAB 64u
 
 struct cache {
     uint64_t sets;
@@ -91,7 +80,7 @@ struct cache {
 struct thr {
     uint32_t index, cpu;
     int fd;
-    rec_t *buf;
+    tc_rec_t *buf;
     uint32_t n;
     int done;
     uint64_t instrs, last_instr;
@@ -101,16 +90,13 @@ struct thr {
      * last in it << 1 | whether that access wrote it; that line is its set's most recent, so a
      * load of it, or a store when the entry shows it dirty, changes nothing and skips the cache.
      * Used only while the thread is its cache's one user. */
-    uint64_t tab[TAB], tab_mask;
+    uint64_t tab[TC_TAB], tab_mask;
     struct thr *next;
 };
 
 static struct {
     char dir[4096];
-    uint64_t llc;
-    uint32_t ways, line_shift;
-    int per_cpu;
-    uint32_t *cpu_map, n_cpu_map;
+    struct tc_env env;
 } cfg;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -125,44 +111,26 @@ static void die(const char *what) {
     _exit(127);
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt) {
-    const char *v = getenv(name);
-    return v && *v ? strtoull(v, NULL, 10) : dflt;
+static const char *tc_getenv(const char *name) { return getenv(name); }
+
+static void *tc_alloc(unsigned long bytes) {
+    void *p = malloc(bytes);
+    if (!p) die("out of memory");
+    return p;
 }
 
 static struct cache *cache_new(void) {
     struct cache *c = calloc(1, sizeof *c);
-    uint64_t lines = cfg.llc >> cfg.line_shift;
     if (!c) die("out of memory");
-    c->ways = cfg.ways;
-    c->sets = lines / cfg.ways;
-    c->tags = malloc(lines * sizeof *c->tags);
-    if (!c->tags) die("out of memory");
-    for (uint64_t i = 0; i < lines; i++) c->tags[i] = INVALID;
+    c->ways = cfg.env.ways;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }
 
-static int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
-    uint64_t key = line << 1 | 1;
-    for (uint32_t w = 0; w < ways; w++) {
-        uint64_t tag = set[w];
-        if ((tag | 1) == key) {
-            for (; w > 0; w--) set[w] = set[w - 1];
-            set[0] = tag | (uint64_t)write;
-            return 0;
-        }
-    }
-    uint64_t out = set[ways - 1];
-    *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
-    for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
-    set[0] = line << 1 | (uint64_t)write;
-    return 1;
-}
-
 static void flush(struct thr *t) {
     const char *p = (const char *)t->buf;
-    size_t left = t->n * sizeof(rec_t);
+    size_t left = t->n * sizeof(tc_rec_t);
     while (left) {
         ssize_t w = write(t->fd, p, left);
         if (w <= 0) die("writing the records failed");
@@ -173,7 +141,7 @@ static void flush(struct thr *t) {
 }
 
 static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
-    rec_t *r = &t->buf[t->n];
+    tc_rec_t *r = &t->buf[t->n];
     uint64_t gap = t->instrs - t->last_instr;
     r->stamp = __rdtsc();
     r->addr = addr;
@@ -194,14 +162,14 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
     if (!t) die("out of memory");
     pthread_mutex_lock(&reg_lock);
     t->index = next_index++;
-    t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
-    t->buf = malloc(BUF_RECS * sizeof(rec_t));
-    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
+    t->cpu = tc_cpu_of(&cfg.env, t->index);
+    t->buf = malloc(BUF_RECS * sizeof(tc_rec_t));
+    for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
     snprintf(path, sizeof path, "%s/t%u.bin", cfg.dir, t->index);
     t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (!t->buf || t->fd < 0) die("cannot create a record file");
-    if (cfg.llc) {
-        if (!cfg.per_cpu) {
+    if (cfg.env.llc) {
+        if (!cfg.env.per_cpu) {
             if (!shared_cache) shared_cache = cache_new();
             t->c = shared_cache;
         } else {
@@ -216,7 +184,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
         }
         __atomic_add_fetch(&t->c->users, 1, __ATOMIC_SEQ_CST);
         uint64_t sets = t->c->sets;
-        if ((sets & (sets - 1)) == 0) t->tab_mask = (sets < TAB ? sets : TAB) - 1;
+        if ((sets & (sets - 1)) == 0) t->tab_mask = (sets < TC_TAB ? sets : TC_TAB) - 1;
     }
     t->next = threads;
     threads = t;
@@ -256,10 +224,10 @@ static void mem_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t v
         emit(t, vaddr, size, write);
         return;
     }
-    uint64_t first = vaddr >> cfg.line_shift, last = (vaddr + size - 1) >> cfg.line_shift;
+    uint64_t first = vaddr >> cfg.env.line_shift, last = (vaddr + size - 1) >> cfg.env.line_shift;
     if (first == last && c->users == 1) {
         uint64_t *e = &t->tab[first & t->tab_mask];
-        if ((write ? *e : *e | 1) == (first << 1 | 1)) {
+        if (TC_TAB_HIT(*e, first, write)) {
             t->hits++;
             return;
         }
@@ -270,12 +238,12 @@ static void mem_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t v
     if (locked) pthread_mutex_lock(&c->lock);
     for (uint64_t line = first; line <= last; line++) {
         uint64_t wb;
-        if (set_access(c->tags + (line % c->sets) * c->ways, c->ways, line, write, &wb)) {
+        if (tc_set_access_any(c->tags + (line % c->sets) * c->ways, c->ways, line, write, &wb)) {
             t->misses++;
-            emit(t, line << cfg.line_shift, 1u << cfg.line_shift, 0);
-            if (wb != INVALID) {
+            emit(t, line << cfg.env.line_shift, 1u << cfg.env.line_shift, 0);
+            if (wb != TC_INVALID) {
                 t->writebacks++;
-                emit(t, wb << cfg.line_shift, 1u << cfg.line_shift, 1);
+                emit(t, wb << cfg.env.line_shift, 1u << cfg.env.line_shift, 1);
             }
         } else {
             t->hits++;
@@ -310,8 +278,7 @@ static void at_exit(qemu_plugin_id_t id, void *udata) {
     for (uint32_t i = 0; i < n_cpu_caches && nc <= MAX_VCPUS; i++)
         if (cpu_caches[i]) all[nc++] = cpu_caches[i];
     for (uint32_t k = 0; k < nc; k++)
-        for (uint64_t i = 0; i < all[k]->sets * all[k]->ways; i++)
-            dirty += all[k]->tags[i] != INVALID && (all[k]->tags[i] & 1);
+        dirty += tc_dirty_lines(all[k]->tags, all[k]->sets * all[k]->ways);
     /* Written to a temporary name and renamed: a summary is whole or absent. */
     snprintf(path, sizeof path, "%s/summary", cfg.dir);
     snprintf(tmp, sizeof tmp, "%s/summary.part", cfg.dir);
@@ -341,24 +308,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
         return -1;
     }
     snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
-    cfg.llc = env_u64("TIERSIM_LLC", 0);
-    cfg.ways = (uint32_t)env_u64("TIERSIM_LLC_WAYS", 16);
-    cfg.line_shift = (uint32_t)__builtin_ctzll(env_u64("TIERSIM_LINE_SIZE", 64));
-    const char *scope = getenv("TIERSIM_LLC_SCOPE");
-    cfg.per_cpu = scope && !strcmp(scope, "per_cpu");
-    const char *map = getenv("TIERSIM_CPU_MAP");
-    for (const char *p = map; p && *p;) {
-        char *end;
-        uint32_t a = (uint32_t)strtoul(p, &end, 10), b = a;
-        if (*end == '-') b = (uint32_t)strtoul(end + 1, &end, 10);
-        for (uint32_t c = a; c <= b; c++) {
-            cfg.cpu_map = realloc(cfg.cpu_map, (cfg.n_cpu_map + 1) * sizeof *cfg.cpu_map);
-            if (!cfg.cpu_map) die("out of memory");
-            cfg.cpu_map[cfg.n_cpu_map++] = c;
-        }
-        if (*end != ',') break;
-        p = end + 1;
-    }
+    tc_env_read(&cfg.env);
     qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
     qemu_plugin_register_vcpu_exit_cb(id, vcpu_exit);
     qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);

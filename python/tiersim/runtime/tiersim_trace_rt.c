@@ -36,22 +36,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
-
-/* One record of a thread's ring; tiersim reads this layout (capture/stream.rs). */
-typedef struct {
-    uint64_t stamp; /* TSC (or CLOCK_MONOTONIC ns): orders the threads' records when merged */
-    uint64_t addr;
-    uint32_t gap; /* traced loads and stores of this thread since its previous record */
-    uint16_t size;
-    uint8_t op; /* 0 read, 1 write */
-    uint8_t pad;
-} rec_t;
-_Static_assert(sizeof(rec_t) == 24, "record layout");
+#include "tiersim_capture.h"
 
 #define NLOCKS 4096u
-/* Entries of a thread's table of most recent lines (see struct thr). */
-#define TAB 64u
-#define INVALID UINT64_MAX
 
 /* The shared memory's layout; capture/stream.rs writes the header and reads the rest. */
 #define SHM_MAGIC 0x314d485354534954ull /* "TISTSHM1" */
@@ -79,7 +66,7 @@ struct slot_ctl {
 };
 _Static_assert(offsetof(struct slot_ctl, index) == 24 && offsetof(struct slot_ctl, cons) == 64, "slot layout");
 
-/* Per set, `ways` tags in recency order (most recent first), each line << 1 | dirty; INVALID
+/* Per set, `ways` tags in recency order (most recent first), each line << 1 | dirty; TC_INVALID
  * marks an empty way, and empty ways are always last, so the victim of a miss is the last way:
  * an empty one first, else the least recently used, as cache.rs chooses. */
 struct cache {
@@ -104,7 +91,7 @@ struct thr {
      * nothing, unless it is a store to a line the entry does not show dirty: such accesses skip
      * the cache. tab_mask is 0 (one entry: the last line touched) when the sets are not a power
      * of two, and when other threads share the cache (their accesses change its sets too).
-     * Entries are INVALID when there is no cache or the thread is done. */
+     * Entries are TC_INVALID when there is no cache or the thread is done. */
     uint64_t *tab;
     uint64_t tab_mask;
     /* Loads (0) and stores (1) traced; the bytes they moved. */
@@ -117,7 +104,7 @@ struct thr {
     uint64_t slow, slow_hits;
     uint32_t index, cpu;
     struct slot_ctl *ctl;
-    rec_t *ring;
+    tc_rec_t *ring;
     /* Records published, and the most tiersim has taken as last seen. */
     uint64_t n, room;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
@@ -133,10 +120,7 @@ static struct {
     uint64_t *shm;
     uint64_t ring, slots, slot_size, slots_off;
     pid_t parent, pid;
-    uint64_t llc;
-    uint32_t ways, line_shift;
-    int per_cpu;
-    uint32_t *cpu_map, n_cpu_map;
+    struct tc_env env;
 } cfg;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -174,58 +158,21 @@ static uint64_t stamp(void) {
 #endif
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt) {
-    const char *v = getenv(name);
-    return v && *v ? strtoull(v, NULL, 10) : dflt;
+static const char *tc_getenv(const char *name) { return getenv(name); }
+
+static void *tc_alloc(unsigned long bytes) {
+    void *p = malloc(bytes);
+    if (!p) die("out of memory");
+    return p;
 }
 
 static struct cache *cache_new(void) {
     struct cache *c = calloc(1, sizeof *c);
-    uint64_t lines = cfg.llc >> cfg.line_shift;
     if (!c) die("cache");
-    c->ways = cfg.ways;
-    c->sets = lines / cfg.ways;
+    c->ways = cfg.env.ways;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
     c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
-    c->tags = malloc(lines * sizeof *c->tags);
-    if (!c->tags) die("cache");
-    for (uint64_t i = 0; i < lines; i++) c->tags[i] = INVALID;
     return c;
-}
-
-/* The LRU set of cache.rs, kept in recency order. Returns 1 on a miss, with *wb the evicted
- * dirty line or INVALID. The shifts are loops, not memmove: memmove is this runtime's own,
- * traced one. Inlined with `ways` a constant for the usual 16, so that the search unrolls and a
- * miss's shift of every way is a few vector moves. */
-static inline __attribute__((always_inline)) int set_access(uint64_t *set, uint32_t ways, uint64_t line, int write,
-                                                            uint64_t *wb) {
-    uint64_t key = line << 1 | 1;
-#pragma GCC unroll 16
-    for (uint32_t w = 0; w < ways; w++) {
-        uint64_t tag = set[w];
-        if ((tag | 1) == key) {
-            for (; w > 0; w--) set[w] = set[w - 1];
-            set[0] = tag | (uint64_t)write;
-            return 0;
-        }
-    }
-    uint64_t out = set[ways - 1];
-    *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
-    if (__builtin_constant_p(ways) && ways == 16) {
-        uint64_t moved[15];
-        for (uint32_t w = 0; w < 15; w++) moved[w] = set[w];
-        for (uint32_t w = 0; w < 15; w++) set[w + 1] = moved[w];
-    } else {
-        for (uint32_t w = ways - 1; w > 0; w--) set[w] = set[w - 1];
-    }
-    set[0] = (line << 1) | (uint64_t)write;
-    return 1;
-}
-
-#ifdef __clang__
-__attribute__((no_builtin("memcpy", "memmove", "memset")))
-#endif
-static int set_access_any(uint64_t *set, uint32_t ways, uint64_t line, int write, uint64_t *wb) {
-    return ways == 16 ? set_access(set, 16, line, write, wb) : set_access(set, ways, line, write, wb);
 }
 
 static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
@@ -235,7 +182,7 @@ static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(!c->shared, 1)) {
-        int miss = set_access_any(tags, c->ways, line, write, wb);
+        int miss = tc_set_access_any(tags, c->ways, line, write, wb);
         atomic_signal_fence(memory_order_seq_cst);
         t->busy = 0;
         return miss;
@@ -244,7 +191,7 @@ static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
     atomic_uchar *l = &c->locks[set % NLOCKS];
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
     }
-    int miss = set_access_any(tags, c->ways, line, write, wb);
+    int miss = tc_set_access_any(tags, c->ways, line, write, wb);
     atomic_store_explicit(l, 0, memory_order_release);
     return miss;
 }
@@ -286,7 +233,7 @@ static __attribute__((noinline)) void wait_room(struct thr *t) {
 static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
     if (__builtin_expect(t->n >= t->room, 0)) wait_room(t);
     atomic_exchange_explicit(&t->ctl->busy, 1, memory_order_seq_cst);
-    rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
+    tc_rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
     r->stamp = stamp();
     r->addr = addr;
     uint64_t total = t->count[0] + t->count[1];
@@ -304,7 +251,7 @@ static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
 static void thread_end(void *p) {
     struct thr *t = p;
     t->done = 1;
-    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
+    for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
 }
 
@@ -317,7 +264,7 @@ static void thread_end(void *p) {
 static void cache_join(struct thr *t, struct cache *c) {
     t->c = c;
     if (c->users++ == 0) {
-        if (cfg.per_cpu && c->set_mask) t->tab_mask = (c->sets < TAB ? c->sets : TAB) - 1;
+        if (cfg.env.per_cpu && c->set_mask) t->tab_mask = (c->sets < TC_TAB ? c->sets : TC_TAB) - 1;
         return;
     }
     if (c->shared) return;
@@ -326,7 +273,7 @@ static void cache_join(struct thr *t, struct cache *c) {
     for (struct thr *u = threads; u; u = u->next)
         if (u->c == c) {
             u->tab_mask = 0;
-            u->tab[0] = INVALID;
+            u->tab[0] = TC_INVALID;
         }
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
@@ -344,10 +291,10 @@ static struct thr *attach(void) {
     if (!t) die("thread state");
     memset(t, 0, sizeof *t);
     t->index = my_index != UINT32_MAX ? my_index : atomic_fetch_add(&next_index, 1);
-    t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
-    t->tab = aligned_alloc(64, TAB * sizeof *t->tab);
+    t->cpu = tc_cpu_of(&cfg.env, t->index);
+    t->tab = aligned_alloc(64, TC_TAB * sizeof *t->tab);
     if (!t->tab) die("thread state");
-    for (uint32_t i = 0; i < TAB; i++) t->tab[i] = INVALID;
+    for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
     uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
     if (k >= cfg.slots) {
         fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
@@ -356,14 +303,14 @@ static struct thr *attach(void) {
     }
     char *slot = (char *)cfg.shm + cfg.slots_off + k * cfg.slot_size;
     t->ctl = (struct slot_ctl *)slot;
-    t->ring = (rec_t *)(slot + 4096);
+    t->ring = (tc_rec_t *)(slot + 4096);
     t->room = cfg.ring;
     t->ctl->index = t->index;
     t->ctl->cpu = t->cpu;
     atomic_store_explicit(&t->ctl->state, 1, memory_order_release);
     pthread_mutex_lock(&reg_lock);
-    if (cfg.llc) {
-        if (!cfg.per_cpu) {
+    if (cfg.env.llc) {
+        if (!cfg.env.per_cpu) {
             if (!shared_cache) shared_cache = cache_new();
             cache_join(t, shared_cache);
         } else {
@@ -400,20 +347,20 @@ static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr,
         emit(t, addr, size, write);
         return;
     }
-    uint64_t first = addr >> cfg.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.line_shift;
+    uint64_t first = addr >> cfg.env.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.env.line_shift;
     for (uint64_t line = first; line <= last; line++) {
         uint64_t *e = &t->tab[line & t->tab_mask];
-        if ((write ? *e : *e | 1) == (line << 1 | 1)) {
+        if (TC_TAB_HIT(*e, line, write)) {
             t->slow_hits++;
             continue;
         }
         uint64_t wb;
         if (cache_access(t, line, write, &wb)) {
             t->misses++;
-            emit(t, line << cfg.line_shift, 1u << cfg.line_shift, 0);
-            if (wb != INVALID) {
+            emit(t, line << cfg.env.line_shift, 1u << cfg.env.line_shift, 0);
+            if (wb != TC_INVALID) {
                 t->writebacks++;
-                emit(t, wb << cfg.line_shift, 1u << cfg.line_shift, 1);
+                emit(t, wb << cfg.env.line_shift, 1u << cfg.env.line_shift, 1);
             }
         } else {
             t->slow_hits++;
@@ -443,7 +390,7 @@ static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uin
     t->count[write]++;
     t->bytes += size;
     /* One branch: the access's first and last byte in the entry's line (dirty, for a store). */
-    unsigned shift = cfg.line_shift;
+    unsigned shift = cfg.env.line_shift;
     uint64_t line = addr >> shift, e = t->tab[line & t->tab_mask];
     if (__builtin_expect((((write ? e : e | 1) ^ (line << 1 | 1)) | (((addr + size - 1) >> shift) ^ line)) == 0, 1))
         return;
@@ -469,8 +416,7 @@ static void summary(void) {
     if (shared_cache) all[nc++] = shared_cache;
     for (uint32_t i = 0; i < n_cpu_caches && nc < 4097; i++)
         if (cpu_caches[i]) all[nc++] = cpu_caches[i];
-    for (uint32_t k = 0; k < nc; k++)
-        for (uint64_t i = 0; i < all[k]->sets * all[k]->ways; i++) dirty += all[k]->tags[i] != INVALID && (all[k]->tags[i] & 1);
+    for (uint32_t k = 0; k < nc; k++) dirty += tc_dirty_lines(all[k]->tags, all[k]->sets * all[k]->ways);
 #define PUT(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__))
     PUT("version 1\ncaches %u\ndirty_at_exit %llu\npagemap off\n", nc, (unsigned long long)dirty);
     for (struct thr *t = threads; t; t = t->next)
@@ -546,25 +492,7 @@ void __tsan_init(void) {
     cfg.parent = getppid();
     cfg.pid = getpid();
     atomic_store_explicit(hdr(H_LOADED), SHM_VERSION, memory_order_release);
-    cfg.llc = env_u64("TIERSIM_LLC", 0);
-    cfg.ways = (uint32_t)env_u64("TIERSIM_LLC_WAYS", 16);
-    cfg.line_shift = (uint32_t)__builtin_ctzll(env_u64("TIERSIM_LINE_SIZE", 64));
-    const char *scope = getenv("TIERSIM_LLC_SCOPE");
-    cfg.per_cpu = scope && !strcmp(scope, "per_cpu");
-    /* A CPU list as cpu_map takes it (tiersim checked it): 0-1,16-17. */
-    const char *map = getenv("TIERSIM_CPU_MAP");
-    for (const char *p = map; p && *p;) {
-        char *end;
-        uint32_t a = (uint32_t)strtoul(p, &end, 10), b = a;
-        if (*end == '-') b = (uint32_t)strtoul(end + 1, &end, 10);
-        for (uint32_t c = a; c <= b; c++) {
-            cfg.cpu_map = realloc(cfg.cpu_map, (cfg.n_cpu_map + 1) * sizeof *cfg.cpu_map);
-            if (!cfg.cpu_map) die("cpu map");
-            cfg.cpu_map[cfg.n_cpu_map++] = c;
-        }
-        if (*end != ',') break;
-        p = end + 1;
-    }
+    tc_env_read(&cfg.env);
     pthread_key_create(&thr_key, thread_end);
     pthread_atfork(NULL, NULL, forked);
     /* For cache_join; without it (Linux < 4.14) the global command is tried. */

@@ -18,26 +18,15 @@
 #include "pub_tool_tooliface.h"
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
+#define TIERSIM_VALGRIND_TOOL 1
+#include "tiersim_capture.h"
 
-/* One record of a thread file, as the runtime writes it (capture/instrumented.rs reads it). The
- * stamp is a global sequence number: Valgrind runs one thread at a time, so it is the exact
- * order the records were made in. The gap is in guest instructions (summary `time
- * instructions`). Op 2 marks a thread's end. */
-typedef struct {
-    ULong stamp;
-    ULong addr;
-    UInt gap;
-    UShort size;
-    UChar op;
-    UChar pad;
-} rec_t;
-
+/* Records (tc_rec_t): the stamp is a global sequence number: Valgrind runs one thread at a time,
+ * so it is the exact order the records were made in. The gap is in guest instructions (summary
+ * `time instructions`). Op 2 marks a thread's end. */
 #define BUF_RECS (1u << 16)
-#define INVALID (~0ULL)
 #define PAGE_SHIFT 12
 #define MAX_THREADS 4096
-
-#define TAB 64u
 
 struct cache {
     ULong sets;
@@ -49,13 +38,13 @@ struct cache {
      * recent (any access to the set since rewrote the entry: Valgrind runs one thread at a time,
      * so this holds for a cache threads share too), so a load of it, or a store when the entry
      * shows it dirty, changes nothing and skips the set. */
-    ULong tab[TAB], tab_mask;
+    ULong tab[TC_TAB], tab_mask;
 };
 
 struct thr {
     UInt index, cpu;
     Int fd;
-    rec_t *buf;
+    tc_rec_t *buf;
     UInt n;
     /* buf[..pm_done] have had their pages looked up in pagemap (before an unmapping). */
     UInt pm_done;
@@ -68,10 +57,7 @@ struct thr {
 
 static struct {
     HChar dir[4096];
-    ULong llc;
-    UInt ways, line_shift;
-    Bool per_cpu;
-    UInt cpu_map[4096], n_cpu_map;
+    struct tc_env env;
     Int pagemap_fd;
     Int pm_out;
     const HChar *pagemap_state;
@@ -94,10 +80,9 @@ static void die(const HChar *what) {
     VG_(exit)(127);
 }
 
-static ULong env_u64(const HChar *name, ULong dflt) {
-    const HChar *v = VG_(getenv)(name);
-    return v && *v ? (ULong)VG_(strtoll10)(v, NULL) : dflt;
-}
+static const char *tc_getenv(const char *name) { return VG_(getenv)(name); }
+
+static void *tc_alloc(unsigned long bytes) { return VG_(malloc)("tiersim", bytes); }
 
 static void write_all(Int fd, const void *p, SizeT n) {
     const HChar *b = p;
@@ -111,34 +96,12 @@ static void write_all(Int fd, const void *p, SizeT n) {
 
 static struct cache *cache_new(void) {
     struct cache *c = VG_(malloc)("tiersim.cache", sizeof *c);
-    ULong lines = cfg.llc >> cfg.line_shift;
-    c->ways = cfg.ways;
-    c->sets = lines / cfg.ways;
-    c->tags = VG_(malloc)("tiersim.tags", lines * sizeof *c->tags);
-    for (ULong i = 0; i < lines; i++) c->tags[i] = INVALID;
-    for (UInt i = 0; i < TAB; i++) c->tab[i] = INVALID;
-    c->tab_mask = (c->sets & (c->sets - 1)) == 0 ? (c->sets < TAB ? c->sets : TAB) - 1 : 0;
+    c->ways = cfg.env.ways;
+    c->tags = tc_tags_new(&cfg.env, &c->sets);
+    for (UInt i = 0; i < TC_TAB; i++) c->tab[i] = TC_INVALID;
+    c->tab_mask = (c->sets & (c->sets - 1)) == 0 ? (c->sets < TC_TAB ? c->sets : TC_TAB) - 1 : 0;
     n_caches++;
     return c;
-}
-
-/* The runtime's set_access: LRU in recency order, the last way the victim. */
-static Int cache_access(struct cache *c, ULong line, Int write, ULong *wb) {
-    ULong *set = c->tags + (line % c->sets) * c->ways, key = line << 1;
-    UInt ways = c->ways;
-    for (UInt w = 0; w < ways; w++) {
-        ULong tag = set[w];
-        if ((tag | 1) == (key | 1)) {
-            for (; w > 0; w--) set[w] = set[w - 1];
-            set[0] = tag | (ULong)write;
-            return 0;
-        }
-    }
-    ULong out = set[ways - 1];
-    *wb = out != INVALID && (out & 1) ? out >> 1 : INVALID;
-    for (UInt w = ways - 1; w > 0; w--) set[w] = set[w - 1];
-    set[0] = key | (ULong)write;
-    return 1;
 }
 
 /* Pages whose frames are known for good (exclusively mapped): an open-addressing set. */
@@ -149,14 +112,14 @@ static Bool pm_insert(ULong vpn) {
         ULong old_cap = pm_cap, *old = pm_seen;
         pm_cap = pm_cap ? 2 * pm_cap : 1 << 16;
         pm_seen = VG_(malloc)("tiersim.pm", pm_cap * sizeof *pm_seen);
-        for (ULong i = 0; i < pm_cap; i++) pm_seen[i] = INVALID;
+        for (ULong i = 0; i < pm_cap; i++) pm_seen[i] = TC_INVALID;
         pm_len = 0;
         for (ULong i = 0; i < old_cap; i++)
-            if (old[i] != INVALID) pm_insert(old[i]);
+            if (old[i] != TC_INVALID) pm_insert(old[i]);
         if (old) VG_(free)(old);
     }
     ULong h = (vpn * 0x9E3779B97F4A7C15ULL) & (pm_cap - 1);
-    while (pm_seen[h] != INVALID) {
+    while (pm_seen[h] != TC_INVALID) {
         if (pm_seen[h] == vpn) return False;
         h = (h + 1) & (pm_cap - 1);
     }
@@ -168,7 +131,7 @@ static Bool pm_insert(ULong vpn) {
 static Bool pm_known(ULong vpn) {
     if (!pm_cap) return False;
     ULong h = (vpn * 0x9E3779B97F4A7C15ULL) & (pm_cap - 1);
-    for (; pm_seen[h] != INVALID; h = (h + 1) & (pm_cap - 1))
+    for (; pm_seen[h] != TC_INVALID; h = (h + 1) & (pm_cap - 1))
         if (pm_seen[h] == vpn) return True;
     return False;
 }
@@ -180,10 +143,10 @@ static Int cmp_u64(const void *a, const void *b) {
 
 /* The runtime's pm_lookup: the frames of a buffer's new pages, read in sorted runs. The guest
  * lives in this process, so /proc/self/pagemap maps its pages. */
-static void pm_lookup(const rec_t *r, UInt n) {
+static void pm_lookup(const tc_rec_t *r, UInt n) {
     static ULong vpns[BUF_RECS], ents[512], out[2 * 512];
     UInt m = 0, k = 0;
-    ULong last = INVALID;
+    ULong last = TC_INVALID;
     for (UInt i = 0; i < n; i++) {
         ULong vpn = r[i].addr >> PAGE_SHIFT;
         if (r[i].op > 1 || vpn == last) continue;
@@ -227,7 +190,7 @@ static void pm_lookup(const rec_t *r, UInt n) {
 
 static void flush(struct thr *t) {
     if (!t->n) return;
-    write_all(t->fd, t->buf, t->n * sizeof(rec_t));
+    write_all(t->fd, t->buf, t->n * sizeof(tc_rec_t));
     if (cfg.pagemap_fd >= 0) pm_lookup(t->buf + t->pm_done, t->n - t->pm_done);
     t->n = 0;
     t->pm_done = 0;
@@ -259,7 +222,7 @@ static void pre_syscall(ThreadId tid, UInt no, UWord *args, UInt n_args) {
 }
 
 static void put(struct thr *t, ULong addr, UInt size, UChar op, UInt gap) {
-    rec_t *r = &t->buf[t->n];
+    tc_rec_t *r = &t->buf[t->n];
     r->stamp = seq++;
     r->addr = addr;
     r->gap = gap;
@@ -291,14 +254,14 @@ static struct thr *thread_new(ThreadId tid) {
     struct thr *t = VG_(calloc)("tiersim.thr", 1, sizeof *t);
     HChar path[4200];
     t->index = n_all;
-    t->cpu = cfg.n_cpu_map ? cfg.cpu_map[t->index % cfg.n_cpu_map] : t->index;
-    t->buf = VG_(malloc)("tiersim.buf", BUF_RECS * sizeof(rec_t));
+    t->cpu = tc_cpu_of(&cfg.env, t->index);
+    t->buf = VG_(malloc)("tiersim.buf", BUF_RECS * sizeof(tc_rec_t));
     VG_(sprintf)(path, "%s/t%u.bin", cfg.dir, t->index);
     SysRes sr = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_TRUNC, 0644);
     if (sr_isError(sr)) die("cannot create a thread's record file");
     t->fd = (Int)sr_Res(sr);
-    if (cfg.llc) {
-        if (!cfg.per_cpu) {
+    if (cfg.env.llc) {
+        if (!cfg.env.per_cpu) {
             if (!shared_cache) shared_cache = cache_new();
             t->c = shared_cache;
         } else {
@@ -325,20 +288,20 @@ static void access_mem(Addr addr, UWord size, Int write) {
         emit(t, addr, (UInt)size, write);
         return;
     }
-    ULong first = addr >> cfg.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.line_shift;
+    ULong first = addr >> cfg.env.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.env.line_shift;
     for (ULong line = first; line <= last; line++) {
         ULong wb, *e = &t->c->tab[line & t->c->tab_mask];
-        if ((write ? *e : *e | 1) == (line << 1 | 1)) {
+        if (TC_TAB_HIT(*e, line, write)) {
             t->hits++;
             continue;
         }
         *e = line << 1 | (ULong)write;
-        if (cache_access(t->c, line, write, &wb)) {
+        if (tc_set_access_any(t->c->tags + (line % t->c->sets) * t->c->ways, t->c->ways, line, write, &wb)) {
             t->misses++;
-            emit(t, line << cfg.line_shift, 1u << cfg.line_shift, 0);
-            if (wb != INVALID) {
+            emit(t, line << cfg.env.line_shift, 1u << cfg.env.line_shift, 0);
+            if (wb != TC_INVALID) {
                 t->writebacks++;
-                emit(t, wb << cfg.line_shift, 1u << cfg.line_shift, 1);
+                emit(t, wb << cfg.env.line_shift, 1u << cfg.env.line_shift, 1);
             }
         } else {
             t->hits++;
@@ -483,23 +446,8 @@ static void tt_post_clo_init(void) {
     const HChar *dir = VG_(getenv)("TIERSIM_CAPTURE_DIR");
     if (!dir || !*dir) die("TIERSIM_CAPTURE_DIR is not set: run it through `tiersim capture`");
     VG_(snprintf)(cfg.dir, sizeof cfg.dir, "%s", dir);
-    cfg.llc = env_u64("TIERSIM_LLC", 0);
-    cfg.ways = (UInt)env_u64("TIERSIM_LLC_WAYS", 16);
-    ULong line = env_u64("TIERSIM_LINE_SIZE", 64);
-    while ((1ULL << cfg.line_shift) < line) cfg.line_shift++;
-    const HChar *scope = VG_(getenv)("TIERSIM_LLC_SCOPE");
-    cfg.per_cpu = scope && !VG_(strcmp)(scope, "per_cpu");
-    /* A CPU list as cpu_map takes it (tiersim checked it): 0-1,16-17. */
-    const HChar *p = VG_(getenv)("TIERSIM_CPU_MAP");
-    while (p && *p && cfg.n_cpu_map < 4096) {
-        HChar *end;
-        UInt a = (UInt)VG_(strtoll10)(p, &end), b = a;
-        if (*end == '-') b = (UInt)VG_(strtoll10)(end + 1, &end);
-        for (UInt c = a; c <= b && cfg.n_cpu_map < 4096; c++) cfg.cpu_map[cfg.n_cpu_map++] = c;
-        if (*end != ',') break;
-        p = end + 1;
-    }
-    if (env_u64("TIERSIM_PAGEMAP", 0)) {
+    tc_env_read(&cfg.env);
+    if (tc_env_u64("TIERSIM_PAGEMAP", 0)) {
         HChar path[4200];
         VG_(sprintf)(path, "%s/pagemap.bin", cfg.dir);
         SysRes sr = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_TRUNC, 0644);
@@ -526,8 +474,7 @@ static void tt_fini(Int exitcode) {
     if (shared_cache) cs[nc++] = shared_cache;
     for (UInt i = 0; i < 4096; i++)
         if (cpu_caches[i]) cs[nc++] = cpu_caches[i];
-    for (UInt k = 0; k < nc; k++)
-        for (ULong i = 0; i < cs[k]->sets * cs[k]->ways; i++) dirty += cs[k]->tags[i] != INVALID && (cs[k]->tags[i] & 1);
+    for (UInt k = 0; k < nc; k++) dirty += tc_dirty_lines(cs[k]->tags, cs[k]->sets * cs[k]->ways);
     /* Written to a temporary name and renamed: a summary is whole or absent. */
     HChar path[4200], tmp[4200], line[512];
     VG_(sprintf)(path, "%s/summary", cfg.dir);
