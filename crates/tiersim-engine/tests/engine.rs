@@ -331,6 +331,24 @@ fn a_promotion_fails_while_kswapd_is_still_making_room() {
 }
 
 #[test]
+fn demotion_into_a_low_target_wakes_the_targets_kswapd() {
+    // TIERED with swap: tpp keeps DRAM (16 pages) at its demotion watermark, 8 free, by demoting
+    // to the slow node (16 pages, min 2, low 3, high 4). 40 first touches 100 us apart, so kswapd
+    // keeps up and the allocator always finds DRAM above low: it never wakes kswapd itself.
+    let text = format!("{TIERED}[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"\n");
+    let p = plat(&text, &[]);
+    let a: Vec<_> = (0..40).map(|i| acc(0, i * 4096, Op::Write, 100_000)).collect();
+    let s = run_with(&p, "tpp", "", a).unwrap().summary;
+    let slow_free = 16 - u(&s["nodes"][1], &["final_pages"]);
+    // Each demotion that leaves the slow node below low wakes its kswapd, which swaps its
+    // oldest pages out to its high watermark: it is never pinned at min. Without the wake-up
+    // (as before) the slow node ends at min, 2 free, with 32 kswapd wake-ups instead of 38.
+    assert!(slow_free >= 3, "{s}");
+    assert_eq!(u(&s, &["tiering", "kswapd_wakeups"]), 38);
+    assert!(u(&s, &["swap", "swap_outs"]) >= 18);
+}
+
+#[test]
 fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     // TIERED: DRAM 16 pages, high 4, so TPP's demotion watermark is clamp(16 x 2 %, 8, 16) = 8.
     let p = plat(TIERED, &[]);

@@ -61,6 +61,15 @@ impl Reclaimer {
         let mut done = 0;
         let mut copied = t;
         while done < want {
+            // The demotion allocation wakes kswapd on its target when that is low
+            // (alloc_demote_page, GFP_NOWAIT = __GFP_KSWAPD_RECLAIM, mm/vmscan.c 6.1), so the
+            // target is reclaimed in turn (demoted further, swapped or dropped) rather than
+            // filling up and leaving this node only swap.
+            if let Some(d) = demote_to {
+                if mem.nodes[d].free() < mem.nodes[d].wmark_low {
+                    vm.kswapd.wake(mem, d, mem.nodes[d].wmark_high, t);
+                }
+            }
             let target = demote_to.filter(|&d| mem.nodes[d].free() > mem.nodes[d].wmark_min);
             // A full swap still takes pages: the swap cache gives up slots (`Swap::swap_out`).
             let can_swap = vm.swap.as_ref().is_some_and(|s| s.used < s.capacity || !s.cache_slot.is_empty());
