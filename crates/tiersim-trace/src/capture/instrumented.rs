@@ -19,7 +19,9 @@ use tiersim_core::{Error, Op, Result};
 use tiersim_core::Params;
 
 use super::v2p::{Pagemap, PAGEMAP_PAGE};
-use super::{finish, pipeline, resolve, settings, CaptureReport, CaptureRequest, LlcReport, Progress, Totals, PARAMS};
+use super::{
+    finish, pipeline, resolve, settings, CaptureReport, CaptureRequest, LlcReport, Progress, Settings, Totals, PARAMS,
+};
 
 /// Bytes of one runtime record: stamp u64, addr u64, gap u32, size u16, op u8, pad u8.
 pub const RECORD: usize = 24;
@@ -79,6 +81,39 @@ pub(super) struct Summary {
     /// `unreadable`, or `off` (not asked).
     pagemap: String,
     pub(super) threads: Vec<ThreadSummary>,
+}
+
+/// The report's LLC figures and totals from the tracer's summary, as both merges (the record
+/// files' and the streaming one) give them.
+pub(super) fn summary_totals(
+    s: &Settings,
+    sum: &Summary,
+    instructions: u64,
+    input_bytes: u64,
+) -> (Option<LlcReport>, Totals) {
+    let total = |f: fn(&ThreadSummary) -> u64| sum.threads.iter().map(f).sum::<u64>();
+    let llc = s.cache.map(|c| LlcReport {
+        scope: if s.per_cpu { "per_cpu" } else { "shared" }.into(),
+        caches: sum.caches,
+        size: c.size,
+        ways: c.ways,
+        line_size: c.line_size,
+        hits: total(|t| t.hits),
+        misses: total(|t| t.misses),
+        writebacks: total(|t| t.writebacks),
+        dirty_at_exit: sum.dirty_at_exit,
+    });
+    let n = Totals {
+        instructions,
+        guest_instrs_reported: None,
+        loads: total(|t| t.loads),
+        stores: total(|t| t.stores),
+        modifies: 0,
+        data_bytes: total(|t| t.bytes),
+        input_bytes,
+        thread_numbering: "created",
+    };
+    (llc, n)
 }
 
 fn parse_summary(path: &Path) -> Result<Summary> {
@@ -365,28 +400,8 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
             )));
         }
     }
-    let total = |f: fn(&ThreadSummary) -> u64| sum.threads.iter().map(f).sum::<u64>();
-    let llc = s.cache.map(|c| LlcReport {
-        scope: if s.per_cpu { "per_cpu" } else { "shared" }.into(),
-        caches: sum.caches,
-        size: c.size,
-        ways: c.ways,
-        line_size: c.line_size,
-        hits: total(|t| t.hits),
-        misses: total(|t| t.misses),
-        writebacks: total(|t| t.writebacks),
-        dirty_at_exit: sum.dirty_at_exit,
-    });
-    let n = Totals {
-        instructions: p.threads.iter().map(|t| t.instructions).sum(),
-        guest_instrs_reported: None,
-        loads: total(|t| t.loads),
-        stores: total(|t| t.stores),
-        modifies: 0,
-        data_bytes: total(|t| t.bytes),
-        input_bytes,
-        thread_numbering: "created",
-    };
+    let instructions = p.threads.iter().map(|t| t.instructions).sum();
+    let (llc, n) = summary_totals(&s, &sum, instructions, input_bytes);
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
     let tracer = match sum.tracer.as_str() {

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use tiersim_core::{Error, Op, Result};
 
-use super::instrumented::{parse_summary_text, Rec, ThreadSummary, RECORD};
+use super::instrumented::{parse_summary_text, summary_totals, Rec, RECORD};
 use super::v2p::Pagemap;
-use super::{finish, pipeline, resolve, CaptureReport, CaptureRequest, LlcReport, Pipeline, Progress, Totals};
+use super::{finish, pipeline, resolve, CaptureReport, CaptureRequest, Pipeline, Progress};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TISTSHM1");
 /// The layout's version; the runtime refuses another.
@@ -441,28 +441,8 @@ pub fn capture_stream(fd: RawFd, pid: u32, req: &CaptureRequest<'_>, progress: &
             )));
         }
     }
-    let total = |f: fn(&ThreadSummary) -> u64| sum.threads.iter().map(f).sum::<u64>();
-    let llc = s.cache.map(|c| LlcReport {
-        scope: if s.per_cpu { "per_cpu" } else { "shared" }.into(),
-        caches: sum.caches,
-        size: c.size,
-        ways: c.ways,
-        line_size: c.line_size,
-        hits: total(|t| t.hits),
-        misses: total(|t| t.misses),
-        writebacks: total(|t| t.writebacks),
-        dirty_at_exit: sum.dirty_at_exit,
-    });
-    let n = Totals {
-        instructions: p.threads.iter().map(|t| t.instructions).sum(),
-        guest_instrs_reported: None,
-        loads: total(|t| t.loads),
-        stores: total(|t| t.stores),
-        modifies: 0,
-        data_bytes: total(|t| t.bytes),
-        input_bytes: taken * RECORD as u64,
-        thread_numbering: "created",
-    };
+    let instructions = p.threads.iter().map(|t| t.instructions).sum();
+    let (llc, n) = summary_totals(&s, &sum, instructions, taken * RECORD as u64);
     progress.records.store(p.records, Ordering::Relaxed);
     progress.data_accesses.store(n.loads + n.stores, Ordering::Relaxed);
     drop(shm);
