@@ -75,8 +75,6 @@ QUICK_ARGS = {"kv": (256, 8000, 2)}
 # after the program had ended there: 0 PTE updates).
 QUICK_KNOBS = KNOBS | {"scan_delay_ms": 100, "scan_period_min_ms": 100}
 CALIB_ARGS = CALIB.args
-# calib.c's touch phase: one write to each page of 16 MiB.
-CALIB_TOUCH_PAGES = 4096
 SAMPLE_MS = 250
 # The program's CPUs in the guest: node 0's, both.
 CPUS = "0-1"
@@ -604,9 +602,9 @@ def _validate(
 
     calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
     # Both sides without the touch phase when the boots timed it: tiersim's calibration platform
-    # charges each of its first touches the default fault latency (1 us).
-    touched = all(run.machine.get("calib_touch") for c in cases.values() for run in c.runs)
-    sim_touch_s = CALIB_TOUCH_PAGES * 1e-6 if touched else 0.0
+    # charges each page the guest reports touching the default fault latency (1 us).
+    touches = [run.machine.get("calib_touch") for c in cases.values() for run in c.runs]
+    sim_touch_s = touches[0]["pages"] * 1e-6 if all(touches) else 0.0
     calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9 - sim_touch_s
 
     all_calib = [calib_work_s(run) for c in cases.values() for run in c.runs]
@@ -749,9 +747,7 @@ def _capture_programs(
     for name in ["calib", *programs]:
         prog = CALIB if name == "calib" else PROGRAMS[name]
         args = CALIB_ARGS if name == "calib" else (QUICK_ARGS.get(name, prog.args) if quick else prog.args)
-        static = bins / f"{name}.static"
-        if not static.exists():
-            vm.compile_static(vm.PROGRAMS / f"{name}.c", static)
+        static = bins / f"{name}.static"  # built by _boot_cases
         _build_instrumented(vm.PROGRAMS / f"{name}.c", bins / f"{name}.traced")
         say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
         ipas[name] = instructions_per_access(static, bins / f"{name}.traced", prog.small_args, bins / "small.trace")
