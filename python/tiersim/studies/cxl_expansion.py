@@ -93,17 +93,11 @@ name = "interleave"
 """
 
 
-def _capacity_spec(footprint_mib: int, accesses: int) -> str:
-    scale = CAPACITY_DRAM_SHARE * footprint_mib * 2**20 / (768 * 2**30)
-    params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses, **KV_PARAMS}
-    scan = {
-        "threads": THREADS,
-        "footprint": f"{footprint_mib}MiB",
-        "accesses": SCAN_PASSES * footprint_mib * 2**20 // 64,
-        **SCAN_PARAMS,
-    }
+def _capacity_head(name: str, scale: float) -> str:
+    """The capacity sweep's settings and platforms, shared by the generator's runs and the real
+    programs': DDR only against DDR + CXL at 768 and 1152 GiB of DRAM, files on eight NVMe SSDs."""
     return f"""[sweep]
-name = "capacity"
+name = "{name}"
 seeds = [1]
 set = {inline_table({"scale": scale, **EIGHT_NVME})}
 
@@ -117,7 +111,21 @@ path = "{DDR_ONLY_PLATFORM.name}"
 [[platform]]
 label = "ddr_cxl"
 name = "epyc_cxl_nps1"
+"""
 
+
+def _capacity_spec(footprint_mib: int, accesses: int) -> str:
+    scale = CAPACITY_DRAM_SHARE * footprint_mib * 2**20 / (768 * 2**30)
+    params = {"threads": THREADS, "footprint": f"{footprint_mib}MiB", "accesses": accesses, **KV_PARAMS}
+    scan = {
+        "threads": THREADS,
+        "footprint": f"{footprint_mib}MiB",
+        "accesses": SCAN_PASSES * footprint_mib * 2**20 // 64,
+        **SCAN_PARAMS,
+    }
+    return (
+        _capacity_head("capacity", scale)
+        + f"""
 [[trace]]
 label = "kv"
 gen = "kv"
@@ -133,6 +141,7 @@ params = {inline_table(scan)}
 [[policy]]
 name = "linux_default"
 """
+    )
 
 
 # The capacity runs' figures of one trace: speedup of DDR + CXL over DDR only and the share of swap
@@ -182,22 +191,9 @@ def _capacity_real_spec(label: str, trace: Path) -> str:
     """The capacity runs on a real program's committed trace: DRAM (768 GiB scaled) holds half its
     memory footprint (workloads.memory_footprint), as it holds half the generated kv store."""
     scale = CAPACITY_DRAM_SHARE * memory_footprint(trace) / (768 * 2**30)
-    return f"""[sweep]
-name = "capacity-{label}"
-seeds = [1]
-set = {inline_table({"scale": scale, **EIGHT_NVME})}
-
-[sweep.grid]
-"nodes.dram0.capacity" = ["768GiB", "1152GiB"]
-
-[[platform]]
-label = "ddr_only"
-path = "{DDR_ONLY_PLATFORM.name}"
-
-[[platform]]
-label = "ddr_cxl"
-name = "epyc_cxl_nps1"
-
+    return (
+        _capacity_head(f"capacity-{label}", scale)
+        + f"""
 [[trace]]
 label = "{label}"
 path = {json.dumps(str(trace))}
@@ -205,6 +201,7 @@ path = {json.dumps(str(trace))}
 [[policy]]
 name = "linux_default"
 """
+    )
 
 
 def _time(df: pl.DataFrame, **where: str) -> float:
