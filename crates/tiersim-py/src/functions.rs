@@ -319,21 +319,49 @@ pub(crate) fn capture(
     progress: Option<Bound<'_, CaptureProgress>>,
     source_name: Option<String>,
 ) -> PyResult<String> {
+    let target = CaptureTarget { out: &out, virt_out: virt_out.as_deref(), params: &params, seed, pid, pipe_capacity };
+    run_capture(py, target, progress, |req, progress| {
+        let mut input = std::fs::File::open(&source).map_err(|e| Error::io(&source, e))?;
+        let name = source_name.as_deref().unwrap_or(&source);
+        tiersim_trace::capture::capture(&mut input, Path::new(name), req, progress)
+    })
+}
+
+/// What every capture binding is given of its traces and parameters.
+struct CaptureTarget<'a> {
+    out: &'a str,
+    virt_out: Option<&'a str>,
+    params: &'a str,
+    seed: u64,
+    pid: Option<u32>,
+    pipe_capacity: Option<usize>,
+}
+
+/// The part the capture bindings share: the progress Python may hand in, the request, and the
+/// report as JSON; `merge` is the path's own work.
+fn run_capture(
+    py: Python<'_>,
+    target: CaptureTarget<'_>,
+    progress: Option<Bound<'_, CaptureProgress>>,
+    merge: impl FnOnce(
+            &tiersim_trace::capture::CaptureRequest<'_>,
+            &tiersim_trace::capture::Progress,
+        ) -> Result<tiersim_trace::capture::CaptureReport>
+        + Send,
+) -> PyResult<String> {
     use tiersim_trace::capture::{CaptureRequest, Progress};
     let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
     guarded(py, || {
-        let p = table("params", &params)?;
-        let mut input = std::fs::File::open(&source).map_err(|e| Error::io(&source, e))?;
+        let p = table("params", target.params)?;
         let req = CaptureRequest {
-            out: Path::new(&out),
-            virt_out: virt_out.as_deref().map(Path::new),
+            out: Path::new(target.out),
+            virt_out: target.virt_out.map(Path::new),
             params: p.as_ref(),
-            seed,
-            pid,
-            pipe_capacity,
+            seed: target.seed,
+            pid: target.pid,
+            pipe_capacity: target.pipe_capacity,
         };
-        let name = source_name.as_deref().unwrap_or(&source);
-        let report = tiersim_trace::capture::capture(&mut input, Path::new(name), &req, &progress)?;
+        let report = merge(&req, &progress)?;
         serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
     })
 }
@@ -359,20 +387,16 @@ pub(crate) fn capture_stream(
     seed: u64,
     progress: Option<Bound<'_, CaptureProgress>>,
 ) -> PyResult<String> {
-    use tiersim_trace::capture::{CaptureRequest, Progress};
-    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
-    guarded(py, || {
-        let p = table("params", &params)?;
-        let req = CaptureRequest {
-            out: Path::new(&out),
-            virt_out: virt_out.as_deref().map(Path::new),
-            params: p.as_ref(),
-            seed,
-            pid: Some(pid),
-            pipe_capacity: None,
-        };
-        let report = tiersim_trace::capture::stream::capture_stream(fd, pid, &req, &progress)?;
-        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    let target = CaptureTarget {
+        out: &out,
+        virt_out: virt_out.as_deref(),
+        params: &params,
+        seed,
+        pid: Some(pid),
+        pipe_capacity: None,
+    };
+    run_capture(py, target, progress, |req, progress| {
+        tiersim_trace::capture::stream::capture_stream(fd, pid, req, progress)
     })
 }
 
@@ -388,20 +412,16 @@ pub(crate) fn capture_instrumented(
     seed: u64,
     progress: Option<Bound<'_, CaptureProgress>>,
 ) -> PyResult<String> {
-    use tiersim_trace::capture::{CaptureRequest, Progress};
-    let progress = progress.map_or_else(|| Arc::new(Progress::default()), |p| p.get().inner.clone());
-    guarded(py, || {
-        let p = table("params", &params)?;
-        let req = CaptureRequest {
-            out: Path::new(&out),
-            virt_out: virt_out.as_deref().map(Path::new),
-            params: p.as_ref(),
-            seed,
-            pid: None,
-            pipe_capacity: None,
-        };
-        let report = tiersim_trace::capture::instrumented::capture_instrumented(Path::new(&dir), &req, &progress)?;
-        serde_json::to_string(&report).map_err(|e| Error::Sim(format!("writing the capture report: {e}")))
+    let target = CaptureTarget {
+        out: &out,
+        virt_out: virt_out.as_deref(),
+        params: &params,
+        seed,
+        pid: None,
+        pipe_capacity: None,
+    };
+    run_capture(py, target, progress, |req, progress| {
+        tiersim_trace::capture::instrumented::capture_instrumented(Path::new(&dir), req, progress)
     })
 }
 
