@@ -89,14 +89,12 @@ impl Kswapd {
 /// Every batch the awake kswapds finish by `t`: a batch's pages are freed once its fixed cost (per
 /// page and TLB shootdown) has passed; its copies then add to kswapd's clock.
 pub(crate) fn run_until(mem: &mut Memory, rc: &Reclaimer, vm: &mut Vmscan, t: Ns) -> Result<()> {
-    let mut next_ns = Ns::MAX;
     for n in 0..vm.kswapd.goal.len() {
         while vm.kswapd.goal[n].is_some() {
             let k = &*vm.kswapd;
             let want = k.want(n, mem.nodes[n].free());
             let due_ps = k.due_ps(n, want);
             if want > 0 && due_ps > t * 1000 {
-                next_ns = next_ns.min(due_ps / 1000);
                 break;
             }
             let start = due_ps / 1000;
@@ -113,7 +111,14 @@ pub(crate) fn run_until(mem: &mut Memory, rc: &Reclaimer, vm: &mut Vmscan, t: Ns
             k.stats.busy_ps += busy;
         }
     }
-    vm.kswapd.next_ns = next_ns;
+    // From every node still awake, those its batches woke included (a demotion wakes its
+    // target's kswapd, which may be a node this loop has passed).
+    let k = &mut *vm.kswapd;
+    k.next_ns = (0..k.goal.len())
+        .filter(|&n| k.goal[n].is_some())
+        .map(|n| k.due_ps(n, k.want(n, mem.nodes[n].free())) / 1000)
+        .min()
+        .unwrap_or(Ns::MAX);
     Ok(())
 }
 
