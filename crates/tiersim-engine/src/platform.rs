@@ -111,6 +111,16 @@ pub const STATS_PARAMS: &[ParamSpec] = &[
         "accesses that place pages but are not measured (like ChampSim warmup)",
     )
     .min(0.0),
+    // The end of a measured window that is not the trace's end (a benchmark's run phase before
+    // the program's shutdown work), as ChampSim's --simulation-instructions ends its; counted in
+    // the trace's record order, where a capture's marker record is found.
+    ParamSpec::new(
+        "replay_accesses",
+        ParamKind::Int,
+        "0",
+        "replay only the trace's first N records, in file order (0: all): the run ends when every CPU has done its records among them (e.g. a benchmark's run phase without its shutdown)",
+    )
+    .min(0.0),
     ParamSpec::new(
         "ping_pong_window",
         ParamKind::Duration,

@@ -118,6 +118,36 @@ fn single_read_and_write_latency() {
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 151);
 }
 
+/// stats.replay_accesses ends the run at a record of the trace: the same run as the trace cut
+/// there (the cut-off CPU's later work, here a long gap and a read, counts nothing), and one clear
+/// error for a window with nothing in it or past the trace.
+#[test]
+fn replay_accesses_ends_the_run_at_a_record() {
+    // CPUs 0 and 1 read at 0 (CPU 1's read queued 1 ns behind CPU 0's on the one channel: done at
+    // 102), then CPU 1 runs 10,000 instructions (10 us) and reads again: 10,102 + 1 + 100 = 10,203.
+    let trace = vec![acc(0, 0x1000, Op::Read, 0), acc(1, 0x2000, Op::Read, 0), acc(1, 0x3000, Op::Read, 10_000)];
+    let whole = run(&plat(&one_node(""), &[]), "linux_default", trace.clone()).unwrap();
+    assert_eq!(u(&whole.summary, &["execution_time_ns"]), 10_203);
+    let cut = run(&plat(&one_node(""), &["stats.replay_accesses=2"]), "linux_default", trace.clone()).unwrap();
+    let first_two = run(&plat(&one_node(""), &[]), "linux_default", trace[..2].to_vec()).unwrap();
+    assert_eq!(u(&cut.summary, &["execution_time_ns"]), 102);
+    assert_eq!(cut.summary["execution_time_ns"], first_two.summary["execution_time_ns"]);
+    assert_eq!(u(&cut.summary, &["accesses"]), 2);
+    assert_eq!(u(&cut.summary, &["trace_accesses"]), 2);
+    // All of the trace: the same as unset.
+    let all = run(&plat(&one_node(""), &["stats.replay_accesses=3"]), "linux_default", trace.clone()).unwrap();
+    assert_eq!(all.summary["execution_time_ns"], whole.summary["execution_time_ns"]);
+    // With a warm-up: the window is the records between the two.
+    let p = plat(&one_node(""), &["stats.warmup_accesses=1", "stats.replay_accesses=2"]);
+    assert_eq!(u(&run(&p, "linux_default", trace.clone()).unwrap().summary, &["accesses"]), 1);
+    let p = plat(&one_node(""), &["stats.warmup_accesses=2", "stats.replay_accesses=2"]);
+    let e = run(&p, "linux_default", trace.clone()).err().unwrap().to_string();
+    assert!(e.contains("stats.warmup_accesses = 2 is not smaller than stats.replay_accesses = 2"), "{e}");
+    let p = plat(&one_node(""), &["stats.replay_accesses=4"]);
+    let e = run(&p, "linux_default", trace).err().unwrap().to_string();
+    assert!(e.contains("stats.replay_accesses = 4 is more than the trace's 3 accesses"), "{e}");
+}
+
 #[test]
 fn saturated_channel_queues_fcfs() {
     let p = plat(&one_node(""), &[]);

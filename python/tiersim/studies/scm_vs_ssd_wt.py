@@ -36,7 +36,11 @@ ENV = "TIERSIM_WT_TRACES"
 #: about 2.5 MiB in the engine's memory: a 1 MiB cache is seed 001's table larger than the cache,
 #: 64 MiB holds it); t1 one client thread, else 8 (seed 001: "at least a dozen"); sync: each
 #: run-phase operation commits with its log record fdatasynced.
-COMMON: dict[str, Any] = {"records": 10000, "log_file_max_mb": 4, "preload": True}
+#: checkpoints: one from a thread of its own, begun when the clients are half way (wtperf's
+#: checkpoint thread, or MongoDB's checkpoint=(wait=60) server: a wtperf run's checkpoints happen
+#: in the background of its run phase; not the 30-120 of a 300-7200 s run, which at 4,000
+#: operations would checkpoint every few dozen).
+COMMON: dict[str, Any] = {"records": 10000, "log_file_max_mb": 4, "preload": True, "checkpoints": 1}
 CAPTURES: dict[str, dict[str, Any]] = {
     "a_c1": {"ops": 4000, "threads": 8, "cache_mb": 1},
     "a_c64": {"ops": 4000, "threads": 8, "cache_mb": 64},
@@ -74,22 +78,24 @@ SMALL_PC = {"scale": 1 / 4096, "os.dirty_background_ratio": 1, "os.dirty_ratio":
 PLATFORM = "dram_only"
 
 
-def cut_calibration(src: Path, dst: Path, marker: int | None = None) -> tuple[int, int]:
+def cut_calibration(src: Path, dst: Path, marker: int | None = None) -> tuple[int, int, int]:
     """Write `src` to `dst` with CALIBRATION_INSTRUCTIONS taken out of the one instruction gap
     that holds them (the first gap of at least that many). Returns how many were cut (0 if no
     gap is that long, e.g. an instrumented-path trace, which counts no instructions there) and
-    the number of records before the first sync record at address `marker` (0 if none)."""
+    the numbers of records before the first and the second sync record at address `marker` (the
+    driver's phase markers at the clients' start and end; 0 for one not found)."""
     with tempfile.TemporaryDirectory(prefix=".tiersim-wt-", dir=dst.parent) as tmp:
         a, b = Path(tmp) / "a.csv", Path(tmp) / "b.csv"
         tiersim.convert(src, a, dst_format="csv")
         cut = 0
-        at, index = f",{marker:#x},1,11\n" if marker is not None else None, 0
+        at = f",{marker:#x},1,11\n" if marker is not None else None
+        found: list[int] = []
         with open(a) as fi, open(b, "w") as fo:
             fo.write(fi.readline())
             fo.write(fi.readline())
             for n, line in enumerate(fi):
-                if at is not None and line.endswith(at):
-                    index, at = n, None
+                if at is not None and len(found) < 2 and line.endswith(at):
+                    found.append(n)
                 if not cut:
                     t, rest = line.split(",", 1)
                     if int(t) >= CALIBRATION_INSTRUCTIONS:
@@ -97,7 +103,8 @@ def cut_calibration(src: Path, dst: Path, marker: int | None = None) -> tuple[in
                         line = f"{int(t) - cut},{rest}"
                 fo.write(line)
         tiersim.convert(b, dst, dst_format="native", src_format="csv")
-    return cut, index
+    found += [0] * (2 - len(found))
+    return cut, found[0], found[1]
 
 
 def _marker_address(files: Mapping[str, int]) -> int | None:
@@ -125,12 +132,14 @@ def capture_all(directory: Path, names: list[str] | None = None) -> dict[str, di
         raw = directory / f"{name}.raw.trace"
         rep = capture_workload("wiredtiger", raw, params={**COMMON, **CAPTURES[name]}, path=CAPTURE_PATH, llc=LLC)
         marker = _marker_address(rep["fileio"]["files"])
-        rep["calibration_cut"], rep["run_phase_from"] = cut_calibration(raw, directory / f"{name}.trace", marker)
-        if not rep["run_phase_from"]:
+        cut, start, end = cut_calibration(raw, directory / f"{name}.trace", marker)
+        rep["calibration_cut"], rep["run_phase_from"], rep["run_phase_to"] = cut, start, end
+        if not start or not end:
             # The shim names a file by its first path per inode: when the marker file reuses the
-            # inode of a file WiredTiger removed, its sync is filed under that name. Rare; a
-            # replay would then measure the open too, so the capture is refused.
-            raise TiersimError(f"{name}: the phase marker's sync record was not found in the trace; capture again")
+            # inode of a file WiredTiger removed, its syncs are filed under that name. Rare; a
+            # replay would then measure the open or the closing checkpoint too, so the capture is
+            # refused.
+            raise TiersimError(f"{name}: the phase markers' sync records were not found in the trace; capture again")
         raw.unlink()
         if name in REPORT_ONLY:
             (directory / f"{name}.trace").unlink()
@@ -168,14 +177,22 @@ class Replays:
         if key in self._done:
             return self._done[key]
         path = self.dir / f"{trace}.trace"
-        # Measured from the clients' start (the phase marker), as wtperf measures its run: the
-        # records before it (wiredtiger_open) place pages but count no time. The engine counts
-        # records as it processes them, in time order; before the marker only the opening
-        # thread and WiredTiger's idle threads run, so the marker's place in the file is close.
-        start = int((_report(self.dir, trace) or {}).get("run_phase_from", 0))
+        # Measured from the clients' start to their end (the two phase markers), as wtperf
+        # measures its run (operations over run_time, wtperf.c): the records before the first
+        # (wiredtiger_open) place pages but count no time, those from the second on (the
+        # checkpoint thread's work left at the clients' end and conn->close's checkpoint, on the
+        # closing thread, which in a replay would not wait for the clients it joined) are not
+        # replayed. The engine counts warm-up records as it processes them, in time order;
+        # before the first marker only the opening thread and WiredTiger's idle threads run, so
+        # the marker's place in the file is close. The end is a place in the file (Valgrind runs
+        # one thread at a time, so the file's order is the order the program ran in).
+        rep = _report(self.dir, trace) or {}
+        start, end = int(rep.get("run_phase_from", 0)), int(rep.get("run_phase_to", 0))
         overrides = {**DEVICES[dev], **(WARM if warm else {}), **extra}
         if start:
             overrides["stats.warmup_accesses"] = start
+        if end:
+            overrides["stats.replay_accesses"] = end
         s = tiersim.run(path, platform=PLATFORM, overrides=overrides).summary
         self._done[key] = s
         pc = s.get("page_cache") or {}
@@ -273,8 +290,9 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"PM/SSD time {1 + gap_a:.2f}x ({_ms(warm_a[1]):.2f} vs {_ms(warm_a[0]):.2f} ms)",
             "within +-10%",
             abs(gap_a) <= 0.10,
-            "every read hits the warm cache; what reaches a device is the final checkpoint's fdatasync of the "
-            f"table (mean sync {ckpt:.1f}x longer on PM at 0.6 GB/s), on the closing thread while no client waits",
+            "every read hits the warm cache; what reaches a device is the background checkpoint's fdatasync of "
+            f"the table (mean sync {ckpt:.1f}x longer on PM at 0.6 GB/s), on the checkpoint thread: no client "
+            "waits for it, and with no reads to queue behind its writes the devices do not show",
         ),
         Claim(
             "1. warm page cache: PM and SSD the same (read-only YCSB-C, 8 threads)",
@@ -319,10 +337,13 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"{_ms(cold_a[2]) / _ms(cold_a[0]):.2f}x (2 modules)",
             "PM faster (ours < 1)",
             _ms(cold_a[1]) < _ms(cold_a[0]),
-            "the page cache absorbs the writes (256 GiB of DRAM: no dirty limit binds), but the final "
-            "checkpoint's fdatasync writes them at the device's write rate, where the blog's PM module "
-            "(0.6 GB/s) loses to the SSD (2.2); PM's faster reads of the misses do not make up for it. The "
-            "blog's 'the cache absorbs and batches writes' holds only while nothing syncs",
+            "measured: the page cache absorbs the clients' writes (256 GiB of DRAM: no dirty limit binds), but "
+            f"the background checkpoint's fdatasync writes {_pc(cold_a[1], 'sync', 'writeback_pages') * 4096 / 2**20:.1f} "
+            "MiB during the run at the module's 0.6 GB/s (the SSD's 2.2), and the cold misses' reads queue "
+            f"behind those writes on the module: the run's read/write calls take {_pc(cold_a[1], 'io_time_ns') / 1e6:.1f} "
+            f"ms in all on PM against {_pc(cold_a[0], 'io_time_ns') / 1e6:.1f} on the SSD (two modules, 1.0 GB/s: "
+            f"{_pc(cold_a[2], 'io_time_ns') / 1e6:.1f}). The blog's figure is its microbenchmark's buffered "
+            "writes, which nothing synced",
         ),
         Claim(
             "3. WiredTiger without the page cache (fsdax) up to 30x slower",
@@ -340,9 +361,9 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"largest PM/SSD gap {100 * big_gap:.1f}% (YCSB-A, 64 MiB engine cache holding the table, cold)",
             "within +-10%",
             big_gap <= 0.10,
-            "the engine's cache serves the reads, so the final checkpoint's sync of 1.8 MiB is most of what the "
-            "devices do, and PM writes it at 0.6 GB/s against the SSD's 2.2; a wtperf run checkpoints in the "
-            "background while its clients run, which this short run's closing checkpoint does not",
+            "the engine's cache serves the reads: the devices see the cold start's few misses (PM faster) and the "
+            "background checkpoint's syncs, on the checkpoint thread (PM slower at 0.6 GB/s), neither of "
+            "which the clients wait for long",
         ),
         Claim(
             "4. two PM modules no faster than one",
@@ -350,7 +371,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"1/2 modules time {two_vs_one[0]:.3f}x (64 MiB cache), {two_vs_one[1]:.3f}x (1 MiB)",
             "within +-10% with the 64 MiB cache",
             abs(two_vs_one[0] - 1) <= 0.10,
-            "two modules double the read rate and raise writes to ~1 GB/s; only the checkpoint's sync sees it",
+            "two modules double the read rate and raise writes to ~1 GB/s; the checkpoint's syncs and the reads "
+            "queued behind them see it",
         ),
         Claim(
             "4. except write-heavy evict-btree-1: faster on the SSD",
@@ -398,10 +420,14 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"vs {int(_pc(log1[0], 'sync', 'fdatasync_calls'))} for 1",
             "ours >= 1.5x",
             thr8 >= 1.5,
-            "measured: the 8 clients' syncs overlap (each waits ~21 us on the SSD, 2.1 us on fsdax) and take "
-            "about 1.3 ms of the run; the rest is the closing checkpoint, whose writes go to fsdax PM at "
-            "0.6 GB/s. WiredTiger's group-commit followers wait on a condition variable, which the trace does "
-            "not carry (only a thread that calls fdatasync waits in the replay)",
+            "measured: the 8 clients' syncs overlap: "
+            f"{_pc(log8[0], 'sync', 'time_ns') / 1e6:.1f} ms of the threads' time on the SSD against "
+            f"{_pc(log8[2], 'sync', 'time_ns') / 1e6:.1f} on fsdax, about an eighth of it each; on fsdax the "
+            f"read/write calls take {_pc(log8[2], 'io_time_ns') / 1e6:.1f} ms against "
+            f"{_pc(log8[0], 'io_time_ns') / 1e6:.1f} on the SSD, their writes (the log's, the background "
+            "checkpoint's) copied to the module at 0.6 GB/s, and the run ends with its slowest thread. "
+            "WiredTiger's group-commit followers wait on a condition variable for the leader's sync, which the "
+            "trace does not carry (only a thread that calls fdatasync waits in the replay)",
         ),
         Claim(
             "6. batching hides the log: unsynced, it costs about the same on both devices",
@@ -418,8 +444,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"PM/SSD gap {100 * big_gap:.1f}% (64 MiB cache) vs {100 * small_gap:.1f}% (1 MiB)",
             "64 MiB gap < 1 MiB gap",
             big_gap < small_gap,
-            "with the table in the engine's cache there are no misses for PM's faster reads to win, and the "
-            "closing checkpoint's sync, where PM at 0.6 GB/s loses, is what is left",
+            "with the table in the engine's cache few reads reach a device, so few queue behind the background "
+            "checkpoint's writes to PM at 0.6 GB/s",
         ),
         Claim(
             "dozens of threads turn into concurrent I/O; the device gap does not grow with threads",
@@ -427,16 +453,19 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             f"PM/SSD time {gap_t1:.2f}x with 1 thread, {gap_t8:.2f}x with 8",
             "the two within +-10% of each other",
             abs(gap_t8 / gap_t1 - 1) <= 0.10,
-            "one thread or eight, the same misses (PM faster) and the same closing checkpoint (PM slower)",
+            "one thread or eight, the same misses (PM faster) and the same background checkpoint (PM slower)",
         ),
     ]
     notes = [
         source,
         "WiredTiger 3.2.1 (Debian) under our YCSB driver (workloads/wt_driver.c): a table of 10,000 records "
         "of 100 B preloaded (not captured), then 4,000 operations (1,000 with synced commits) from 8 threads "
-        "(or 1) and the closing checkpoint; captured on the Valgrind path (the engine's own memory accesses "
+        "(or 1), one checkpoint from a thread of its own begun half way, then the closing checkpoint; "
+        "captured on the Valgrind path (the engine's own memory accesses "
         f"and its file I/O) with a 1 MiB LLC, the open's {CALIBRATION_INSTRUCTIONS / 1e9:.1f} G-instruction "
-        "tick calibration cut. Measured from the clients' start (the driver's phase marker). Replayed with "
+        "tick calibration cut. Measured from the clients' start to their end (the driver's two phase "
+        "markers: stats.warmup_accesses, stats.replay_accesses), as wtperf measures its run phase; the "
+        "closing checkpoint is not replayed. Replayed with "
         f"`tiersim run -p {PLATFORM}` (256 GiB of DRAM: the page cache never runs short), the files on "
         "optane_ssd, on one optane_100 module at the blog's 0.6 GB/s write rate as a block device, on two "
         "(13.2 GB/s read, 1.0 GB/s write) or on fsdax; warm runs start with the files cached "

@@ -84,12 +84,16 @@ def _wt_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
         str(p["log_file_max_mb"]),
         "1" if p["sync"] else "0",
         "run" if p["preload"] else "all",
+        str(p["checkpoints"]),
     ]
 
 
 def _wt_prepare(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
     """With preload, the load alone, run before the capture on the same directory."""
-    return [*_wt_argv(p, work, exe)[:-1], "load"] if p["preload"] else []
+    if not p["preload"]:
+        return []
+    argv = _wt_argv(p, work, exe)
+    return [*argv[:-2], "load", argv[-1]]
 
 
 def _bfs_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
@@ -277,6 +281,11 @@ RECIPES: dict[str, Recipe] = {
                 "load the table in a run of its own before the capture (not captured): the trace is the run phase",
             ),
             "checkpoint_every": Param(0, "thread 0 checkpoints every N of its operations (0: only after load)"),
+            "checkpoints": Param(
+                0,
+                "checkpoints from a thread of their own while the clients run (wtperf's checkpoint thread), "
+                "the k-th after k/(N+1) of the operations",
+            ),
             "mmap": Param(False, "WiredTiger's mmap=true (reads of checkpointed blocks through a file mapping)"),
             "theta": Param(0.99, "zipfian constant"),
             "seed": Param(1, "key chooser seed"),

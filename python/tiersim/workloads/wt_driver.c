@@ -13,15 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 #include <wiredtiger.h>
 
 static const char *usage =
     "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
-    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run)\n";
+    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run) CHECKPOINTS\n";
 
 static WT_CONNECTION *conn;
-static uint64_t n_records, n_ops, checkpoint_every, seed;
+static uint64_t n_records, n_ops, checkpoint_every, n_checkpoints, seed;
+/* Operations the clients have completed, and whether they all have: the checkpoint thread's
+ * clock (background_checkpoints). */
+static uint64_t ops_done;
+static int clients_done;
 static unsigned n_threads, value_size;
 static int sync_commits;
 static char workload;
@@ -140,6 +145,7 @@ static void *run(void *arg) {
         }
         if (sync_commits)
             CHECK(session->commit_transaction(session, NULL));
+        __atomic_add_fetch(&ops_done, 1, __ATOMIC_RELAXED);
         if (w->id == 0 && checkpoint_every != 0 && (i + 1) % checkpoint_every == 0)
             CHECK(session->checkpoint(session, NULL));
     }
@@ -148,11 +154,11 @@ static void *run(void *arg) {
     return NULL;
 }
 
-/* A phase marker in the trace, before the clients start: an fdatasync of the empty file
- * DIR/tiersim_phase, which the file I/O shim records as a sync record on that file, so that a replay
- * can measure from the clients' start (stats.warmup_accesses = the marker's record number), leaving
- * out wiredtiger_open. It writes nothing, so it costs a replay
- * only the call and the device's flush. */
+/* A phase marker in the trace, at the clients' start and again at their end: an fdatasync of the
+ * empty file DIR/tiersim_phase, which the file I/O shim records as a sync record on that file, so
+ * that a replay can measure the clients' run alone (stats.warmup_accesses = the first marker's
+ * record number, stats.replay_accesses = the second's), leaving out wiredtiger_open and the
+ * closing checkpoint. It writes nothing, so it costs a replay only the call and the device's flush. */
 static void phase_marker(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/tiersim_phase", dir);
@@ -161,6 +167,30 @@ static void phase_marker(const char *dir) {
         perror("wt_driver: phase marker");
         exit(1);
     }
+}
+
+/* wtperf's checkpoint thread (bench/wtperf: checkpoint_threads=1, a checkpoint every
+ * checkpoint_interval seconds while the workers run; MongoDB's configs use WiredTiger's own
+ * checkpoint=(wait=60) server, the same in effect): CHECKPOINTS checkpoints from a thread of their
+ * own while the clients run, the k-th once the clients have done k/(CHECKPOINTS+1) of the
+ * operations (none begun after the clients' end). Spaced by the clients' progress rather than by
+ * seconds, because a run under Valgrind is ~50x slower than natively and a timed interval would
+ * fall at other points of the run on each path. */
+static void *background_checkpoints(void *arg) {
+    uint64_t *done = arg;
+    WT_SESSION *session;
+    CHECK(conn->open_session(conn, NULL, NULL, &session));
+    for (uint64_t k = 1; k <= n_checkpoints; k++) {
+        uint64_t at = n_ops * k / (n_checkpoints + 1);
+        while (__atomic_load_n(&ops_done, __ATOMIC_RELAXED) < at && !__atomic_load_n(&clients_done, __ATOMIC_ACQUIRE))
+            nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+        if (__atomic_load_n(&clients_done, __ATOMIC_ACQUIRE))
+            break;
+        CHECK(session->checkpoint(session, NULL));
+        (*done)++;
+    }
+    CHECK(session->close(session, NULL));
+    return NULL;
 }
 
 static uint64_t stat(WT_SESSION *session, int key) {
@@ -176,7 +206,7 @@ static uint64_t stat(WT_SESSION *session, int key) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 16) {
+    if (argc != 17) {
         fputs(usage, stderr);
         return 2;
     }
@@ -201,6 +231,7 @@ int main(int argc, char **argv) {
      * the table a load left in DIR and run the operations): a run alone is seed 001's measured
      * part, on a database that exists before it starts. */
     const char *phase = argv[15];
+    n_checkpoints = strtoull(argv[16], NULL, 10);
     int do_load = strcmp(phase, "run") != 0, do_run = strcmp(phase, "load") != 0;
     if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
         workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0 ||
@@ -243,6 +274,12 @@ int main(int argc, char **argv) {
 
     zipf_init(&keys, n_records, theta);
     phase_marker(dir);
+    pthread_t ckpt_tid;
+    uint64_t checkpoints_done = 0;
+    if (n_checkpoints != 0 && pthread_create(&ckpt_tid, NULL, background_checkpoints, &checkpoints_done) != 0) {
+        perror("wt_driver: pthread_create");
+        return 1;
+    }
     pthread_t tids[n_threads];
     struct worker ws[n_threads];
     for (unsigned t = 0; t < n_threads; t++) {
@@ -259,9 +296,16 @@ int main(int argc, char **argv) {
         updates += ws[t].updates;
         found += ws[t].found;
     }
+    /* The clients' end, the second phase marker: a wtperf run's throughput is its operations over
+     * its run time (wtperf.c), so what follows (the checkpoint thread's last work, the closing
+     * checkpoint of conn->close) is not part of it; a replay ends its measurement here. */
+    phase_marker(dir);
+    __atomic_store_n(&clients_done, 1, __ATOMIC_RELEASE);
+    if (n_checkpoints != 0)
+        pthread_join(ckpt_tid, NULL);
     printf("records=%" PRIu64 " value_size=%u threads=%u workload=%c reads=%" PRIu64 " updates=%" PRIu64
-           " found=%" PRIu64 "\n",
-           n_records, value_size, n_threads, workload, reads, updates, found);
+           " found=%" PRIu64 " checkpoints=%" PRIu64 "\n",
+           n_records, value_size, n_threads, workload, reads, updates, found, checkpoints_done);
     printf("cache_bytes_max=%" PRIu64 " cache_bytes_inuse=%" PRIu64 "\n", stat(session, WT_STAT_CONN_CACHE_BYTES_MAX),
            stat(session, WT_STAT_CONN_CACHE_BYTES_INUSE));
     CHECK(conn->close(conn, NULL));

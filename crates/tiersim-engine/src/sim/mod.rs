@@ -566,6 +566,8 @@ struct Feed {
     /// Accesses read ahead of the slowest CPU at most; past this a CPU whose queue ran dry no
     /// longer holds the others back (its next access may then be issued out of time order).
     max_buffered: usize,
+    /// Records to read at most (stats.replay_accesses; 0: all).
+    limit: u64,
 }
 
 impl Feed {
@@ -577,7 +579,12 @@ impl Feed {
         while !self.eof && (order.first().is_none() || (self.dry > 0 && self.buffered < self.max_buffered)) {
             // Split by CPU on the decoding thread when the source has one: each CPU's part
             // joins its queue whole.
-            let n = source.read_split(&mut self.batch, BATCH, ncpus)?;
+            let max = if self.limit == 0 { BATCH } else { BATCH.min((self.limit - self.read) as usize) };
+            if max == 0 {
+                self.eof = true;
+                break;
+            }
+            let n = source.read_split(&mut self.batch, max, ncpus)?;
             if n == 0 {
                 self.eof = true;
                 break;
@@ -637,6 +644,12 @@ pub fn simulate_with_future(
     }
     eng.future = future;
     let warmup = platform.stats.uint("warmup_accesses");
+    let replay = platform.stats.uint("replay_accesses");
+    if replay > 0 && warmup >= replay {
+        return Err(Error::Sim(format!(
+            "stats.warmup_accesses = {warmup} is not smaller than stats.replay_accesses = {replay}; nothing would be measured"
+        )));
+    }
     let mut feed = Feed {
         batch: SplitBatch::default(),
         eof: false,
@@ -645,6 +658,7 @@ pub fn simulate_with_future(
         dry: 0,
         t0: None,
         max_buffered: platform.host.uint("read_ahead") as usize,
+        limit: replay,
     };
     let mut order = IssueOrder::new();
     let clock = IssueClock::of(&eng);
@@ -719,6 +733,9 @@ pub fn simulate_with_future(
     let read = feed.read;
     if read == 0 {
         return Err(Error::Sim("the trace holds no accesses".into()));
+    }
+    if replay > read {
+        return Err(Error::Sim(format!("stats.replay_accesses = {replay} is more than the trace's {read} accesses")));
     }
     if !eng.measuring {
         return Err(Error::Sim(format!(
