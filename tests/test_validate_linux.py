@@ -140,6 +140,38 @@ def test_agreement_rule() -> None:
     assert zero["agree"] and zero["relative_error"] == 0.0
 
 
+def test_time_scale_is_solved_for_the_programs_own_speed() -> None:
+    # A replay whose time grows with the scale (the guest's fault and kswapd costs enter through
+    # it): T(d) = 2 + 3 d + 0.5 d^2 s. The guest ran the program in 10 s, so T(d) = 10 d at
+    # d = 7 - sqrt(45) = 0.29180.
+    calls = []
+
+    def replay(d: float) -> tuple[str, float]:
+        calls.append(d)
+        return f"run at {d}", 2 + 3 * d + 0.5 * d * d
+
+    res, d, steps = linux.solve_time_scale(replay, 10.0, 0.8)
+    # Solved to the tolerance on the time (2 %), which is 2.5 % here on the scale itself.
+    assert abs(2 + 3 * d + 0.5 * d * d - 10 * d) <= linux.LENS_TOLERANCE * 10 * d
+    assert d == pytest.approx(0.29180, rel=0.03)
+    # The result is the replay at the scale returned, and every replay is a step.
+    assert res == f"run at {d}" and [s["daemon_time_scale"] for s in steps] == calls
+    assert 2 <= len(calls) <= 1 + linux.LENS_STEPS
+    assert steps[-1]["guest_axis_s"] == pytest.approx(10.0, rel=linux.LENS_TOLERANCE)
+    # Already there: the calibration's scale is kept, with one replay.
+    res, d, steps = linux.solve_time_scale(lambda d: ("r", 10 * d), 10.0, 0.5)
+    assert d == 0.5 and len(steps) == 1
+
+
+def test_calibration_phases_are_parsed() -> None:
+    out = GUEST_OUT_KSWAPD.replace(
+        "@ calib begin", "@ calib begin\n@ calib_sweep 12170950 2097152\n@ calib_random 1451952590 4000000"
+    )
+    machine, *_ = linux.parse_guest(out, "", "kv-tiering")
+    assert machine["calib_sweep"] == {"ns": 12170950, "count": 2097152}
+    assert machine["calib_random"] == {"ns": 1451952590, "count": 4000000}
+
+
 def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
     r = _cli("validate", "linux", "--quick", "-o", str(tmp_path / "out"), env={"TIERSIM_VM_DIR": str(tmp_path)})
     assert r.returncode == 1
