@@ -292,12 +292,14 @@ def _phase_ns(cases: dict[str, Case], key: str) -> list[float]:
     ]
 
 
-def _replayer(work: Path, case: Case, cid: str, knobs: dict[str, int]) -> Callable[[float], tuple[Any, float]]:
+def _replayer(
+    work: Path, case: Case, cid: str, knobs: dict[str, int], path: dict[str, float] | None = None
+) -> Callable[[float], tuple[Any, float]]:
     """The case's replay at a given daemon time scale, with its simulated time (s)."""
 
     def replay(d: float) -> tuple[Any, float]:
         sim = _simulate(
-            work, case.program.name, case, cid, case.setting, d, knobs, kswapd_cost(case, d), fault_cost(case, d)
+            work, case.program.name, case, cid, case.setting, d, knobs, kswapd_cost(case, d), fault_cost(case, d, path)
         )
         return sim, sim.summary["execution_time_ns"] / 1e9
 
@@ -362,19 +364,62 @@ def solve_time_scale(
     return res, d, steps
 
 
-def fault_cost(case: Case, d: float) -> dict[str, Any]:
+def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
+    """Per program, the guest kernel's cost of a NUMA hint fault and of a promotion, from the
+    program's system time (the sampler's prog_sys_ns; means over each case's boots). A hint fault
+    is what AutoNUMA adds to the system time of no balancing, per hint fault: the fault, its failed
+    migration attempt (node 0 has no room, so migrate_misplaced_page gives up at
+    migrate_balanced_pgdat) and the scanner's walk, which runs in the same context (counted in:
+    an upper bound). A promotion is what tiering mode adds beyond its own hint faults, per page
+    promoted (isolation, the copy, the remap and its TLB flush: under TCG far more than the 3 us
+    default). Needs the program's none and autonuma cases (tiering for the promotion) from boots
+    that recorded the system time; a cost that comes out not positive is left out."""
+    out: dict[str, dict[str, float]] = {}
+    for prog in dict.fromkeys(c.program.name for c in cases.values()):
+        runs = {
+            c.setting.name: [kernel_metrics(c.setting, r.samples) for r in c.runs]
+            for c in cases.values()
+            if c.program.name == prog
+        }
+        if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
+            continue
+        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ks[0]} for s, ks in runs.items()}
+
+        def mean(setting: str, key: str, m: dict[str, dict[str, float]] = m) -> float:
+            return m[setting][key]
+
+        faults = mean("autonuma", "hint_faults")
+        hint = (mean("autonuma", "sys_s") - mean("none", "sys_s")) / faults if faults else 0.0
+        if hint <= 0:
+            continue
+        cost = {"hint_fault_guest_ns": hint * 1e9}
+        if "tiering" in m and mean("tiering", "promotions") > 0:
+            extra = mean("tiering", "sys_s") - mean("none", "sys_s") - mean("tiering", "hint_faults") * hint
+            if extra > 0:
+                cost["promotion_guest_ns"] = extra / mean("tiering", "promotions") * 1e9
+        out[prog] = cost
+    return out
+
+
+def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
     """The guest kernel's cost of a page fault, for the case's platform: the calibration's touch
     phase (one write to each page of a fresh region) over its pages, mean of the case's boots, on
     tiersim's time axis (times the daemon time scale). Under TCG a kernel entry costs far more
     relative to user code than on hardware, so the 1 us default would make the fault-heavy
-    programs run faster in tiersim than in the guest. It stands for hint faults too (the same
-    entry and page-table walk, without the zeroing; an upper bound). Empty for boots made before
-    the touch phase."""
+    programs run faster in tiersim than in the guest. A hint fault and a promotion take the
+    program's measured costs (`path`, kernel_path_costs) where the matrix has them; without, a
+    hint fault costs what a page fault does (the same entry and page-table walk, without the
+    zeroing). Empty for boots made before the touch phase."""
     touches = [run.machine.get("calib_touch") for run in case.runs]
     if not all(touches):
         return {}
     per_page = sum(t["ns"] / t["pages"] for t in touches) / len(touches)
-    return {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
+    out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
+    if path:
+        out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
+        if "promotion_guest_ns" in path:
+            out["migrate_ns"] = path["promotion_guest_ns"] * d
+    return out
 
 
 def kswapd_cost(case: Case, d: float) -> dict[str, Any]:
@@ -427,7 +472,10 @@ def platform_toml(
             f'kswapd_page_cost = "{kswapd["page_cost_ns"]:.0f}ns"\nkswapd_cpu_share = {kswapd["cpu_share"]:.4f}\n'
         )
     if faults:
-        os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{faults["fault_ns"]:.0f}ns"\n'
+        hint = faults.get("hint_fault_ns", faults["fault_ns"])
+        os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{hint:.0f}ns"\n'
+        if "migrate_ns" in faults:
+            os_lines += f'migrate_overhead = "{faults["migrate_ns"]:.0f}ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -497,6 +545,7 @@ def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str,
         "kswapd_cpu_s": delta("kswapd_ns") / 1e9,
         "kswapd_reclaimed": delta("pgsteal_kswapd"),
         "kswapd_scanned": delta("pgscan_kswapd"),
+        "sys_s": delta("prog_sys_ns") / 1e9 if "prog_sys_ns" in end else None,
     }
 
 
@@ -738,6 +787,8 @@ def _validate(
         f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}"
     )
 
+    paths = kernel_path_costs(cases)
+    speed["kernel_path_costs"] = paths
     lenses = program_lenses(work, cases, calib_sim_s, knobs, say) if time_scale == "program" else {}
     speed["program_time_scales"] = {p: {k: v for k, v in lens.items() if k != "sim"} for p, lens in lenses.items()}
 
@@ -759,9 +810,9 @@ def _validate(
             # The program's speed, measured on other boots, moved by this case's boots'
             # calibration against theirs: the host's load changes the guest's speed.
             dc = own["daemon_time_scale"] * own["calib_guest_s"] / case_calib_s if own else d_calib
-            sim, _ = _replayer(work, case, cid, knobs)(dc)
+            sim, _ = _replayer(work, case, cid, knobs, paths.get(case.program.name))(dc)
         ks = kswapd_cost(case, dc)
-        fc = fault_cost(case, dc)
+        fc = fault_cost(case, dc, paths.get(case.program.name))
         km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
         sm = sim_metrics(sim.summary)
         metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
