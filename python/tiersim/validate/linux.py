@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -298,9 +299,8 @@ def _replayer(
     """The case's replay at a given daemon time scale, with its simulated time (s)."""
 
     def replay(d: float) -> tuple[Any, float]:
-        sim = _simulate(
-            work, case.program.name, case, cid, case.setting, d, knobs, kswapd_cost(case, d), fault_cost(case, d, path)
-        )
+        ks, fc = kswapd_cost(case, d), fault_cost(case, d, path)
+        sim = _simulate(work, case.program.name, case, cid, case.setting, d, knobs, ks, fc)
         return sim, sim.summary["execution_time_ns"] / 1e9
 
     return replay
@@ -316,14 +316,17 @@ def program_lenses(
     validate.json), which no CPU model with one cost per miss reproduces, so the guest runs each
     program at a speed of its own (docs/validate.md, "Time"). Not the case's own program time
     either: under a balancing setting it includes the kernel's daemon work, which is what the
-    comparison measures. A program without its `none` case keeps the calibration's scale."""
+    comparison measures. Medians over the boots (a load burst on the host slows one boot's
+    calibration or program alone). A program without its `none` case keeps the calibration's
+    scale."""
     out: dict[str, dict[str, Any]] = {}
     for cid, case in cases.items():
         if case.setting.name != "none":
             continue
-        guest_s = sum(run.program_s for run in case.runs) / len(case.runs)
-        calib_s = sum(calib_work_s(run) for run in case.runs) / len(case.runs)
-        sim, d, steps = solve_time_scale(_replayer(work, case, cid, knobs), guest_s, calib_sim_s / calib_s)
+        guest_s = statistics.median(run.program_s for run in case.runs)
+        calib_s = statistics.median(calib_work_s(run) for run in case.runs)
+        replay = _replayer(work, case, cid, knobs)
+        sim, d, steps = solve_time_scale(replay, guest_s, calib_sim_s / calib_s)
         say(f"{case.program.name}: {guest_s:.3f} s in the guest with balancing off: daemon time scale {d:.4f}")
         out[case.program.name] = {
             "case": cid,
@@ -365,15 +368,15 @@ def solve_time_scale(
 
 
 def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
-    """Per program, the guest kernel's cost of a NUMA hint fault and of a promotion, from the
-    program's system time (the sampler's prog_sys_ns; means over each case's boots). A hint fault
-    is what AutoNUMA adds to the system time of no balancing, per hint fault: the fault, its failed
-    migration attempt (node 0 has no room, so migrate_misplaced_page gives up at
-    migrate_balanced_pgdat) and the scanner's walk, which runs in the same context (counted in:
-    an upper bound). A promotion is what tiering mode adds beyond its own hint faults, per page
-    promoted (isolation, the copy, the remap and its TLB flush: under TCG far more than the 3 us
-    default). Needs the program's none and autonuma cases (tiering for the promotion) from boots
-    that recorded the system time; a cost that comes out not positive is left out."""
+    """Per program, the guest kernel's cost of a NUMA hint fault, from the program's system time
+    (the sampler's prog_sys_ns; means over each case's boots): what AutoNUMA adds to the system
+    time of no balancing, per hint fault. That is the fault, its failed migration attempt (node 0
+    has no room, so migrate_misplaced_page gives up at migrate_balanced_pgdat) and the scanner's
+    walk, which runs in the same context (counted in: an upper bound). Not a promotion's cost:
+    tiering mode's system time beyond its hint faults, per page promoted, came out at 0.33 and
+    1.13 ms for stream and graph and below zero for kv in the 08:13 matrix, the tick-sampled
+    system time too coarse for it. Needs the program's none and autonuma cases from boots that
+    recorded the system time; a cost that comes out not positive is left out."""
     out: dict[str, dict[str, float]] = {}
     for prog in dict.fromkeys(c.program.name for c in cases.values()):
         runs = {
@@ -392,12 +395,7 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
         hint = (mean("autonuma", "sys_s") - mean("none", "sys_s")) / faults if faults else 0.0
         if hint <= 0:
             continue
-        cost = {"hint_fault_guest_ns": hint * 1e9}
-        if "tiering" in m and mean("tiering", "promotions") > 0:
-            extra = mean("tiering", "sys_s") - mean("none", "sys_s") - mean("tiering", "hint_faults") * hint
-            if extra > 0:
-                cost["promotion_guest_ns"] = extra / mean("tiering", "promotions") * 1e9
-        out[prog] = cost
+        out[prog] = {"hint_fault_guest_ns": hint * 1e9}
     return out
 
 
@@ -406,8 +404,8 @@ def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> di
     phase (one write to each page of a fresh region) over its pages, mean of the case's boots, on
     tiersim's time axis (times the daemon time scale). Under TCG a kernel entry costs far more
     relative to user code than on hardware, so the 1 us default would make the fault-heavy
-    programs run faster in tiersim than in the guest. A hint fault and a promotion take the
-    program's measured costs (`path`, kernel_path_costs) where the matrix has them; without, a
+    programs run faster in tiersim than in the guest. A hint fault takes the
+    program's measured cost (`path`, kernel_path_costs) where the matrix has it; without, a
     hint fault costs what a page fault does (the same entry and page-table walk, without the
     zeroing). Empty for boots made before the touch phase."""
     touches = [run.machine.get("calib_touch") for run in case.runs]
@@ -417,8 +415,6 @@ def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> di
     out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
     if path:
         out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
-        if "promotion_guest_ns" in path:
-            out["migrate_ns"] = path["promotion_guest_ns"] * d
     return out
 
 
@@ -474,8 +470,6 @@ def platform_toml(
     if faults:
         hint = faults.get("hint_fault_ns", faults["fault_ns"])
         os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{hint:.0f}ns"\n'
-        if "migrate_ns" in faults:
-            os_lines += f'migrate_overhead = "{faults["migrate_ns"]:.0f}ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -808,8 +802,11 @@ def _validate(
             sim, dc = own["sim"], own["daemon_time_scale"]
         else:
             # The program's speed, measured on other boots, moved by this case's boots'
-            # calibration against theirs: the host's load changes the guest's speed.
-            dc = own["daemon_time_scale"] * own["calib_guest_s"] / case_calib_s if own else d_calib
+            # calibration against theirs: the host's load changes the guest's speed. Medians, since
+            # a burst of load on the host can slow one boot's calibration alone (4.2 s against
+            # 2.4 s in the same case).
+            median_calib_s = statistics.median(calib_work_s(run) for run in case.runs)
+            dc = own["daemon_time_scale"] * own["calib_guest_s"] / median_calib_s if own else d_calib
             sim, _ = _replayer(work, case, cid, knobs, paths.get(case.program.name))(dc)
         ks = kswapd_cost(case, dc)
         fc = fault_cost(case, dc, paths.get(case.program.name))
