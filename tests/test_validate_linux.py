@@ -140,6 +140,71 @@ def test_agreement_rule() -> None:
     assert zero["agree"] and zero["relative_error"] == 0.0
 
 
+def test_time_scale_is_solved_for_the_programs_own_speed() -> None:
+    # A replay whose time grows with the scale (the guest's fault and kswapd costs enter through
+    # it): T(d) = 2 + 3 d + 0.5 d^2 s. The guest ran the program in 10 s, so T(d) = 10 d at
+    # d = 7 - sqrt(45) = 0.29180.
+    calls = []
+
+    def replay(d: float) -> tuple[str, float]:
+        calls.append(d)
+        return f"run at {d}", 2 + 3 * d + 0.5 * d * d
+
+    res, d, steps = linux.solve_time_scale(replay, 10.0, 0.8)
+    # Solved to the tolerance on the time (2 %), which is 2.5 % here on the scale itself.
+    assert abs(2 + 3 * d + 0.5 * d * d - 10 * d) <= linux.LENS_TOLERANCE * 10 * d
+    assert d == pytest.approx(0.29180, rel=0.03)
+    # The result is the replay at the scale returned, and every replay is a step.
+    assert res == f"run at {d}" and [s["daemon_time_scale"] for s in steps] == calls
+    assert 2 <= len(calls) <= 1 + linux.LENS_STEPS
+    assert steps[-1]["guest_axis_s"] == pytest.approx(10.0, rel=linux.LENS_TOLERANCE)
+    # Already there: the calibration's scale is kept, with one replay.
+    res, d, steps = linux.solve_time_scale(lambda d: ("r", 10 * d), 10.0, 0.5)
+    assert d == 0.5 and len(steps) == 1
+
+
+def _run(sys_s: float, hint_faults: int = 0, promoted: int = 0) -> linux.GuestRun:
+    first = {"tag": "S", "prog_sys_ns": 0, "numa_hint_faults": 0, "pgpromote_success": 0, "numa_pages_migrated": 0}
+    end = {"tag": "E", "prog_sys_ns": int(sys_s * 1e9), "numa_hint_faults": hint_faults}
+    end |= {"pgpromote_success": promoted, "numa_pages_migrated": 0, "N0": 1}
+    return linux.GuestRun({}, 3.0, 5.0, [first, end], 30.0, "tcg")
+
+
+def test_hint_fault_cost_comes_from_the_programs_system_time() -> None:
+    kv, s = linux.PROGRAMS["kv"], linux.SETTINGS
+    cases = {
+        "kv-none": linux.Case(kv, s["none"], [_run(0.30), _run(0.34)]),
+        # AutoNUMA adds 0.40 s of system time for 10,000 hint faults: 40 us each.
+        "kv-autonuma": linux.Case(kv, s["autonuma"], [_run(0.70, 9_000), _run(0.74, 11_000)]),
+        "kv-tiering": linux.Case(kv, s["tiering"], [_run(0.82, 5_000, 1_000)]),
+    }
+    costs = linux.kernel_path_costs(cases)
+    assert costs == {"kv": {"hint_fault_guest_ns": pytest.approx(40_000)}}
+    # On a case's platform, times its daemon time scale; the page fault keeps the touch phase's.
+    run = _run(0.1)
+    run.machine["calib_touch"] = {"ns": 81_920_000, "pages": 4096}
+    fc = linux.fault_cost(linux.Case(kv, s["tiering"], [run]), 0.5, costs["kv"])
+    assert fc == pytest.approx({"guest_ns_per_fault": 20_000, "fault_ns": 10_000, "hint_fault_ns": 20_000})
+    machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
+    toml_text = linux.platform_toml(linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg"), 0.5, None, fc)
+    assert 'fault_latency = "10000ns"' in toml_text and 'hint_fault_latency = "20000ns"' in toml_text
+    # Without the none case, or from boots that did not record the system time: no cost.
+    assert linux.kernel_path_costs({k: v for k, v in cases.items() if k != "kv-none"}) == {}
+    old = _run(0.7, 10_000)
+    del old.samples[1]["prog_sys_ns"]
+    cases["kv-autonuma"].runs.append(old)
+    assert linux.kernel_path_costs(cases) == {}
+
+
+def test_calibration_phases_are_parsed() -> None:
+    out = GUEST_OUT_KSWAPD.replace(
+        "@ calib begin", "@ calib begin\n@ calib_sweep 12170950 2097152\n@ calib_random 1451952590 4000000"
+    )
+    machine, *_ = linux.parse_guest(out, "", "kv-tiering")
+    assert machine["calib_sweep"] == {"ns": 12170950, "count": 2097152}
+    assert machine["calib_random"] == {"ns": 1451952590, "count": 4000000}
+
+
 def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
     r = _cli("validate", "linux", "--quick", "-o", str(tmp_path / "out"), env={"TIERSIM_VM_DIR": str(tmp_path)})
     assert r.returncode == 1
@@ -252,3 +317,13 @@ def test_full_matrix(tmp_path: Path) -> None:
                 assert case["metrics"][metric]["kernel_runs"] == [0, 0, 0], (cid, metric)
                 assert case["metrics"][metric]["tiersim"] == 0, (cid, metric)
             assert case["metrics"]["fast_share"]["agree"], cid
+    sp = doc["guest_speed"]
+    for prog in ("graph", "kv", "stream"):
+        # Each program's time scale is its own speed with balancing off: there tiersim's program
+        # takes as long on the guest's axis as the guest's did.
+        none = doc["cases"][f"{prog}-none"]
+        guest = sum(none["kernel_program_s"]) / 3
+        assert none["tiersim_program_s_on_guest_axis"] == pytest.approx(guest, rel=linux.LENS_TOLERANCE), prog
+        assert sp["program_time_scales"][prog]["case"] == f"{prog}-none"
+        # The guest kernel's hint-fault cost, from AutoNUMA's system time over no balancing's.
+        assert sp["kernel_path_costs"][prog]["hint_fault_guest_ns"] > 0, prog

@@ -86,10 +86,10 @@ pub const OS_PARAMS: &[ParamSpec] = &[
         "daemon_time_scale",
         ParamKind::Float,
         "1.0",
-        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds; default: the platform's `scale` (at most 1), the consistent lens",
+        "multiplies every policy daemon time (scan periods and delay, hot thresholds, rate windows): 0.001 runs them 1000x faster so a short trace sees many scan rounds; above 1, slower, for a simulated CPU slower than the machine whose daemons it follows (a VM's guest, `tiersim validate linux`); default: the platform's `scale` (at most 1), the consistent lens",
     )
     .min(1e-9)
-    .max(1.0),
+    .max(1000.0),
 ];
 
 pub const STATS_PARAMS: &[ParamSpec] = &[

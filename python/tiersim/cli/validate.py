@@ -43,6 +43,14 @@ def linux_cmd(
             help="An earlier result directory: take its VM runs and traces, boot nothing, and run only tiersim's side again.",
         ),
     ] = None,
+    time_scale: Annotated[
+        str,
+        typer.Option(
+            "--time-scale",
+            metavar="HOW",
+            help="Each case's daemon time scale: program = the program's own speed in the guest (its time there against tiersim's); calibration = the calibration program's, for every case.",
+        ),
+    ] = "program",
 ) -> None:
     """Boot Debian's 6.1 kernel in QEMU (a fast node with the CPUs, a slow CPU-less node in a lower
     memory tier), run each program there under each kernel setting, and replay the program's
@@ -59,6 +67,7 @@ def linux_cmd(
             quick=quick,
             timeout_s=timeout,
             replay=replay,
+            time_scale=time_scale,
             progress=lambda msg: err.print(msg, highlight=False),
         )
     sp = doc["guest_speed"]
@@ -66,6 +75,9 @@ def linux_cmd(
         f"guest speed: the calibration takes {sp['calib_guest_s']:.3f} s in the guest, {sp['calib_tiersim_s']:.3f} s "
         f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}"
     )
+    if sp["time_scale"] == "program":
+        scales = ", ".join(f"{cid} {c['daemon_time_scale']:.3f}" for cid, c in doc["cases"].items())
+        out.print(f"daemon time scale per case, from the program's speed in the guest: {scales}")
     table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():

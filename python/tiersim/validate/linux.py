@@ -5,8 +5,11 @@ A case is a program x a kernel setting; each case boots the VM `runs` times. Per
 first times a calibration program with balancing off (the guest CPU's speed), then runs the
 program under the setting and samples /proc/vmstat and the program's pages per node. The host
 captures the calibration program and the program once each (`tiersim capture --instrumented`) and
-replays them on a platform built from the VM's measured shape. The daemon time scale is derived
-from the calibration alone (its simulated time over its guest time), never from the cases."""
+replays them on a platform built from the VM's measured shape. A program's daemon time scale is
+its own speed in the guest with balancing off: tiersim's time of the program over the guest's in
+its `none` case, solved with the replay that depends on it; its other cases take it moved by their
+boots' calibration against the `none` boots'. `time_scale="calibration"` (or a program without its
+`none` case) takes the calibration's instead: its simulated time over its guest time."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -146,6 +150,8 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
                 section = key
             elif key == "calib_touch":
                 machine["calib_touch"] = {"ns": int(rest[0]), "pages": int(rest[1])}
+            elif key in ("calib_sweep", "calib_random"):
+                machine[key] = {"ns": int(rest[0]), "count": int(rest[1])}
             elif key == "oom":
                 oom = int(rest[0])
             elif key == "done":
@@ -271,19 +277,145 @@ def calib_work_s(run: GuestRun) -> float:
     return run.calib_s - (touch["ns"] / 1e9 if touch else 0.0)
 
 
-def fault_cost(case: Case, d: float) -> dict[str, Any]:
+TIME_SCALES = ("program", "calibration")
+# The per-case time scale is solved until tiersim's program time on the guest's axis is within
+# this of the guest's mean, in at most LENS_STEPS replays.
+LENS_TOLERANCE = 0.02
+LENS_STEPS = 6
+
+
+def _phase_ns(cases: dict[str, Case], key: str) -> list[float]:
+    return [
+        run.machine[key]["ns"] / run.machine[key]["count"]
+        for c in cases.values()
+        for run in c.runs
+        if key in run.machine
+    ]
+
+
+def _replayer(
+    work: Path, case: Case, cid: str, knobs: dict[str, int], path: dict[str, float] | None = None
+) -> Callable[[float], tuple[Any, float]]:
+    """The case's replay at a given daemon time scale, with its simulated time (s)."""
+
+    def replay(d: float) -> tuple[Any, float]:
+        ks, fc = kswapd_cost(case, d), fault_cost(case, d, path)
+        sim = _simulate(work, case.program.name, case, cid, case.setting, d, knobs, ks, fc)
+        return sim, sim.summary["execution_time_ns"] / 1e9
+
+    return replay
+
+
+def program_lenses(
+    work: Path, cases: dict[str, Case], calib_sim_s: float, knobs: dict[str, int], say: Progress
+) -> dict[str, dict[str, Any]]:
+    """Each program's daemon time scale, from its own speed in the guest with balancing off (its
+    `none` case, where no daemon acts on the program: solve_time_scale), with that case's replay.
+    Why not the calibration's for all: under TCG a read of a page missing from QEMU's software TLB
+    costs tens of times the next line of a page just read (the calibration's phases, in
+    validate.json), which no CPU model with one cost per miss reproduces, so the guest runs each
+    program at a speed of its own (docs/validate.md, "Time"). Not the case's own program time
+    either: under a balancing setting it includes the kernel's daemon work, which is what the
+    comparison measures. Medians over the boots (a load burst on the host slows one boot's
+    calibration or program alone). A program without its `none` case keeps the calibration's
+    scale."""
+    out: dict[str, dict[str, Any]] = {}
+    for cid, case in cases.items():
+        if case.setting.name != "none":
+            continue
+        guest_s = statistics.median(run.program_s for run in case.runs)
+        calib_s = statistics.median(calib_work_s(run) for run in case.runs)
+        replay = _replayer(work, case, cid, knobs)
+        sim, d, steps = solve_time_scale(replay, guest_s, calib_sim_s / calib_s)
+        say(f"{case.program.name}: {guest_s:.3f} s in the guest with balancing off: daemon time scale {d:.4f}")
+        out[case.program.name] = {
+            "case": cid,
+            "daemon_time_scale": d,
+            "calib_guest_s": calib_s,
+            "guest_program_s": guest_s,
+            "steps": steps,
+            "sim": sim,
+        }
+    return out
+
+
+def solve_time_scale(
+    replay: Callable[[float], tuple[Any, float]], guest_s: float, d0: float
+) -> tuple[Any, float, list[dict[str, float]]]:
+    """The daemon time scale d at which tiersim's time of the program, T(d) (`replay`), is d times
+    the guest's `guest_s`: on the guest's axis the program then runs as long on both sides, and
+    the daemons see as much of it per period. T depends on d (the guest's fault and kswapd costs
+    enter through it, and so does the daemons' own work), so d is solved by the secant method
+    from `d0`, to LENS_TOLERANCE in at most LENS_STEPS more replays; returns the last replay's
+    result, its d and every step."""
+    d = d0
+    res, t = replay(d)
+    steps = [{"daemon_time_scale": d, "tiersim_s": t, "guest_axis_s": t / d}]
+    prev: tuple[float, float] | None = None
+    for _ in range(LENS_STEPS):
+        f = t - d * guest_s
+        if abs(f) <= LENS_TOLERANCE * d * guest_s:
+            break
+        nxt = t / guest_s
+        if prev is not None and f != prev[1]:
+            secant = d - f * (d - prev[0]) / (f - prev[1])
+            nxt = secant if secant > 0 else nxt
+        prev = (d, f)
+        d = min(max(nxt, 1e-6), 1000.0)
+        res, t = replay(d)
+        steps.append({"daemon_time_scale": d, "tiersim_s": t, "guest_axis_s": t / d})
+    return res, d, steps
+
+
+def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
+    """Per program, the guest kernel's cost of a NUMA hint fault, from the program's system time
+    (the sampler's prog_sys_ns; means over each case's boots): what AutoNUMA adds to the system
+    time of no balancing, per hint fault. That is the fault, its failed migration attempt (node 0
+    has no room, so migrate_misplaced_page gives up at migrate_balanced_pgdat) and the scanner's
+    walk, which runs in the same context (counted in: an upper bound). Not a promotion's cost:
+    tiering mode's system time beyond its hint faults, per page promoted, came out at 0.33 and
+    1.13 ms for stream and graph and below zero for kv in the 08:13 matrix, the tick-sampled
+    system time too coarse for it. Needs the program's none and autonuma cases from boots that
+    recorded the system time; a cost that comes out not positive is left out."""
+    out: dict[str, dict[str, float]] = {}
+    for prog in dict.fromkeys(c.program.name for c in cases.values()):
+        runs = {
+            c.setting.name: [kernel_metrics(c.setting, r.samples) for r in c.runs]
+            for c in cases.values()
+            if c.program.name == prog
+        }
+        if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
+            continue
+        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ks[0]} for s, ks in runs.items()}
+
+        def mean(setting: str, key: str, m: dict[str, dict[str, float]] = m) -> float:
+            return m[setting][key]
+
+        faults = mean("autonuma", "hint_faults")
+        hint = (mean("autonuma", "sys_s") - mean("none", "sys_s")) / faults if faults else 0.0
+        if hint <= 0:
+            continue
+        out[prog] = {"hint_fault_guest_ns": hint * 1e9}
+    return out
+
+
+def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
     """The guest kernel's cost of a page fault, for the case's platform: the calibration's touch
     phase (one write to each page of a fresh region) over its pages, mean of the case's boots, on
     tiersim's time axis (times the daemon time scale). Under TCG a kernel entry costs far more
     relative to user code than on hardware, so the 1 us default would make the fault-heavy
-    programs run faster in tiersim than in the guest. It stands for hint faults too (the same
-    entry and page-table walk, without the zeroing; an upper bound). Empty for boots made before
-    the touch phase."""
+    programs run faster in tiersim than in the guest. A hint fault takes the
+    program's measured cost (`path`, kernel_path_costs) where the matrix has it; without, a
+    hint fault costs what a page fault does (the same entry and page-table walk, without the
+    zeroing). Empty for boots made before the touch phase."""
     touches = [run.machine.get("calib_touch") for run in case.runs]
     if not all(touches):
         return {}
     per_page = sum(t["ns"] / t["pages"] for t in touches) / len(touches)
-    return {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
+    out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
+    if path:
+        out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
+    return out
 
 
 def kswapd_cost(case: Case, d: float) -> dict[str, Any]:
@@ -336,7 +468,8 @@ def platform_toml(
             f'kswapd_page_cost = "{kswapd["page_cost_ns"]:.0f}ns"\nkswapd_cpu_share = {kswapd["cpu_share"]:.4f}\n'
         )
     if faults:
-        os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{faults["fault_ns"]:.0f}ns"\n'
+        hint = faults.get("hint_fault_ns", faults["fault_ns"])
+        os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{hint:.0f}ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -406,6 +539,7 @@ def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str,
         "kswapd_cpu_s": delta("kswapd_ns") / 1e9,
         "kswapd_reclaimed": delta("pgsteal_kswapd"),
         "kswapd_scanned": delta("pgscan_kswapd"),
+        "sys_s": delta("prog_sys_ns") / 1e9 if "prog_sys_ns" in end else None,
     }
 
 
@@ -527,6 +661,7 @@ def validate_linux(
     timeout_s: float = 600.0,
     progress: Progress | None = None,
     replay: str | os.PathLike[str] | None = None,
+    time_scale: str = "program",
 ) -> dict[str, Any]:
     """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
     and each boot's guest output). Built in a temporary directory beside it and renamed at the end,
@@ -554,6 +689,8 @@ def validate_linux(
             raise TiersimError(f"unknown setting '{s}': expected one of {', '.join(SETTINGS)}")
     if runs < 1:
         raise TiersimError("runs must be at least 1")
+    if time_scale not in TIME_SCALES:
+        raise TiersimError(f"unknown time scale '{time_scale}': expected one of {', '.join(TIME_SCALES)}")
     out = Path(out_dir)
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
@@ -561,7 +698,16 @@ def validate_linux(
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         result = _validate(
-            work, tools, programs, settings, runs, quick, timeout_s, say, Path(replay) if replay is not None else None
+            work,
+            tools,
+            programs,
+            settings,
+            runs,
+            quick,
+            timeout_s,
+            say,
+            Path(replay) if replay is not None else None,
+            time_scale,
         )
         work.rename(out)
     except BaseException:
@@ -580,6 +726,7 @@ def _validate(
     timeout_s: float,
     say: Progress,
     replay: Path | None = None,
+    time_scale: str = "program",
 ) -> dict[str, Any]:
     bins, traces = work / "bin", work / "traces"
     bins.mkdir()
@@ -624,12 +771,20 @@ def _validate(
         "calib_records": captures["calib"].get("records"),
         "guest_slowdown": guest_calib_s / calib_sim_s,
         "daemon_time_scale": d,
+        "time_scale": time_scale,
+        "calib_sweep_guest_ns_per_line_runs": _phase_ns(cases, "calib_sweep"),
+        "calib_random_guest_ns_per_read_runs": _phase_ns(cases, "calib_random"),
         "calib_instructions_est": instructions,
         "instructions_per_access": ipas,
     }
     say(
         f"guest speed: calibration {guest_calib_s:.3f} s in the guest, {calib_sim_s:.3f} s in tiersim: daemon time scale {d:.4f}"
     )
+
+    paths = kernel_path_costs(cases)
+    speed["kernel_path_costs"] = paths
+    lenses = program_lenses(work, cases, calib_sim_s, knobs, say) if time_scale == "program" else {}
+    speed["program_time_scales"] = {p: {k: v for k, v in lens.items() if k != "sim"} for p, lens in lenses.items()}
 
     import polars as pl
 
@@ -638,12 +793,23 @@ def _validate(
     for cid, case in cases.items():
         say(f"tiersim {cid}")
         # The host's load changes over a matrix (other jobs share its cores), and with it the
-        # guest's speed: each case's daemon time scale comes from its own boots' calibrations.
+        # guest's speed: each case's daemon time scale comes from its own boots (their program
+        # times, or with time_scale="calibration" their calibrations).
         case_calib_s = sum(calib_work_s(run) for run in case.runs) / len(case.runs)
-        dc = calib_sim_s / case_calib_s
+        d_calib = calib_sim_s / case_calib_s
+        own = lenses.get(case.program.name)
+        if own and own["case"] == cid:
+            sim, dc = own["sim"], own["daemon_time_scale"]
+        else:
+            # The program's speed, measured on other boots, moved by this case's boots'
+            # calibration against theirs: the host's load changes the guest's speed. Medians, since
+            # a burst of load on the host can slow one boot's calibration alone (4.2 s against
+            # 2.4 s in the same case).
+            median_calib_s = statistics.median(calib_work_s(run) for run in case.runs)
+            dc = own["daemon_time_scale"] * own["calib_guest_s"] / median_calib_s if own else d_calib
+            sim, _ = _replayer(work, case, cid, knobs, paths.get(case.program.name))(dc)
         ks = kswapd_cost(case, dc)
-        fc = fault_cost(case, dc)
-        sim = _simulate(work, case.program.name, case, cid, case.setting, dc, knobs, ks, fc)
+        fc = fault_cost(case, dc, paths.get(case.program.name))
         km = [kernel_metrics(case.setting, run.samples) for run in case.runs]
         sm = sim_metrics(sim.summary)
         metrics = {m: compare(m, [k[m] for k in km], sm[m]) for m in METRICS}
@@ -658,6 +824,8 @@ def _validate(
             "tiersim_program_s_on_guest_axis": sim.summary["execution_time_ns"] / 1e9 / dc,
             "calib_guest_s": [run.calib_s for run in case.runs],
             "daemon_time_scale": dc,
+            "calibration_time_scale": d_calib,
+            "time_scale_from": f"{own['case']} (the program's speed)" if own else "the calibration",
             "kernel_pages": [k["pages"] for k in km],
             "tiersim_pages": sm["pages"],
             "kernel_promote_candidates": [k["promote_candidates"] for k in km],

@@ -62,9 +62,13 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
         + f"; memory tiers: {html.escape(str(doc['vm']['tiers']))}.</p>",
         f"<p>Guest speed: the calibration program takes {sp['calib_guest_s']:.3f} s in the guest and "
         f"{sp['calib_tiersim_s']:.4f} s in tiersim: the guest runs {sp['guest_slowdown']:.1f}x slower than "
-        f"the modelled CPU, so tiersim's daemon time scale is {sp['daemon_time_scale']:.4f} (each case takes its own "
-        "from its boots' calibrations). "
-        f"{doc['runs']} VM run(s) per case.</p>",
+        f"the modelled CPU, so the calibration's daemon time scale is {sp['daemon_time_scale']:.4f}"
+        + (
+            "; each case takes the program's own speed in the guest instead (its time there against tiersim's). "
+            if sp.get("time_scale", "calibration") == "program"
+            else " (each case takes its own from its boots' calibrations). "
+        )
+        + f"{doc['runs']} VM run(s) per case.</p>",
         "<table><tr><th>case</th><th>metric</th><th>kernel</th><th>kernel runs</th><th>tiersim</th>"
         "<th>error</th><th>tolerance</th><th>agree</th></tr>",
     ]

@@ -6,7 +6,8 @@
  * with the /proc/vmstat counters named below and the program's resident pages per node summed
  * over the VMAs of /proc/PID/numa_maps, then the CPU time (ns, /proc/TID/schedstat's first field,
  * the scheduler's sum_exec_runtime) of the kswapd threads (kswapd_ns) and of the program's threads
- * (prog_ns): the rate kswapd demotes at per CPU second is the guest kernel's own. The program (started with TIERSIM_GUEST=1 in its
+ * (prog_ns), and the program's system time (prog_sys_ns): the rate kswapd demotes at per CPU second, and
+ * what a hint fault costs, are the guest kernel's own. The program (started with TIERSIM_GUEST=1 in its
  * environment) stops itself with SIGSTOP just before it exits, so the last line, E, holds its
  * pages at its end; then the sampler lets it go and prints X with its exit status or signal. */
 #define _GNU_SOURCE
@@ -67,6 +68,22 @@ static long long cpu_ns(pid_t pid, int all) {
     return sum;
 }
 
+/* The process's system time (ns): utime and stime, fields 14 and 15 of /proc/<pid>/stat (the
+ * whole thread group), in clock ticks. The kernel's work in the program's context: page faults,
+ * NUMA hint faults and the migrations they start, and the scanner (task_numa_work). */
+static long long stime_ns(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!slurp(path)) return 0;
+    char *p = strrchr(buf, ')');
+    long long v = 0;
+    for (int field = 2; p && field < 15; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 14) v = atoll(p + 1);
+    }
+    return v * (1000000000LL / sysconf(_SC_CLK_TCK));
+}
+
 #define MAX_KSWAPD 8
 static pid_t kswapd[MAX_KSWAPD];
 static int nkswapd;
@@ -119,7 +136,7 @@ static void sample(char tag, long long t0, pid_t pid) {
     }
     long long ks = 0;
     for (int i = 0; i < nkswapd; i++) ks += cpu_ns(kswapd[i], 0);
-    printf(" kswapd_ns=%lld prog_ns=%lld", ks, cpu_ns(pid, 1));
+    printf(" kswapd_ns=%lld prog_ns=%lld prog_sys_ns=%lld", ks, cpu_ns(pid, 1), stime_ns(pid));
     printf("\n");
     fflush(stdout);
 }

@@ -2,7 +2,11 @@
  * access, a fixed amount of work timed in the guest and replayed in tiersim. Args: MiB passes
  * random_reads_thousands. First it writes one byte to each page of a fresh 16 MiB region and
  * times that alone: the guest kernel's cost of a page fault (entry, allocation, zeroing), which
- * TCG inflates far more than user code; in the guest it prints it as "@ calib_touch NS PAGES". */
+ * TCG inflates far more than user code; in the guest it prints it as "@ calib_touch NS PAGES".
+ * The sweep's passes (a new line at each access, the buffer resident) and the random reads are
+ * timed too, as "@ calib_sweep NS LINES" and "@ calib_random NS READS": under TCG a read of a page
+ * missing from QEMU's software TLB costs far more than the next line of the page it just read,
+ * so no one speed holds for every program (docs/validate.md, "Time"). */
 #include <time.h>
 
 #include "common.h"
@@ -26,9 +30,15 @@ int main(int argc, char **argv) {
     if (getenv("TIERSIM_GUEST")) printf("@ calib_touch %lld %u\n", touch_ns, TOUCH_BYTES / 4096);
     uint64_t *a = alloc_pages(bytes), seed = 1, sum = 0;
     for (size_t i = 0; i < n; i++) a[i] = i;
+    t0 = mono_ns();
     for (long p = 0; p < passes; p++)
         for (size_t i = 0; i < n; i += 8) a[i] += a[i] ^ p;
+    long long sweep_ns = mono_ns() - t0;
+    if (getenv("TIERSIM_GUEST")) printf("@ calib_sweep %lld %zu\n", sweep_ns, (size_t)passes * (n / 8));
+    t0 = mono_ns();
     for (long r = 0; r < reads; r++) sum += a[splitmix(&seed) % n];
+    long long random_ns = mono_ns() - t0;
+    if (getenv("TIERSIM_GUEST")) printf("@ calib_random %lld %ld\n", random_ns, reads);
     finish("calib", sum);
     return 0;
 }
