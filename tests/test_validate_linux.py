@@ -196,6 +196,15 @@ def test_hint_fault_cost_comes_from_the_programs_system_time() -> None:
     assert linux.kernel_path_costs(cases) == {}
 
 
+def test_kernel_scan_passes_come_from_numa_scan_seq() -> None:
+    first = {"tag": "S", "scan_seq": 2}
+    end = {"tag": "E", "scan_seq": 5, "N0": 1}
+    assert linux.kernel_metrics(linux.SETTINGS["tiering"], [first, end])["scan_passes"] == 3
+    # A kernel without CONFIG_SCHED_DEBUG (no /proc/PID/sched): the sampler prints -1.
+    end["scan_seq"] = -1
+    assert linux.kernel_metrics(linux.SETTINGS["tiering"], [first, end])["scan_passes"] is None
+
+
 def test_calibration_phases_are_parsed() -> None:
     out = GUEST_OUT_KSWAPD.replace(
         "@ calib begin", "@ calib begin\n@ calib_sweep 12170950 2097152\n@ calib_random 1451952590 4000000"

@@ -540,6 +540,7 @@ def kernel_metrics(setting: Setting, samples: list[dict[str, Any]]) -> dict[str,
         "kswapd_reclaimed": delta("pgsteal_kswapd"),
         "kswapd_scanned": delta("pgscan_kswapd"),
         "sys_s": delta("prog_sys_ns") / 1e9 if "prog_sys_ns" in end else None,
+        "scan_passes": delta("scan_seq") if end.get("scan_seq", -1) >= 0 else None,
     }
 
 
@@ -833,6 +834,7 @@ def _validate(
             "kernel_pte_updates": [k["pte_updates"] for k in km],
             "tiersim_failed_promotions": sm["failed_promotions"],
             "tiersim_scan_passes": sm["scan_passes"],
+            "kernel_scan_passes": [k["scan_passes"] for k in km],
             "kernel_kswapd_cpu_s": [k["kswapd_cpu_s"] for k in km],
             "kernel_kswapd_reclaimed": [k["kswapd_reclaimed"] for k in km],
             "kernel_kswapd_scanned": [k["kswapd_scanned"] for k in km],

@@ -7,7 +7,7 @@
  * over the VMAs of /proc/PID/numa_maps, then the CPU time (ns, /proc/TID/schedstat's first field,
  * the scheduler's sum_exec_runtime) of the kswapd threads (kswapd_ns) and of the program's threads
  * (prog_ns), and the program's system time (prog_sys_ns): the rate kswapd demotes at per CPU second, and
- * what a hint fault costs, are the guest kernel's own. The program (started with TIERSIM_GUEST=1 in its
+ * what a hint fault costs, are the guest kernel's own; and the scanner's passes (scan_seq). The program (started with TIERSIM_GUEST=1 in its
  * environment) stops itself with SIGSTOP just before it exits, so the last line, E, holds its
  * pages at its end; then the sampler lets it go and prints X with its exit status or signal. */
 #define _GNU_SOURCE
@@ -84,6 +84,17 @@ static long long stime_ns(pid_t pid) {
     return v * (1000000000LL / sysconf(_SC_CLK_TCK));
 }
 
+/* The NUMA scanner's full passes over the program's address space so far: mm->numa_scan_seq in
+ * /proc/<pid>/sched (CONFIG_SCHED_DEBUG), bumped when task_numa_work wraps; -1 without it. */
+static long long scan_seq(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/sched", (int)pid);
+    if (!slurp(path)) return -1;
+    char *p = strstr(buf, "mm->numa_scan_seq");
+    if (!p || !(p = strchr(p, ':'))) return -1;
+    return atoll(p + 1);
+}
+
 #define MAX_KSWAPD 8
 static pid_t kswapd[MAX_KSWAPD];
 static int nkswapd;
@@ -136,7 +147,8 @@ static void sample(char tag, long long t0, pid_t pid) {
     }
     long long ks = 0;
     for (int i = 0; i < nkswapd; i++) ks += cpu_ns(kswapd[i], 0);
-    printf(" kswapd_ns=%lld prog_ns=%lld prog_sys_ns=%lld", ks, cpu_ns(pid, 1), stime_ns(pid));
+    printf(" kswapd_ns=%lld prog_ns=%lld prog_sys_ns=%lld scan_seq=%lld", ks, cpu_ns(pid, 1), stime_ns(pid),
+           scan_seq(pid));
     printf("\n");
     fflush(stdout);
 }
