@@ -386,7 +386,8 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
         }
         if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
             continue
-        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ks[0]} for s, ks in runs.items()}
+        keys = ("hint_faults", "sys_s")
+        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in keys} for s, ks in runs.items()}
 
         def mean(setting: str, key: str, m: dict[str, dict[str, float]] = m) -> float:
             return m[setting][key]
