@@ -185,9 +185,15 @@ def test_hint_fault_cost_comes_from_the_programs_system_time() -> None:
     run.machine["calib_touch"] = {"ns": 81_920_000, "pages": 4096}
     fc = linux.fault_cost(linux.Case(kv, s["tiering"], [run]), 0.5, costs["kv"])
     assert fc == pytest.approx({"guest_ns_per_fault": 20_000, "fault_ns": 10_000, "hint_fault_ns": 20_000})
+    # The calibration's mprotect of 16,384 PTEs in 8.192 ms: 500 ns a PTE in the guest, the
+    # scanner's walk on the case's platform at its scale.
+    run.machine["calib_mprotect"] = {"ns": 8_192_000, "count": 16_384}
+    fc = linux.fault_cost(linux.Case(kv, s["tiering"], [run]), 0.5, costs["kv"])
+    assert fc["guest_ns_per_pte"] == 500 and fc["pte_scan_ns"] == 250
     machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
     toml_text = linux.platform_toml(linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg"), 0.5, None, fc)
     assert 'fault_latency = "10000ns"' in toml_text and 'hint_fault_latency = "20000ns"' in toml_text
+    assert 'pte_scan_cost = "250ns"' in toml_text
     # Without the none case, or from boots that did not record the system time: no cost.
     assert linux.kernel_path_costs({k: v for k, v in cases.items() if k != "kv-none"}) == {}
     old = _run(0.7, 10_000)

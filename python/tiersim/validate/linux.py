@@ -150,7 +150,7 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
                 section = key
             elif key == "calib_touch":
                 machine["calib_touch"] = {"ns": int(rest[0]), "pages": int(rest[1])}
-            elif key in ("calib_sweep", "calib_random"):
+            elif key in ("calib_sweep", "calib_random", "calib_mprotect"):
                 machine[key] = {"ns": int(rest[0]), "count": int(rest[1])}
             elif key == "oom":
                 oom = int(rest[0])
@@ -271,10 +271,10 @@ def fast_node_room(run: GuestRun) -> tuple[int, int]:
 
 
 def calib_work_s(run: GuestRun) -> float:
-    """The calibration's time in the guest without its page-touch phase, whose cost is the guest
-    kernel's (a page fault), not the CPU's."""
-    touch = run.machine.get("calib_touch")
-    return run.calib_s - (touch["ns"] / 1e9 if touch else 0.0)
+    """The calibration's time in the guest without its page-touch and mprotect phases, whose cost
+    is the guest kernel's (a page fault, a page-table walk), not the CPU's."""
+    kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect")]
+    return run.calib_s - sum(k["ns"] / 1e9 for k in kernel if k)
 
 
 TIME_SCALES = ("program", "calibration")
@@ -416,6 +416,11 @@ def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> di
     out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
     if path:
         out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
+    walks = [run.machine.get("calib_mprotect") for run in case.runs]
+    if all(walks):
+        # The scanner's walk: change_protection per PTE, as the calibration's mprotect timed it.
+        per_pte = statistics.median(w["ns"] / w["count"] for w in walks)
+        out |= {"guest_ns_per_pte": per_pte, "pte_scan_ns": per_pte * d}
     return out
 
 
@@ -471,6 +476,8 @@ def platform_toml(
     if faults:
         hint = faults.get("hint_fault_ns", faults["fault_ns"])
         os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{hint:.0f}ns"\n'
+        if "pte_scan_ns" in faults:
+            os_lines += f'pte_scan_cost = "{faults["pte_scan_ns"]:.0f}ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 

@@ -7,6 +7,7 @@
  * timed too, as "@ calib_sweep NS LINES" and "@ calib_random NS READS": under TCG a read of a page
  * missing from QEMU's software TLB costs far more than the next line of the page it just read,
  * so no one speed holds for every program (docs/validate.md, "Time"). */
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common.h"
@@ -35,6 +36,13 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i += 8) a[i] += a[i] ^ p;
     long long sweep_ns = mono_ns() - t0;
     if (getenv("TIERSIM_GUEST")) printf("@ calib_sweep %lld %zu\n", sweep_ns, (size_t)passes * (n / 8));
+    /* mprotect of the resident buffer and back: change_protection over its PTEs and a TLB flush,
+     * the walk the NUMA scanner's change_prot_numa makes, timed as "@ calib_mprotect NS PTES". */
+    t0 = mono_ns();
+    mprotect((void *)a, bytes, PROT_READ);
+    mprotect((void *)a, bytes, PROT_READ | PROT_WRITE);
+    long long mprotect_ns = mono_ns() - t0;
+    if (getenv("TIERSIM_GUEST")) printf("@ calib_mprotect %lld %zu\n", mprotect_ns, 2 * (bytes / 4096));
     t0 = mono_ns();
     for (long r = 0; r < reads; r++) sum += a[splitmix(&seed) % n];
     long long random_ns = mono_ns() - t0;
