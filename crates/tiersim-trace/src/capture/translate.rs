@@ -36,13 +36,107 @@ const FINAL: u64 = u64::MAX;
 /// write makes the kernel copy it to a new frame, which later records must use.
 const RECHECK_RECORDS: u64 = 1024;
 
+/// Pages per chunk of `PageTable` (log2): 2 MiB of 4 KiB pages, so a program's heap is a few
+/// hundred chunks where a hash map of pages would miss the host's caches twice per record.
+const CHUNK_SHIFT: u32 = 9;
+/// Chunks the direct-mapped cache in front of the chunks' map remembers.
+const CHUNK_CACHE: usize = 1024;
+/// A chunk's entry for a page without a frame (frames are below 2^55).
+const NO_FRAME: u64 = u64::MAX;
+/// Set in a chunk's entry when the page is looked up again (its `recheck_at` is in `rechecks`).
+const RECHECKED: u64 = 1 << 62;
+
+/// Each virtual page's mapping: the frames in chunks of consecutive pages (one load per record
+/// once its chunk is in the cache in front), the rare `recheck_at` of shared pages apart.
+pub(super) struct PageTable {
+    chunks: Vec<Box<[u64; 1 << CHUNK_SHIFT]>>,
+    /// Chunk number to its index in `chunks`.
+    index: FxHashMap<u64, u32>,
+    /// Direct-mapped by chunk number: the chunk number held (`u64::MAX` for none) and its index.
+    cache_tags: Box<[u64; CHUNK_CACHE]>,
+    cache_slots: Box<[u32; CHUNK_CACHE]>,
+    rechecks: FxHashMap<u64, u64>,
+    pages: usize,
+}
+
+impl Default for PageTable {
+    fn default() -> Self {
+        PageTable {
+            chunks: Vec::new(),
+            index: FxHashMap::default(),
+            cache_tags: Box::new([u64::MAX; CHUNK_CACHE]),
+            cache_slots: Box::new([0; CHUNK_CACHE]),
+            rechecks: FxHashMap::default(),
+            pages: 0,
+        }
+    }
+}
+
+impl PageTable {
+    /// Pages with a mapping.
+    pub(super) fn len(&self) -> usize {
+        self.pages
+    }
+
+    /// The index in `chunks` of chunk `c`, if it exists.
+    #[inline]
+    fn chunk(&mut self, c: u64) -> Option<usize> {
+        let k = c as usize % CHUNK_CACHE;
+        if self.cache_tags[k] == c {
+            return Some(self.cache_slots[k] as usize);
+        }
+        let i = *self.index.get(&c)?;
+        self.cache_tags[k] = c;
+        self.cache_slots[k] = i;
+        Some(i as usize)
+    }
+
+    #[inline]
+    pub(super) fn get(&mut self, vpn: u64) -> Option<Mapping> {
+        let i = self.chunk(vpn >> CHUNK_SHIFT)?;
+        let e = self.chunks[i][(vpn & ((1 << CHUNK_SHIFT) - 1)) as usize];
+        if e == NO_FRAME {
+            None
+        } else if e & RECHECKED == 0 {
+            Some(Mapping { frame: e, recheck_at: FINAL })
+        } else {
+            Some(Mapping { frame: e & !RECHECKED, recheck_at: self.rechecks[&vpn] })
+        }
+    }
+
+    pub(super) fn insert(&mut self, vpn: u64, m: Mapping) {
+        debug_assert!(m.frame & RECHECKED == 0, "frame {:#x} out of range", m.frame);
+        let c = vpn >> CHUNK_SHIFT;
+        let i = match self.chunk(c) {
+            Some(i) => i,
+            None => {
+                let i = self.chunks.len();
+                self.chunks.push(Box::new([NO_FRAME; 1 << CHUNK_SHIFT]));
+                self.index.insert(c, i as u32);
+                i
+            }
+        };
+        let e = &mut self.chunks[i][(vpn & ((1 << CHUNK_SHIFT) - 1)) as usize];
+        self.pages += (*e == NO_FRAME) as usize;
+        if m.recheck_at == FINAL {
+            if *e != NO_FRAME && *e & RECHECKED != 0 {
+                self.rechecks.remove(&vpn);
+            }
+            *e = m.frame;
+        } else {
+            *e = m.frame | RECHECKED;
+            self.rechecks.insert(vpn, m.recheck_at);
+        }
+    }
+}
+
 /// Turns virtual records into physical ones, in order: the buddy model fixes a page's frame at
 /// its first record, pagemap gives the frame the page has when its records are translated.
 pub(super) struct Translator {
     pub(super) source: Source,
     pub(super) buddy_cfg: BuddyConfig,
     pub(super) page_shift: u32,
-    pub(super) frames: FxHashMap<u64, Mapping>,
+    pub(super) frames: PageTable,
     pub(super) pending: VecDeque<Access>,
     /// Physical records written: the clock of re-checks.
     pub(super) written: u64,
@@ -69,7 +163,7 @@ impl Translator {
     /// The frame of virtual page `vpn` for a record (a write when `write`), if it can be known
     /// now.
     pub(super) fn frame(&mut self, vpn: u64, write: bool) -> Result<Option<u64>> {
-        if let Some(m) = self.frames.get(&vpn).copied() {
+        if let Some(m) = self.frames.get(vpn) {
             let due = self.written >= m.recheck_at || (write && m.recheck_at != FINAL);
             if let (true, Source::Pagemap { pm, .. }) = (due, &mut self.source) {
                 let next = match pm.lookup(vpn) {
@@ -216,7 +310,7 @@ pub(super) fn translator(
         source,
         buddy_cfg: s.buddy,
         page_shift,
-        frames: FxHashMap::default(),
+        frames: PageTable::default(),
         pending: VecDeque::new(),
         written: 0,
         next_synthetic: 0,

@@ -203,6 +203,8 @@ pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String>
 /// Pages per bitmap group of `StatsBuilder` (log2), and its 64-bit words.
 const GROUP_SHIFT: u32 = 15;
 const GROUP_WORDS: usize = 1 << (GROUP_SHIFT - 6);
+/// Groups the direct-mapped cache in front of `StatsBuilder::groups` remembers.
+const GROUP_CACHE: usize = 64;
 
 /// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
 pub(crate) struct StatsBuilder {
@@ -215,9 +217,11 @@ pub(crate) struct StatsBuilder {
     /// random record.
     groups: FxHashMap<u64, usize>,
     bits: Vec<Box<[u64; GROUP_WORDS]>>,
-    /// The group marked last, and its index in `bits`.
-    last_group: u64,
-    last_bits: usize,
+    /// Direct-mapped by group: the group held (`u64::MAX` for none) and its index in `bits`, so
+    /// that records alternating between a few groups (a program's heap and its stack, frames
+    /// spread over a host's memory) mostly skip the map.
+    cache_tags: [u64; GROUP_CACHE],
+    cache_slots: [u32; GROUP_CACHE],
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
 }
@@ -230,8 +234,8 @@ impl StatsBuilder {
             stats: TraceStats::default(),
             groups: FxHashMap::default(),
             bits: Vec::new(),
-            last_group: u64::MAX,
-            last_bits: 0,
+            cache_tags: [u64::MAX; GROUP_CACHE],
+            cache_slots: [0; GROUP_CACHE],
             instr: Vec::new(),
         }
     }
@@ -282,16 +286,18 @@ impl StatsBuilder {
     #[inline]
     fn mark(&mut self, page: u64) {
         let group = page >> GROUP_SHIFT;
-        if group != self.last_group {
+        let k = group as usize % GROUP_CACHE;
+        if self.cache_tags[k] != group {
             let next = self.bits.len();
-            self.last_bits = *self.groups.entry(group).or_insert(next);
-            if self.last_bits == next {
+            let slot = *self.groups.entry(group).or_insert(next);
+            if slot == next {
                 self.bits.push(Box::new([0; GROUP_WORDS]));
             }
-            self.last_group = group;
+            self.cache_tags[k] = group;
+            self.cache_slots[k] = slot as u32;
         }
         let bit = page & ((1 << GROUP_SHIFT) - 1);
-        self.bits[self.last_bits][(bit >> 6) as usize] |= 1 << (bit & 63);
+        self.bits[self.cache_slots[k] as usize][(bit >> 6) as usize] |= 1 << (bit & 63);
     }
 
     pub fn finish(mut self) -> TraceStats {
