@@ -35,6 +35,10 @@ const FINAL: u64 = u64::MAX;
 /// Records between look-ups of a page pagemap shows as shared (the zero page, file pages): a
 /// write makes the kernel copy it to a new frame, which later records must use.
 const RECHECK_RECORDS: u64 = 1024;
+/// Physical records the translator holds before it hands them to the writer.
+const OUT_RUN: usize = 1024;
+/// Records ahead of the one translated whose page entry is fetched.
+const PREFETCH_AHEAD: usize = 16;
 
 /// Pages per chunk of `PageTable` (log2): 2 MiB of 4 KiB pages, so a program's heap is a few
 /// hundred chunks where a hash map of pages would miss the host's caches twice per record.
@@ -104,6 +108,17 @@ impl PageTable {
         }
     }
 
+    /// Start fetching the entry of `vpn` if its chunk is in the cache (a hint: nothing changes).
+    #[inline]
+    fn prefetch(&self, vpn: u64) {
+        let c = vpn >> CHUNK_SHIFT;
+        let k = c as usize % CHUNK_CACHE;
+        if self.cache_tags[k] == c {
+            let chunk = &self.chunks[self.cache_slots[k] as usize][..];
+            tiersim_core::prefetch(chunk, (vpn & ((1 << CHUNK_SHIFT) - 1)) as usize);
+        }
+    }
+
     pub(super) fn insert(&mut self, vpn: u64, m: Mapping) {
         debug_assert!(m.frame & RECHECKED == 0, "frame {:#x} out of range", m.frame);
         let c = vpn >> CHUNK_SHIFT;
@@ -138,6 +153,9 @@ pub(super) struct Translator {
     pub(super) page_shift: u32,
     pub(super) frames: PageTable,
     pub(super) pending: VecDeque<Access>,
+    /// Physical records made and not yet given to the writer: written in runs, so that the
+    /// writer can fetch ahead what its statistics will touch.
+    out: Vec<Access>,
     /// Physical records written: the clock of re-checks.
     pub(super) written: u64,
     pub(super) next_synthetic: u64,
@@ -226,7 +244,19 @@ impl Translator {
 
     pub(super) fn write(&mut self, w: &mut TraceWriter, a: &Access, frame: u64) -> Result<()> {
         self.written += 1;
-        w.write(&self.physical(a, frame))
+        let p = self.physical(a, frame);
+        self.out.push(p);
+        if self.out.len() >= OUT_RUN {
+            self.flush(w)?;
+        }
+        Ok(())
+    }
+
+    /// Give the physical records made so far to the writer.
+    fn flush(&mut self, w: &mut TraceWriter) -> Result<()> {
+        let r = w.write_all(&self.out);
+        self.out.clear();
+        r
     }
 
     pub(super) fn physical(&self, a: &Access, frame: u64) -> Access {
@@ -234,9 +264,26 @@ impl Translator {
         Access { addr: frame << self.page_shift | offset, ..*a }
     }
 
-    pub(super) fn submit(&mut self, a: Access, w: &mut TraceWriter) -> Result<()> {
+    /// Translate `batch` in order, fetching the page entries of the records ahead.
+    pub(super) fn submit_all(&mut self, batch: &[Access], w: &mut TraceWriter) -> Result<()> {
+        for (i, a) in batch.iter().enumerate() {
+            if let Some(next) = batch.get(i + PREFETCH_AHEAD) {
+                self.frames.prefetch(next.addr >> self.page_shift);
+            }
+            self.submit(*a, w)?;
+        }
+        self.flush(w)
+    }
+
+    #[inline]
+    fn submit(&mut self, a: Access, w: &mut TraceWriter) -> Result<()> {
         if self.pending.is_empty() {
-            if let Some(f) = self.frame(a.addr >> self.page_shift, a.op.is_write())? {
+            let vpn = a.addr >> self.page_shift;
+            // The common case inline: a page seen before whose frame is its own for good.
+            if let Some(Mapping { frame, recheck_at: FINAL }) = self.frames.get(vpn) {
+                return self.write(w, &a, frame);
+            }
+            if let Some(f) = self.frame(vpn, a.op.is_write())? {
                 return self.write(w, &a, f);
             }
         }
@@ -276,7 +323,7 @@ impl Translator {
             self.write(w, &a, f)?;
             self.pending.pop_front();
         }
-        Ok(())
+        self.flush(w)
     }
 }
 
@@ -312,6 +359,7 @@ pub(super) fn translator(
         page_shift,
         frames: PageTable::default(),
         pending: VecDeque::new(),
+        out: Vec::with_capacity(OUT_RUN),
         written: 0,
         next_synthetic: 0,
         unresolved: 0,

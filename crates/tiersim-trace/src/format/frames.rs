@@ -14,7 +14,7 @@ const SHUFFLE_BLOCK: usize = 4096;
 /// Rows of whole records into byte planes (frame filter 1).
 pub(crate) fn shuffle(rows: &[u8], planes: &mut Vec<u8>) {
     let n = rows.len() / RECORD_SIZE;
-    planes.clear();
+    // Every byte is written below: what the buffer held before needs no clearing.
     planes.resize(n * RECORD_SIZE, 0);
     if n == 0 {
         return;

@@ -204,7 +204,7 @@ pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String>
 const GROUP_SHIFT: u32 = 15;
 const GROUP_WORDS: usize = 1 << (GROUP_SHIFT - 6);
 /// Groups the direct-mapped cache in front of `StatsBuilder::groups` remembers.
-const GROUP_CACHE: usize = 64;
+const GROUP_CACHE: usize = 256;
 
 /// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
 pub(crate) struct StatsBuilder {
@@ -283,21 +283,42 @@ impl StatsBuilder {
         }
     }
 
+    /// Start fetching the bitmap word `add(a)` will mark first, if its group exists (a hint:
+    /// what is counted does not change).
     #[inline]
-    fn mark(&mut self, page: u64) {
-        let group = page >> GROUP_SHIFT;
+    pub fn prefetch(&mut self, a: &Access) {
+        let page = a.addr >> self.page_shift;
+        if let Some(slot) = self.group(page >> GROUP_SHIFT) {
+            let bit = page & ((1 << GROUP_SHIFT) - 1);
+            tiersim_core::prefetch(&self.bits[slot][..], (bit >> 6) as usize);
+        }
+    }
+
+    /// The index in `bits` of `group`, if it has one.
+    #[inline]
+    fn group(&mut self, group: u64) -> Option<usize> {
         let k = group as usize % GROUP_CACHE;
         if self.cache_tags[k] != group {
-            let next = self.bits.len();
-            let slot = *self.groups.entry(group).or_insert(next);
-            if slot == next {
-                self.bits.push(Box::new([0; GROUP_WORDS]));
-            }
+            let slot = *self.groups.get(&group)?;
             self.cache_tags[k] = group;
             self.cache_slots[k] = slot as u32;
         }
+        Some(self.cache_slots[k] as usize)
+    }
+
+    #[inline]
+    fn mark(&mut self, page: u64) {
+        let group = page >> GROUP_SHIFT;
+        let slot = match self.group(group) {
+            Some(slot) => slot,
+            None => {
+                self.groups.insert(group, self.bits.len());
+                self.bits.push(Box::new([0; GROUP_WORDS]));
+                self.bits.len() - 1
+            }
+        };
         let bit = page & ((1 << GROUP_SHIFT) - 1);
-        self.bits[self.cache_slots[k] as usize][(bit >> 6) as usize] |= 1 << (bit & 63);
+        self.bits[slot][(bit >> 6) as usize] |= 1 << (bit & 63);
     }
 
     pub fn finish(mut self) -> TraceStats {

@@ -37,6 +37,9 @@ impl Default for WriterOptions {
     }
 }
 
+/// Records ahead of the one written whose page bitmap word `write_all` fetches.
+const STATS_AHEAD: usize = 16;
+
 /// Filled frames a background writer holds before `write` waits for its thread.
 const BACKGROUND_QUEUE: usize = 2;
 
@@ -207,6 +210,12 @@ impl TraceWriter {
     /// Append one access. Rejects size 0, CPUs at or above `MAX_CPUS`, and (for ns traces)
     /// timestamps that go backwards.
     pub fn write(&mut self, a: &Access) -> Result<()> {
+        self.write_one(a)
+    }
+
+    /// `write`, inlined into `write_all`'s loop.
+    #[inline(always)]
+    fn write_one(&mut self, a: &Access) -> Result<()> {
         if a.size == 0 {
             return Err(self.reject("size 0; every access moves at least one byte".into()));
         }
@@ -239,7 +248,14 @@ impl TraceWriter {
 
     /// Append a slice of accesses.
     pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
-        accesses.iter().try_for_each(|a| self.write(a))
+        for (i, a) in accesses.iter().enumerate() {
+            // The statistics' page bitmap is read at random: fetch the words of the records ahead.
+            if let Some(next) = accesses.get(i + STATS_AHEAD) {
+                self.stats.prefetch(next);
+            }
+            self.write_one(a)?;
+        }
+        Ok(())
     }
 
     fn flush_frame(&mut self) -> Result<()> {
