@@ -633,7 +633,12 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let opts = WriterOptions { background: true, level: CAPTURE_LEVEL, ..Default::default() };
     let create = |path, kind| TraceWriter::create_with(path, meta(kind), opts);
     let (virt_path, phys) = match (req.virt_out, translator) {
-        (Some(vp), Some(t)) => (vp, Some((create(req.out, AddrKind::Physical)?, t))),
+        (Some(vp), Some(t)) => {
+            let mut w = create(req.out, AddrKind::Physical)?;
+            // Its records are the virtual trace's at other addresses: only its pages differ.
+            w.count_pages_only();
+            (vp, Some((w, t)))
+        }
         _ => (req.out, None),
     };
     let mut p = Pipeline {
@@ -676,7 +681,7 @@ fn finish(
     let vstats = virt.finish()?;
     if let Some((mut w, t)) = phys {
         w.set_v2p(t.mode());
-        if let Err(e) = w.finish() {
+        if let Err(e) = w.finish_like(&vstats) {
             let _ = std::fs::remove_file(virt_path);
             return Err(e);
         }

@@ -224,6 +224,8 @@ pub(crate) struct StatsBuilder {
     cache_slots: [u32; GROUP_CACHE],
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
+    /// Only records and pages are counted (`TraceWriter::count_pages_only`).
+    pub(crate) pages_only: bool,
 }
 
 impl StatsBuilder {
@@ -237,12 +239,20 @@ impl StatsBuilder {
             cache_tags: [u64::MAX; GROUP_CACHE],
             cache_slots: [0; GROUP_CACHE],
             instr: Vec::new(),
+            pages_only: false,
         }
     }
 
     /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it).
     #[inline]
     pub fn add(&mut self, a: &Access) {
+        if self.pages_only {
+            self.stats.accesses += 1;
+            if !a.is_map() {
+                self.mark_pages(a);
+            }
+            return;
+        }
         let s = &mut self.stats;
         let cpu = a.cpu as usize;
         if cpu >= s.per_cpu.len() {
@@ -273,9 +283,13 @@ impl StatsBuilder {
                 s.time_last = s.time_last.max(t);
             }
         }
-        if map {
-            return;
+        if !map {
+            self.mark_pages(a);
         }
+    }
+
+    #[inline]
+    fn mark_pages(&mut self, a: &Access) {
         let first = a.addr >> self.page_shift;
         let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
         for p in first..=last {

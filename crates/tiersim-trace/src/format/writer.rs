@@ -134,6 +134,8 @@ pub struct TraceWriter {
     frame_records: usize,
     frame: Vec<u8>,
     stats: StatsBuilder,
+    /// The counts `finish_like` takes from a twin trace's (all but the footprint).
+    twin: Option<TraceStats>,
     prev_time: u64,
 }
 
@@ -194,6 +196,7 @@ impl TraceWriter {
             frame_records: opts.frame_records,
             frame: Vec::with_capacity(frame_bytes),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
+            twin: None,
             prev_time: 0,
         })
     }
@@ -285,6 +288,19 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Count only records and pages: the trace will be finished by `finish_like` with the counts
+    /// of a twin trace holding the same records at other addresses (a capture's physical trace
+    /// beside its virtual one), which then need not be counted twice.
+    pub(crate) fn count_pages_only(&mut self) {
+        self.stats.pages_only = true;
+    }
+
+    /// `finish` for a writer that counted only pages, with every other count from `twin`'s.
+    pub(crate) fn finish_like(mut self, twin: &TraceStats) -> Result<TraceStats> {
+        self.twin = Some(twin.clone());
+        self.finish()
+    }
+
     /// Write the last frame, the trailer and the complete header, then move the file into place.
     pub fn finish(mut self) -> Result<TraceStats> {
         let r = self.finish_inner();
@@ -298,8 +314,24 @@ impl TraceWriter {
         self.flush_frame()?;
         let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let c = sink.close()?;
-        let stats =
+        let pages_only = self.stats.pages_only;
+        let mut stats =
             std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
+        if pages_only {
+            match self.twin.take() {
+                Some(twin) if twin.accesses == stats.accesses => {
+                    stats = TraceStats { footprint_pages: stats.footprint_pages, ..twin }
+                }
+                twin => {
+                    return Err(Error::Sim(format!(
+                        "{}: {} records, its twin trace's counts are of {:?}",
+                        self.path.display(),
+                        stats.accesses,
+                        twin.map(|t| t.accesses)
+                    )))
+                }
+            }
+        }
         let records_end = c.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = c.file;
