@@ -38,7 +38,9 @@ use tiersim_core::params::{ParamKind, ParamSpec, Params};
 use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
-use crate::format::{check_page_size, AddrKind, TimeUnit, TraceMeta, TraceWriter, WriterOptions, MIN_PAGE_SIZE};
+use crate::format::{
+    check_page_size, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
+};
 use cache::{Cache, CacheConfig, Outcome};
 use translate::{translator, Force, Translator};
 use v2p::{BuddyConfig, Pagemap, PAGEMAP_PAGE};
@@ -635,8 +637,9 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let (virt_path, phys) = match (req.virt_out, translator) {
         (Some(vp), Some(t)) => {
             let mut w = create(req.out, AddrKind::Physical)?;
-            // Its records are the virtual trace's at other addresses: only its pages differ.
-            w.count_pages_only();
+            // Its records are the virtual trace's at other addresses, and the translator counts
+            // their pages.
+            w.count_nothing();
             (vp, Some((w, t)))
         }
         _ => (req.out, None),
@@ -681,7 +684,8 @@ fn finish(
     let vstats = virt.finish()?;
     if let Some((mut w, t)) = phys {
         w.set_v2p(t.mode());
-        if let Err(e) = w.finish_like(&vstats) {
+        let stats = TraceStats { footprint_pages: t.pages.footprint(), ..vstats.clone() };
+        if let Err(e) = w.finish_with(stats) {
             let _ = std::fs::remove_file(virt_path);
             return Err(e);
         }

@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
-use tiersim_core::{Access, Error, Result};
+use tiersim_core::{Access, Error, Op, Result};
 
 use super::v2p::{Buddy, BuddyConfig, Lookup, Pagemap, PAGEMAP_PAGE};
 use super::{Settings, MAX_PENDING, SYNTHETIC_FRAME_BASE};
-use crate::format::{TraceWriter, V2p};
+use crate::format::{StatsBuilder, TraceWriter, V2p};
 
 /// Where physical frames come from.
 pub(super) enum Source {
@@ -152,6 +152,10 @@ pub(super) struct Translator {
     pub(super) buddy_cfg: BuddyConfig,
     pub(super) page_shift: u32,
     pub(super) frames: PageTable,
+    /// The physical pages of the records written: a frame is counted when a page is given it,
+    /// and every further page of a record that crosses a page boundary with the record. The
+    /// physical writer counts nothing, so its records are not looked up in a second bitmap.
+    pub(super) pages: StatsBuilder,
     pub(super) pending: VecDeque<Access>,
     /// Physical records made and not yet given to the writer: written in runs, so that the
     /// writer can fetch ahead what its statistics will touch.
@@ -192,7 +196,7 @@ impl Translator {
                     // Swapped out or unmapped since: keep the last frame seen.
                     Lookup::Hidden | Lookup::Absent => Mapping { recheck_at: self.written + RECHECK_RECORDS, ..m },
                 };
-                self.frames.insert(vpn, next);
+                self.map(vpn, next);
                 return Ok(Some(next.frame));
             }
             return Ok(Some(m.frame));
@@ -238,13 +242,23 @@ impl Translator {
                 Lookup::Hidden | Lookup::Absent => return Ok(None),
             },
         };
-        self.frames.insert(vpn, m);
+        self.map(vpn, m);
         Ok(Some(m.frame))
+    }
+
+    /// Give page `vpn` its mapping, counting its frame among the trace's pages (every mapping
+    /// made is used by the record it was made for).
+    fn map(&mut self, vpn: u64, m: Mapping) {
+        self.frames.insert(vpn, m);
+        self.pages.add(&Access { time: 0, addr: m.frame << self.page_shift, cpu: 0, size: 1, op: Op::Read, flags: 0 });
     }
 
     pub(super) fn write(&mut self, w: &mut TraceWriter, a: &Access, frame: u64) -> Result<()> {
         self.written += 1;
         let p = self.physical(a, frame);
+        if (a.addr & ((1 << self.page_shift) - 1)) + (a.size as u64).max(1) > 1 << self.page_shift {
+            self.pages.add(&p);
+        }
         self.out.push(p);
         if self.out.len() >= OUT_RUN {
             self.flush(w)?;
@@ -314,7 +328,7 @@ impl Translator {
                     let frame = SYNTHETIC_FRAME_BASE + self.next_synthetic;
                     self.next_synthetic += 1;
                     self.unresolved += 1;
-                    self.frames.insert(vpn, Mapping { frame, recheck_at: FINAL });
+                    self.map(vpn, Mapping { frame, recheck_at: FINAL });
                     frame
                 }
                 None => break,
@@ -358,6 +372,7 @@ pub(super) fn translator(
         buddy_cfg: s.buddy,
         page_shift,
         frames: PageTable::default(),
+        pages: StatsBuilder::pages(1 << page_shift),
         pending: VecDeque::new(),
         out: Vec::with_capacity(OUT_RUN),
         written: 0,

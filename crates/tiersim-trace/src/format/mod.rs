@@ -224,8 +224,8 @@ pub(crate) struct StatsBuilder {
     cache_slots: [u32; GROUP_CACHE],
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
-    /// Only records and pages are counted (`TraceWriter::count_pages_only`).
-    pub(crate) pages_only: bool,
+    /// Only records and pages are counted (`StatsBuilder::pages`).
+    pages_only: bool,
 }
 
 impl StatsBuilder {
@@ -241,6 +241,11 @@ impl StatsBuilder {
             instr: Vec::new(),
             pages_only: false,
         }
+    }
+
+    /// A builder that counts only records and the pages they touch.
+    pub fn pages(page_size: u32) -> StatsBuilder {
+        StatsBuilder { pages_only: true, ..StatsBuilder::new(TimeUnit::Instructions, page_size) }
     }
 
     /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it). Inlined into the
@@ -336,8 +341,13 @@ impl StatsBuilder {
         self.bits[slot][(bit >> 6) as usize] |= 1 << (bit & 63);
     }
 
+    /// Distinct pages marked so far.
+    pub fn footprint(&self) -> u64 {
+        self.bits.iter().flat_map(|b| b.iter()).map(|w| w.count_ones() as u64).sum()
+    }
+
     pub fn finish(mut self) -> TraceStats {
-        self.stats.footprint_pages = self.bits.iter().flat_map(|b| b.iter()).map(|w| w.count_ones() as u64).sum();
+        self.stats.footprint_pages = self.footprint();
         self.stats
     }
 }

@@ -134,8 +134,12 @@ pub struct TraceWriter {
     frame_records: usize,
     frame: Vec<u8>,
     stats: StatsBuilder,
-    /// The counts `finish_like` takes from a twin trace's (all but the footprint).
-    twin: Option<TraceStats>,
+    /// False when the caller gives the statistics to `finish_with` instead.
+    counting: bool,
+    /// The statistics `finish_with` was given.
+    given: Option<TraceStats>,
+    /// Records written.
+    records: u64,
     prev_time: u64,
 }
 
@@ -196,7 +200,9 @@ impl TraceWriter {
             frame_records: opts.frame_records,
             frame: Vec::with_capacity(frame_bytes),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
-            twin: None,
+            counting: true,
+            given: None,
+            records: 0,
             prev_time: 0,
         })
     }
@@ -207,7 +213,7 @@ impl TraceWriter {
     }
 
     fn reject(&self, msg: String) -> Error {
-        Error::arg("access", format!("record {} for {}: {msg}", self.stats.stats.accesses, self.path.display()))
+        Error::arg("access", format!("record {} for {}: {msg}", self.records, self.path.display()))
     }
 
     /// Append one access. Rejects size 0, CPUs at or above `MAX_CPUS`, and (for ns traces)
@@ -234,7 +240,10 @@ impl TraceWriter {
             }
             self.prev_time = a.time;
         }
-        self.stats.add(a);
+        if self.counting {
+            self.stats.add(a);
+        }
+        self.records += 1;
         let mut r = [0u8; RECORD_SIZE];
         r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
         r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
@@ -253,7 +262,7 @@ impl TraceWriter {
     pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
         for (i, a) in accesses.iter().enumerate() {
             // The statistics' page bitmap is read at random: fetch the words of the records ahead.
-            if let Some(next) = accesses.get(i + STATS_AHEAD) {
+            if let (true, Some(next)) = (self.counting, accesses.get(i + STATS_AHEAD)) {
                 self.stats.prefetch(next);
             }
             self.write_one(a)?;
@@ -288,16 +297,16 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Count only records and pages: the trace will be finished by `finish_like` with the counts
-    /// of a twin trace holding the same records at other addresses (a capture's physical trace
-    /// beside its virtual one), which then need not be counted twice.
-    pub(crate) fn count_pages_only(&mut self) {
-        self.stats.pages_only = true;
+    /// Count nothing: the caller knows the statistics and gives them to `finish_with` (a
+    /// capture's physical trace: the virtual trace's records at other addresses, whose pages
+    /// the translator counts as it gives them frames).
+    pub(crate) fn count_nothing(&mut self) {
+        self.counting = false;
     }
 
-    /// `finish` for a writer that counted only pages, with every other count from `twin`'s.
-    pub(crate) fn finish_like(mut self, twin: &TraceStats) -> Result<TraceStats> {
-        self.twin = Some(twin.clone());
+    /// `finish` for a writer that counted nothing, with the statistics of what it was given.
+    pub(crate) fn finish_with(mut self, stats: TraceStats) -> Result<TraceStats> {
+        self.given = Some(stats);
         self.finish()
     }
 
@@ -314,24 +323,21 @@ impl TraceWriter {
         self.flush_frame()?;
         let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let c = sink.close()?;
-        let pages_only = self.stats.pages_only;
-        let mut stats =
-            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
-        if pages_only {
-            match self.twin.take() {
-                Some(twin) if twin.accesses == stats.accesses => {
-                    stats = TraceStats { footprint_pages: stats.footprint_pages, ..twin }
-                }
-                twin => {
+        let stats = if self.counting {
+            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish()
+        } else {
+            match self.given.take() {
+                Some(given) if given.accesses == self.records => given,
+                given => {
                     return Err(Error::Sim(format!(
-                        "{}: {} records, its twin trace's counts are of {:?}",
+                        "{}: {} records written, statistics given of {:?}",
                         self.path.display(),
-                        stats.accesses,
-                        twin.map(|t| t.accesses)
+                        self.records,
+                        given.map(|g| g.accesses)
                     )))
                 }
             }
-        }
+        };
         let records_end = c.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = c.file;
