@@ -687,6 +687,48 @@ fn instrumented_threads_merge_by_stamp_with_their_cpus_and_gaps() {
     assert!(r.v2p_note.contains("CAP_SYS_ADMIN"), "{}", r.v2p_note);
 }
 
+/// The physical trace's statistics are counted by the translator, not by its writer: its
+/// footprint is still the distinct pages of its records (two pages on one shared frame count
+/// once, a record across a page boundary counts the next frame too), and `verify`, which
+/// recounts them from the records, agrees with the header.
+#[test]
+fn physical_footprint_counts_shared_frames_once_and_pages_a_record_crosses() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(
+        dir.join("summary"),
+        "version 1\ncaches 1\ndirty_at_exit 0\npagemap ok\n\
+         thread 0 cpu 0 loads 4 stores 0 bytes 0 hits 0 misses 4 writebacks 0 records 4\n",
+    )
+    .unwrap();
+    // Pages 0x10 and 0x11 read as one shared frame (the zero page), 0x12 has its own; the last
+    // record starts 32 bytes before the end of page 0x12.
+    std::fs::write(
+        dir.join("t0.bin"),
+        rt_records(&[(1, 0x10000, 1, 64, 0), (2, 0x11000, 1, 64, 0), (3, 0x12000, 1, 64, 0), (4, 0x12fe0, 1, 64, 0)]),
+    )
+    .unwrap();
+    let pm: Vec<u8> = [(0x10u64, (1u64 << 63) | 7), (0x11, (1 << 63) | 7), (0x12, (1 << 63) | (1 << 56) | 40)]
+        .iter()
+        .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
+        .collect();
+    std::fs::write(dir.join("pagemap.bin"), pm).unwrap();
+    let o = outs();
+    run_instrumented(dir, "llc = \"1MiB\"", &o).unwrap();
+    let phys: Vec<u64> = read(&o.out).iter().map(|a| a.addr).collect();
+    assert_eq!(phys, vec![0x7000, 0x7000, 0x28000, 0x28fe0]);
+    let footprint = |p: &Path| tiersim_trace::format::verify(p).unwrap()["footprint_pages"].as_u64();
+    // Frames 7, 40 and 41 (the crossing record's second page); virtual pages 0x10, 0x11, 0x12, 0x13.
+    assert_eq!(footprint(&o.out), Some(3));
+    assert_eq!(footprint(&o.virt), Some(4));
+    let h = TraceReader::open(&o.out).unwrap().header().stats.clone().unwrap();
+    let v = TraceReader::open(&o.virt).unwrap().header().stats.clone().unwrap();
+    assert_eq!(
+        (h.accesses, h.reads, h.bytes, h.time_last, h.per_cpu),
+        (v.accesses, v.reads, v.bytes, v.time_last, v.per_cpu)
+    );
+}
+
 #[test]
 fn instrumented_bad_files_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();

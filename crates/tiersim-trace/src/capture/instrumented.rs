@@ -385,9 +385,7 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
             }
         }
     }
-    if let Some((w, t)) = &mut p.phys {
-        t.drain(w, super::Force::All)?;
-    }
+    p.drain(super::Force::All)?;
     for t in &sum.threads {
         let written = p.threads[t.index as usize].records;
         // An unfiltered record cut at a page boundary is two records.

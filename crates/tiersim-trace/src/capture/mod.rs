@@ -38,7 +38,9 @@ use tiersim_core::params::{ParamKind, ParamSpec, Params};
 use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
-use crate::format::{check_page_size, AddrKind, TimeUnit, TraceMeta, TraceWriter, WriterOptions, MIN_PAGE_SIZE};
+use crate::format::{
+    check_page_size, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
+};
 use cache::{Cache, CacheConfig, Outcome};
 use translate::{translator, Force, Translator};
 use v2p::{BuddyConfig, Pagemap, PAGEMAP_PAGE};
@@ -107,6 +109,8 @@ const MAX_LINE: usize = 4096;
 /// access before the program has faulted its page in); past this many the oldest page gets a
 /// synthetic frame, so memory stays bounded.
 const MAX_PENDING: usize = 1 << 20;
+/// Records `Pipeline` makes before it writes them.
+const EMIT_BATCH: usize = 256;
 /// Frames given to pages pagemap never showed: above any real physical address (x86-64 has
 /// at most 52 address bits), so they cannot collide with real frames.
 const SYNTHETIC_FRAME_BASE: u64 = 1 << 40;
@@ -358,6 +362,9 @@ struct Pipeline {
     virt: TraceWriter,
     phys: Option<(TraceWriter, Translator)>,
     records: u64,
+    /// Records made and not yet written: written in runs, so that the translator and the
+    /// writers can fetch ahead the page entries and bitmap words the next records touch.
+    batch: Vec<Access>,
 }
 
 impl Pipeline {
@@ -379,11 +386,31 @@ impl Pipeline {
         th.gap = 0;
         th.records += 1;
         self.records += 1;
-        self.virt.write(&a)?;
-        if let Some((w, tr)) = &mut self.phys {
-            tr.submit(a, w)?;
+        self.batch.push(a);
+        if self.batch.len() >= EMIT_BATCH {
+            self.flush()?;
         }
         Ok(())
+    }
+
+    /// Write the records made so far into the virtual trace and through the translator.
+    fn flush(&mut self) -> Result<()> {
+        let r = self.virt.write_all(&self.batch).and_then(|()| match &mut self.phys {
+            Some((w, tr)) => tr.submit_all(&self.batch, w),
+            None => Ok(()),
+        });
+        self.batch.clear();
+        r
+    }
+
+    /// Every record made so far written or waiting in the translator for its frame; then the
+    /// waiting ones whose frames are known now (or, by `force`, all of them) written.
+    fn drain(&mut self, force: Force) -> Result<()> {
+        self.flush()?;
+        match &mut self.phys {
+            Some((w, t)) => t.drain(w, force),
+            None => Ok(()),
+        }
     }
 
     /// An unfiltered access, cut at page boundaries so that each piece has one frame.
@@ -608,7 +635,13 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let opts = WriterOptions { background: true, level: CAPTURE_LEVEL, ..Default::default() };
     let create = |path, kind| TraceWriter::create_with(path, meta(kind), opts);
     let (virt_path, phys) = match (req.virt_out, translator) {
-        (Some(vp), Some(t)) => (vp, Some((create(req.out, AddrKind::Physical)?, t))),
+        (Some(vp), Some(t)) => {
+            let mut w = create(req.out, AddrKind::Physical)?;
+            // Its records are the virtual trace's at other addresses, and the translator counts
+            // their pages.
+            w.count_nothing();
+            (vp, Some((w, t)))
+        }
         _ => (req.out, None),
     };
     let mut p = Pipeline {
@@ -620,6 +653,7 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
         virt: create(virt_path, AddrKind::Virtual)?,
         phys,
         records: 0,
+        batch: Vec::with_capacity(EMIT_BATCH),
     };
     p.new_thread()?;
     Ok(p)
@@ -629,7 +663,7 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
 /// (the instrumented path filters in the runtime).
 #[allow(clippy::too_many_arguments)]
 fn finish(
-    p: Pipeline,
+    mut p: Pipeline,
     llc: Option<LlcReport>,
     req: &CaptureRequest<'_>,
     params: &Params,
@@ -638,6 +672,7 @@ fn finish(
     n: Totals,
     messages: Vec<String>,
 ) -> Result<CaptureReport> {
+    p.drain(Force::All)?;
     let llc = llc.or_else(|| p.caches.report());
     let threads = p.thread_reports();
     let virt_path = req.virt_out.unwrap_or(req.out);
@@ -649,7 +684,8 @@ fn finish(
     let vstats = virt.finish()?;
     if let Some((mut w, t)) = phys {
         w.set_v2p(t.mode());
-        if let Err(e) = w.finish() {
+        let stats = TraceStats { footprint_pages: t.pages.footprint(), ..vstats.clone() };
+        if let Err(e) = w.finish_with(stats) {
             let _ = std::fs::remove_file(virt_path);
             return Err(e);
         }
@@ -930,9 +966,7 @@ impl Run {
             if eof {
                 self.flush_waiting()?;
             }
-            if let Some((w, t)) = &mut self.p.phys {
-                t.drain(w, if eof { Force::All } else { Force::None })?;
-            }
+            self.p.drain(if eof { Force::All } else { Force::None })?;
             self.publish(progress, total);
             if eof {
                 // A cancelled capture whose program was killed reads as a normal end of input.

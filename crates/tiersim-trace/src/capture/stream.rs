@@ -379,9 +379,7 @@ pub fn capture_stream(fd: RawFd, pid: u32, req: &CaptureRequest<'_>, progress: &
         }
         if wrote > 0 {
             progress.records.store(p.records, Ordering::Relaxed);
-            if let Some((w, t)) = &mut p.phys {
-                t.drain(w, super::Force::None)?;
-            }
+            p.drain(super::Force::None)?;
             // A round costs a look at every ring: when records come slowly, let them gather.
             if wrote < BATCH && !finished_flag {
                 std::thread::sleep(IDLE_SLEEP);
@@ -414,13 +412,9 @@ pub fn capture_stream(fd: RawFd, pid: u32, req: &CaptureRequest<'_>, progress: &
         std::thread::sleep(IDLE_SLEEP);
     }
     // Pages still waiting for pagemap are looked up once more while the program is alive.
-    if let Some((w, t)) = &mut p.phys {
-        t.drain(w, super::Force::None)?;
-    }
+    p.drain(super::Force::None)?;
     shm.hdr(H_MERGED).store(1, Ordering::Release);
-    if let Some((w, t)) = &mut p.phys {
-        t.drain(w, super::Force::All)?;
-    }
+    p.drain(super::Force::All)?;
 
     let text = shm.summary();
     let sum = parse_summary_text(&text, "the runtime's summary")?;

@@ -203,6 +203,8 @@ pub(crate) fn check_page_size(page_size: u32) -> std::result::Result<(), String>
 /// Pages per bitmap group of `StatsBuilder` (log2), and its 64-bit words.
 const GROUP_SHIFT: u32 = 15;
 const GROUP_WORDS: usize = 1 << (GROUP_SHIFT - 6);
+/// Groups the direct-mapped cache in front of `StatsBuilder::groups` remembers.
+const GROUP_CACHE: usize = 256;
 
 /// Accumulates `TraceStats` one access at a time (the writer, and `inspect` when it must scan).
 pub(crate) struct StatsBuilder {
@@ -215,11 +217,15 @@ pub(crate) struct StatsBuilder {
     /// random record.
     groups: FxHashMap<u64, usize>,
     bits: Vec<Box<[u64; GROUP_WORDS]>>,
-    /// The group marked last, and its index in `bits`.
-    last_group: u64,
-    last_bits: usize,
+    /// Direct-mapped by group: the group held (`u64::MAX` for none) and its index in `bits`, so
+    /// that records alternating between a few groups (a program's heap and its stack, frames
+    /// spread over a host's memory) mostly skip the map.
+    cache_tags: [u64; GROUP_CACHE],
+    cache_slots: [u32; GROUP_CACHE],
     /// Per-CPU running instruction counts (instruction traces only).
     instr: Vec<u64>,
+    /// Only records and pages are counted (`StatsBuilder::pages`).
+    pages_only: bool,
 }
 
 impl StatsBuilder {
@@ -230,15 +236,29 @@ impl StatsBuilder {
             stats: TraceStats::default(),
             groups: FxHashMap::default(),
             bits: Vec::new(),
-            last_group: u64::MAX,
-            last_bits: 0,
+            cache_tags: [u64::MAX; GROUP_CACHE],
+            cache_slots: [0; GROUP_CACHE],
             instr: Vec::new(),
+            pages_only: false,
         }
     }
 
-    /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it).
-    #[inline]
+    /// A builder that counts only records and the pages they touch.
+    pub fn pages(page_size: u32) -> StatsBuilder {
+        StatsBuilder { pages_only: true, ..StatsBuilder::new(TimeUnit::Instructions, page_size) }
+    }
+
+    /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it). Inlined into the
+    /// writer's loop, where a call per record and trace showed in the capture's profile.
+    #[inline(always)]
     pub fn add(&mut self, a: &Access) {
+        if self.pages_only {
+            self.stats.accesses += 1;
+            if !a.is_map() {
+                self.mark_pages(a);
+            }
+            return;
+        }
         let s = &mut self.stats;
         let cpu = a.cpu as usize;
         if cpu >= s.per_cpu.len() {
@@ -269,9 +289,13 @@ impl StatsBuilder {
                 s.time_last = s.time_last.max(t);
             }
         }
-        if map {
-            return;
+        if !map {
+            self.mark_pages(a);
         }
+    }
+
+    #[inline]
+    fn mark_pages(&mut self, a: &Access) {
         let first = a.addr >> self.page_shift;
         let last = a.addr.saturating_add((a.size as u64).max(1) - 1) >> self.page_shift;
         for p in first..=last {
@@ -279,23 +303,51 @@ impl StatsBuilder {
         }
     }
 
+    /// Start fetching the bitmap word `add(a)` will mark first, if its group exists (a hint:
+    /// what is counted does not change).
+    #[inline]
+    pub fn prefetch(&mut self, a: &Access) {
+        let page = a.addr >> self.page_shift;
+        if let Some(slot) = self.group(page >> GROUP_SHIFT) {
+            let bit = page & ((1 << GROUP_SHIFT) - 1);
+            tiersim_core::prefetch(&self.bits[slot][..], (bit >> 6) as usize);
+        }
+    }
+
+    /// The index in `bits` of `group`, if it has one.
+    #[inline]
+    fn group(&mut self, group: u64) -> Option<usize> {
+        let k = group as usize % GROUP_CACHE;
+        if self.cache_tags[k] != group {
+            let slot = *self.groups.get(&group)?;
+            self.cache_tags[k] = group;
+            self.cache_slots[k] = slot as u32;
+        }
+        Some(self.cache_slots[k] as usize)
+    }
+
     #[inline]
     fn mark(&mut self, page: u64) {
         let group = page >> GROUP_SHIFT;
-        if group != self.last_group {
-            let next = self.bits.len();
-            self.last_bits = *self.groups.entry(group).or_insert(next);
-            if self.last_bits == next {
+        let slot = match self.group(group) {
+            Some(slot) => slot,
+            None => {
+                self.groups.insert(group, self.bits.len());
                 self.bits.push(Box::new([0; GROUP_WORDS]));
+                self.bits.len() - 1
             }
-            self.last_group = group;
-        }
+        };
         let bit = page & ((1 << GROUP_SHIFT) - 1);
-        self.bits[self.last_bits][(bit >> 6) as usize] |= 1 << (bit & 63);
+        self.bits[slot][(bit >> 6) as usize] |= 1 << (bit & 63);
+    }
+
+    /// Distinct pages marked so far.
+    pub fn footprint(&self) -> u64 {
+        self.bits.iter().flat_map(|b| b.iter()).map(|w| w.count_ones() as u64).sum()
     }
 
     pub fn finish(mut self) -> TraceStats {
-        self.stats.footprint_pages = self.bits.iter().flat_map(|b| b.iter()).map(|w| w.count_ones() as u64).sum();
+        self.stats.footprint_pages = self.footprint();
         self.stats
     }
 }

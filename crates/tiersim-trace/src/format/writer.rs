@@ -37,6 +37,9 @@ impl Default for WriterOptions {
     }
 }
 
+/// Records ahead of the one written whose page bitmap word `write_all` fetches.
+const STATS_AHEAD: usize = 16;
+
 /// Filled frames a background writer holds before `write` waits for its thread.
 const BACKGROUND_QUEUE: usize = 2;
 
@@ -131,6 +134,12 @@ pub struct TraceWriter {
     frame_records: usize,
     frame: Vec<u8>,
     stats: StatsBuilder,
+    /// False when the caller gives the statistics to `finish_with` instead.
+    counting: bool,
+    /// The statistics `finish_with` was given.
+    given: Option<TraceStats>,
+    /// Records written.
+    records: u64,
     prev_time: u64,
 }
 
@@ -191,6 +200,9 @@ impl TraceWriter {
             frame_records: opts.frame_records,
             frame: Vec::with_capacity(frame_bytes),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
+            counting: true,
+            given: None,
+            records: 0,
             prev_time: 0,
         })
     }
@@ -201,12 +213,18 @@ impl TraceWriter {
     }
 
     fn reject(&self, msg: String) -> Error {
-        Error::arg("access", format!("record {} for {}: {msg}", self.stats.stats.accesses, self.path.display()))
+        Error::arg("access", format!("record {} for {}: {msg}", self.records, self.path.display()))
     }
 
     /// Append one access. Rejects size 0, CPUs at or above `MAX_CPUS`, and (for ns traces)
     /// timestamps that go backwards.
     pub fn write(&mut self, a: &Access) -> Result<()> {
+        self.write_one(a)
+    }
+
+    /// `write`, inlined into `write_all`'s loop.
+    #[inline(always)]
+    fn write_one(&mut self, a: &Access) -> Result<()> {
         if a.size == 0 {
             return Err(self.reject("size 0; every access moves at least one byte".into()));
         }
@@ -222,7 +240,10 @@ impl TraceWriter {
             }
             self.prev_time = a.time;
         }
-        self.stats.add(a);
+        if self.counting {
+            self.stats.add(a);
+        }
+        self.records += 1;
         let mut r = [0u8; RECORD_SIZE];
         r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
         r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
@@ -239,7 +260,14 @@ impl TraceWriter {
 
     /// Append a slice of accesses.
     pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
-        accesses.iter().try_for_each(|a| self.write(a))
+        for (i, a) in accesses.iter().enumerate() {
+            // The statistics' page bitmap is read at random: fetch the words of the records ahead.
+            if let (true, Some(next)) = (self.counting, accesses.get(i + STATS_AHEAD)) {
+                self.stats.prefetch(next);
+            }
+            self.write_one(a)?;
+        }
+        Ok(())
     }
 
     fn flush_frame(&mut self) -> Result<()> {
@@ -269,6 +297,19 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Count nothing: the caller knows the statistics and gives them to `finish_with` (a
+    /// capture's physical trace: the virtual trace's records at other addresses, whose pages
+    /// the translator counts as it gives them frames).
+    pub(crate) fn count_nothing(&mut self) {
+        self.counting = false;
+    }
+
+    /// `finish` for a writer that counted nothing, with the statistics of what it was given.
+    pub(crate) fn finish_with(mut self, stats: TraceStats) -> Result<TraceStats> {
+        self.given = Some(stats);
+        self.finish()
+    }
+
     /// Write the last frame, the trailer and the complete header, then move the file into place.
     pub fn finish(mut self) -> Result<TraceStats> {
         let r = self.finish_inner();
@@ -282,8 +323,21 @@ impl TraceWriter {
         self.flush_frame()?;
         let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let c = sink.close()?;
-        let stats =
-            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish();
+        let stats = if self.counting {
+            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish()
+        } else {
+            match self.given.take() {
+                Some(given) if given.accesses == self.records => given,
+                given => {
+                    return Err(Error::Sim(format!(
+                        "{}: {} records written, statistics given of {:?}",
+                        self.path.display(),
+                        self.records,
+                        given.map(|g| g.accesses)
+                    )))
+                }
+            }
+        };
         let records_end = c.pos;
         let header = encode_header(&self.meta, self.v2p, self.filter, FLAG_STATS_COMPLETE, records_end, Some(&stats));
         let mut file = c.file;
