@@ -22,11 +22,18 @@ from tiersim.studies import scaling
 # - CONTENTION: DCPMM's write contention is bistable (a DIMM's writer backlog stays small or tips
 #   over, run by run); the pair holds in the study's controlled run without it.
 # - KSWAPD: one failed promotion per kswapd wake-up, whose room is a count of pages that shrinks
-#   with the machine: failed per promotion halves with each doubling.
+#   with the machine: failed per promotion halves with each doubling (numab_tiering on kv 1.21,
+#   0.66, 0.40, now warned: 3 scan passes at some size; on kv_self_similar 1.23, 0.68, 0.40).
+#   tiering06 on uniform is KSWAPD_SLOWER: since kswapd became a thread with its own clock (issue
+#   33) its failed per promotion still falls with each doubling but no longer halves (0.55, 0.45,
+#   0.37; 0.26, 0.15, 0.08 before), and the pair holds without DCPMM's write contention (1.03x,
+#   1.03x, 1.02x, 0.7 %). There is no controlled run of kswapd's room, so which of the two moves
+#   that pair is not isolated.
 # - BASELINE: graph's baseline leaves 87 % of its accesses in DCPMM (DRAM full at first touch;
 #   autonuma does not demote), where the bistable write contention sets its time: 2.6, 5.5, 7.6 s
 #   (growth 2.14, 1.37 per doubling), and 2.15, 2.10 in the controlled run without it. Every graph
-#   pair moves with it: the policy's own time grows by about 2 where the baseline's does not.
+#   pair moves with it: the policy's own time grows by about 2 where the baseline's does not; but
+#   for numab_tiering, within its seed spread since kswapd's clock (14.4 % against 37.1 %).
 # - DCPMM_QUEUE: the bound on hashmap (its 128-epoch member at every size: 1.47x, 1.38x, 1.34x,
 #   seed spread 0.4 %): its own time grows 2.10x and 2.05x per doubling where the baseline's grows
 #   1.97x and 1.99x, with its busier DCPMM node at 4.3, 4.4, 4.5 us; not the write contention
@@ -38,17 +45,29 @@ from tiersim.studies import scaling
 #   test_the_bound_on_*_moves_with_dcpmm_queueing*, and the study's own DCPMM-queue run at every
 #   size: uniform 1.10x at each, 0.2 %; hashmap 1.04x, 1.03x, 1.02x, 0.7 %); which quantity of
 #   that queue does not scale is not isolated.
-ZIPFIAN, CONTENTION, KSWAPD, BASELINE, DCPMM_QUEUE = (
+# - NOT_EXAMINED: trusted pairs outside since kswapd became a thread with its own clock (issue 33),
+#   whose cause is not yet investigated (docs/reproduce.md, "scaling"): kv tiering06 (1.13x,
+#   0.95x, 1.08x, 18.2 % against a seed spread of 12.4 %), hashmap tpp (0.85x, 0.85x, 0.80x,
+#   5.3 %, seed spread 0.4 %) and phased numab_tiering (2.85x, 3.50x, 3.82x, 18.6 %, seed spread
+#   0.7 %; its regime now ok, 4-5 scan passes at every size). The test asserts only that they move.
+# Pairs within 5 % or their seed spread are not named. kswapd's clock moved four named pairs into
+# that: hashmap tiering06 and numab_tiering and stream numab_tiering (KSWAPD before; their failed
+# per promotion still falls with each doubling) and graph numab_tiering (BASELINE before).
+ZIPFIAN, CONTENTION, KSWAPD, BASELINE, DCPMM_QUEUE, NOT_EXAMINED = (
     "zipfian",
     "write contention",
     "kswapd",
     "baseline's contention",
     "DCPMM's queue",
+    "not examined",
 )
+# KSWAPD pairs whose failed per promotion falls with each doubling without halving (above).
+KSWAPD_SLOWER = frozenset({("uniform", "tiering06")})
 NOT_INVARIANT = {
     ("kv", "autotiering_cpm"): {ZIPFIAN},
     ("kv", "autotiering_opm"): {ZIPFIAN, CONTENTION},
     ("kv", "autotiering_opm_bd"): {ZIPFIAN},
+    ("kv", "tiering06"): {NOT_EXAMINED},
     ("kv", "tpp"): {ZIPFIAN},
     ("kv", "oracle_static"): {ZIPFIAN},
     ("kv", "oracle_dynamic"): {ZIPFIAN},
@@ -60,29 +79,33 @@ NOT_INVARIANT = {
     ("uniform", "oracle_static"): {CONTENTION},
     ("uniform", "oracle_dynamic"): {CONTENTION},
     ("uniform", "oracle_dynamic_free"): {CONTENTION},
-    **{("graph", p): {BASELINE} for p in scaling.LABELS if p != scaling.BASELINE},
-    ("hashmap", "tiering06"): {KSWAPD},
-    ("hashmap", "numab_tiering"): {KSWAPD},
+    **{("graph", p): {BASELINE} for p in scaling.LABELS if p not in (scaling.BASELINE, "numab_tiering")},
+    ("hashmap", "tpp"): {NOT_EXAMINED},
     ("hashmap", "oracle_static"): {CONTENTION},
-    ("stream", "numab_tiering"): {KSWAPD},
+    ("phased", "numab_tiering"): {NOT_EXAMINED},
     ("stream", "oracle_dynamic"): {CONTENTION},
     ("kv", scaling.BOUND): {ZIPFIAN},
     ("hashmap", scaling.BOUND): {DCPMM_QUEUE},
     ("uniform", scaling.BOUND): {DCPMM_QUEUE},
 }
 
-# Trusted pairs within 5 % or their seed spread in the full study (docs/reproduce.md, "scaling").
-CLAIMED = 52
+# Trusted pairs within 5 % or their seed spread in the full study (docs/reproduce.md, "scaling":
+# 53 of 85 since kswapd's clock, 52 of 87 before).
+CLAIMED = 53
 
-# tiersim's bound, the fastest of the free-migration family, is beaten by no pair. tpp on graph
-# beat its first four members by 0.6-1.2 % at every size (DRAM's channels saturated in both runs);
-# the fifth, balancing the fast nodes, beats tpp (docs/model.md; the test below).
+# tiersim's bound, the fastest of the free-migration family, is beaten by no pair. Before kswapd
+# had a clock of its own (issue 33) tpp on graph beat its first four members by 0.6-1.2 % at every
+# size (DRAM's channels saturated in both runs); the fifth, balancing the fast nodes, beat tpp
+# (docs/model.md; the test below).
 BOUND_BEATEN: frozenset[tuple[str, str]] = frozenset()
 # The family's first member alone, every epoch's hot set in the fast tier, is beaten where DRAM's
-# channels saturate: on stencil by nearly every policy (its speedup 0.93x, 1.03x, 1.13x), tpp on
-# graph, oracle_static on hashmap (the two tests free_bound_loses_... below).
+# channels saturate: on stencil by 9 of the 12 policies (its speedup 0.93x, 1.03x, 1.13x) and on
+# hashmap by oracle_static (the two tests free_bound_loses_... below). tpp beat it on graph and on
+# stencil too before kswapd's clock (issue 33); since, it does not: on graph its allocations spill
+# to DCPMM while kswapd works and it promotes them back across saturated DRAM (the graph test
+# below); on stencil (0.93x, 0.97x, 1.05x of autonuma) why is not yet investigated.
 FREE_BEATEN = frozenset(
-    {("graph", "tpp"), ("hashmap", "oracle_static")}
+    {("hashmap", "oracle_static")}
     | {
         ("stencil", p)
         for p in (
@@ -95,14 +118,17 @@ FREE_BEATEN = frozenset(
             "numab_tiering",
             "oracle_static",
             "tiering06",
-            "tpp",
         )
     }
 )
 # - Runs whose scan passes or accesses per page per pass move with size: graph's baseline (171,
 #   186 and 129 passes; 2.6, 5.5 and 7.6 s, where every other workload's baseline takes twice as
-#   long at each doubling) and numab_tiering on it, tiering06 on minheap (10, 12, 13 passes; warned).
-LENS_MOVES = frozenset({("graph", "autonuma"), ("graph", "numab_tiering"), ("minheap", "tiering06")})
+#   long at each doubling) and numab_tiering on it, tiering06 on minheap (7, 9, 9 passes; 10, 12,
+#   13 before kswapd's clock; warned), and since kswapd's clock (issue 33) tpp on stencil (4, 5, 6
+#   passes; warned, its baseline covering 3 passes at every size; why is not yet investigated).
+LENS_MOVES = frozenset(
+    {("graph", "autonuma"), ("graph", "numab_tiering"), ("minheap", "tiering06"), ("stencil", "tpp")}
+)
 
 
 def _gen_run(*overrides: str, policy: str = "autonuma") -> tiersim.RunResult:
@@ -518,7 +544,11 @@ def _check_invariance(result: studies.StudyResult) -> None:
     rows = {(r["workload"], r["policy"]): r for r in table.iter_rows(named=True)}
     claimed = 0
     for key, r in rows.items():
-        assert r["within noise"] == (_pct(r["spread"]) <= max(scaling.TOLERANCE, _pct(r["seed spread"]))), r
+        spread, limit = _pct(r["spread"]), max(scaling.TOLERANCE, _pct(r["seed spread"]))
+        # The cells are rounded to 0.1 %, the verdict is not: where a spread rounds to its limit
+        # (minheap tpp, 5.0 % and outside), the cells cannot tell it.
+        if abs(spread - limit) > 1e-9:
+            assert r["within noise"] == (spread < limit), r
         if key in NOT_INVARIANT:
             assert not r["within noise"], (key, r)
         elif r["regime ok"]:
@@ -561,7 +591,12 @@ def _check_invariance(result: studies.StudyResult) -> None:
         if KSWAPD in why:
             # Fewer failures per promotion, more promotions per page: the policy gains with size.
             f, per_page = regime(w, p, "failed/promotion"), regime(w, p, "promotions/page")
-            assert f[0] > 1.6 * f[1] > 2.56 * f[2] > 0, (w, p, f)
+            if (w, p) in KSWAPD_SLOWER:
+                # Falling with each doubling, not halving; and holding without the write contention.
+                assert f[0] > f[1] > f[2] > 0, (w, p, f)
+                assert _pct(rows[w, p]["its spread"]) <= scaling.TOLERANCE, (w, p, rows[w, p])
+            else:
+                assert f[0] > 1.6 * f[1] > 2.56 * f[2] > 0, (w, p, f)
             assert per_page[0] < per_page[1] < per_page[2], (w, p, per_page)
     # Every kv_self_similar pair holds within 5 % but for the named residuals other than zipfian.
     for (w, p), r in rows.items():
