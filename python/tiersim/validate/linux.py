@@ -284,12 +284,13 @@ LENS_TOLERANCE = 0.02
 LENS_STEPS = 6
 
 
-def _phase_ns(cases: dict[str, Case], key: str) -> list[float]:
+def _phase_ns(cases: dict[str, Case], key: str, count: str = "count") -> list[float]:
+    """Each boot's time of a calibration phase per page, line, read or PTE, where it was timed."""
     return [
-        run.machine[key]["ns"] / run.machine[key]["count"]
+        run.machine[key]["ns"] / run.machine[key][count]
         for c in cases.values()
         for run in c.runs
-        if key in run.machine
+        if run.machine.get(key)
     ]
 
 
@@ -307,7 +308,12 @@ def _replayer(
 
 
 def program_lenses(
-    work: Path, cases: dict[str, Case], calib_sim_s: float, knobs: dict[str, int], say: Progress
+    work: Path,
+    cases: dict[str, Case],
+    calib_sim_s: float,
+    knobs: dict[str, int],
+    paths: dict[str, dict[str, float]],
+    say: Progress,
 ) -> dict[str, dict[str, Any]]:
     """Each program's daemon time scale, from its own speed in the guest with balancing off (its
     `none` case, where no daemon acts on the program: solve_time_scale), with that case's replay.
@@ -325,7 +331,7 @@ def program_lenses(
             continue
         guest_s = statistics.median(run.program_s for run in case.runs)
         calib_s = statistics.median(calib_work_s(run) for run in case.runs)
-        replay = _replayer(work, case, cid, knobs)
+        replay = _replayer(work, case, cid, knobs, paths.get(case.program.name))
         sim, d, steps = solve_time_scale(replay, guest_s, calib_sim_s / calib_s)
         say(f"{case.program.name}: {guest_s:.3f} s in the guest with balancing off: daemon time scale {d:.4f}")
         out[case.program.name] = {
@@ -386,14 +392,9 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
         }
         if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
             continue
-        keys = ("hint_faults", "sys_s")
-        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in keys} for s, ks in runs.items()}
-
-        def mean(setting: str, key: str, m: dict[str, dict[str, float]] = m) -> float:
-            return m[setting][key]
-
-        faults = mean("autonuma", "hint_faults")
-        hint = (mean("autonuma", "sys_s") - mean("none", "sys_s")) / faults if faults else 0.0
+        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ("hint_faults", "sys_s")} for s, ks in runs.items()}
+        faults = m["autonuma"]["hint_faults"]
+        hint = (m["autonuma"]["sys_s"] - m["none"]["sys_s"]) / faults if faults else 0.0
         if hint <= 0:
             continue
         out[prog] = {"hint_fault_guest_ns": hint * 1e9}
@@ -769,12 +770,7 @@ def _validate(
     instructions = captures["calib"].get("instructions") or 0
     speed = {
         "calib_guest_s_runs": all_calib,
-        "calib_touch_guest_ns_per_page_runs": [
-            run.machine["calib_touch"]["ns"] / run.machine["calib_touch"]["pages"]
-            for c in cases.values()
-            for run in c.runs
-            if run.machine.get("calib_touch")
-        ],
+        "calib_touch_guest_ns_per_page_runs": _phase_ns(cases, "calib_touch", "pages"),
         "calib_guest_s": guest_calib_s,
         "calib_tiersim_s": calib_sim_s,
         "calib_records": captures["calib"].get("records"),
@@ -792,7 +788,7 @@ def _validate(
 
     paths = kernel_path_costs(cases)
     speed["kernel_path_costs"] = paths
-    lenses = program_lenses(work, cases, calib_sim_s, knobs, say) if time_scale == "program" else {}
+    lenses = program_lenses(work, cases, calib_sim_s, knobs, paths, say) if time_scale == "program" else {}
     speed["program_time_scales"] = {p: {k: v for k, v in lens.items() if k != "sim"} for p, lens in lenses.items()}
 
     import polars as pl

@@ -68,8 +68,8 @@ static long long cpu_ns(pid_t pid, int all) {
     return sum;
 }
 
-/* The process's system time (ns): utime and stime, fields 14 and 15 of /proc/<pid>/stat (the
- * whole thread group), in clock ticks. The kernel's work in the program's context: page faults,
+/* The process's system time (ns): stime, field 15 of /proc/<pid>/stat (the whole thread group),
+ * in clock ticks. The kernel's work in the program's context: page faults,
  * NUMA hint faults and the migrations they start, and the scanner (task_numa_work). */
 static long long stime_ns(pid_t pid) {
     char path[64];

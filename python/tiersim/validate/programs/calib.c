@@ -20,6 +20,14 @@ static long long mono_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The end of a timed phase begun at t0: in the guest, "@ calib_NAME NS COUNT". Returns the time
+ * the next phase begins at. */
+static long long phase(const char *name, long long t0, unsigned long long count) {
+    long long now = mono_ns();
+    if (getenv("TIERSIM_GUEST")) printf("@ calib_%s %lld %llu\n", name, now - t0, count);
+    return mono_ns();
+}
+
 int main(int argc, char **argv) {
     size_t bytes = mib_arg(argc, argv, 1, 32);
     long passes = long_arg(argc, argv, 2, 4), reads = long_arg(argc, argv, 3, 4000) * 1000L;
@@ -27,26 +35,20 @@ int main(int argc, char **argv) {
     volatile uint8_t *touch = alloc_pages(TOUCH_BYTES);
     long long t0 = mono_ns();
     for (size_t i = 0; i < TOUCH_BYTES; i += 4096) touch[i] = 1;
-    long long touch_ns = mono_ns() - t0;
-    if (getenv("TIERSIM_GUEST")) printf("@ calib_touch %lld %u\n", touch_ns, TOUCH_BYTES / 4096);
+    phase("touch", t0, TOUCH_BYTES / 4096);
     uint64_t *a = alloc_pages(bytes), seed = 1, sum = 0;
     for (size_t i = 0; i < n; i++) a[i] = i;
     t0 = mono_ns();
     for (long p = 0; p < passes; p++)
         for (size_t i = 0; i < n; i += 8) a[i] += a[i] ^ p;
-    long long sweep_ns = mono_ns() - t0;
-    if (getenv("TIERSIM_GUEST")) printf("@ calib_sweep %lld %zu\n", sweep_ns, (size_t)passes * (n / 8));
+    t0 = phase("sweep", t0, (unsigned long long)passes * (n / 8));
     /* mprotect of the resident buffer and back: change_protection over its PTEs and a TLB flush,
      * the walk the NUMA scanner's change_prot_numa makes, timed as "@ calib_mprotect NS PTES". */
-    t0 = mono_ns();
     mprotect((void *)a, bytes, PROT_READ);
     mprotect((void *)a, bytes, PROT_READ | PROT_WRITE);
-    long long mprotect_ns = mono_ns() - t0;
-    if (getenv("TIERSIM_GUEST")) printf("@ calib_mprotect %lld %zu\n", mprotect_ns, 2 * (bytes / 4096));
-    t0 = mono_ns();
+    t0 = phase("mprotect", t0, 2 * (bytes / 4096));
     for (long r = 0; r < reads; r++) sum += a[splitmix(&seed) % n];
-    long long random_ns = mono_ns() - t0;
-    if (getenv("TIERSIM_GUEST")) printf("@ calib_random %lld %ld\n", random_ns, reads);
+    phase("random", t0, (unsigned long long)reads);
     finish("calib", sum);
     return 0;
 }
