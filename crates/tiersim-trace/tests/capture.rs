@@ -617,6 +617,11 @@ fn rt_records(recs: &[(u64, u64, u32, u16, u8)]) -> Vec<u8> {
     b
 }
 
+/// The runtime's pagemap.bin: (virtual page, /proc/PID/pagemap entry) pairs, as it records them.
+fn pagemap_bin(entries: &[(u64, u64)]) -> Vec<u8> {
+    entries.iter().flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes())).collect()
+}
+
 fn run_instrumented(dir: &Path, params: &str, o: &Out) -> tiersim_core::Result<CaptureReport> {
     let t = table(params);
     let physical = !params.contains("\"none\"");
@@ -650,11 +655,8 @@ fn instrumented_threads_merge_by_stamp_with_their_cpus_and_gaps() {
     std::fs::write(dir.join("t1.bin"), rt_records(&[(20, 0x30000, 3, 64, 0), (40, 0x30040, 2, 64, 0)])).unwrap();
     // Pages 0x10 and 0x30 have frames (the last entry of 0x10 wins: the zero page first, then
     // its own frame); page 0x20 never showed one.
-    let pm: Vec<u8> =
-        [(0x10u64, (1u64 << 63) | 7), (0x30, (1 << 63) | (1 << 56) | 9), (0x10, (1 << 63) | (1 << 56) | 5)]
-            .iter()
-            .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
-            .collect();
+    let pm =
+        pagemap_bin(&[(0x10, (1 << 63) | 7), (0x30, (1 << 63) | (1 << 56) | 9), (0x10, (1 << 63) | (1 << 56) | 5)]);
     std::fs::write(dir.join("pagemap.bin"), pm).unwrap();
     let o = outs();
     // 1.5 instructions per access: gaps 1, 3, 0 -> 1 (carry .5), 5 (4.5+.5), 0; 3, 2 -> 4 (carry .5), 3.
@@ -708,10 +710,7 @@ fn physical_footprint_counts_shared_frames_once_and_pages_a_record_crosses() {
         rt_records(&[(1, 0x10000, 1, 64, 0), (2, 0x11000, 1, 64, 0), (3, 0x12000, 1, 64, 0), (4, 0x12fe0, 1, 64, 0)]),
     )
     .unwrap();
-    let pm: Vec<u8> = [(0x10u64, (1u64 << 63) | 7), (0x11, (1 << 63) | 7), (0x12, (1 << 63) | (1 << 56) | 40)]
-        .iter()
-        .flat_map(|&(v, e)| v.to_le_bytes().into_iter().chain(e.to_le_bytes()))
-        .collect();
+    let pm = pagemap_bin(&[(0x10, (1 << 63) | 7), (0x11, (1 << 63) | 7), (0x12, (1 << 63) | (1 << 56) | 40)]);
     std::fs::write(dir.join("pagemap.bin"), pm).unwrap();
     let o = outs();
     run_instrumented(dir, "llc = \"1MiB\"", &o).unwrap();
