@@ -75,6 +75,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("migrate_overhead", ParamKind::Duration, "3us", "per migrated page: isolate, unmap via rmap, remap (the copy is simulated on the devices)"),
     ParamSpec::new("tlb_shootdown", ParamKind::Duration, "2us", "one IPI round to flush TLBs, per migration and per scan window"),
     ParamSpec::new("pte_scan_cost", ParamKind::Duration, "2ns", "scanner cost per PTE walked (change_prot_numa)"),
+    ParamSpec::new("tick", ParamKind::Duration, "4ms", "the scheduler tick, 1/CONFIG_HZ (Debian's kernels: 250 Hz): a new thread waits two ticks more than its period before its first NUMA scan window (init_numa_balancing); scaled like the scan periods"),
     ParamSpec::new(
         "device_hints",
         ParamKind::Str,

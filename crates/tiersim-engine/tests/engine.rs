@@ -237,25 +237,27 @@ fn remote_socket_penalty_and_fallback() {
 #[test]
 fn autonuma_migrates_after_a_hint_fault_with_exact_costs() {
     let p = plat(TWO_SOCKETS, &[]);
-    // CPU 1 touches X (node 1). The first scan is due at 1 us; CPU 0's read of X at 2 us runs
-    // it: the touched address space is X alone, so the walk marks X and wraps:
-    // 1 PTE x 2 ns + 2 us TLB flush = 2002 ns, and the read retries at 4002. X is PROT_NONE:
-    // hint fault (1 us); no last CPU, so the filter passes and X moves to node 0: migrate 3 us
-    // + TLB 2 us + copy (4 KiB at 64 GB/s = 64 ns on each side; node 1's read ends at
-    // 4002 + 64 + 100 = 4166) = 6164 ns. The read is reissued at 10166 and is local: 10267.
+    // CPU 0, the trace's first thread, reads its page W (node 0, 100 ns + 1 ns of queue: its
+    // clock is at 101); CPU 1 touches X (node 1). CPU 0 has run for 2101 ns, past its first
+    // period (scan_delay, 1 us), when it reads X: it runs the first window, and the touched
+    // address space is W and X, so the walk marks both and wraps: 2 PTEs x 2 ns + 2 us TLB
+    // flush = 2004 ns, and the read retries at 4105. X is PROT_NONE: hint fault (1 us); no last
+    // CPU, so the filter passes and X moves to node 0: migrate 3 us + TLB 2 us + copy (4 KiB at
+    // 64 GB/s = 64 ns on each side; node 1's read ends at 4105 + 64 + 100 = 4269) = 6164 ns. The
+    // read is reissued at 10269 and is local: 10370.
     let params = format!("{FAST_SCAN}scan_delay = \"1us\"");
-    let a = vec![acc(1, 0x1000, Op::Read, 0), acc(0, 0x1000, Op::Read, 2000)];
+    let a = vec![acc(0, 0x5000, Op::Read, 0), acc(1, 0x1000, Op::Read, 0), acc(0, 0x1000, Op::Read, 2000)];
     let r = run_with(&p, "autonuma", &params, a).unwrap();
     let s = &r.summary;
-    assert_eq!(u(s, &["execution_time_ns"]), 10267, "{s}");
+    assert_eq!(u(s, &["execution_time_ns"]), 10370, "{s}");
     assert_eq!(u(s, &["tiering", "scans"]), 1);
-    assert_eq!(u(s, &["tiering", "scan_time_ns"]), 2002);
+    assert_eq!(u(s, &["tiering", "scan_time_ns"]), 2004);
     assert_eq!(u(s, &["tiering", "hint_faults"]), 1);
     assert_eq!(u(s, &["tiering", "migrations"]), 1);
     assert_eq!(u(s, &["tiering", "promotions"]), 0, "DRAM to DRAM is no promotion");
     assert_eq!(u(s, &["tiering", "migration_time_ns"]), 5164);
     assert_eq!(u(s, &["tiering", "migrated_bytes"]), 4096);
-    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 1);
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 2);
     assert_eq!(u(&s["nodes"][0], &["migrated_in"]), 1);
     assert_eq!(u(&s["nodes"][1], &["migrated_out"]), 1);
 }
@@ -285,12 +287,72 @@ params = { channels = 1, channel_bandwidth = "64GB/s", efficiency = 1.0, read_la
 "#;
 
 /// Pages 0..13 first touched (DRAM takes 13, down to its low watermark; page 13 spills to the
-/// slow node), then page 13 read again after the first scan, and again after the next one.
+/// slow node), then page 13 read again after the first scan, and again after the next one. With
+/// scan_delay 10 us and FAST_SCAN's 100 us period, the thread is due at 10 us of run time, where
+/// the new mm's first task_numa_work only sets numa_next_scan, and scans at 110 us.
 fn tiered_trace() -> Vec<Access> {
     let mut a: Vec<_> = (0..14).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
-    a.push(acc(0, 13 * 4096, Op::Read, 10_000));
-    a.push(acc(0, 13 * 4096, Op::Read, 200_000));
+    a.push(acc(0, 13 * 4096, Op::Read, 120_000));
+    a.push(acc(0, 13 * 4096, Op::Read, 400_000));
     a
+}
+
+#[test]
+fn the_scanner_waits_32x_its_own_time_before_the_next_window() {
+    // Page 0 touched, then read every 10 us for 10 ms by one thread. AutoNUMA's windows come
+    // every period of the thread's run time (100 us, min = max), plus 32x the last window's
+    // cost: one PTE's pte_scan_cost (the TLB shootdown set to 0).
+    let mut a = vec![acc(0, 0, Op::Write, 0)];
+    a.extend((0..1000).map(|_| acc(0, 0, Op::Read, 10_000)));
+    let scans = |pte_cost: &str| {
+        let p = plat(TIERED, &[&format!("os.pte_scan_cost=\"{pte_cost}\""), "os.tlb_shootdown=\"0ns\""]);
+        let params =
+            "scan_size = \"64KiB\"\nscan_period_min = \"100us\"\nscan_period_max = \"100us\"\nscan_delay = \"10us\"";
+        let r = run_with(&p, "autonuma", params, a.clone()).unwrap();
+        (u(&r.summary, &["tiering", "scans"]), u(&r.summary, &["tiering", "scan_time_ns"]))
+    };
+    let (free_scans, free_time) = scans("0ns");
+    assert_eq!(free_time, 0);
+    // A window costing 1 us (one page at 1 us) holds the next back 32 us: 132 us apart instead
+    // of 100, so about 100 / 132 as many windows (task_numa_work's 3 % cap).
+    let (costly_scans, costly_time) = scans("1us");
+    assert_eq!(costly_time, costly_scans * 1000);
+    let ratio = costly_scans as f64 / free_scans as f64;
+    assert!((ratio - 100.0 / 132.0).abs() < 0.03, "{free_scans} windows free, {costly_scans} at 1 us: {ratio}");
+}
+
+#[test]
+fn a_thread_scans_once_it_has_run_its_own_period() {
+    // CPU 0, the trace's first thread, runs 400 us and stops: less than its first period
+    // (scan_delay, 1 ms). CPU 1 starts at 500 us and reads its page every 10.1 us (10 us of
+    // compute, 101 ns of local DRAM); its creation, while the mm has one user, sets
+    // numa_next_scan 1 ms ahead. A thread created after the first counts its own run time from
+    // node_stamp = task_scan_max's 1 ms read as 1 ns + two ticks (init_numa_balancing, 6.1):
+    // with the 4 ms tick, CPU 1 scans once it has run 9 ms and 1 ns, about its 891st read;
+    // without ticks, after 1 ms and 1 ns, its 99th.
+    let trace = |reads: u64| {
+        let mut a = vec![acc(0, 0, Op::Write, 0), acc(0, 0x1000, Op::Read, 400_000), acc(1, 0x2000, Op::Read, 500_000)];
+        a.extend((0..reads).map(|_| acc(1, 0x2000, Op::Read, 10_000)));
+        a
+    };
+    let params = format!("{FAST_SCAN}scan_delay = \"1ms\"");
+    let scans = |tick: &str, reads: u64| {
+        let p = plat(TWO_SOCKETS, &[&format!("os.tick=\"{tick}\"")]);
+        u(&run_with(&p, "autonuma", &params, trace(reads)).unwrap().summary, &["tiering", "scans"])
+    };
+    assert_eq!(scans("4ms", 850), 0);
+    assert!(scans("4ms", 950) >= 1);
+    assert_eq!(scans("0ns", 90), 0);
+    assert!(scans("0ns", 110) >= 1);
+    // One thread alone: at 1 ms of run time the new mm's first task_numa_work only sets
+    // numa_next_scan 1 ms ahead; its next stamp at or past it (every 100 us) scans, at 2 ms.
+    let alone = |reads: u64| {
+        let mut a = vec![acc(0, 0, Op::Write, 0)];
+        a.extend((0..reads).map(|_| acc(0, 0, Op::Read, 10_000)));
+        u(&run_with(&plat(TWO_SOCKETS, &[]), "autonuma", &params, a).unwrap().summary, &["tiering", "scans"])
+    };
+    assert_eq!(alone(190), 0);
+    assert!(alone(210) >= 1);
 }
 
 #[test]
@@ -389,11 +451,12 @@ fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     // four LRU victims p0..p3 to the slow node, PROT_NONE at once.
     let mut a: Vec<_> = (0..12).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
     // p0 is read three times, the first 100 us on, after kswapd's batch: fault 1 (its demotion
-    // left it PROT_NONE) references it; the scan at 1 ms re-protects it and fault 2 activates it;
-    // the next scan, fault 3 promotes it (8 free > high + 1), which leaves 7 free, so kswapd
-    // demotes one more page.
+    // left it PROT_NONE) references it; the first scan, at 2 ms (at 1 ms of run time the new
+    // mm's first task_numa_work only set numa_next_scan, 1 ms ahead), re-protects it and fault 2
+    // activates it; the next scan, fault 3 promotes it (8 free > high + 1), which leaves 7 free,
+    // so kswapd demotes one more page.
     a.push(acc(0, 0, Op::Read, 100_000));
-    a.push(acc(0, 0, Op::Read, 1_000_000));
+    a.push(acc(0, 0, Op::Read, 2_000_000));
     a.push(acc(0, 0, Op::Read, 200_000));
     let r = run_with(&p, "tpp", &params, a).unwrap();
     let s = &r.summary;
@@ -403,7 +466,7 @@ fn tpp_keeps_its_demotion_watermark_and_promotes_active_pages() {
     assert_eq!(u(s, &["tiering", "failed_promotions"]), 0);
     assert_eq!(u(s, &["tiering", "kswapd_wakeups"]), 2);
     assert_eq!(u(s, &["tiering", "kswapd_pages"]), 5);
-    // p0 left DRAM at ~20 us and came back ~1.3 ms later: one ping-pong.
+    // p0 left DRAM at ~20 us and came back ~2.3 ms later: one ping-pong.
     assert_eq!(u(s, &["tiering", "ping_pong"]), 1);
     assert_eq!(u(&s["nodes"][0], &["final_pages"]), 8);
     assert_eq!(u(&s["nodes"][1], &["final_pages"]), 4);

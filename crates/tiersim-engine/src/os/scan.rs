@@ -1,6 +1,7 @@
 //! The NUMA hinting scanner, task_numa_work in kernel/sched/fair.c (policies.md 1.2): windows
 //! of the touched address space made PROT_NONE (change_prot_numa) at a period adapted after each
-//! pass (update_task_scan_period); the policy's scan visits and `os.device_hints` ride along.
+//! pass (update_task_scan_period), each window run by the thread whose own run time says it is
+//! due (task_tick_numa); the policy's scan visits and `os.device_hints` ride along.
 
 use serde_json::{Map, Value};
 use tiersim_core::{NodeId, Ns};
@@ -8,6 +9,23 @@ use tiersim_policies::{ScanSpec, ScanVisit};
 
 use super::{Memory, Metrics};
 use crate::pagetable::{CHUNK, CHUNK_SHIFT, DROPPED, PROT_NONE, UNTOUCHED};
+
+/// task_numa_work's overhead cap: the thread's next window waits 32x the time this one took.
+const SCAN_OVERHEAD_HOLD: u64 = 32;
+
+/// One thread's side of task_tick_numa (kernel/sched/fair.c, 6.1): the scanner's work is queued
+/// on a thread once its own run time (sum_exec_runtime) passes node_stamp + numa_scan_period, so
+/// a thread that has not yet run for a period never scans, however long the program has run.
+#[derive(Debug, Clone, Copy)]
+struct Task {
+    /// When the thread first ran (Ns::MAX: not yet).
+    start_ns: Ns,
+    /// node_stamp, in the thread's run time.
+    stamp_ns: Ns,
+    /// The thread's numa_scan_period until it takes the mm's (0 from then on): scan_delay, as
+    /// init_numa_balancing sets it.
+    own_period_ns: Ns,
+}
 
 /// Which pages the scanner hints to devices that accept hints (`os.device_hints`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +49,19 @@ pub(crate) struct ScanStats {
 pub(crate) struct Scanner {
     /// The policy's scanner, if it has one.
     pub(crate) spec: Option<ScanSpec>,
-    /// When the next scan window is due.
-    pub(crate) next_ns: Ns,
+    /// Per thread (trace CPU): the simulated time at which its run time reaches its stamp plus
+    /// its period, when `tick` has something to decide (Ns::MAX: never, or no scanner).
+    due_ns: Vec<Ns>,
+    tasks: Vec<Task>,
+    /// mm->numa_next_scan: no window before it, whichever thread is due. None: not set, as in
+    /// a new mm (exec gives the program a zeroed one).
+    mm_next_ns: Option<Ns>,
+    /// The mm's period, adapted after each pass (0 until the first window sets task_scan_start).
     period_ns: Ns,
+    /// Two scheduler ticks: a new thread's stagger before its first period (init_numa_balancing).
+    stagger_ns: Ns,
+    /// The daemon time scale, applied to the overhead hold like every other daemon time.
+    time_scale: f64,
     cursor: u64,
     /// Full passes over the address space so far.
     pub(crate) seq: u64,
@@ -61,14 +89,23 @@ pub(crate) struct ScannerSetup {
     pub(crate) hint_nodes: Vec<bool>,
     pub(crate) pte_scan_ps: u64,
     pub(crate) tlb_shootdown_ps: u64,
+    /// The scheduler tick (`os.tick`), scaled like the policy's periods.
+    pub(crate) tick_ns: Ns,
+    pub(crate) time_scale: f64,
+    pub(crate) ncpus: usize,
 }
 
 impl Scanner {
     pub(crate) fn new(s: ScannerSetup) -> Scanner {
+        let task = Task { start_ns: Ns::MAX, stamp_ns: 0, own_period_ns: 0 };
         Scanner {
-            next_ns: s.spec.map_or(0, |s| s.delay_ns),
+            due_ns: vec![Ns::MAX; s.ncpus],
+            tasks: vec![task; s.ncpus],
+            mm_next_ns: None,
             spec: s.spec,
             period_ns: 0,
+            stagger_ns: 2 * s.tick_ns,
+            time_scale: s.time_scale,
             cursor: 0,
             seq: 0,
             pass_faults: 0,
@@ -88,15 +125,10 @@ impl Scanner {
     /// pages already PROT_NONE keep their stamp), until a window's worth of present pages or
     /// 8x that much address space; at the end of the address space wrap and adapt the period.
     /// Returns the scan's cost (ps), charged to the CPU that ran it.
-    pub(crate) fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns) -> u64 {
+    fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns) -> u64 {
         let page_size = mem.page_size;
         let window = (spec.scan_size / page_size).max(1);
-        let present: u64 = mem.nodes.iter().map(|n| n.used).sum();
-        let windows = (present * page_size).div_ceil(spec.scan_size).max(1);
-        // task_scan_min/max: at most 2560 MB/s of scanning, and a full pass per period bound.
-        let scan_min = (spec.scan_size as f64 * 1e9 / spec.max_rate_bytes_per_s) as u64;
-        let scan_min = scan_min.max(spec.period_min_ns / windows);
-        let scan_max = scan_min.max(spec.period_max_ns / windows);
+        let (scan_min, scan_max) = scan_bounds(mem, spec);
         if self.period_ns == 0 {
             self.period_ns = scan_min;
         }
@@ -150,12 +182,123 @@ impl Scanner {
             self.cursor = (chunk + 1) << CHUNK_SHIFT;
         }
         let cost = walked * self.pte_scan_ps + self.tlb_shootdown_ps;
-        // The scan runs in the task's context (task_work), so the period counts from its end:
-        // a period shorter than the scan's own cost must not starve the task of progress.
-        self.next_ns = t + cost / 1000 + self.period_ns;
         self.stats.scans += 1;
         self.stats.scan_time_ps += cost;
         cost
+    }
+
+    /// Thread `c` first runs at `t` (init_numa_balancing, kernel/sched/fair.c, 6.1). The trace's
+    /// first thread scans once it has run scan_delay (node_stamp 0, numa_scan_period =
+    /// scan_delay). A later one, created by clone(CLONE_VM), starts with node_stamp =
+    /// min(task_scan_max, ...) + 2 ticks and the same period; 6.1 takes task_scan_max's
+    /// milliseconds for nanoseconds there (a later patch multiplies them by NSEC_PER_MSEC), and so
+    /// does this. The second thread is created while the mm has one user, which sets
+    /// numa_next_scan to scan_delay from then: a program that starts its threads after a
+    /// single-threaded set-up scans no earlier than scan_delay after it. Deviation: a thread is
+    /// created when it first runs, and a thread that has ended still counts as a user.
+    pub(crate) fn task_starts(&mut self, mem: &Memory, c: usize, t: Ns) {
+        let Some(spec) = self.spec else { return };
+        if self.tasks[c].start_ns != Ns::MAX {
+            return;
+        }
+        let users = self.tasks.iter().filter(|k| k.start_ns != Ns::MAX).count();
+        let stamp_ns = if users == 0 {
+            0
+        } else {
+            if users == 1 {
+                self.mm_next_ns = Some(t + spec.delay_ns);
+            }
+            let (_, scan_max) = scan_bounds(mem, spec);
+            scan_max / 1_000_000 + self.stagger_ns
+        };
+        self.tasks[c] = Task { start_ns: t, stamp_ns, own_period_ns: spec.delay_ns };
+        self.due_ns[c] = self.due(c);
+    }
+
+    /// When thread `c`'s run time reaches its stamp plus its period, in simulated time: the
+    /// thread runs whenever it has an access to issue, so its run time is the time since it
+    /// started.
+    fn due(&self, c: usize) -> Ns {
+        let k = &self.tasks[c];
+        let period = if k.own_period_ns != 0 { k.own_period_ns } else { self.period_ns };
+        k.start_ns.saturating_add(k.stamp_ns).saturating_add(period)
+    }
+
+    /// task_tick_numa for thread `c` at `t` (at or past its due time): its stamp moves on by its
+    /// period and, if the mm's next scan is due, it runs a window (task_numa_work). Returns the
+    /// window's cost (ps), charged to the thread, or None.
+    ///
+    /// The kernel checks at every tick, so a thread that computes for several periods between
+    /// two accesses would scan once a period in between; here the stamp catches up with the
+    /// thread's run time, each gate is taken at the time the run time passed the stamp (as the
+    /// kernel takes both at the same tick), and one window runs, at the access.
+    pub(crate) fn tick(&mut self, mem: &mut Memory, c: usize, t: Ns) -> Option<u64> {
+        let spec = self.spec?;
+        let k = self.tasks[c];
+        let run = t.saturating_sub(k.start_ns);
+        let period = if k.own_period_ns != 0 { k.own_period_ns } else { self.period_ns };
+        if run <= k.stamp_ns + period {
+            self.due_ns[c] = self.due(c);
+            return None;
+        }
+        let first = k.stamp_ns + period;
+        // The first period of the mm's first thread ends with its period set to task_scan_start
+        // (the mm's period from then on).
+        if k.stamp_ns == 0 {
+            self.tasks[c].own_period_ns = 0;
+            if self.period_ns == 0 {
+                self.period_ns = scan_bounds(mem, spec).0;
+            }
+        }
+        let own = self.tasks[c].own_period_ns;
+        let period = if own != 0 { own } else { self.period_ns };
+        let mut last = first;
+        if run > last + period {
+            last += (run - last - 1) / period * period;
+        }
+        self.tasks[c].stamp_ns = last;
+        let mm_next = match self.mm_next_ns {
+            Some(next) => next,
+            None => {
+                // A new mm's first task_numa_work only sets numa_next_scan, scan_delay ahead.
+                let next = k.start_ns + first + spec.delay_ns;
+                self.mm_next_ns = Some(next);
+                if last == first {
+                    self.due_ns[c] = self.due(c);
+                    return None;
+                }
+                next
+            }
+        };
+        let mut cost = None;
+        if k.start_ns + last >= mm_next {
+            // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
+            // same tick as its next stamp, period after period.
+            self.mm_next_ns = Some(k.start_ns + last + period);
+            let ps = self.run_scan(mem, spec, t);
+            // "Limit NUMA PTE scanning overhead to 3% max": the thread's stamp moves on by 32x
+            // the window's run time (task_numa_work, since 4.5). The hold is a daemon time and
+            // goes through the lens like the periods it adds to: on the real machine a window's
+            // cost is small beside its period, and shrinking only the period would make the cap
+            // bind where it never does. It never ends before the window does, though: the next
+            // period counts from the window's end at the earliest (the kernel's hold, 32x the
+            // window, always is longer than the window), so that a lens whose periods are
+            // shorter than a window does not scan at every access.
+            let hold_ns = ((SCAN_OVERHEAD_HOLD * ps) as f64 / 1000.0 * self.time_scale) as u64;
+            self.tasks[c].stamp_ns = (last + hold_ns).max(run + ps / 1000);
+            cost = Some(ps);
+        }
+        self.due_ns[c] = self.due(c);
+        cost
+    }
+
+    /// Thread `c`'s due time (`tick` has nothing to do before it).
+    #[inline(always)]
+    pub(crate) fn due_ns(&self, c: usize) -> Ns {
+        debug_assert!(c < self.due_ns.len());
+        // SAFETY: due_ns has one entry per CPU of the platform, and the engine's CPU ids index
+        // its CPUs (checked when the accesses were read).
+        unsafe { *self.due_ns.get_unchecked(c) }
     }
 
     /// `os.device_hints`: tell the device holding a visited page that it is in use. Accessed means
@@ -196,7 +339,26 @@ impl Scanner {
         self.period_ns = self.period_ns.clamp(scan_min, scan_max);
         self.pass_faults = 0;
         self.pass_failed = false;
+        // Deviation: the kernel adapts each thread's period from its own faults when it first
+        // faults in a new pass (task_numa_placement); here every thread takes the mm's period,
+        // adapted from all of them, once a pass ends.
+        for c in 0..self.tasks.len() {
+            self.tasks[c].own_period_ns = 0;
+            if self.tasks[c].start_ns != Ns::MAX {
+                self.due_ns[c] = self.due(c);
+            }
+        }
     }
+}
+
+/// task_scan_min and task_scan_max (ns): at most 2560 MB/s of scanning, and a full pass per
+/// period bound, for the present pages.
+fn scan_bounds(mem: &Memory, spec: ScanSpec) -> (Ns, Ns) {
+    let present: u64 = mem.nodes.iter().map(|n| n.used).sum();
+    let windows = (present * mem.page_size).div_ceil(spec.scan_size).max(1);
+    let scan_min = (spec.scan_size as f64 * 1e9 / spec.max_rate_bytes_per_s) as u64;
+    let scan_min = scan_min.max(spec.period_min_ns / windows);
+    (scan_min, scan_min.max(spec.period_max_ns / windows))
 }
 
 impl Metrics for Scanner {

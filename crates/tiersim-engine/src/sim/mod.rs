@@ -206,7 +206,7 @@ impl Engine {
                 };
             }
         }
-        let cpus = platform
+        let cpus: Vec<Cpu> = platform
             .cpu_node
             .iter()
             .map(|&node| Cpu {
@@ -248,6 +248,9 @@ impl Engine {
             hint_nodes,
             pte_scan_ps: os.duration("pte_scan_cost") * 1000,
             tlb_shootdown_ps: os.duration("tlb_shootdown") * 1000,
+            tick_ns: topo.scaled_time(os.duration("tick")),
+            time_scale: topo.time_scale,
+            ncpus: cpus.len(),
         });
         let migrate = Migrator::new(
             os.duration("migrate_overhead") * 1000,
@@ -373,9 +376,8 @@ impl Engine {
         if issue_ns >= self.kswapd.next_ns {
             self.kswapd_catch_up(issue_ns)?;
         }
-        if let Some(spec) = self.scanner.spec {
-            if issue_ns >= self.scanner.next_ns {
-                let cost = self.scanner.run_scan(&mut self.mem, spec, issue_ns);
+        if issue_ns >= self.scanner.due_ns(c) {
+            if let Some(cost) = self.scanner.tick(&mut self.mem, c, issue_ns) {
                 return Ok(Some(issue_ps + cost));
             }
         }
@@ -608,6 +610,9 @@ impl Feed {
                         self.dry -= 1;
                     }
                     let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
+                    if !eng.cpus[c].started {
+                        eng.scanner.task_starts(&eng.mem, c, issue / 1000);
+                    }
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
                 }
