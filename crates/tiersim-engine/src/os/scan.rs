@@ -272,10 +272,13 @@ impl Scanner {
         };
         let mut cost = None;
         if k.start_ns + last >= mm_next {
-            // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
-            // same tick as its next stamp, period after period.
-            self.mm_next_ns = Some(k.start_ns + last + period);
             let ps = self.run_scan(mem, spec, t);
+            // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
+            // same tick as its next stamp, period after period. Not before the window ends,
+            // though: through a lens whose period is shorter than a window, other threads would
+            // otherwise start windows while this one runs (the kernel's windows are far shorter
+            // than its periods).
+            self.mm_next_ns = Some((k.start_ns + last).max(t + ps / 1000) + period);
             // "Limit NUMA PTE scanning overhead to 3% max": the thread's stamp moves on by 32x
             // the window's run time (task_numa_work, since 4.5). The hold is a daemon time and
             // goes through the lens like the periods it adds to: on the real machine a window's
