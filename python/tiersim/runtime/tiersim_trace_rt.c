@@ -56,7 +56,7 @@ enum {
 /* A slot's control page: the producer's line, then the merger's (offsets in stream.rs C_*). */
 struct slot_ctl {
     _Atomic uint64_t pub; /* records published */
-    atomic_uint busy;     /* inside emit: a record being stamped may not be published yet */
+    atomic_uint busy;     /* records are being stamped and may not be published yet */
     atomic_uint state;    /* 1: index and cpu are set */
     atomic_uint done;     /* no more records */
     uint32_t unused;
@@ -83,30 +83,51 @@ struct cache {
     atomic_uchar locks[NLOCKS];
 };
 
+/* A line access the same-line table did not settle, waiting for the thread's next flush: the line
+ * << 1 | write, its set, and the thread's loads and stores up to it (low 32 bits: a record's gap
+ * is their difference modulo 2^32, as it always was). */
+struct pend {
+    uint64_t key;
+    uint32_t set;
+    uint32_t total;
+};
+/* Pending line accesses a thread holds before it passes them through its cache. The set lookups
+ * of one flush are independent, so the host overlaps their misses in the tag array, which the
+ * program's own accesses, one at a time behind each lookup, never let it do. */
+#define PEND 256u
+
 /* A thread's state; the per-access path touches only its first cache line. */
 struct thr {
     /* Per group of cache sets (set & tab_mask), the line this thread touched last in it, << 1 |
-     * whether that access wrote it. That line is its set's most recent (any access to the set
-     * since went through the slow path, which rewrites the entry), so touching it again changes
-     * nothing, unless it is a store to a line the entry does not show dirty: such accesses skip
-     * the cache. tab_mask is 0 (one entry: the last line touched) when the sets are not a power
-     * of two, and when other threads share the cache (their accesses change its sets too).
-     * Entries are TC_INVALID when there is no cache or the thread is done. */
+     * whether that access wrote it. That line is its set's most recent once the pending accesses
+     * have reached the cache (every access to the set since went through the slow path, which
+     * rewrites the entry), so touching it again changes nothing, unless it is a store to a line
+     * the entry does not show dirty: such accesses skip the cache. tab_mask is 0 (one entry: the
+     * last line touched) when the sets are not a power of two, and when other threads share the
+     * cache (their accesses change its sets too). Entries are TC_INVALID when there is no cache
+     * or the thread is done. */
     uint64_t *tab;
     uint64_t tab_mask;
     /* Loads (0) and stores (1) traced; the bytes they moved. */
     uint64_t count[2];
     uint64_t bytes;
-    /* Loads and stores at the previous record: a record's gap is the difference. */
-    uint64_t mark;
+    struct pend *pend;
+    uint32_t npend;
+    /* Loads and stores at the previous record (low 32 bits): a record's gap is the difference. */
+    uint32_t mark;
     /* Accesses that took the slow path, and the hits among its lines: the fast path's hits
      * are the accesses that did not take it. */
     uint64_t slow, slow_hits;
     uint32_t index, cpu;
     struct slot_ctl *ctl;
     tc_rec_t *ring;
-    /* Records published, and the most tiersim has taken as last seen. */
-    uint64_t n, room;
+    /* Records published, and the most tiersim has taken as last seen; records written after
+     * them but not yet published, all stamped `open_stamp` (open: the slot shows busy). */
+    uint64_t n, room, staged, open_stamp;
+    int open;
+    /* Held while the thread's pending accesses are flushed: by the thread, or by the exit
+     * handler for a thread that has not ended. */
+    atomic_int flushing;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
     volatile int busy;
     struct cache *c;
@@ -148,7 +169,7 @@ static void die(const char *what) {
 
 static uint64_t stamp(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    /* rdtscp waits for the instructions before it (emit's locked exchange among them). */
+    /* rdtscp waits for the instructions before it (pub_open's locked exchange among them). */
     unsigned aux;
     return __rdtscp(&aux);
 #else
@@ -160,9 +181,10 @@ static uint64_t stamp(void) {
 
 static const char *tc_getenv(const char *name) { return getenv(name); }
 
+/* On cache lines: a set of 16 ways is then two whole lines, which a flush's prefetch names. */
 static void *tc_alloc(unsigned long bytes) {
-    void *p = malloc(bytes);
-    if (!p) die("out of memory");
+    void *p;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) die("out of memory");
     return p;
 }
 
@@ -173,27 +195,6 @@ static struct cache *cache_new(void) {
     c->tags = tc_tags_new(&cfg.env, &c->sets);
     c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
     return c;
-}
-
-static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
-    struct cache *c = t->c;
-    uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
-    uint64_t *tags = c->tags + set * c->ways;
-    t->busy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(!c->shared, 1)) {
-        int miss = tc_set_access_any(tags, c->ways, line, write, wb);
-        atomic_signal_fence(memory_order_seq_cst);
-        t->busy = 0;
-        return miss;
-    }
-    t->busy = 0;
-    atomic_uchar *l = &c->locks[set % NLOCKS];
-    while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
-    }
-    int miss = tc_set_access_any(tags, c->ways, line, write, wb);
-    atomic_store_explicit(l, 0, memory_order_release);
-    return miss;
 }
 
 static inline _Atomic uint64_t *hdr(int field) { return (_Atomic uint64_t *)&cfg.shm[field]; }
@@ -208,7 +209,7 @@ static void pause_briefly(void) {
 }
 
 /* The ring is full: wait for tiersim to take records. It merges without waiting for this
- * thread (see emit), so the wait ends unless tiersim is gone, and then the program ends. */
+ * thread (see pub_open), so the wait ends unless tiersim is gone, and then the program ends. */
 static __attribute__((noinline)) void wait_room(struct thr *t) {
     in_rt++;
     for (;;) {
@@ -224,32 +225,128 @@ static __attribute__((noinline)) void wait_room(struct thr *t) {
     in_rt--;
 }
 
-/* A record, published at once so that tiersim can merge it while the program runs. tiersim
- * orders the threads' records by stamp and must know, for a thread with nothing published, that
- * its next stamp will come after the time it looks: so `busy` is set with a full barrier
- * before the stamp is taken (and the stamp is taken after it, rdtscp), and cleared once the
- * record is published. tiersim reads the clock, then `busy` clear and nothing new published,
- * and knows this thread's next stamp is later. */
-static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
-    if (__builtin_expect(t->n >= t->room, 0)) wait_room(t);
+/* tiersim orders the threads' records by stamp and must know, for a thread with nothing
+ * published, that its next stamp will come after the time it looks: so the slot's `busy` is set
+ * with a full barrier before a stamp is taken (and the stamp is taken after it, rdtscp), and
+ * cleared once the records stamped with it are published. tiersim reads the clock, then `busy`
+ * clear and nothing new published, and knows this thread's next stamp is later; while `busy` is
+ * set, the records to come are no earlier than the last it took. A flush's records share one
+ * stamp (ties keep their order in the thread's ring). */
+static void pub_open(struct thr *t) {
     atomic_exchange_explicit(&t->ctl->busy, 1, memory_order_seq_cst);
-    tc_rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
-    r->stamp = stamp();
+    t->open_stamp = stamp();
+    t->open = 1;
+}
+
+static void pub_staged(struct thr *t) {
+    t->n += t->staged;
+    t->staged = 0;
+    atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
+}
+
+static void pub_close(struct thr *t) {
+    if (!t->open) return;
+    pub_staged(t);
+    atomic_store_explicit(&t->ctl->busy, 0, memory_order_release);
+    t->open = 0;
+}
+
+/* A record into the ring, published by the next pub_close (or here, when the ring is full). The
+ * gap counts the thread's loads and stores up to `total`, the access that made the record. */
+static inline void stage(struct thr *t, uint64_t addr, uint32_t size, int write, uint32_t total) {
+    if (__builtin_expect(!t->open, 0)) pub_open(t);
+    if (__builtin_expect(t->n + t->staged >= t->room, 0)) {
+        pub_staged(t);
+        wait_room(t);
+    }
+    tc_rec_t *r = &t->ring[(t->n + t->staged) & (cfg.ring - 1)];
+    r->stamp = t->open_stamp;
     r->addr = addr;
-    uint64_t total = t->count[0] + t->count[1];
-    r->gap = (uint32_t)(total - t->mark);
+    r->gap = total - t->mark;
     t->mark = total;
     r->size = (uint16_t)size;
     r->op = (uint8_t)write;
     r->pad = 0;
     t->records++;
-    t->n++;
-    atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
-    atomic_store_explicit(&t->ctl->busy, 0, memory_order_release);
+    t->staged++;
+}
+
+static inline void pend_access(struct thr *t, const struct pend *p, int miss, uint64_t wb) {
+    if (!miss) {
+        t->slow_hits++;
+        return;
+    }
+    unsigned shift = cfg.env.line_shift;
+    t->misses++;
+    stage(t, (p->key >> 1) << shift, 1u << shift, 0, p->total);
+    if (wb != TC_INVALID) {
+        t->writebacks++;
+        stage(t, wb << shift, 1u << shift, 1, p->total);
+    }
+}
+
+/* The thread's pending accesses through its cache, in the order it made them, and their records
+ * published. A cache with one user is touched without a lock (`busy` set, see cache_join); a
+ * shared one takes each set's lock. The sets were prefetched as the accesses were made. Called
+ * by the thread itself, or by the exit handler for a thread still alive, holding `flushing`. */
+static void flush_locked(struct thr *t) {
+    struct cache *c = t->c;
+    uint32_t n = t->npend, ways = c->ways;
+    const struct pend *p = t->pend;
+    t->npend = 0;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(!c->shared, 1)) {
+        uint64_t wb;
+        if (ways == 16)
+            for (uint32_t i = 0; i < n; i++) {
+                int miss = tc_set_access(c->tags + (uint64_t)p[i].set * 16, 16, p[i].key >> 1, p[i].key & 1, &wb);
+                pend_access(t, &p[i], miss, wb);
+            }
+        else
+            for (uint32_t i = 0; i < n; i++) {
+                int miss =
+                    tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+                pend_access(t, &p[i], miss, wb);
+            }
+        atomic_signal_fence(memory_order_seq_cst);
+        t->busy = 0;
+    } else {
+        t->busy = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t wb;
+            atomic_uchar *l = &c->locks[p[i].set % NLOCKS];
+            while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
+            }
+            int miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+            atomic_store_explicit(l, 0, memory_order_release);
+            pend_access(t, &p[i], miss, wb);
+        }
+    }
+    pub_close(t);
+}
+
+static void flush_lock(struct thr *t) {
+    while (atomic_exchange_explicit(&t->flushing, 1, memory_order_acquire)) sched_yield();
+}
+
+static __attribute__((noinline)) void flush(struct thr *t) {
+    flush_lock(t);
+    flush_locked(t);
+    atomic_store_explicit(&t->flushing, 0, memory_order_release);
+}
+
+/* Where the program synchronises with other threads through the runtime (atomics, fences,
+ * pthread_create): its records so far are published, stamped before the synchronisation, so
+ * that the merge orders them before anything another thread does after it. */
+static inline void sync_point(void) {
+    struct thr *t = me;
+    if (t && t->npend) flush(t);
 }
 
 static void thread_end(void *p) {
     struct thr *t = p;
+    if (t->npend) flush(t);
     t->done = 1;
     for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
@@ -295,6 +392,8 @@ static struct thr *attach(void) {
     t->tab = aligned_alloc(64, TC_TAB * sizeof *t->tab);
     if (!t->tab) die("thread state");
     for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
+    t->pend = aligned_alloc(64, PEND * sizeof *t->pend);
+    if (!t->pend) die("thread state");
     uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
     if (k >= cfg.slots) {
         fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
@@ -334,7 +433,10 @@ static struct thr *attach(void) {
     return t;
 }
 
-/* An access that the same-line shortcut does not settle: through the cache, line by line. */
+/* An access that the same-line shortcut does not settle, line by line: a line the table does
+ * not settle either is pending until the next flush, its set's tags prefetched now. The table
+ * entry is rewritten at once: the pending accesses reach the cache in order before any later one,
+ * so the entry's line is its set's most recent by the time a later access would have met it. */
 static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
     if (t->done) {
         /* A thread that has published its last record counts no more accesses. */
@@ -343,8 +445,11 @@ static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr,
         return;
     }
     t->slow++;
-    if (!t->c) {
-        emit(t, addr, size, write);
+    uint32_t total = (uint32_t)(t->count[0] + t->count[1]);
+    struct cache *c = t->c;
+    if (!c) {
+        stage(t, addr, size, write, total);
+        pub_close(t);
         return;
     }
     uint64_t first = addr >> cfg.env.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.env.line_shift;
@@ -354,18 +459,16 @@ static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr,
             t->slow_hits++;
             continue;
         }
-        uint64_t wb;
-        if (cache_access(t, line, write, &wb)) {
-            t->misses++;
-            emit(t, line << cfg.env.line_shift, 1u << cfg.env.line_shift, 0);
-            if (wb != TC_INVALID) {
-                t->writebacks++;
-                emit(t, wb << cfg.env.line_shift, 1u << cfg.env.line_shift, 1);
-            }
-        } else {
-            t->slow_hits++;
-        }
+        uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
+        const uint64_t *tags = c->tags + set * c->ways;
+        __builtin_prefetch(tags, 1);
+        __builtin_prefetch(tags + c->ways - 1, 1);
+        struct pend *p = &t->pend[t->npend];
+        p->key = line << 1 | (uint64_t)write;
+        p->set = (uint32_t)set;
+        p->total = total;
         *e = line << 1 | (uint64_t)write;
+        if (++t->npend == PEND) flush(t);
     }
 }
 
@@ -446,9 +549,15 @@ static void at_exit(void) {
     if (getpid() != cfg.pid) return;
     in_rt++;
     pthread_mutex_lock(&reg_lock);
+    /* A thread still alive (blocked, or a pool's idle worker) may hold pending accesses: they are
+     * its records up to now, flushed here as it would have. One that is still running races with
+     * the exit, as its accesses at this moment always did. */
     for (struct thr *t = threads; t; t = t->next)
         if (!t->done) {
+            flush_lock(t);
+            if (t->npend) flush_locked(t);
             t->done = 1;
+            atomic_store_explicit(&t->flushing, 0, memory_order_release);
             atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
         }
     summary();
@@ -523,6 +632,7 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
     static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
     if (!real) real = dlsym(RTLD_NEXT, "pthread_create");
     if (!cfg.active) return real(th, attr, fn, arg);
+    sync_point();
     struct start *s = malloc(sizeof *s);
     if (!s) return EAGAIN;
     s->fn = fn;
@@ -603,17 +713,20 @@ ACCESS(16)
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         return op(a, v, __ATOMIC_SEQ_CST);                                               \
     }
 #define ATOMICS(bits, T)                                                                 \
     T __tsan_atomic##bits##_load(const volatile T *a, int mo) {                          \
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
+        sync_point();                                                                    \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                     \
     }                                                                                    \
     void __tsan_atomic##bits##_store(volatile T *a, T v, int mo) {                       \
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                        \
     }                                                                                    \
     RMW(bits, T, exchange, __atomic_exchange_n)                                          \
@@ -628,6 +741,7 @@ ACCESS(16)
         (void)fmo;                                                                       \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         return __atomic_compare_exchange_n(a, c, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     }                                                                                    \
     int __tsan_atomic##bits##_compare_exchange_weak(volatile T *a, T *c, T v, int mo, int fmo) { \
@@ -644,6 +758,7 @@ ATOMICS(64, uint64_t)
 
 void __tsan_atomic_thread_fence(int mo) {
     (void)mo;
+    sync_point();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 void __tsan_atomic_signal_fence(int mo) {
