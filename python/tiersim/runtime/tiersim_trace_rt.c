@@ -95,19 +95,27 @@ struct pend {
  * of one flush are independent, so the host overlaps their misses in the tag array, which the
  * program's own accesses, one at a time behind each lookup, never let it do. */
 #define PEND 256u
+/* A thread's accesses, as the __tsan_* entry points append them: address << 8 | size << 1 |
+ * write. The buffer is aligned to its size, so that the entry point sees it full from the
+ * pointer alone. Drained (counted, then through the same-line table into the pending accesses)
+ * when full and at every flush. */
+#define BUF 512u
+#define BUF_BYTES (BUF * sizeof(uint64_t))
 
-/* A thread's state; the per-access path touches only its first cache line. */
+/* A thread's state. */
 struct thr {
     /* Per group of cache sets (set & tab_mask), the line this thread touched last in it, << 1 |
      * whether that access wrote it. That line is its set's most recent once the pending accesses
-     * have reached the cache (every access to the set since went through the slow path, which
-     * rewrites the entry), so touching it again changes nothing, unless it is a store to a line
+     * have reached the cache (every access to the set since went into the pending accesses, which
+     * rewrote the entry), so touching it again changes nothing, unless it is a store to a line
      * the entry does not show dirty: such accesses skip the cache. tab_mask is 0 (one entry: the
      * last line touched) when the sets are not a power of two, and when other threads share the
-     * cache (their accesses change its sets too). Entries are TC_INVALID when there is no cache
-     * or the thread is done. */
+     * cache (their accesses change its sets too). */
     uint64_t *tab;
     uint64_t tab_mask;
+    uint64_t *buf;
+    /* The thread's append pointer (its thread-local `cur`), for the exit handler. */
+    uint64_t **cur;
     /* Loads (0) and stores (1) traced; the bytes they moved. */
     uint64_t count[2];
     uint64_t bytes;
@@ -115,9 +123,8 @@ struct thr {
     uint32_t npend;
     /* Loads and stores at the previous record (low 32 bits): a record's gap is the difference. */
     uint32_t mark;
-    /* Accesses that took the slow path, and the hits among its lines: the fast path's hits
-     * are the accesses that did not take it. */
-    uint64_t slow, slow_hits;
+    /* Line accesses that hit: in the same-line table or in the cache. */
+    uint64_t hits;
     uint32_t index, cpu;
     struct slot_ctl *ctl;
     tc_rec_t *ring;
@@ -125,8 +132,8 @@ struct thr {
      * them but not yet published, all stamped `open_stamp` (open: the slot shows busy). */
     uint64_t n, room, staged, open_stamp;
     int open;
-    /* Held while the thread's pending accesses are flushed: by the thread, or by the exit
-     * handler for a thread that has not ended. */
+    /* Held while the thread's buffer and pending accesses are flushed: by the thread, or by the
+     * exit handler for a thread that has not ended. */
     atomic_int flushing;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
     volatile int busy;
@@ -154,6 +161,9 @@ static pthread_key_t thr_key;
 /* initial-exec: a plain %fs-relative load on the per-access path, not a call to
  * __tls_get_addr (the runtime is linked into the program, so its TLS is in the static block). */
 static __thread struct thr *me __attribute__((tls_model("initial-exec")));
+/* Where this thread's next access goes in its buffer; NULL before its first access, after its
+ * end, and while the runtime is not tracing. */
+static __thread uint64_t *cur __attribute__((tls_model("initial-exec")));
 static __thread uint32_t my_index = UINT32_MAX;
 /* Set while the runtime itself runs in this thread (its own copies are not the program's). */
 static __thread int in_rt;
@@ -273,7 +283,7 @@ static inline void stage(struct thr *t, uint64_t addr, uint32_t size, int write,
 
 static inline void pend_access(struct thr *t, const struct pend *p, int miss, uint64_t wb) {
     if (!miss) {
-        t->slow_hits++;
+        t->hits++;
         return;
     }
     unsigned shift = cfg.env.line_shift;
@@ -330,25 +340,91 @@ static void flush_lock(struct thr *t) {
     while (atomic_exchange_explicit(&t->flushing, 1, memory_order_acquire)) sched_yield();
 }
 
-static __attribute__((noinline)) void flush(struct thr *t) {
-    flush_lock(t);
-    flush_locked(t);
-    atomic_store_explicit(&t->flushing, 0, memory_order_release);
+static void flush_unlock(struct thr *t) { atomic_store_explicit(&t->flushing, 0, memory_order_release); }
+
+/* Buffered accesses [b, end) counted, and cut into lines: a line the same-line table settles is a
+ * hit; any other is pending until the next flush, its set's tags prefetched now. The table entry
+ * is rewritten at once: the pending accesses reach the cache in order before any later one, so
+ * the entry's line is its set's most recent by the time a later access would meet it. Without a
+ * cache, every access is a record. */
+static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
+    uint64_t total = t->count[0] + t->count[1], stores = 0, bytes = 0, n = (uint64_t)(end - b);
+    struct cache *c = t->c;
+    if (!c) {
+        for (; b < end; b++) {
+            uint64_t v = *b;
+            stores += v & 1;
+            bytes += (v >> 1) & 127;
+            stage(t, v >> 8, (v >> 1) & 127, v & 1, (uint32_t)++total);
+        }
+        pub_close(t);
+    } else {
+        const unsigned shift = cfg.env.line_shift;
+        const uint64_t mask = c->set_mask, sets = c->sets, ways = c->ways;
+        uint64_t *const tags = c->tags, *const tab = t->tab, tab_mask = t->tab_mask;
+        uint64_t hits = 0;
+        for (; b < end; b++) {
+            uint64_t v = *b, addr = v >> 8, write = v & 1, size = (v >> 1) & 127;
+            stores += write;
+            bytes += size;
+            total++;
+            uint64_t line = addr >> shift, last = (addr + (size ? size : 1) - 1) >> shift;
+            for (;; line++) {
+                uint64_t *e = &tab[line & tab_mask];
+                if (TC_TAB_HIT(*e, line, write)) {
+                    hits++;
+                } else {
+                    uint64_t set = mask ? line & mask : line % sets;
+                    const uint64_t *st = tags + set * ways;
+                    __builtin_prefetch(st, 1);
+                    __builtin_prefetch(st + ways - 1, 1);
+                    struct pend *p = &t->pend[t->npend];
+                    p->key = line << 1 | write;
+                    p->set = (uint32_t)set;
+                    p->total = (uint32_t)total;
+                    *e = line << 1 | write;
+                    if (++t->npend == PEND) flush_locked(t);
+                }
+                if (line == last) break;
+            }
+        }
+        t->hits += hits;
+    }
+    t->count[1] += stores;
+    t->count[0] += n - stores;
+    t->bytes += bytes;
+}
+
+/* Everything the thread has buffered and pending, through its cache, and the records published.
+ * Called with `flushing` held; `end` is where the thread's buffer ends. */
+static void flush_all(struct thr *t, const uint64_t *end) {
+    if (t->done) return;
+    drain(t, t->buf, end);
+    if (t->npend) flush_locked(t);
 }
 
 /* Where the program synchronises with other threads through the runtime (atomics, fences,
  * pthread_create): its records so far are published, stamped before the synchronisation, so
  * that the merge orders them before anything another thread does after it. */
+static __attribute__((noinline)) void sync_flush(struct thr *t) {
+    flush_lock(t);
+    flush_all(t, cur);
+    cur = t->buf;
+    flush_unlock(t);
+}
+
 static inline void sync_point(void) {
     struct thr *t = me;
-    if (t && t->npend) flush(t);
+    if (t && cur && (cur != t->buf || t->npend)) sync_flush(t);
 }
 
 static void thread_end(void *p) {
     struct thr *t = p;
-    if (t->npend) flush(t);
+    flush_lock(t);
+    if (cur) flush_all(t, cur);
+    cur = NULL;
     t->done = 1;
-    for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
+    flush_unlock(t);
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
 }
 
@@ -393,7 +469,9 @@ static struct thr *attach(void) {
     if (!t->tab) die("thread state");
     for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
     t->pend = aligned_alloc(64, PEND * sizeof *t->pend);
-    if (!t->pend) die("thread state");
+    t->buf = aligned_alloc(BUF_BYTES, BUF_BYTES);
+    if (!t->pend || !t->buf) die("thread state");
+    t->cur = &cur;
     uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
     if (k >= cfg.slots) {
         fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
@@ -429,75 +507,43 @@ static struct thr *attach(void) {
     pthread_mutex_unlock(&reg_lock);
     pthread_setspecific(thr_key, t);
     me = t;
+    cur = t->buf;
     in_rt--;
     return t;
 }
 
-/* An access that the same-line shortcut does not settle, line by line: a line the table does
- * not settle either is pending until the next flush, its set's tags prefetched now. The table
- * entry is rewritten at once: the pending accesses reach the cache in order before any later one,
- * so the entry's line is its set's most recent by the time a later access would have met it. */
-static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
-    if (t->done) {
-        /* A thread that has published its last record counts no more accesses. */
-        t->count[write]--;
-        t->bytes -= size;
-        return;
-    }
-    t->slow++;
-    uint32_t total = (uint32_t)(t->count[0] + t->count[1]);
-    struct cache *c = t->c;
-    if (!c) {
-        stage(t, addr, size, write, total);
-        pub_close(t);
-        return;
-    }
-    uint64_t first = addr >> cfg.env.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.env.line_shift;
-    for (uint64_t line = first; line <= last; line++) {
-        uint64_t *e = &t->tab[line & t->tab_mask];
-        if (TC_TAB_HIT(*e, line, write)) {
-            t->slow_hits++;
-            continue;
-        }
-        uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
-        const uint64_t *tags = c->tags + set * c->ways;
-        __builtin_prefetch(tags, 1);
-        __builtin_prefetch(tags + c->ways - 1, 1);
-        struct pend *p = &t->pend[t->npend];
-        p->key = line << 1 | (uint64_t)write;
-        p->set = (uint32_t)set;
-        p->total = total;
-        *e = line << 1 | (uint64_t)write;
-        if (++t->npend == PEND) flush(t);
-    }
+/* The thread's buffer is full: drained into its pending accesses. */
+static __attribute__((noinline)) void buffer_full(void) {
+    struct thr *t = me;
+    flush_lock(t);
+    if (!t->done) drain(t, t->buf, t->buf + BUF);
+    cur = t->buf;
+    flush_unlock(t);
 }
 
-/* A thread's first access (or one made while the runtime itself runs, or untraced). */
-static __attribute__((noinline)) void access_first(uintptr_t addr, uint32_t size, int write) {
+/* An access with no buffer to go to: the thread's first (it attaches), or one made after its end,
+ * or while the runtime itself runs or traces nothing (not traced). */
+static __attribute__((noinline)) void access_first(uint64_t v) {
+    if (me) return;
     struct thr *t = attach();
     if (!t) return;
-    t->count[write]++;
-    t->bytes += size;
-    access_slow(t, addr, size, write);
+    *cur++ = v;
 }
 
-/* The per-access path, inlined into every __tsan_* entry: counters, then the same-line shortcut
- * (an access within the line this thread touched last, that does not dirty a clean line, is a
- * hit that changes nothing). Everything else is a tail call, so the path saves no register. */
+/* The per-access path, inlined into every __tsan_* entry: the access goes into the thread's
+ * buffer, with no load that may miss and nothing that depends on the cache model, so that the
+ * program's own misses overlap as they do natively; the model's work waits for the buffer to fill.
+ * Anything else is a tail call, so the path saves no register. */
 static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uint32_t size, int write) {
-    struct thr *t = me;
-    if (__builtin_expect(!t, 0)) {
-        access_first(addr, size, write);
+    uint64_t *p = cur, v = (uint64_t)addr << 8 | size << 1 | (uint64_t)write;
+    if (__builtin_expect(p != NULL, 1)) {
+        *p++ = v;
+        cur = p;
+        if (__builtin_expect(((uintptr_t)p & (BUF_BYTES - 1)) != 0, 1)) return;
+        buffer_full();
         return;
     }
-    t->count[write]++;
-    t->bytes += size;
-    /* One branch: the access's first and last byte in the entry's line (dirty, for a store). */
-    unsigned shift = cfg.env.line_shift;
-    uint64_t line = addr >> shift, e = t->tab[line & t->tab_mask];
-    if (__builtin_expect((((write ? e : e | 1) ^ (line << 1 | 1)) | (((addr + size - 1) >> shift) ^ line)) == 0, 1))
-        return;
-    access_slow(t, addr, size, write);
+    access_first(v);
 }
 
 /* A range in accesses of at most 8 bytes, as the program's own copy loop would make. */
@@ -526,7 +572,7 @@ static void summary(void) {
         PUT("thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
             t->index, t->cpu, (unsigned long long)t->count[0], (unsigned long long)t->count[1],
             (unsigned long long)t->bytes,
-            (unsigned long long)(t->count[0] + t->count[1] - t->slow + t->slow_hits), (unsigned long long)t->misses,
+            (unsigned long long)t->hits, (unsigned long long)t->misses,
             (unsigned long long)t->writebacks, (unsigned long long)t->records);
 #undef PUT
     if (len >= cap) {
@@ -540,6 +586,7 @@ static void summary(void) {
 static void forked(void) {
     cfg.active = 0;
     me = NULL;
+    cur = NULL;
 }
 
 /* The records are all published: say so, and wait until tiersim has merged them, so that it
@@ -555,9 +602,11 @@ static void at_exit(void) {
     for (struct thr *t = threads; t; t = t->next)
         if (!t->done) {
             flush_lock(t);
-            if (t->npend) flush_locked(t);
+            uint64_t *end = *t->cur;
+            *t->cur = NULL;
+            if (end) flush_all(t, end);
             t->done = 1;
-            atomic_store_explicit(&t->flushing, 0, memory_order_release);
+            flush_unlock(t);
             atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
         }
     summary();
