@@ -95,6 +95,7 @@ struct pend {
  * of one flush are independent, so the host overlaps their misses in the tag array, which the
  * program's own accesses, one at a time behind each lookup, never let it do. */
 #define PEND 256u
+#define PREFETCH_AHEAD 16u
 /* A thread's accesses, as the __tsan_* entry points append them: address << 8 | size << 1 |
  * write. The buffer is aligned to its size, so that the entry point sees it full from the
  * pointer alone. Drained (counted, then through the same-line table into the pending accesses)
@@ -191,7 +192,9 @@ static uint64_t stamp(void) {
 
 static const char *tc_getenv(const char *name) { return getenv(name); }
 
-/* On cache lines: a set of 16 ways is then two whole lines, which a flush's prefetch names. */
+/* On cache lines: a set of 16 ways is then two whole lines, which a flush's prefetch names. (Huge
+ * pages for the tag array made no difference on pagerank, and their alignment moved the program's
+ * own mappings.) */
 static void *tc_alloc(unsigned long bytes) {
     void *p;
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) die("out of memory");
@@ -297,7 +300,9 @@ static inline void pend_access(struct thr *t, const struct pend *p, int miss, ui
 
 /* The thread's pending accesses through its cache, in the order it made them, and their records
  * published. A cache with one user is touched without a lock (`busy` set, see cache_join); a
- * shared one takes each set's lock. The sets were prefetched as the accesses were made. Called
+ * shared one takes each set's lock. The sets were prefetched as the accesses were drained; a
+ * lookup's branches on the way it hits are unpredictable, so a set not in the L1 by then stalls
+ * the loop, which no later lookup can overlap. Called
  * by the thread itself, or by the exit handler for a thread still alive, holding `flushing`. */
 static void flush_locked(struct thr *t) {
     struct cache *c = t->c;
@@ -310,6 +315,12 @@ static void flush_locked(struct thr *t) {
         uint64_t wb;
         if (ways == 16)
             for (uint32_t i = 0; i < n; i++) {
+                /* Again, a few ahead: the drain's prefetches may have left the L1 since. */
+                if (i + PREFETCH_AHEAD < n) {
+                    const uint64_t *ahead = c->tags + (uint64_t)p[i + PREFETCH_AHEAD].set * 16;
+                    __builtin_prefetch(ahead, 1);
+                    __builtin_prefetch(ahead + 15, 1);
+                }
                 int miss = tc_set_access(c->tags + (uint64_t)p[i].set * 16, 16, p[i].key >> 1, p[i].key & 1, &wb);
                 pend_access(t, &p[i], miss, wb);
             }
