@@ -523,11 +523,12 @@ static struct thr *attach(void) {
     return t;
 }
 
-/* The thread's buffer is full: drained into its pending accesses. */
+/* The thread's buffer is full: drained, and its pending lines through the cache, so that a
+ * record is never stamped more than a buffer's accesses after the access that made it. */
 static __attribute__((noinline)) void buffer_full(void) {
     struct thr *t = me;
     flush_lock(t);
-    if (!t->done) drain(t, t->buf, t->buf + BUF);
+    flush_all(t, t->buf + BUF);
     cur = t->buf;
     flush_unlock(t);
 }
