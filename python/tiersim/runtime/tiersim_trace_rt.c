@@ -418,8 +418,10 @@ static void flush_all(struct thr *t, const uint64_t *end) {
  * pthread_create): its records so far are published, stamped before the synchronisation, so
  * that the merge orders them before anything another thread does after it. */
 static __attribute__((noinline)) void sync_flush(struct thr *t) {
+    uint64_t *end = cur;
+    cur = NULL;
     flush_lock(t);
-    flush_all(t, cur);
+    flush_all(t, end);
     cur = t->buf;
     flush_unlock(t);
 }
@@ -431,9 +433,10 @@ static inline void sync_point(void) {
 
 static void thread_end(void *p) {
     struct thr *t = p;
-    flush_lock(t);
-    if (cur) flush_all(t, cur);
+    uint64_t *end = cur;
     cur = NULL;
+    flush_lock(t);
+    if (end) flush_all(t, end);
     t->done = 1;
     flush_unlock(t);
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
@@ -527,6 +530,9 @@ static struct thr *attach(void) {
  * record is never stamped more than a buffer's accesses after the access that made it. */
 static __attribute__((noinline)) void buffer_full(void) {
     struct thr *t = me;
+    /* Accesses a signal handler makes meanwhile find no buffer and are not traced (rather than
+     * written past its end, or into the entries being drained). */
+    cur = NULL;
     flush_lock(t);
     flush_all(t, t->buf + BUF);
     cur = t->buf;
