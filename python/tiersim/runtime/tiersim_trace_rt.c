@@ -1,8 +1,9 @@
 /* The tracing runtime of `tiersim capture --instrumented`: it defines the __tsan_* entry points
  * that GCC and Clang's -fsanitize=thread insert before every load and store, in place of the
- * ThreadSanitizer runtime (libtsan). Each thread passes its accesses through the LLC model (the
- * same set-associative, LRU, write-back, write-allocate cache as crates/tiersim-trace/src/capture/
- * cache.rs, set = line number modulo sets) and keeps only fills and dirty evictions, in a ring of
+ * ThreadSanitizer runtime (libtsan). Each thread buffers its accesses and passes them, a buffer at
+ * a time, through the LLC model (the same set-associative, LRU, write-back, write-allocate cache
+ * as crates/tiersim-trace/src/capture/cache.rs, set = line number modulo sets), with the same
+ * records as one access at a time, and keeps only fills and dirty evictions, in a ring of
  * its own in memory shared with tiersim (TIERSIM_SHM_FD, laid out by capture/stream.rs), which
  * merges the rings into the traces while the program runs. A cache used
  * by one thread (per_cpu, one thread per CPU: the default) is touched without any lock or atomic;
@@ -97,7 +98,7 @@ struct pend {
 #define PEND 256u
 #define PREFETCH_AHEAD 16u
 /* A thread's accesses, as the __tsan_* entry points append them: address << 8 | size << 1 |
- * write. The buffer is aligned to its size, so that the entry point sees it full from the
+ * write (user addresses are below 2^56, even with 5-level page tables). The buffer is aligned to its size, so that the entry point sees it full from the
  * pointer alone. Drained (counted, then through the same-line table into the pending accesses)
  * when full and at every flush. */
 #define BUF 512u
