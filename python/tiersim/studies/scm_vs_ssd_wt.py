@@ -69,7 +69,15 @@ PM = {"swap.preset": "optane_100", **{f"swap.params.{k}": v for k, v in BLOG_DIM
 #: Two modules striped into one block device (the blog's device-mapper stripe): reads at twice a
 #: module's media rate, writes at the blog's "nearly 1 GB/s" for two.
 PM2 = {**PM, "swap.params.media_read_bandwidth": "13.2GB/s", "swap.params.media_write_bandwidth": "1.0GB/s"}
-DAX = {"dax.preset": "optane_100", **{f"dax.params.{k}": v for k, v in BLOG_DIMM.items()}}
+#: fsdax: WiredTiger's files grow in the trace (its log files are created there, its block manager
+#: extends the table), and a DAX write past a file's end allocates zeroed blocks and a journal
+#: commit (`storage.dax_new_blocks`, docs/model.md); the trace carries no file sizes, so a file ends
+#: at the highest byte the trace has read or written in it.
+DAX = {
+    "dax.preset": "optane_100",
+    **{f"dax.params.{k}": v for k, v in BLOG_DIMM.items()},
+    "storage.dax_new_blocks": "past_traced_end",
+}
 DEVICES = {"ssd": SSD, "pm": PM, "pm2": PM2, "fsdax": DAX}
 WARM = {"os.files_start_cached": True}
 #: A page cache small enough for a short run's writes to pass vm.dirty_ratio (wtperf's
