@@ -287,7 +287,9 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     nolog = (r.run("a_c1_nolog", "ssd"), r.run("a_c1_nolog", "pm"))
     log_cost = (_ms(cold_a[0]) / _ms(nolog[0]), _ms(cold_a[1]) / _ms(nolog[1]))
     # 17. Caching masks the device: PM/SSD apart less with the table in the engine's cache.
+    # One module against the SSD at both cache sizes: the same devices, only the cache differs.
     small_gap = abs(_ms(cold_a[1]) / _ms(cold_a[0]) - 1)
+    big_gap_one = abs(_ms(big[1]) / _ms(big[0]) - 1)
     # 18. One client thread vs 8 (cold, SSD and PM).
     t1 = (r.run("a_c1_t1", "ssd"), r.run("a_c1_t1", "pm"))
     gap_t1, gap_t8 = _ms(t1[1]) / _ms(t1[0]), _ms(cold_a[1]) / _ms(cold_a[0])
@@ -463,13 +465,13 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         Claim(
             "caching masks the devices' difference: less PM/SSD gap with the table in the engine's cache",
             "masked by DRAM caching",
-            f"PM/SSD gap {100 * big_gap:.1f}% (64 MiB cache) vs {100 * small_gap:.1f}% (1 MiB)",
+            f"PM/SSD gap, one module, {100 * big_gap_one:.1f}% (64 MiB cache) vs {100 * small_gap:.1f}% (1 MiB)",
             "64 MiB gap < 1 MiB gap",
-            big_gap < small_gap,
+            big_gap_one < small_gap,
             "both gaps are under 5 %: with the 1 MiB cache PM is ahead of the SSD (its faster reads, which no longer "
-            "wait for the checkpoint's whole bios), with the 64 MiB cache two modules are ahead by their faster "
-            "reads and writes; the 64 MiB figure is the larger of one and two modules' gaps, the 1 MiB one is "
-            "one module's",
+            "wait for the checkpoint's whole bios), with the 64 MiB cache few reads reach either device; one module "
+            "at both sizes (the comparison took the larger of one and two modules' gaps at 64 MiB until the "
+            "reads-behind-writes rule showed it compared unlike figures: 4.9 % for two modules)",
         ),
         Claim(
             "dozens of threads turn into concurrent I/O; the device gap does not grow with threads",
