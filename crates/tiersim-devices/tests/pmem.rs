@@ -282,3 +282,30 @@ fn bad_parameters_are_rejected_naming_the_key() {
     // Defaults resolve.
     Params::defaults(pmem::SPECS).unwrap();
 }
+
+#[test]
+fn a_read_behind_another_cpus_write_stream_waits_for_the_posted_writes_only() {
+    let read = |d: &mut dyn Device, now: u64, addr: u64, cpu: u32| {
+        d.access(&DeviceRequest { now, addr, size: 4096, op: Op::Read, socket: 0, cpu, remote: false })
+    };
+    // CPU 0 writes 128 KiB (a pmem block driver's bio, or a DAX copy): 512 lines, the media
+    // busy until 512 x 111.305 = 56,988 ns.
+    let mut d = dev("");
+    w(d.as_mut(), 0, 0, 128 << 10);
+    // CPU 1 reads 4 KiB (16 lines, not buffered) at 1 us: behind the XPBuffer's worth of posted
+    // writes (64 x 111.305 = 7,124 ns), then its 16 media reads (16 x 38.789 = 621 ns) and the
+    // read latency 266 ns: 1,000 + 7,124 + 621 + 266 = 9,011 ns.
+    assert_eq!(read(d.as_mut(), 1000, 1 << 20, 1), 9011);
+    // CPU 2's read at the same time goes after CPU 1's: 9,011 + 621 = 9,631 (rounding 9,632).
+    assert!(read(d.as_mut(), 1000, 2 << 20, 2).abs_diff(9632) <= 1);
+    assert_eq!(stat(&*d, "reads_past_write_streams"), 2);
+    // The writer's own read waits for its stream, which the two reads made 2 x 621 ns longer:
+    // 56,988 + 1,241 + 621 + 266 = 59,116 ns.
+    assert!(read(d.as_mut(), 1000, 3 << 20, 0).abs_diff(59_116) <= 1);
+    // A write of the buffer's size or less is no stream: a read behind it waits for it all.
+    let mut d = dev("");
+    w(d.as_mut(), 0, 0, 16 << 10);
+    // 64 lines: the media busy until 7,124 ns; the read: 7,124 + 621 + 266 = 8,011 ns.
+    assert!(read(d.as_mut(), 1000, 1 << 20, 1).abs_diff(8011) <= 1);
+    assert!(d.stats().get("reads_past_write_streams").is_none());
+}

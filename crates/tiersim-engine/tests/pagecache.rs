@@ -673,3 +673,75 @@ fn a_second_fsync_waits_for_the_first_ones_writes() {
     }
     assert!(waited > 0, "no fsync of CPU 1 fell in the write's window");
 }
+
+/// The time a fresh device of the platform's DAX preset takes for `reqs` (start, bytes, address)
+/// of writes issued in order, each at its start or when the previous ended (`None`).
+fn dax_writes_ns(p: &platform::Platform, reqs: &[(Option<u64>, u32, u64)], t0: u64) -> u64 {
+    let d = p.dax.as_ref().unwrap();
+    let mut dev = (tiersim_devices::find(&d.device).unwrap().build)(&d.params).unwrap();
+    let mut at = t0;
+    for &(gap, bytes, addr) in reqs {
+        at = dev.access(&tiersim_devices::DeviceRequest {
+            now: at + gap.unwrap_or(0),
+            addr,
+            size: bytes,
+            op: Op::Write,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        });
+    }
+    at - t0
+}
+
+#[test]
+fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commits_the_journal() {
+    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
+    let on = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"past_traced_end\""]);
+    // A 16-page file. Page 0 read (the file's blocks end at 4 KiB), then overwritten; pages 1-2
+    // written (past the end: two new blocks, zeroed first); 256 B written inside page 2 (below the
+    // end now: nothing new). Every write covers whole 256 B media lines, so after the 1 ms pause
+    // (10^6 instructions at 1 GHz) the device has nothing left to write back. Then fdatasync
+    // twice: the first commits the journal, the second finds nothing uncommitted.
+    let pause = |a: Access| Access { time: 1_000_000, ..a };
+    let trace = with(
+        map(0, 16),
+        [
+            call(Op::Read, 0, 4096),
+            call(Op::Write, 0, 4096),
+            call(Op::Write, 1, 8192),
+            call(Op::Write, 2, 256),
+            pause(sync(Op::Write, 0)),
+            sync(Op::Write, 5),
+        ],
+    );
+    let r = run(&on, trace.clone()).unwrap();
+    let pc = &r.summary["page_cache"];
+    let dax = &pc["dax"];
+    assert_eq!(
+        (u(dax, &["calls"]), u(dax, &["allocating_calls"]), u(dax, &["zeroed_bytes"]), u(dax, &["journal_commits"])),
+        (4, 1, 8192, 1),
+        "{dax}"
+    );
+    // The commit: 4 blocks (descriptor, bitmap, group descriptor, inode) through the pmem
+    // driver's bio path (300 ns) to the idle device, then the commit block (300 ns more), then
+    // the wakeup (3,000 ns). The journal sits at 2^48 - 128 MiB.
+    let jbase = (1u64 << 48) - (128 << 20);
+    let t0 = 100;
+    let dev = dax_writes_ns(&on, &[(Some(300), 4 * 4096, jbase), (Some(300), 4096, jbase + 4 * 4096)], t0);
+    // By hand: a 256 B line takes 111.304 ns of media at 2.3 GB/s, and an ntstore write
+    // completes 90 ns after its last line starts on the media. The 16 KiB: 300 + 63 x 111.304 +
+    // 90 = 7,402 ns. The commit block 300 ns later (the media idle again at 300 + 64 x 111.304 =
+    // 7,423 ns < 7,702): 7,702 + 15 x 111.304 + 90 = 9,462 ns.
+    assert!(dev.abs_diff(9462) <= 2, "{dev}");
+    assert_eq!(u(dax, &["journal_time_ns"]), dev + 3000, "{dax}");
+    // fdatasync 1: the system call 100, the commit, storage.fsync 2000; fdatasync 2: 2,100 ns.
+    assert_eq!(u(pc, &["sync", "time_ns"]), 100 + dev + 3000 + 2000 + 2100, "{pc}");
+    // The allocating call costs its zeroing: slower than the same calls without the rule, which
+    // reports what it did before the rule existed (no allocation keys, the bare 2,100 ns syncs).
+    let off = run(&platform("1MiB", fsdax), trace).unwrap();
+    let (pc_off, dax_off) = (&off.summary["page_cache"], &off.summary["page_cache"]["dax"]);
+    assert!(dax_off.get("allocating_calls").is_none() && dax_off.get("journal_commits").is_none(), "{dax_off}");
+    assert_eq!(u(pc_off, &["sync", "time_ns"]), 2 * 2100);
+    assert!(u(pc, &["io_time_ns"]) > u(pc_off, &["io_time_ns"]) + 300, "{pc} vs {pc_off}");
+}

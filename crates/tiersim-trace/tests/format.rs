@@ -601,7 +601,8 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     let a = edge_accesses(3000, 9);
     let mut first = None;
     for shuffle in [true, false] {
-        for (level, frame_records) in [(1, 1), (3, 65536), (19, 333), (3, 16), (3, 17)] {
+        // -5: one of zstd's fast (negative) levels.
+        for (level, frame_records) in [(1, 1), (3, 65536), (19, 333), (3, 16), (3, 17), (-5, 4096)] {
             let p = d.path().join(format!("l{level}-{frame_records}-{shuffle}.trace"));
             let s = write_trace(
                 &p,
@@ -627,6 +628,7 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     let opts = |level, frame_records| WriterOptions { level, frame_records, ..Default::default() };
     assert!(WriterOptions::default().shuffle);
     assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(99, 1)).is_err());
+    assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(0, 1)).is_err());
     assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(3, 0)).is_err());
 }
 

@@ -1,8 +1,9 @@
 /* The tracing runtime of `tiersim capture --instrumented`: it defines the __tsan_* entry points
  * that GCC and Clang's -fsanitize=thread insert before every load and store, in place of the
- * ThreadSanitizer runtime (libtsan). Each thread passes its accesses through the LLC model (the
- * same set-associative, LRU, write-back, write-allocate cache as crates/tiersim-trace/src/capture/
- * cache.rs, set = line number modulo sets) and keeps only fills and dirty evictions, in a ring of
+ * ThreadSanitizer runtime (libtsan). Each thread buffers its accesses and passes them, a buffer at
+ * a time, through the LLC model (the same set-associative, LRU, write-back, write-allocate cache
+ * as crates/tiersim-trace/src/capture/cache.rs, set = line number modulo sets), with the same
+ * records as one access at a time, and keeps only fills and dirty evictions, in a ring of
  * its own in memory shared with tiersim (TIERSIM_SHM_FD, laid out by capture/stream.rs), which
  * merges the rings into the traces while the program runs. A cache used
  * by one thread (per_cpu, one thread per CPU: the default) is touched without any lock or atomic;
@@ -56,7 +57,7 @@ enum {
 /* A slot's control page: the producer's line, then the merger's (offsets in stream.rs C_*). */
 struct slot_ctl {
     _Atomic uint64_t pub; /* records published */
-    atomic_uint busy;     /* inside emit: a record being stamped may not be published yet */
+    atomic_uint busy;     /* records are being stamped and may not be published yet */
     atomic_uint state;    /* 1: index and cpu are set */
     atomic_uint done;     /* no more records */
     uint32_t unused;
@@ -83,30 +84,59 @@ struct cache {
     atomic_uchar locks[NLOCKS];
 };
 
-/* A thread's state; the per-access path touches only its first cache line. */
+/* A line access the same-line table did not settle, waiting for the thread's next flush: the line
+ * << 1 | write, its set, and the thread's loads and stores up to it (low 32 bits: a record's gap
+ * is their difference modulo 2^32, as it always was). */
+struct pend {
+    uint64_t key;
+    uint32_t set;
+    uint32_t total;
+};
+/* Pending line accesses a thread holds before it passes them through its cache. The set lookups
+ * of one flush are independent, so the host overlaps their misses in the tag array, which the
+ * program's own accesses, one at a time behind each lookup, never let it do. */
+#define PEND 256u
+#define PREFETCH_AHEAD 16u
+/* A thread's accesses, as the __tsan_* entry points append them: address << 8 | size << 1 |
+ * write (user addresses are below 2^56, even with 5-level page tables). The buffer is aligned to its size, so that the entry point sees it full from the
+ * pointer alone. Drained (counted, then through the same-line table into the pending accesses)
+ * when full and at every flush. */
+#define BUF 512u
+#define BUF_BYTES (BUF * sizeof(uint64_t))
+
+/* A thread's state. */
 struct thr {
     /* Per group of cache sets (set & tab_mask), the line this thread touched last in it, << 1 |
-     * whether that access wrote it. That line is its set's most recent (any access to the set
-     * since went through the slow path, which rewrites the entry), so touching it again changes
-     * nothing, unless it is a store to a line the entry does not show dirty: such accesses skip
-     * the cache. tab_mask is 0 (one entry: the last line touched) when the sets are not a power
-     * of two, and when other threads share the cache (their accesses change its sets too).
-     * Entries are TC_INVALID when there is no cache or the thread is done. */
+     * whether that access wrote it. That line is its set's most recent once the pending accesses
+     * have reached the cache (every access to the set since went into the pending accesses, which
+     * rewrote the entry), so touching it again changes nothing, unless it is a store to a line
+     * the entry does not show dirty: such accesses skip the cache. tab_mask is 0 (one entry: the
+     * last line touched) when the sets are not a power of two, and when other threads share the
+     * cache (their accesses change its sets too). */
     uint64_t *tab;
     uint64_t tab_mask;
+    uint64_t *buf;
+    /* The thread's append pointer (its thread-local `cur`), for the exit handler. */
+    uint64_t **cur;
     /* Loads (0) and stores (1) traced; the bytes they moved. */
     uint64_t count[2];
     uint64_t bytes;
-    /* Loads and stores at the previous record: a record's gap is the difference. */
-    uint64_t mark;
-    /* Accesses that took the slow path, and the hits among its lines: the fast path's hits
-     * are the accesses that did not take it. */
-    uint64_t slow, slow_hits;
+    struct pend *pend;
+    uint32_t npend;
+    /* Loads and stores at the previous record (low 32 bits): a record's gap is the difference. */
+    uint32_t mark;
+    /* Line accesses that hit: in the same-line table or in the cache. */
+    uint64_t hits;
     uint32_t index, cpu;
     struct slot_ctl *ctl;
     tc_rec_t *ring;
-    /* Records published, and the most tiersim has taken as last seen. */
-    uint64_t n, room;
+    /* Records published, and the most tiersim has taken as last seen; records written after
+     * them but not yet published, all stamped `open_stamp` (open: the slot shows busy). */
+    uint64_t n, room, staged, open_stamp;
+    int open;
+    /* Held while the thread's buffer and pending accesses are flushed: by the thread, or by the
+     * exit handler for a thread that has not ended. */
+    atomic_int flushing;
     /* Set while this thread is inside an unlocked cache access (see cache_join). */
     volatile int busy;
     struct cache *c;
@@ -133,6 +163,9 @@ static pthread_key_t thr_key;
 /* initial-exec: a plain %fs-relative load on the per-access path, not a call to
  * __tls_get_addr (the runtime is linked into the program, so its TLS is in the static block). */
 static __thread struct thr *me __attribute__((tls_model("initial-exec")));
+/* Where this thread's next access goes in its buffer; NULL before its first access, after its
+ * end, and while the runtime is not tracing. */
+static __thread uint64_t *cur __attribute__((tls_model("initial-exec")));
 static __thread uint32_t my_index = UINT32_MAX;
 /* Set while the runtime itself runs in this thread (its own copies are not the program's). */
 static __thread int in_rt;
@@ -148,7 +181,7 @@ static void die(const char *what) {
 
 static uint64_t stamp(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    /* rdtscp waits for the instructions before it (emit's locked exchange among them). */
+    /* rdtscp waits for the instructions before it (pub_open's locked exchange among them). */
     unsigned aux;
     return __rdtscp(&aux);
 #else
@@ -160,9 +193,12 @@ static uint64_t stamp(void) {
 
 static const char *tc_getenv(const char *name) { return getenv(name); }
 
+/* On cache lines: a set of 16 ways is then two whole lines, which a flush's prefetch names. (Huge
+ * pages for the tag array made no difference on pagerank, and their alignment moved the program's
+ * own mappings.) */
 static void *tc_alloc(unsigned long bytes) {
-    void *p = malloc(bytes);
-    if (!p) die("out of memory");
+    void *p;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) die("out of memory");
     return p;
 }
 
@@ -173,27 +209,6 @@ static struct cache *cache_new(void) {
     c->tags = tc_tags_new(&cfg.env, &c->sets);
     c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
     return c;
-}
-
-static int cache_access(struct thr *t, uint64_t line, int write, uint64_t *wb) {
-    struct cache *c = t->c;
-    uint64_t set = c->set_mask ? line & c->set_mask : line % c->sets;
-    uint64_t *tags = c->tags + set * c->ways;
-    t->busy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(!c->shared, 1)) {
-        int miss = tc_set_access_any(tags, c->ways, line, write, wb);
-        atomic_signal_fence(memory_order_seq_cst);
-        t->busy = 0;
-        return miss;
-    }
-    t->busy = 0;
-    atomic_uchar *l = &c->locks[set % NLOCKS];
-    while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
-    }
-    int miss = tc_set_access_any(tags, c->ways, line, write, wb);
-    atomic_store_explicit(l, 0, memory_order_release);
-    return miss;
 }
 
 static inline _Atomic uint64_t *hdr(int field) { return (_Atomic uint64_t *)&cfg.shm[field]; }
@@ -208,7 +223,7 @@ static void pause_briefly(void) {
 }
 
 /* The ring is full: wait for tiersim to take records. It merges without waiting for this
- * thread (see emit), so the wait ends unless tiersim is gone, and then the program ends. */
+ * thread (see pub_open), so the wait ends unless tiersim is gone, and then the program ends. */
 static __attribute__((noinline)) void wait_room(struct thr *t) {
     in_rt++;
     for (;;) {
@@ -224,34 +239,207 @@ static __attribute__((noinline)) void wait_room(struct thr *t) {
     in_rt--;
 }
 
-/* A record, published at once so that tiersim can merge it while the program runs. tiersim
- * orders the threads' records by stamp and must know, for a thread with nothing published, that
- * its next stamp will come after the time it looks: so `busy` is set with a full barrier
- * before the stamp is taken (and the stamp is taken after it, rdtscp), and cleared once the
- * record is published. tiersim reads the clock, then `busy` clear and nothing new published,
- * and knows this thread's next stamp is later. */
-static void emit(struct thr *t, uint64_t addr, uint32_t size, int write) {
-    if (__builtin_expect(t->n >= t->room, 0)) wait_room(t);
+/* tiersim orders the threads' records by stamp and must know, for a thread with nothing
+ * published, that its next stamp will come after the time it looks: so the slot's `busy` is set
+ * with a full barrier before a stamp is taken (and the stamp is taken after it, rdtscp), and
+ * cleared once the records stamped with it are published. tiersim reads the clock, then `busy`
+ * clear and nothing new published, and knows this thread's next stamp is later; while `busy` is
+ * set, the records to come are no earlier than the last it took. A flush's records share one
+ * stamp (ties keep their order in the thread's ring). */
+static void pub_open(struct thr *t) {
     atomic_exchange_explicit(&t->ctl->busy, 1, memory_order_seq_cst);
-    tc_rec_t *r = &t->ring[t->n & (cfg.ring - 1)];
-    r->stamp = stamp();
+    t->open_stamp = stamp();
+    t->open = 1;
+}
+
+static void pub_staged(struct thr *t) {
+    t->n += t->staged;
+    t->staged = 0;
+    atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
+}
+
+static void pub_close(struct thr *t) {
+    if (!t->open) return;
+    pub_staged(t);
+    atomic_store_explicit(&t->ctl->busy, 0, memory_order_release);
+    t->open = 0;
+}
+
+/* A record into the ring, published by the next pub_close (or here, when the ring is full). The
+ * gap counts the thread's loads and stores up to `total`, the access that made the record. */
+static inline void stage(struct thr *t, uint64_t addr, uint32_t size, int write, uint32_t total) {
+    if (__builtin_expect(!t->open, 0)) pub_open(t);
+    if (__builtin_expect(t->n + t->staged >= t->room, 0)) {
+        pub_staged(t);
+        wait_room(t);
+    }
+    tc_rec_t *r = &t->ring[(t->n + t->staged) & (cfg.ring - 1)];
+    r->stamp = t->open_stamp;
     r->addr = addr;
-    uint64_t total = t->count[0] + t->count[1];
-    r->gap = (uint32_t)(total - t->mark);
+    r->gap = total - t->mark;
     t->mark = total;
     r->size = (uint16_t)size;
     r->op = (uint8_t)write;
     r->pad = 0;
     t->records++;
-    t->n++;
-    atomic_store_explicit(&t->ctl->pub, t->n, memory_order_release);
-    atomic_store_explicit(&t->ctl->busy, 0, memory_order_release);
+    t->staged++;
+}
+
+static inline void pend_access(struct thr *t, const struct pend *p, int miss, uint64_t wb) {
+    if (!miss) {
+        t->hits++;
+        return;
+    }
+    unsigned shift = cfg.env.line_shift;
+    t->misses++;
+    stage(t, (p->key >> 1) << shift, 1u << shift, 0, p->total);
+    if (wb != TC_INVALID) {
+        t->writebacks++;
+        stage(t, wb << shift, 1u << shift, 1, p->total);
+    }
+}
+
+/* The thread's pending accesses through its cache, in the order it made them, and their records
+ * published. A cache with one user is touched without a lock (`busy` set, see cache_join); a
+ * shared one takes each set's lock. The sets were prefetched as the accesses were drained; a
+ * lookup's branches on the way it hits are unpredictable, so a set not in the L1 by then stalls
+ * the loop, which no later lookup can overlap. Called
+ * by the thread itself, or by the exit handler for a thread still alive, holding `flushing`. */
+static void flush_locked(struct thr *t) {
+    struct cache *c = t->c;
+    uint32_t n = t->npend, ways = c->ways;
+    const struct pend *p = t->pend;
+    t->npend = 0;
+    t->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(!c->shared, 1)) {
+        uint64_t wb;
+        if (ways == 16)
+            for (uint32_t i = 0; i < n; i++) {
+                /* Again, a few ahead: the drain's prefetches may have left the L1 since. */
+                if (i + PREFETCH_AHEAD < n) {
+                    const uint64_t *ahead = c->tags + (uint64_t)p[i + PREFETCH_AHEAD].set * 16;
+                    __builtin_prefetch(ahead, 1);
+                    __builtin_prefetch(ahead + 15, 1);
+                }
+                int miss = tc_set_access(c->tags + (uint64_t)p[i].set * 16, 16, p[i].key >> 1, p[i].key & 1, &wb);
+                pend_access(t, &p[i], miss, wb);
+            }
+        else
+            for (uint32_t i = 0; i < n; i++) {
+                int miss =
+                    tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+                pend_access(t, &p[i], miss, wb);
+            }
+        atomic_signal_fence(memory_order_seq_cst);
+        t->busy = 0;
+    } else {
+        t->busy = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t wb;
+            atomic_uchar *l = &c->locks[p[i].set % NLOCKS];
+            while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
+            }
+            int miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+            atomic_store_explicit(l, 0, memory_order_release);
+            pend_access(t, &p[i], miss, wb);
+        }
+    }
+    pub_close(t);
+}
+
+static void flush_lock(struct thr *t) {
+    while (atomic_exchange_explicit(&t->flushing, 1, memory_order_acquire)) sched_yield();
+}
+
+static void flush_unlock(struct thr *t) { atomic_store_explicit(&t->flushing, 0, memory_order_release); }
+
+/* Buffered accesses [b, end) counted, and cut into lines: a line the same-line table settles is a
+ * hit; any other is pending until the next flush, its set's tags prefetched now. The table entry
+ * is rewritten at once: the pending accesses reach the cache in order before any later one, so
+ * the entry's line is its set's most recent by the time a later access would meet it. Without a
+ * cache, every access is a record. */
+static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
+    uint64_t total = t->count[0] + t->count[1], stores = 0, bytes = 0, n = (uint64_t)(end - b);
+    struct cache *c = t->c;
+    if (!c) {
+        for (; b < end; b++) {
+            uint64_t v = *b;
+            stores += v & 1;
+            bytes += (v >> 1) & 127;
+            stage(t, v >> 8, (v >> 1) & 127, v & 1, (uint32_t)++total);
+        }
+        pub_close(t);
+    } else {
+        const unsigned shift = cfg.env.line_shift;
+        const uint64_t mask = c->set_mask, sets = c->sets, ways = c->ways;
+        uint64_t *const tags = c->tags, *const tab = t->tab, tab_mask = t->tab_mask;
+        uint64_t hits = 0;
+        for (; b < end; b++) {
+            uint64_t v = *b, addr = v >> 8, write = v & 1, size = (v >> 1) & 127;
+            stores += write;
+            bytes += size;
+            total++;
+            uint64_t line = addr >> shift, last = (addr + (size ? size : 1) - 1) >> shift;
+            for (;; line++) {
+                uint64_t *e = &tab[line & tab_mask];
+                if (TC_TAB_HIT(*e, line, write)) {
+                    hits++;
+                } else {
+                    uint64_t set = mask ? line & mask : line % sets;
+                    const uint64_t *st = tags + set * ways;
+                    __builtin_prefetch(st, 1);
+                    __builtin_prefetch(st + ways - 1, 1);
+                    struct pend *p = &t->pend[t->npend];
+                    p->key = line << 1 | write;
+                    p->set = (uint32_t)set;
+                    p->total = (uint32_t)total;
+                    *e = line << 1 | write;
+                    if (++t->npend == PEND) flush_locked(t);
+                }
+                if (line == last) break;
+            }
+        }
+        t->hits += hits;
+    }
+    t->count[1] += stores;
+    t->count[0] += n - stores;
+    t->bytes += bytes;
+}
+
+/* Everything the thread has buffered and pending, through its cache, and the records published.
+ * Called with `flushing` held; `end` is where the thread's buffer ends. */
+static void flush_all(struct thr *t, const uint64_t *end) {
+    if (t->done) return;
+    drain(t, t->buf, end);
+    if (t->npend) flush_locked(t);
+}
+
+/* Where the program synchronises with other threads through the runtime (atomics, fences,
+ * pthread_create): its records so far are published, stamped before the synchronisation, so
+ * that the merge orders them before anything another thread does after it. */
+static __attribute__((noinline)) void sync_flush(struct thr *t) {
+    uint64_t *end = cur;
+    cur = NULL;
+    flush_lock(t);
+    flush_all(t, end);
+    cur = t->buf;
+    flush_unlock(t);
+}
+
+static inline void sync_point(void) {
+    struct thr *t = me;
+    if (t && cur && (cur != t->buf || t->npend)) sync_flush(t);
 }
 
 static void thread_end(void *p) {
     struct thr *t = p;
+    uint64_t *end = cur;
+    cur = NULL;
+    flush_lock(t);
+    if (end) flush_all(t, end);
     t->done = 1;
-    for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
+    flush_unlock(t);
     atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
 }
 
@@ -295,6 +483,10 @@ static struct thr *attach(void) {
     t->tab = aligned_alloc(64, TC_TAB * sizeof *t->tab);
     if (!t->tab) die("thread state");
     for (uint32_t i = 0; i < TC_TAB; i++) t->tab[i] = TC_INVALID;
+    t->pend = aligned_alloc(64, PEND * sizeof *t->pend);
+    t->buf = aligned_alloc(BUF_BYTES, BUF_BYTES);
+    if (!t->pend || !t->buf) die("thread state");
+    t->cur = &cur;
     uint64_t k = atomic_fetch_add(hdr(H_RESERVED), 1);
     if (k >= cfg.slots) {
         fprintf(stderr, "tiersim trace runtime: the program started more than %llu threads, the most a capture follows\n",
@@ -330,71 +522,47 @@ static struct thr *attach(void) {
     pthread_mutex_unlock(&reg_lock);
     pthread_setspecific(thr_key, t);
     me = t;
+    cur = t->buf;
     in_rt--;
     return t;
 }
 
-/* An access that the same-line shortcut does not settle: through the cache, line by line. */
-static __attribute__((noinline)) void access_slow(struct thr *t, uintptr_t addr, uint32_t size, int write) {
-    if (t->done) {
-        /* A thread that has published its last record counts no more accesses. */
-        t->count[write]--;
-        t->bytes -= size;
-        return;
-    }
-    t->slow++;
-    if (!t->c) {
-        emit(t, addr, size, write);
-        return;
-    }
-    uint64_t first = addr >> cfg.env.line_shift, last = (addr + (size ? size : 1) - 1) >> cfg.env.line_shift;
-    for (uint64_t line = first; line <= last; line++) {
-        uint64_t *e = &t->tab[line & t->tab_mask];
-        if (TC_TAB_HIT(*e, line, write)) {
-            t->slow_hits++;
-            continue;
-        }
-        uint64_t wb;
-        if (cache_access(t, line, write, &wb)) {
-            t->misses++;
-            emit(t, line << cfg.env.line_shift, 1u << cfg.env.line_shift, 0);
-            if (wb != TC_INVALID) {
-                t->writebacks++;
-                emit(t, wb << cfg.env.line_shift, 1u << cfg.env.line_shift, 1);
-            }
-        } else {
-            t->slow_hits++;
-        }
-        *e = line << 1 | (uint64_t)write;
-    }
+/* The thread's buffer is full: drained, and its pending lines through the cache, so that a
+ * record is never stamped more than a buffer's accesses after the access that made it. */
+static __attribute__((noinline)) void buffer_full(void) {
+    struct thr *t = me;
+    /* Accesses a signal handler makes meanwhile find no buffer and are not traced (rather than
+     * written past its end, or into the entries being drained). */
+    cur = NULL;
+    flush_lock(t);
+    flush_all(t, t->buf + BUF);
+    cur = t->buf;
+    flush_unlock(t);
 }
 
-/* A thread's first access (or one made while the runtime itself runs, or untraced). */
-static __attribute__((noinline)) void access_first(uintptr_t addr, uint32_t size, int write) {
+/* An access with no buffer to go to: the thread's first (it attaches), or one made after its end,
+ * or while the runtime itself runs or traces nothing (not traced). */
+static __attribute__((noinline)) void access_first(uint64_t v) {
+    if (me) return;
     struct thr *t = attach();
     if (!t) return;
-    t->count[write]++;
-    t->bytes += size;
-    access_slow(t, addr, size, write);
+    *cur++ = v;
 }
 
-/* The per-access path, inlined into every __tsan_* entry: counters, then the same-line shortcut
- * (an access within the line this thread touched last, that does not dirty a clean line, is a
- * hit that changes nothing). Everything else is a tail call, so the path saves no register. */
+/* The per-access path, inlined into every __tsan_* entry: the access goes into the thread's
+ * buffer, with no load that may miss and nothing that depends on the cache model, so that the
+ * program's own misses overlap as they do natively; the model's work waits for the buffer to fill.
+ * Anything else is a tail call, so the path saves no register. */
 static inline __attribute__((always_inline)) void access_mem(uintptr_t addr, uint32_t size, int write) {
-    struct thr *t = me;
-    if (__builtin_expect(!t, 0)) {
-        access_first(addr, size, write);
+    uint64_t *p = cur, v = (uint64_t)addr << 8 | size << 1 | (uint64_t)write;
+    if (__builtin_expect(p != NULL, 1)) {
+        *p++ = v;
+        cur = p;
+        if (__builtin_expect(((uintptr_t)p & (BUF_BYTES - 1)) != 0, 1)) return;
+        buffer_full();
         return;
     }
-    t->count[write]++;
-    t->bytes += size;
-    /* One branch: the access's first and last byte in the entry's line (dirty, for a store). */
-    unsigned shift = cfg.env.line_shift;
-    uint64_t line = addr >> shift, e = t->tab[line & t->tab_mask];
-    if (__builtin_expect((((write ? e : e | 1) ^ (line << 1 | 1)) | (((addr + size - 1) >> shift) ^ line)) == 0, 1))
-        return;
-    access_slow(t, addr, size, write);
+    access_first(v);
 }
 
 /* A range in accesses of at most 8 bytes, as the program's own copy loop would make. */
@@ -423,7 +591,7 @@ static void summary(void) {
         PUT("thread %u cpu %u loads %llu stores %llu bytes %llu hits %llu misses %llu writebacks %llu records %llu\n",
             t->index, t->cpu, (unsigned long long)t->count[0], (unsigned long long)t->count[1],
             (unsigned long long)t->bytes,
-            (unsigned long long)(t->count[0] + t->count[1] - t->slow + t->slow_hits), (unsigned long long)t->misses,
+            (unsigned long long)t->hits, (unsigned long long)t->misses,
             (unsigned long long)t->writebacks, (unsigned long long)t->records);
 #undef PUT
     if (len >= cap) {
@@ -437,6 +605,7 @@ static void summary(void) {
 static void forked(void) {
     cfg.active = 0;
     me = NULL;
+    cur = NULL;
 }
 
 /* The records are all published: say so, and wait until tiersim has merged them, so that it
@@ -446,9 +615,17 @@ static void at_exit(void) {
     if (getpid() != cfg.pid) return;
     in_rt++;
     pthread_mutex_lock(&reg_lock);
+    /* A thread still alive (blocked, or a pool's idle worker) may hold pending accesses: they are
+     * its records up to now, flushed here as it would have. One that is still running races with
+     * the exit, as its accesses at this moment always did. */
     for (struct thr *t = threads; t; t = t->next)
         if (!t->done) {
+            flush_lock(t);
+            uint64_t *end = *t->cur;
+            *t->cur = NULL;
+            if (end) flush_all(t, end);
             t->done = 1;
+            flush_unlock(t);
             atomic_store_explicit(&t->ctl->done, 1, memory_order_release);
         }
     summary();
@@ -523,6 +700,7 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
     static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
     if (!real) real = dlsym(RTLD_NEXT, "pthread_create");
     if (!cfg.active) return real(th, attr, fn, arg);
+    sync_point();
     struct start *s = malloc(sizeof *s);
     if (!s) return EAGAIN;
     s->fn = fn;
@@ -603,17 +781,20 @@ ACCESS(16)
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         return op(a, v, __ATOMIC_SEQ_CST);                                               \
     }
 #define ATOMICS(bits, T)                                                                 \
     T __tsan_atomic##bits##_load(const volatile T *a, int mo) {                          \
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
+        sync_point();                                                                    \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                     \
     }                                                                                    \
     void __tsan_atomic##bits##_store(volatile T *a, T v, int mo) {                       \
         (void)mo;                                                                        \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                        \
     }                                                                                    \
     RMW(bits, T, exchange, __atomic_exchange_n)                                          \
@@ -628,6 +809,7 @@ ACCESS(16)
         (void)fmo;                                                                       \
         access_mem((uintptr_t)a, sizeof(T), 0);                                          \
         access_mem((uintptr_t)a, sizeof(T), 1);                                          \
+        sync_point();                                                                    \
         return __atomic_compare_exchange_n(a, c, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     }                                                                                    \
     int __tsan_atomic##bits##_compare_exchange_weak(volatile T *a, T *c, T v, int mo, int fmo) { \
@@ -644,6 +826,7 @@ ATOMICS(64, uint64_t)
 
 void __tsan_atomic_thread_fence(int mo) {
     (void)mo;
+    sync_point();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 void __tsan_atomic_signal_fence(int mo) {

@@ -39,6 +39,11 @@ pub(crate) struct FileMap {
     pub(crate) end_byte: u64,
     pub(crate) ra: Stream,
     pub(crate) mmap_miss: u32,
+    /// On fsdax with `storage.dax_new_blocks = "past_traced_end"`: the highest byte address the
+    /// trace's calls have read or written in the file (its blocks below exist), and the journal
+    /// transaction that holds the file's last block allocation (ext4's i_datasync_tid).
+    pub(crate) traced_end: u64,
+    pub(crate) datasync_tid: u64,
 }
 
 /// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
@@ -66,6 +71,12 @@ pub(crate) struct Dax {
     /// Regions of `dax_fault_bytes` already mapped (one PMD fault each).
     pub(crate) mapped: FxHashSet<u64>,
     pub(crate) fault_shift: u32,
+    /// jbd2's running transaction (the one new allocations join), the last committed one, and
+    /// when that commit's writes end; the journal's next block (a circular area of the device).
+    pub(crate) running_tid: u64,
+    pub(crate) committed_tid: u64,
+    pub(crate) commit_end: Ns,
+    pub(crate) journal_head: u64,
 }
 
 /// Page-cache activity over the measured part of the run.
@@ -104,6 +115,12 @@ pub(crate) struct FileStats {
     pub dax_accesses: u64,
     pub dax_bytes: u64,
     pub dax_latency_ns: u64,
+    /// `dax_new_blocks = "past_traced_end"`: write calls that allocated, the blocks they
+    /// allocated (each zeroed on PMEM first), journal commits fsync waited for, and their time.
+    pub dax_alloc_calls: u64,
+    pub dax_zeroed_blocks: u64,
+    pub journal_commits: u64,
+    pub journal_ps: u64,
     /// Files mapped (mapping records that start one).
     pub mappings: u64,
     /// Faults through a mapping that read the device (filemap_fault on a page not cached,
@@ -167,6 +184,10 @@ impl FileIo {
                 devdax: d.devdax,
                 mapped: FxHashSet::default(),
                 fault_shift: 63 - path.dax_fault_bytes.leading_zeros(),
+                running_tid: 1,
+                committed_tid: 0,
+                commit_end: 0,
+                journal_head: 0,
             }),
         };
         Ok(FileIo {
@@ -228,6 +249,17 @@ impl FileIo {
                 "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
             })
         });
+        // Only with the rule on: runs without it report exactly what they did before it.
+        let dax = match dax {
+            Some(mut d) if self.path.dax_grow => {
+                d["allocating_calls"] = s.dax_alloc_calls.into();
+                d["zeroed_bytes"] = (s.dax_zeroed_blocks * page_size).into();
+                d["journal_commits"] = s.journal_commits.into();
+                d["journal_time_ns"] = (s.journal_ps / 1000).into();
+                Some(d)
+            }
+            d => d,
+        };
         let calls = s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.dax_calls;
         let syncs = s.fsyncs + s.fdatasyncs;
         let mut out = serde_json::json!({

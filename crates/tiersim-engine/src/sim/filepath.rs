@@ -375,6 +375,8 @@ impl Engine {
         let t = issue_ps / 1000;
         let socket = self.cpus[c].socket;
         let processed = self.processed;
+        let bounds =
+            if io.dax_grow && a.is_syscall() { self.files.bounds(a.addr >> self.mem.page_shift) } else { None };
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
         // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
         // virtual address so that no device sees an address near the top of u64.
@@ -387,7 +389,45 @@ impl Engine {
                     "access #{processed}: a read/write system call on a devdax device, which only maps (no file system); use dax.mode = \"fsdax\""
                 )));
             }
-            let done = dax.dev.access(&req(t + io.syscall + io.vfs + io.fs_map));
+            let mut at = t + io.syscall + io.vfs + io.fs_map;
+            // Blocks the call's range adds past the file's traced end (`dax_new_blocks =
+            // "past_traced_end"`). ext4_iomap_begin finds them unmapped, so ext4_iomap_alloc
+            // allocates them with EXT4_GET_BLOCKS_CREATE_ZERO (fs/ext4/inode.c; "ext4: pre-zero
+            // allocated blocks for DAX IO", Linux 4.7): ext4_map_blocks zeroes them before
+            // mapping them (ext4_issue_zeroout -> blkdev_issue_zeroout, zero pages written by
+            // the pmem driver's bio path, synchronously), and the allocation joins the running
+            // journal transaction (ext4_update_inode_fsync_trans), which the file's next fsync
+            // or fdatasync commits. Deviations: the allocator's CPU time (mballoc, the journal
+            // handle) is not charged; blocks skipped over by a write past the end stay holes
+            // that later writes below the end do not allocate; DAX faults do not allocate.
+            if io.dax_grow {
+                let end_byte = a.addr + a.size as u64;
+                if let Some((lo, _)) = bounds {
+                    let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
+                    let block = self.mem.page_size;
+                    let first = (a.addr / block).max(m.traced_end.div_ceil(block));
+                    let last = (end_byte - 1) / block;
+                    if a.op.is_write() && first <= last {
+                        let n = last - first + 1;
+                        m.datasync_tid = dax.running_tid;
+                        at += io.bio_layer;
+                        at = dax.dev.access(&DeviceRequest {
+                            now: at,
+                            addr: (first * block) & ((1 << 48) - 1),
+                            size: (n * block) as u32,
+                            op: Op::Write,
+                            socket,
+                            cpu: c as u32,
+                            remote: false,
+                        });
+                        let s = &mut self.files.stats;
+                        s.dax_alloc_calls += 1;
+                        s.dax_zeroed_blocks += n;
+                    }
+                    m.traced_end = m.traced_end.max(end_byte);
+                }
+            }
+            let done = dax.dev.access(&req(at));
             let s = &mut self.files.stats;
             s.dax_calls += 1;
             s.dax_bytes += a.size as u64;
@@ -502,6 +542,8 @@ impl Engine {
                     at = at.max(end);
                 }
             }
+        } else if io.dax_grow {
+            at = self.journal_commit(c, a, at);
         }
         at += io.fsync;
         let s = &mut self.files.stats;
@@ -517,6 +559,59 @@ impl Engine {
         }
         self.retire(c, a, issue_ps, end_ps);
         Ok(None)
+    }
+
+    /// On fsdax with `dax_new_blocks = "past_traced_end"`: the journal commit an fsync or
+    /// fdatasync at `at` waits for. ext4_sync_file (fs/ext4/fsync.c) calls ext4_fsync_journal,
+    /// which commits the running transaction with jbd2_complete_transaction when the file's
+    /// datasync tid is not yet committed (a block allocation since the last commit): the
+    /// journal thread writes a descriptor block and the metadata blocks, then the commit block
+    /// with a flush (fs/jbd2/commit.c), `storage.journal_blocks` in all, each through the pmem
+    /// driver's bio path onto the same device; the caller sleeps until the commit ends and is
+    /// woken (a wakeup and context switch, `storage.irq_completion`). A file whose allocation a
+    /// commit still in progress holds waits for that commit (jbd2_log_wait_commit); one with
+    /// nothing uncommitted costs nothing here. Deviations: every commit writes the same number
+    /// of blocks whatever it holds; jbd2's periodic commit (every 5 s) is not modelled.
+    fn journal_commit(&mut self, c: usize, a: Access, at: Ns) -> Ns {
+        let io = self.files.path;
+        let Some((lo, _)) = self.files.bounds(a.addr >> self.mem.page_shift) else {
+            return at;
+        };
+        let tid = self.files.maps[&lo].datasync_tid;
+        let socket = self.cpus[c].socket;
+        let block = self.mem.page_size;
+        let dax = self.files.dax.as_mut().expect("callers check for DAX");
+        if tid <= dax.committed_tid {
+            return at.max(if tid > 0 { dax.commit_end } else { at });
+        }
+        let start = at;
+        // The journal: a circular 128 MiB area (mke2fs's default journal size for a file
+        // system over 128 GiB) at the top of the 48-bit device address space, clear of files.
+        const JOURNAL_BYTES: u64 = 128 << 20;
+        let base = (1u64 << 48) - JOURNAL_BYTES;
+        let write = |at: Ns, blocks: u64, dax: &mut crate::os::filemap::Dax| {
+            let addr = base + dax.journal_head;
+            dax.journal_head = (dax.journal_head + blocks * block) % JOURNAL_BYTES;
+            dax.dev.access(&DeviceRequest {
+                now: at + io.bio_layer,
+                addr,
+                size: (blocks * block) as u32,
+                op: Op::Write,
+                socket,
+                cpu: c as u32,
+                remote: false,
+            })
+        };
+        // The descriptor and metadata blocks, waited for, then the commit block.
+        let t = write(at, io.journal_blocks - 1, dax);
+        let end = write(t, 1, dax) + io.irq_completion;
+        dax.committed_tid = dax.running_tid;
+        dax.running_tid += 1;
+        dax.commit_end = end;
+        let s = &mut self.files.stats;
+        s.journal_commits += 1;
+        s.journal_ps += (end - start) * 1000;
+        end
     }
 
     /// A mapping record (`Access::MAP`): the file whose pages live at `[addr, addr + size x 4
@@ -554,7 +649,14 @@ impl Engine {
                     )))
                 }
                 None => {
-                    self.files.maps.insert(lo, FileMap { end: hi, end_byte, ra: Stream::default(), mmap_miss: 0 });
+                    self.files.maps.insert(lo, FileMap {
+                            end: hi,
+                            end_byte,
+                            ra: Stream::default(),
+                            mmap_miss: 0,
+                            traced_end: a.addr,
+                            datasync_tid: 0,
+                        });
                     self.files.stats.mappings += 1;
                     (lo, true)
                 }

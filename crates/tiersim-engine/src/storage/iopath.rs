@@ -121,6 +121,28 @@ pub const SPECS: &[ParamSpec] = &[
          pages, the buffer cache does not)",
     ),
     ParamSpec::new(
+        "dax_new_blocks",
+        ParamKind::Str,
+        "preallocated",
+        "which blocks of a file on fsdax exist before a write: preallocated (every block of a \
+         mapped file, as the generators' files are laid out) or past_traced_end (a file's blocks \
+         end at the highest byte the trace has read or written in it so far: the trace carries no \
+         file sizes; a write past that allocates, ext4_iomap_alloc's EXT4_GET_BLOCKS_CREATE_ZERO \
+         zeroes the new blocks on PMEM and the next fsync/fdatasync of the file commits the \
+         journal)",
+    )
+    .choices(&["preallocated", "past_traced_end"]),
+    ParamSpec::new(
+        "journal_blocks",
+        ParamKind::Int,
+        "5",
+        "4 KiB blocks one jbd2 commit of a block allocation writes to the journal: a descriptor \
+         block, the block bitmap and group descriptor (ext4_mb_mark_diskspace_used) and the inode \
+         table block holding the extent tree and i_size (ext4_mark_inode_dirty), then the commit \
+         block (fs/jbd2/commit.c jbd2_journal_commit_transaction)",
+    )
+    .min(2.0),
+    ParamSpec::new(
         "fsync",
         ParamKind::Duration,
         "2000ns",
@@ -164,6 +186,9 @@ pub struct IoPath {
     pub fault_around_pages: u64,
     pub dax_fault: Ns,
     pub dax_fault_bytes: u64,
+    /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
+    pub dax_grow: bool,
+    pub journal_blocks: u64,
     pub fsync: Ns,
     pub queue_depth: usize,
     pub max_request: u64,
@@ -238,6 +263,8 @@ impl IoPath {
             fault_around_pages: p.uint("fault_around_pages"),
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
+            dax_grow: p.str("dax_new_blocks") == "past_traced_end",
+            journal_blocks: p.uint("journal_blocks").max(2),
             fsync: p.duration("fsync"),
             queue_depth: p.uint("queue_depth").max(1) as usize,
             max_request: p.bytes("max_request").max(4096),

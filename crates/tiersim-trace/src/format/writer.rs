@@ -18,7 +18,7 @@ use super::*;
 /// Compression settings of a `TraceWriter`; they do not change what a reader sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterOptions {
-    /// zstd level (1..=22; 3 by default).
+    /// zstd level (zstd's minimum, a large negative number, up to 22; 3 by default).
     pub level: i32,
     /// Records per zstd frame (1..=MAX_FRAME_RECORDS). Bounds the writer's memory and the
     /// reader's window.
@@ -152,9 +152,11 @@ impl TraceWriter {
     /// Start a trace at `path` with explicit compression settings.
     pub fn create_with(path: &Path, meta: TraceMeta, opts: WriterOptions) -> Result<TraceWriter> {
         check_page_size(meta.page_size).map_err(|m| Error::arg("page_size", m))?;
-        let (lo, hi) = (1, zstd_safe::max_c_level());
-        if !(lo..=hi).contains(&opts.level) {
-            return Err(Error::arg("level", format!("zstd level {} is outside {lo}..={hi}", opts.level)));
+        // zstd's negative levels are its fast modes (less compression, more speed); 0 would mean
+        // zstd's default, which a caller should name.
+        let (lo, hi) = (zstd_safe::min_c_level(), zstd_safe::max_c_level());
+        if !(lo..=hi).contains(&opts.level) || opts.level == 0 {
+            return Err(Error::arg("level", format!("zstd level {} is outside {lo}..={hi} or 0", opts.level)));
         }
         if !(1..=MAX_FRAME_RECORDS).contains(&opts.frame_records) {
             return Err(Error::arg(
