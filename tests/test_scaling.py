@@ -129,6 +129,15 @@ FREE_BEATEN = frozenset(
 LENS_MOVES = frozenset(
     {("graph", "autonuma"), ("graph", "numab_tiering"), ("minheap", "tiering06"), ("stencil", "tpp")}
 )
+# - In the quick variant, since the scanner's task clock (issue 33): a thread created after the
+#   first keeps scan_delay as its period until the first pass ends, and a window it runs sets the
+#   mm's numa_next_scan that far ahead (init_numa_balancing, task_numa_work, 6.1), so windows come
+#   a scan_delay apart until then; where the first pass ends near the run's end the pass count
+#   moves with size: kv under tiering06 and numab_tiering (0, 2, 2 passes), phased under
+#   numab_tiering (4, 5, 3) and uniform under autonuma (4, 5, 6).
+QUICK_LENS_MOVES = frozenset(
+    {("kv", "tiering06"), ("kv", "numab_tiering"), ("phased", "numab_tiering"), ("uniform", "autonuma")}
+)
 
 
 def _gen_run(*overrides: str, policy: str = "autonuma") -> tiersim.RunResult:
@@ -490,10 +499,11 @@ def test_the_bound_on_uniform_moves_with_dcpmm_queueing_not_with_its_epochs_leng
     assert x1_64["execution_time_ns"] > 1.3 * x1["execution_time_ns"]
     # What moves it is DCPMM's queue (5-7 us per access at 40 MiB, the same without the write
     # contention): with DCPMM's media 100x wider both sizes foresee alike (0.988, 0.990) and the
-    # pair holds (1.073x, 1.072x over autonuma).
+    # pair holds (1.102x, 1.087x over autonuma since the scanner's task clock moved autonuma's
+    # windows; 1.073x, 1.072x before).
     wide = {fp: [uniform(fp, 128, *WIDE_DCPMM, policy=p) for p in ("autonuma", "oracle_dynamic")] for fp in (40, 80)}
     assert min(agreement(wide[fp][1]) for fp in (40, 80)) > 0.98
-    assert abs(_speedup(wide[40]) / _speedup(wide[80]) - 1) < 0.01
+    assert abs(_speedup(wide[40]) / _speedup(wide[80]) - 1) < 0.02
 
 
 def test_the_bound_on_hashmap_moves_with_dcpmm_queueing():
@@ -648,7 +658,7 @@ def test_scaling_quick_lens_and_the_bound(tmp_path: Path):
     runs = len(scaling.POLICIES) + len(scaling.BOUND_MEMBERS) + 1
     assert all((df["status"] == "ok").all() and df.height == 3 * runs for df in frames)
     _check_bound(frames)
-    _check_lens_regime(frames)
+    _check_lens_regime(frames, QUICK_LENS_MOVES)
     assert "Speedup over autonuma at each size" in path.read_text()
     table = result.tables[0][1]
     assert len(table) == 3 * (len(scaling.LABELS) - 1)

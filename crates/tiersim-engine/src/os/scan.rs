@@ -44,6 +44,8 @@ pub(crate) struct ScanStats {
     pub(crate) scan_time_ps: u64,
     /// Host hints sent to devices (`os.device_hints`).
     pub(crate) device_hints: u64,
+    /// Times a thread was due but the mm's numa_next_scan had not come.
+    pub(crate) gated: u64,
 }
 
 pub(crate) struct Scanner {
@@ -235,6 +237,9 @@ impl Scanner {
     pub(crate) fn tick(&mut self, mem: &mut Memory, c: usize, t: Ns) -> Option<u64> {
         let spec = self.spec?;
         let k = self.tasks[c];
+        if k.own_period_ns == 0 && self.period_ns == 0 {
+            self.period_ns = scan_bounds(mem, spec).0;
+        }
         let run = t.saturating_sub(k.start_ns);
         let period = if k.own_period_ns != 0 { k.own_period_ns } else { self.period_ns };
         if run <= k.stamp_ns + period {
@@ -271,7 +276,9 @@ impl Scanner {
             }
         };
         let mut cost = None;
-        if k.start_ns + last >= mm_next {
+        if k.start_ns + last < mm_next {
+            self.stats.gated += 1;
+        } else {
             let ps = self.run_scan(mem, spec, t);
             // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
             // same tick as its next stamp, period after period. Not before the window ends,
@@ -280,14 +287,15 @@ impl Scanner {
             // than its periods).
             self.mm_next_ns = Some((k.start_ns + last).max(t + ps / 1000) + period);
             // "Limit NUMA PTE scanning overhead to 3% max": the thread's stamp moves on by 32x
-            // the window's run time (task_numa_work, since 4.5). The hold is a daemon time and
-            // goes through the lens like the periods it adds to: on the real machine a window's
-            // cost is small beside its period, and shrinking only the period would make the cap
-            // bind where it never does. It never ends before the window does, though: the next
-            // period counts from the window's end at the earliest (the kernel's hold, 32x the
-            // window, always is longer than the window), so that a lens whose periods are
-            // shorter than a window does not scan at every access.
-            let hold_ns = ((SCAN_OVERHEAD_HOLD * ps) as f64 / 1000.0 * self.time_scale) as u64;
+            // the window's run time (task_numa_work, since 4.5). Through the lens the walk is
+            // already scaled (the window's pages are), but the TLB shootdown is the real
+            // machine's, so its share of the hold goes through the daemon time scale like the
+            // periods the hold adds to. The next period never starts before the window ends,
+            // though (the kernel's hold, 32x the window, always is longer than the window), so
+            // that a lens whose periods are shorter than a window does not scan back to back.
+            let walk_ps = ps - self.tlb_shootdown_ps.min(ps);
+            let tlb_ps = (ps - walk_ps) as f64 * self.time_scale;
+            let hold_ns = (SCAN_OVERHEAD_HOLD as f64 * (walk_ps as f64 + tlb_ps) / 1000.0) as u64;
             self.tasks[c].stamp_ns = (last + hold_ns).max(run + ps / 1000);
             cost = Some(ps);
         }
@@ -360,7 +368,7 @@ fn scan_bounds(mem: &Memory, spec: ScanSpec) -> (Ns, Ns) {
     let present: u64 = mem.nodes.iter().map(|n| n.used).sum();
     let windows = (present * mem.page_size).div_ceil(spec.scan_size).max(1);
     let scan_min = (spec.scan_size as f64 * 1e9 / spec.max_rate_bytes_per_s) as u64;
-    let scan_min = scan_min.max(spec.period_min_ns / windows);
+    let scan_min = scan_min.max(spec.period_min_ns / windows).max(1);
     (scan_min, scan_min.max(spec.period_max_ns / windows))
 }
 
@@ -375,6 +383,7 @@ impl Metrics for Scanner {
             into.insert("scan_passes".into(), self.seq.into());
             into.insert("scan_time_ns".into(), (self.stats.scan_time_ps / 1000).into());
             into.insert("device_hints".into(), self.stats.device_hints.into());
+            into.insert("scan_gated".into(), self.stats.gated.into());
         }
     }
 }
