@@ -50,6 +50,17 @@ from tiersim.studies import scaling
 #   0.95x, 1.08x, 18.2 % against a seed spread of 12.4 %), hashmap tpp (0.85x, 0.85x, 0.80x,
 #   5.3 %, seed spread 0.4 %) and phased numab_tiering (2.85x, 3.50x, 3.82x, 18.6 %, seed spread
 #   0.7 %; its regime now ok, 4-5 scan passes at every size). The test asserts only that they move.
+# Since the scanner's task clock (issue 33; docs/reproduce.md, "scaling"): five named pairs are now
+# within 5 % or their seed spread (kv autotiering_opm_bd, uniform tiering06 and oracle_static,
+# kv_self_similar autotiering_opm, hashmap tpp) and are no longer named; graph numab_tiering is
+# outside again (5.78x, 11.61x, 16.55x; its cause not examined); 20 fewer pairs are trusted (65
+# of 85), most now covering fewer than 4 scan passes at some size: until the first pass ends a
+# window run by a thread created after the first holds numa_next_scan a whole scan_delay ahead.
+# Causes that no longer hold and are now "not examined": graph's pairs (BASELINE: autonuma on graph
+# without the write contention now also leaves the lens, 2.44x then 2.12x per doubling), kv tpp
+# (ZIPFIAN: kv_self_similar tpp is outside too, 9.8 %, warned, and is named), uniform
+# oracle_dynamic_free (CONTENTION: 7.9 % without it); kv autotiering_opm keeps ZIPFIAN only (9.7 %
+# without the contention).
 # Pairs within 5 % or their seed spread are not named. kswapd's clock moved four named pairs into
 # that: hashmap tiering06 and numab_tiering and stream numab_tiering (KSWAPD before; their failed
 # per promotion still falls with each doubling) and graph numab_tiering (BASELINE before).
@@ -62,25 +73,22 @@ ZIPFIAN, CONTENTION, KSWAPD, BASELINE, DCPMM_QUEUE, NOT_EXAMINED = (
     "not examined",
 )
 # KSWAPD pairs whose failed per promotion falls with each doubling without halving (above).
-KSWAPD_SLOWER = frozenset({("uniform", "tiering06")})
+KSWAPD_SLOWER: frozenset[tuple[str, str]] = frozenset()
 NOT_INVARIANT = {
     ("kv", "autotiering_cpm"): {ZIPFIAN},
-    ("kv", "autotiering_opm"): {ZIPFIAN, CONTENTION},
-    ("kv", "autotiering_opm_bd"): {ZIPFIAN},
+    ("kv", "autotiering_opm"): {ZIPFIAN},
     ("kv", "tiering06"): {NOT_EXAMINED},
-    ("kv", "tpp"): {ZIPFIAN},
+    ("kv", "tpp"): {NOT_EXAMINED},
     ("kv", "oracle_static"): {ZIPFIAN},
     ("kv", "oracle_dynamic"): {ZIPFIAN},
     ("kv", "oracle_dynamic_free"): {ZIPFIAN},
     ("kv", "numab_tiering"): {KSWAPD},
     ("kv_self_similar", "numab_tiering"): {KSWAPD},
-    ("kv_self_similar", "autotiering_opm"): {CONTENTION},
-    ("uniform", "tiering06"): {KSWAPD},
-    ("uniform", "oracle_static"): {CONTENTION},
+    ("kv_self_similar", "tpp"): {NOT_EXAMINED},
     ("uniform", "oracle_dynamic"): {CONTENTION},
-    ("uniform", "oracle_dynamic_free"): {CONTENTION},
-    **{("graph", p): {BASELINE} for p in scaling.LABELS if p not in (scaling.BASELINE, "numab_tiering")},
-    ("hashmap", "tpp"): {NOT_EXAMINED},
+    ("uniform", "oracle_dynamic_free"): {NOT_EXAMINED},
+    **{("graph", p): {NOT_EXAMINED} for p in scaling.LABELS if p not in (scaling.BASELINE, "numab_tiering")},
+    ("graph", "numab_tiering"): {NOT_EXAMINED},
     ("hashmap", "oracle_static"): {CONTENTION},
     ("phased", "numab_tiering"): {NOT_EXAMINED},
     ("stream", "oracle_dynamic"): {CONTENTION},
@@ -90,8 +98,8 @@ NOT_INVARIANT = {
 }
 
 # Trusted pairs within 5 % or their seed spread in the full study (docs/reproduce.md, "scaling":
-# 53 of 85 since kswapd's clock, 52 of 87 before).
-CLAIMED = 53
+# 36 of 65 since the scanner's task clock, 53 of 85 since kswapd's clock, 52 of 87 before).
+CLAIMED = 36
 
 # tiersim's bound, the fastest of the free-migration family, is beaten by no pair. Before kswapd
 # had a clock of its own (issue 33) tpp on graph beat its first four members by 0.6-1.2 % at every
@@ -126,8 +134,31 @@ FREE_BEATEN = frozenset(
 #   long at each doubling) and numab_tiering on it, tiering06 on minheap (7, 9, 9 passes; 10, 12,
 #   13 before kswapd's clock; warned), and since kswapd's clock (issue 33) tpp on stencil (4, 5, 6
 #   passes; warned, its baseline covering 3 passes at every size; why is not yet investigated).
+# - Since the scanner's task clock, the first pass's windows come at the pace of whichever thread
+#   runs them (task_scan_start for the first thread, scan_delay for the others until the first
+#   pass ends), so the pass count moves with size on thirteen more pairs, and stencil's tpp no
+#   longer moves: measured in the full study, 2026-11-29; why each pair's race goes as it does
+#   is not examined. kv's autotiering_opm no longer holds without the write contention (9.7 %), so
+#   only its zipfian cause is named.
 LENS_MOVES = frozenset(
-    {("graph", "autonuma"), ("graph", "numab_tiering"), ("minheap", "tiering06"), ("stencil", "tpp")}
+    {
+        ("graph", "autonuma"),
+        ("graph", "numab_tiering"),
+        ("minheap", "tiering06"),
+        ("hashmap", "autonuma"),
+        ("kv", "autotiering_cpmx"),
+        ("kv", "numab_tiering"),
+        ("kv", "tiering06"),
+        ("kv_self_similar", "numab_tiering"),
+        ("kv_self_similar", "tiering06"),
+        ("phased", "numab_tiering"),
+        ("stream", "numab_tiering"),
+        ("stream", "tiering06"),
+        ("stream", "tpp"),
+        ("uniform", "autotiering_cpm"),
+        ("uniform", "autotiering_cpmx"),
+        ("uniform", "tpp"),
+    }
 )
 # - In the quick variant, since the scanner's task clock (issue 33): a thread created after the
 #   first keeps scan_delay as its period until the first pass ends, and a window it runs sets the
