@@ -1123,4 +1123,3 @@ fn time_series_is_coarsened_past_max_epochs() {
     assert!(!coarse.summary["timeseries"]["coarsened"].as_bool().unwrap());
     assert_eq!(coarse.timeseries, fine.timeseries);
 }
-
