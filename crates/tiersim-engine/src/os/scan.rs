@@ -62,7 +62,7 @@ pub(crate) struct Scanner {
     period_ns: Ns,
     /// Two scheduler ticks: a new thread's stagger before its first period (init_numa_balancing).
     stagger_ns: Ns,
-    /// The daemon time scale, applied to the overhead hold like every other daemon time.
+    /// The daemon time scale, applied to the TLB shootdown's part of the overhead hold.
     time_scale: f64,
     cursor: u64,
     /// Full passes over the address space so far.
@@ -217,13 +217,30 @@ impl Scanner {
         self.due_ns[c] = self.due(c);
     }
 
+    /// Thread `c`'s numa_scan_period: its own until it takes the mm's.
+    fn period(&self, c: usize) -> Ns {
+        let own = self.tasks[c].own_period_ns;
+        if own != 0 {
+            own
+        } else {
+            self.period_ns
+        }
+    }
+
+    /// The mm's period, set to task_scan_start for the present pages if no window has set it.
+    fn mm_period(&mut self, mem: &Memory, spec: ScanSpec) -> Ns {
+        if self.period_ns == 0 {
+            self.period_ns = scan_bounds(mem, spec).0;
+        }
+        self.period_ns
+    }
+
     /// When thread `c`'s run time reaches its stamp plus its period, in simulated time: the
     /// thread runs whenever it has an access to issue, so its run time is the time since it
     /// started.
     fn due(&self, c: usize) -> Ns {
         let k = &self.tasks[c];
-        let period = if k.own_period_ns != 0 { k.own_period_ns } else { self.period_ns };
-        k.start_ns.saturating_add(k.stamp_ns).saturating_add(period)
+        k.start_ns.saturating_add(k.stamp_ns).saturating_add(self.period(c))
     }
 
     /// task_tick_numa for thread `c` at `t` (at or past its due time): its stamp moves on by its
@@ -237,11 +254,11 @@ impl Scanner {
     pub(crate) fn tick(&mut self, mem: &mut Memory, c: usize, t: Ns) -> Option<u64> {
         let spec = self.spec?;
         let k = self.tasks[c];
-        if k.own_period_ns == 0 && self.period_ns == 0 {
-            self.period_ns = scan_bounds(mem, spec).0;
+        if k.own_period_ns == 0 {
+            self.mm_period(mem, spec);
         }
         let run = t.saturating_sub(k.start_ns);
-        let period = if k.own_period_ns != 0 { k.own_period_ns } else { self.period_ns };
+        let period = self.period(c);
         if run <= k.stamp_ns + period {
             self.due_ns[c] = self.due(c);
             return None;
@@ -251,12 +268,9 @@ impl Scanner {
         // (the mm's period from then on).
         if k.stamp_ns == 0 {
             self.tasks[c].own_period_ns = 0;
-            if self.period_ns == 0 {
-                self.period_ns = scan_bounds(mem, spec).0;
-            }
+            self.mm_period(mem, spec);
         }
-        let own = self.tasks[c].own_period_ns;
-        let period = if own != 0 { own } else { self.period_ns };
+        let period = self.period(c);
         let mut last = first;
         if run > last + period {
             last += (run - last - 1) / period * period;
