@@ -7,6 +7,7 @@ machine; the committed traces (tiersim.workloads.TRACES) are checked and replaye
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,57 @@ def test_missing_package_names_the_make_target(monkeypatch: pytest.MonkeyPatch, 
 def test_unknown_parameter_lists_the_valid_ones() -> None:
     with pytest.raises(TiersimError, match="no parameter 'keys'; valid: scale, edgefactor, roots, threads, seed"):
         workloads.resolve(workloads.get("bfs"), {"keys": 3})
+
+
+def test_read_checkpoint_is_checked_before_anything_runs(tmp_path: Path) -> None:
+    # A value that is not a bool, and a mix that writes on a read-only checkpoint cursor, are each
+    # one error before the driver is built or run (no package needed), and leave nothing behind.
+    r = run_cli(
+        "workload", "capture", "wiredtiger", "-o", str(tmp_path / "x.trace"), "--param", "read_checkpoint=maybe"
+    )
+    assert r.returncode == 1 and "wiredtiger: read_checkpoint = 'maybe' is not a bool" in r.stderr
+    with pytest.raises(
+        TiersimError,
+        match=r"read_checkpoint = true needs ycsb = c \(checkpoint cursors are read-only\), not ycsb = 'a'",
+    ):
+        workloads.capture_workload("wiredtiger", tmp_path / "x.trace", params={"read_checkpoint": True})
+    assert not list(tmp_path.iterdir())
+
+
+@needs_wt
+def test_checkpoint_cursors_read_through_a_mapping_only_with_mmap(tmp_path: Path) -> None:
+    # Natively (no capture): WiredTiger 3.2.1 maps the table for cursors on the last checkpoint when
+    # mmap is on (block_map_read counts the blocks taken from the mapping), and reads every block
+    # by pread when it is off or when the cursor can write.
+    exe = workloads.build("wiredtiger", "valgrind")
+    p = workloads.resolve(
+        workloads.get("wiredtiger"),
+        {"records": 2000, "ops": 400, "threads": 2, "log_file_max_mb": 1, "ycsb": "c", "read_checkpoint": True},
+    )
+
+    def native(**over: object) -> dict[str, str]:
+        work = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+        (work / "db").mkdir(parents=True)
+        q = {**p, **over}
+        for argv in (
+            workloads._wt_prepare({**q, "preload": True}, work, exe),
+            workloads._wt_argv({**q, "preload": True}, work, exe),
+        ):
+            done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        return workloads._program_report(done.stdout)
+
+    mapped, called = native(mmap=True), native(mmap=False)
+    assert int(mapped["block_map_reads"]) > 0 and int(mapped["block_map_read_bytes"]) >= 4096
+    assert int(called["block_map_reads"]) == 0 and int(called["block_reads"]) > int(mapped["block_reads"])
+    assert int(native(mmap=True, read_checkpoint=False, ycsb="a")["block_map_reads"]) == 0
+    # The driver checks its own arguments too: a flag that is not 0 or 1, and updates on a
+    # checkpoint cursor, exit with status 2 and say why.
+    argv = workloads._wt_argv(p, tmp_path, exe)
+    bad = subprocess.run([*argv[:-1], "2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "READ_CHECKPOINT(0|1)" in bad.stderr
+    argv[5] = "a"
+    bad = subprocess.run(argv, capture_output=True, text=True)
+    assert bad.returncode == 2 and "READ_CHECKPOINT=1 needs workload c (checkpoint cursors are read-only)" in bad.stderr
 
 
 @needs_wt

@@ -62,6 +62,8 @@ class Recipe:
     # Runs beside the captured program (a client); returns what it measured.
     # (params, workdir, set when the captured program has ended) -> what the client measured
     client: Callable[[Mapping[str, Any], Path, threading.Event], dict[str, Any]] | None = None
+    # (resolved params) -> None, raising TiersimError for a combination the program cannot run.
+    check: Callable[[Mapping[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -85,6 +87,7 @@ def _wt_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
         "1" if p["sync"] else "0",
         "run" if p["preload"] else "all",
         str(p["checkpoints"]),
+        "1" if p["read_checkpoint"] else "0",
     ]
 
 
@@ -93,7 +96,17 @@ def _wt_prepare(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]
     if not p["preload"]:
         return []
     argv = _wt_argv(p, work, exe)
-    return [*argv[:-2], "load", argv[-1]]
+    return [*argv[:-3], "load", *argv[-2:]]
+
+
+def _wt_check(p: Mapping[str, Any]) -> None:
+    """A checkpoint cursor is read-only (WiredTiger returns ENOTSUP to its updates), so only the
+    read-only YCSB-C mix runs on one."""
+    if p["read_checkpoint"] and p["ycsb"] != "c":
+        raise TiersimError(
+            f"workload wiredtiger: read_checkpoint = true needs ycsb = c (checkpoint cursors are read-only), "
+            f"not ycsb = {p['ycsb']!r}"
+        )
 
 
 def _bfs_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
@@ -286,7 +299,16 @@ RECIPES: dict[str, Recipe] = {
                 "checkpoints from a thread of their own while the clients run (wtperf's checkpoint thread), "
                 "the k-th after k/(N+1) of the operations",
             ),
-            "mmap": Param(False, "WiredTiger's mmap=true (reads of checkpointed blocks through a file mapping)"),
+            "mmap": Param(
+                False,
+                "WiredTiger's mmap=true: read-only objects (checkpoint cursors, read_checkpoint) are mapped "
+                "instead of read by pread",
+            ),
+            "read_checkpoint": Param(
+                False,
+                "the clients read the last checkpoint (cursors opened with checkpoint=WiredTigerCheckpoint: "
+                "read-only, mapped when mmap is on); needs ycsb=c",
+            ),
             "theta": Param(0.99, "zipfian constant"),
             "seed": Param(1, "key chooser seed"),
         },
@@ -299,6 +321,7 @@ RECIPES: dict[str, Recipe] = {
         paths=("valgrind", "instrumented"),
         argv=_wt_argv,
         prepare=_wt_prepare,
+        check=_wt_check,
         source="wt_driver.c",
         libs=("-lwiredtiger", "-lm"),
     ),
@@ -647,6 +670,8 @@ def capture_workload(
     leaves no trace."""
     r = get(name)
     p = resolve(r, params)
+    if r.check is not None:
+        r.check(p)
     path = path or r.default_path
     exe = build(name, path)
     out_path = Path(out)

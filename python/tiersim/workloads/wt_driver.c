@@ -19,7 +19,8 @@
 
 static const char *usage =
     "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
-    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run) CHECKPOINTS\n";
+    "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run) CHECKPOINTS "
+    "READ_CHECKPOINT(0|1)\n";
 
 static WT_CONNECTION *conn;
 static uint64_t n_records, n_ops, checkpoint_every, n_checkpoints, seed;
@@ -29,6 +30,11 @@ static uint64_t ops_done;
 static int clients_done;
 static unsigned n_threads, value_size;
 static int sync_commits;
+/* The clients read the last checkpoint (READ_CHECKPOINT): cursors opened with
+ * "checkpoint=WiredTigerCheckpoint", read-only objects, which WiredTiger 3.x maps into memory when
+ * mmap is on instead of reading their blocks by pread (docs tune_read_only; block_mgr.c
+ * __bm_checkpoint_load is the only caller of __wt_block_map). */
+static int read_checkpoint;
 static char workload;
 static double theta;
 
@@ -114,7 +120,8 @@ static void *run(void *arg) {
     char key[32], *value = malloc(value_size + 1);
     uint64_t rng = seed * 0x9e3779b97f4a7c15ULL + w->id + 1, ops = n_ops / n_threads + (w->id < n_ops % n_threads);
     CHECK(conn->open_session(conn, NULL, NULL, &session));
-    CHECK(session->open_cursor(session, "table:ycsb", NULL, NULL, &c));
+    CHECK(session->open_cursor(session, "table:ycsb", NULL, read_checkpoint ? "checkpoint=WiredTigerCheckpoint" : NULL,
+                               &c));
     /* YCSB workload mixes: A 50 % updates, B 5 %, C reads only, F 50 % read-modify-writes. */
     double update_share = workload == 'a' ? 0.5 : workload == 'b' ? 0.05 : workload == 'f' ? 0.5 : 0.0;
     for (uint64_t i = 0; i < ops; i++) {
@@ -206,7 +213,7 @@ static uint64_t stat(WT_SESSION *session, int key) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 17) {
+    if (argc != 18) {
         fputs(usage, stderr);
         return 2;
     }
@@ -232,11 +239,18 @@ int main(int argc, char **argv) {
      * part, on a database that exists before it starts. */
     const char *phase = argv[15];
     n_checkpoints = strtoull(argv[16], NULL, 10);
+    read_checkpoint = atoi(argv[17]);
     int do_load = strcmp(phase, "run") != 0, do_run = strcmp(phase, "load") != 0;
     if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
         workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0 ||
-        (strcmp(phase, "all") != 0 && strcmp(phase, "load") != 0 && strcmp(phase, "run") != 0)) {
+        (strcmp(phase, "all") != 0 && strcmp(phase, "load") != 0 && strcmp(phase, "run") != 0) ||
+        (read_checkpoint != 0 && read_checkpoint != 1)) {
         fputs(usage, stderr);
+        return 2;
+    }
+    /* A checkpoint cursor is read-only (its update returns ENOTSUP): only YCSB-C runs on one. */
+    if (read_checkpoint && workload != 'c') {
+        fputs("wt_driver: READ_CHECKPOINT=1 needs workload c (checkpoint cursors are read-only)\n", stderr);
         return 2;
     }
     char config[256];
@@ -308,6 +322,11 @@ int main(int argc, char **argv) {
            n_records, value_size, n_threads, workload, reads, updates, found, checkpoints_done);
     printf("cache_bytes_max=%" PRIu64 " cache_bytes_inuse=%" PRIu64 "\n", stat(session, WT_STAT_CONN_CACHE_BYTES_MAX),
            stat(session, WT_STAT_CONN_CACHE_BYTES_INUSE));
+    /* Blocks the engine took from a file mapping instead of a pread (block_read.c __wt_bm_read):
+     * non-zero only for checkpoint cursors with mmap on. */
+    printf("block_map_reads=%" PRIu64 " block_map_read_bytes=%" PRIu64 " block_reads=%" PRIu64 "\n",
+           stat(session, WT_STAT_CONN_BLOCK_MAP_READ), stat(session, WT_STAT_CONN_BLOCK_BYTE_MAP_READ),
+           stat(session, WT_STAT_CONN_BLOCK_READ));
     CHECK(conn->close(conn, NULL));
     return 0;
 }

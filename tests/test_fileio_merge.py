@@ -1,0 +1,59 @@
+"""workloads/_fileio.merge on a hand-written shim log and memory trace: loads and stores inside an
+mmap of a file become file-page accesses (flag 1) at the file's address, from the mmap's marker to
+the munmap's, and nothing outside the mapping or outside that span moves (docs/capture.md, "File
+I/O in a captured trace"). No Valgrind or WiredTiger needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tiersim
+from tiersim.workloads._fileio import FILE_BASE, merge
+
+MARKERS = 0x7F00_0000_0000
+MAP = 0x7E00_0000_0000
+
+
+def _records(path: Path) -> list[str]:
+    csv = path.with_suffix(".csv")
+    tiersim.convert(path, csv, dst_format="csv")
+    return csv.read_text().splitlines()[2:]
+
+
+def test_accesses_inside_a_file_mapping_become_file_pages(tmp_path: Path) -> None:
+    # The shim's log: call 0 opens the file, call 1 maps 8 KiB of it from offset 4 KiB (as
+    # WiredTiger maps a checkpoint's file, block_map.c), call 2 unmaps it.
+    log = tmp_path / "calls"
+    log.write_text(
+        f"B {MARKERS:#x} 1073741824 42\n42 0 O 3 0 1:2 /db/ycsb.wt\n42 1 M 3 {MAP:#x} 8192 4096\n42 2 U {MAP:#x} 8192\n"
+    )
+    mem = tmp_path / "mem.csv"
+    mem.write_text(
+        "# tiersim time_unit=instructions addr_kind=virtual page_size=4096\n"
+        "time,cpu,op,addr,size,file\n"
+        f"100,1,R,{MAP + 0x40:#x},64,0\n"  # before the mmap: stays anonymous
+        f"10,0,R,{MARKERS:#x},1,0\n"  # marker of call 0 (open)
+        f"10,0,R,{MARKERS + 64:#x},1,0\n"  # marker of call 1 (mmap)
+        f"5,1,R,{MAP + 0x1040:#x},64,0\n"  # inside: the file's byte 4096 + 0x1040
+        f"6,1,W,{MAP + 0x40:#x},64,0\n"  # inside, a store: the file's byte 4096 + 0x40
+        f"7,1,R,{MAP + 0x2000:#x},64,0\n"  # just past the mapping's end: anonymous
+        f"10,0,R,{MARKERS + 128:#x},1,0\n"  # marker of call 2 (munmap)
+        f"8,1,R,{MAP + 0x1040:#x},64,0\n"  # after the munmap: anonymous again
+    )
+    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
+    tiersim.convert(mem, src, dst_format="native", src_format="csv")
+    info = merge(src, log, out)
+    assert info["calls_in_trace"] == {"O": 1, "R": 0, "W": 0, "S": 0, "C": 0, "M": 1, "U": 1}
+    assert info["mapped_accesses"] == 2 and info["markers_missing"] == 0
+    # The file's region reaches the mapping's end (offset 4 KiB + 8 KiB: 3 pages).
+    assert info["files"] == {"/db/ycsb.wt": 12288}
+    assert _records(out) == [
+        f"0,0,R,{FILE_BASE:#x},3,9",  # the file's mapping record
+        f"100,1,R,{MAP + 0x40:#x},64,0",
+        f"5,1,R,{FILE_BASE + 4096 + 0x1040:#x},64,1",
+        f"6,1,W,{FILE_BASE + 4096 + 0x40:#x},64,1",
+        f"7,1,R,{MAP + 0x2000:#x},64,0",
+        f"8,1,R,{MAP + 0x1040:#x},64,0",
+    ]
+    st = tiersim.trace_stats(out, max_points=2)
+    assert st["by_kind"]["file_mapping"] == {"read_bytes": 64, "reads": 1, "write_bytes": 64, "writes": 1}
