@@ -5,7 +5,8 @@ the engine's own B-tree accesses and every read, write and fdatasync of its file
 `tiersim run` with the files on the Optane SSD, on one PM module as a block device through the
 page cache (the blog's 0.6 GB/s write rate, as `scm_vs_ssd` uses), on two such modules, and on
 fsdax PM; warm and cold page cache, engine cache small and large, log on and off, commits synced
-or not, 1 and 8 client threads.
+or not, 1 and 8 client threads, and read-only clients on checkpoint cursors, by pread or through
+the mapping WiredTiger makes for them with mmap on (finding 1c).
 
 By default the study replays the traces committed under python/tiersim/workloads/traces/wiredtiger
 (made by `capture_all`, whose commands docs/reproduce.md lists), so it needs neither WiredTiger nor
