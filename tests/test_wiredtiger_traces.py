@@ -51,7 +51,7 @@ def test_the_trace_holds_the_calls_and_syncs_the_shim_saw() -> None:
     assert f"{fio['sync_calls']['fdatasync']:,}" in r.stdout
 
 
-def test_the_checkpoint_cursors_mmap_capture_maps_the_table() -> None:
+def test_the_checkpoint_cursors_mmap_capture_maps_the_table(tmp_path: Path) -> None:
     # Finding 1c's captures: YCSB-C on cursors opened on the last checkpoint. With mmap=true
     # WiredTiger maps the table once (block_map.c) and takes its blocks from the mapping; the
     # engine's loads inside it are the trace's file-mapping records, nothing else is.
@@ -65,6 +65,19 @@ def test_the_checkpoint_cursors_mmap_capture_maps_the_table() -> None:
     fm = st["by_kind"]["file_mapping"]
     assert fm["reads"] + fm["writes"] == mm["fileio"]["mapped_accesses"] == 22_834 and fm["writes"] == 0
     assert tiersim.trace_stats(wt.TRACES_DIR / "c_c1_ckpt.trace", max_points=2)["by_kind"]["file_mapping"]["reads"] == 0
+    # Every one of them lies in the table's region (the files laid out as _fileio.merge does: 2 MiB
+    # aligned from FILE_BASE in the order they were opened): the mapping is ycsb.wt's.
+    from tiersim.workloads._fileio import FILE_BASE, MAP_UNIT, REGION_ALIGN
+
+    at, region = FILE_BASE, (0, 0)
+    for path, extent in mm["fileio"]["files"].items():
+        if Path(path).name == "ycsb.wt":
+            region = (at, at + extent)
+        at += -(-max(extent, MAP_UNIT) // REGION_ALIGN) * REGION_ALIGN
+    csv = tmp_path / "m.csv"
+    tiersim.convert(wt.TRACES_DIR / "c_c1_ckpt_mmap.trace", csv, dst_format="csv")
+    mapped = [int(r.split(",")[3], 16) for r in csv.read_text().splitlines()[2:] if r.endswith(",1")]
+    assert len(mapped) == 22_834 and region[0] <= min(mapped) and max(mapped) < region[1]
     # The mmap run reads by pread only the metadata (19 calls against 1,161 with mmap off).
     assert (mm["fileio"]["calls_in_trace"]["R"], rw["fileio"]["calls_in_trace"]["R"]) == (19, 1161)
     r = run_cli("trace", "inspect", "--io", str(wt.TRACES_DIR / "c_c1_ckpt_mmap.trace"))
