@@ -160,14 +160,22 @@ LENS_MOVES = frozenset(
         ("uniform", "tpp"),
     }
 )
-# - In the quick variant, since the scanner's task clock (issue 33): a thread created after the
-#   first keeps scan_delay as its period until the first pass ends, and a window it runs sets the
-#   mm's numa_next_scan that far ahead (init_numa_balancing, task_numa_work, 6.1), so windows come
-#   a scan_delay apart until then; where the first pass ends near the run's end the pass count
-#   moves with size: kv under tiering06 and numab_tiering (0, 2, 2 passes), phased under
-#   numab_tiering (4, 5, 3) and uniform under autonuma (4, 5, 6).
+# - In the quick variant (issue 33), measured 2026-11-29 with the period's update at the first
+#   recorded fault after a pass (update_task_scan_period, 6.1): phased under autonuma and
+#   autotiering_cpm/cpmx (8, 11, 11 passes): phased's threads fault on each other's pages, shared
+#   faults that shorten the period towards task_scan_min where tiersim's every fault used to be
+#   private and lengthen it; how many passes fit before the run ends then moves with size (not
+#   examined further). kv under autotiering_cpmx (0, 2, 2) and uniform under autonuma (4, 5, 6):
+#   which thread's window sets numa_next_scan first (a thread created after the first keeps
+#   scan_delay as its period until the first pass ends: init_numa_balancing) moves with size.
 QUICK_LENS_MOVES = frozenset(
-    {("kv", "tiering06"), ("kv", "numab_tiering"), ("phased", "numab_tiering"), ("uniform", "autonuma")}
+    {
+        ("kv", "autotiering_cpmx"),
+        ("phased", "autonuma"),
+        ("phased", "autotiering_cpm"),
+        ("phased", "autotiering_cpmx"),
+        ("uniform", "autonuma"),
+    }
 )
 
 

@@ -370,6 +370,56 @@ fn autonuma_never_promotes_into_a_full_node() {
 }
 
 #[test]
+fn autonuma_leaves_a_single_threaded_programs_local_pages_alone() {
+    // tiered_trace's thread, then page 0 (DRAM, its own node) read after each scan too. While the
+    // mm has one user, change_pte_range leaves pages on the running thread's node as they are
+    // (mm/mprotect.c, 6.1): only page 13's two reads fault. With a second thread (CPU 1 reading
+    // page 0 once the pages are placed) every present page is marked, and page 0's reads fault
+    // too.
+    let text = TIERED.replace("cpus = 1", "cpus = 2").replace("cpus = \"0\"", "cpus = \"0-1\"");
+    let p = plat(&text, &[]);
+    let trace = |second: bool| {
+        let mut a: Vec<_> = (0..14).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+        if second {
+            a.push(acc(1, 0, Op::Read, 0));
+        }
+        for gap in [120_000, 280_000] {
+            a.push(acc(0, 13 * 4096, Op::Read, gap));
+            a.push(acc(0, 0, Op::Read, 0));
+        }
+        a
+    };
+    let faults = |second: bool| {
+        let r = run_with(&p, "autonuma", &format!("{FAST_SCAN}scan_delay = \"10us\""), trace(second)).unwrap();
+        (u(&r.summary, &["tiering", "hint_faults"]), u(&r.summary, &["tiering", "scans"]))
+    };
+    let (alone, alone_scans) = faults(false);
+    assert_eq!(alone, 2, "one thread: {alone_scans} scans");
+    let (both, both_scans) = faults(true);
+    assert_eq!(both, 4, "two threads: {both_scans} scans");
+}
+
+#[test]
+fn a_promotion_after_a_pass_doubles_the_tiering_mode_period() {
+    // tiered_trace's pages, then page 13 read every 10 us for 2 ms. The window at 110 us marks
+    // it and its fault fails to promote (kswapd makes room, numab_tiering_demotes_...); the
+    // window at 210 us marks it again and its fault promotes it: the first fault recorded
+    // since a pass ended (tiering mode records only promotions, private and remote), so
+    // update_task_scan_period doubles the period, 100 -> 200 us, and numa_next_scan moves 200
+    // us ahead. Windows then come every 200 us (nothing faults again: the three demoted pages
+    // are never read): 2 + (2,000 - 210) / 200 = 10 in all, where growing by 3/10 would make
+    // 2 + 1,790 / 130 = 15.
+    let p = plat(TIERED, &["os.pte_scan_cost=\"0ns\"", "os.tlb_shootdown=\"0ns\""]);
+    let mut a: Vec<_> = (0..14).map(|i| acc(0, i * 4096, Op::Write, 0)).collect();
+    a.extend((0..200).map(|_| acc(0, 13 * 4096, Op::Read, 10_000)));
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), a).unwrap();
+    let t = &r.summary["tiering"];
+    assert_eq!(u(t, &["promotions"]), 1, "{t}");
+    assert_eq!(u(t, &["hint_faults"]), 2, "{t}");
+    assert_eq!(u(t, &["scans"]), 10, "{t}");
+}
+
+#[test]
 fn numab_tiering_demotes_to_make_room_then_promotes() {
     let p = plat(TIERED, &[]);
     let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
@@ -826,12 +876,14 @@ fn huge_pages_migrate_whole_2mib_pages() {
     let text = TIERED
         .replace("min_free = \"16KiB\"", "min_free = \"8MiB\"\npage_size = \"2MiB\"")
         .replace("capacity = \"64KiB\"", "capacity = \"32MiB\"");
+    let text = text.replace("cpus = 1", "cpus = 2").replace("cpus = \"0\"", "cpus = \"0-1\"");
     let p = plat(&text, &[]);
     const HUGE: u64 = 2 << 20;
     // 16 pages first touched (DRAM fills to its low watermark, the rest spill to the slow
     // node), then the last one read every 5 ms: a 32 MiB scan window takes 12.5 ms at the
-    // kernel's 2560 MB/s cap.
-    let mut a: Vec<_> = (0..16).map(|i| acc(0, i * HUGE, Op::Write, 0)).collect();
+    // kernel's 2560 MB/s cap. A second thread makes the first touches, so that AutoTiering's
+    // DRAM pages are marked and cool (a single-threaded program's local pages never do).
+    let mut a: Vec<_> = (0..16).map(|i| acc(1, i * HUGE, Op::Write, 0)).collect();
     a.extend((0..20).map(|i| acc(0, 15 * HUGE + 64 * i, Op::Read, 5_000_000)));
     let params = "scan_size = \"32MiB\"\nscan_period_min = \"1ms\"\nscan_period_max = \"10ms\"\nscan_delay = \"10us\"";
     for policy in ["numab_tiering", "autotiering_opm", "tpp"] {
@@ -883,9 +935,9 @@ fn scanner_hints_accessed_flash_pages_to_the_device() {
         let r = run_with(&p, "autonuma", params, flash_hint_trace()).unwrap();
         let s = &r.summary;
         assert_eq!(u(s, &["tiering", "scans"]), 5, "{mode}: {s}");
-        // Every read faults: autonuma protects DRAM pages too (they are not hinted: a dram
-        // device takes no hints).
-        assert_eq!(u(s, &["tiering", "hint_faults"]), 5, "{mode}");
+        // Every read of a flash page faults; the DRAM page's does not: the program has one
+        // thread, whose own node's pages autonuma leaves unprotected (mm/mprotect.c).
+        assert_eq!(u(s, &["tiering", "hint_faults"]), 4, "{mode}");
         assert_eq!(u(s, &["tiering", "migrations"]), 0, "{mode}");
         assert_eq!(u(&s["nodes"][1], &["final_pages"]), 5, "{mode}");
         assert_eq!(u(s, &["tiering", "device_hints"]), want, "{mode}");

@@ -63,7 +63,7 @@ class Setting:
 PROGRAMS = {
     "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2, (16, 125, 8, 6, 2)),
     "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2, (32, 1500, 2)),
-    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 10 passes, 2 threads", (64, 10, 2), 2, (8, 10, 2)),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 30 passes, 2 threads", (64, 30, 2), 2, (8, 30, 2)),
 }  # fmt: skip
 CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1, (4, 4, 500))
 SETTINGS = {

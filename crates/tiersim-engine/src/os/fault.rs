@@ -12,7 +12,7 @@ use super::alloc::Faulting;
 use super::lru::{self, Lru};
 use super::migrate::Migrator;
 use super::reclaim::{Reclaimer, Vmscan};
-use super::scan::Scanner;
+use super::scan::{NumaFault, Scanner};
 use super::{Memory, Metrics};
 use crate::pagetable::{ACTIVE, DROPPED, FILE, NIL, PROT_NONE};
 
@@ -87,11 +87,15 @@ impl HintFaults {
         let ops_ps = ops.cost_ps;
         mem.topo = topo;
         mem.policy.unpark(policy);
+        let mut numa_fault = NumaFault {
+            page_node: node as NodeId,
+            mem_node: node as NodeId,
+            cpu: who.cpu as u32,
+            cpu_node: who.node,
+            last_cpu: mem.pt.ext(p).last_cpu,
+            failed: false,
+        };
         mem.pt.ext_mut(p).last_cpu = who.cpu as u32;
-        let tiering_mode = scanner.spec.is_some_and(|s| !s.top_tier);
-        if !tiering_mode {
-            scanner.pass_faults += 1;
-        }
         let mut cost = self.fault_ps + ops_ps;
         let t = t + ops_ps / 1000;
         let node = mem.pt.entries[p as usize].node as usize;
@@ -102,17 +106,12 @@ impl HintFaults {
                     lru::del(&mut mem.pt, &mut mem.nodes[node], p);
                     let done = vm.migrate.move_page(mem, p, node, d, t, true);
                     cost += vm.migrate.charge_move(1, t, done);
-                    // In tiering mode only a promotion is a recorded fault: do_numa_page passes
-                    // the page's new, top-tier node to task_numa_fault (mm/memory.c, 6.1), which
-                    // returns early for a slow-tier node (kernel/sched/fair.c).
-                    if tiering_mode && mem.nodes[d].spec.tier < mem.nodes[node].spec.tier {
-                        scanner.pass_faults += 1;
-                    }
+                    // do_numa_page passes the page's new node on (mm/memory.c, 6.1): in tiering
+                    // mode only a promotion is a recorded fault.
+                    numa_fault.mem_node = dst;
                     rc.proactive(mem, vm, d, t);
                 } else {
-                    // A failed migration is recorded (TNF_MIGRATE_FAIL) only where the fault is:
-                    // not for a slow-tier page in tiering mode.
-                    scanner.pass_failed |= !tiering_mode;
+                    numa_fault.failed = true;
                     if mem.nodes[d].spec.tier < mem.nodes[node].spec.tier {
                         self.stats.failed_promotions += 1;
                     } else {
@@ -128,6 +127,7 @@ impl HintFaults {
                 }
             }
         }
+        scanner.fault(mem, t, &numa_fault);
         self.stats.hint_faults += 1;
         self.stats.hint_fault_time_ps += cost;
         cost

@@ -8,7 +8,7 @@ use tiersim_core::{NodeId, Ns};
 use tiersim_policies::{ScanSpec, ScanVisit};
 
 use super::{Memory, Metrics};
-use crate::pagetable::{CHUNK, CHUNK_SHIFT, DROPPED, PROT_NONE, UNTOUCHED};
+use crate::pagetable::{CHUNK, CHUNK_SHIFT, DROPPED, NIL, PROT_NONE, UNTOUCHED};
 
 /// task_numa_work's overhead cap: the thread's next window waits 32x the time this one took.
 const SCAN_OVERHEAD_HOLD: u64 = 32;
@@ -65,13 +65,18 @@ pub(crate) struct Scanner {
     /// The daemon time scale, applied to the TLB shootdown's part of the overhead hold.
     time_scale: f64,
     cursor: u64,
-    /// Full passes over the address space so far.
+    /// Full passes over the address space so far (mm->numa_scan_seq).
     pub(crate) seq: u64,
-    /// Hint faults and failed migrations since the pass began (update_task_scan_period's input).
-    pub(crate) pass_faults: u64,
-    pub(crate) pass_failed: bool,
+    /// The pass at which the period was last adapted (p->numa_scan_seq, for the whole mm).
+    placed_seq: u64,
+    /// Recorded faults since the period was last adapted: remote, local and failed migrations
+    /// (p->numa_faults_locality), then shared and private (the fault types of numa_faults).
+    locality: [u64; 3],
+    kinds: [u64; 2],
     /// Per node: in the top tier (tiering mode scans only the others).
     top_tier: Vec<bool>,
+    /// Per thread (trace CPU): the node it runs on.
+    cpu_node: Vec<NodeId>,
     /// The policy wants each visit (`Policy::on_scan`).
     visits: bool,
     device_hints: DeviceHints,
@@ -86,6 +91,7 @@ pub(crate) struct Scanner {
 pub(crate) struct ScannerSetup {
     pub(crate) spec: Option<ScanSpec>,
     pub(crate) top_tier: Vec<bool>,
+    pub(crate) cpu_node: Vec<NodeId>,
     pub(crate) visits: bool,
     pub(crate) device_hints: DeviceHints,
     pub(crate) hint_nodes: Vec<bool>,
@@ -110,9 +116,11 @@ impl Scanner {
             time_scale: s.time_scale,
             cursor: 0,
             seq: 0,
-            pass_faults: 0,
-            pass_failed: false,
+            placed_seq: 0,
+            locality: [0; 3],
+            kinds: [0; 2],
             top_tier: s.top_tier,
+            cpu_node: s.cpu_node,
             visits: s.visits,
             device_hints: s.device_hints,
             hint_nodes: s.hint_nodes,
@@ -125,15 +133,13 @@ impl Scanner {
     /// One scan window of task_numa_work (policies.md 1.2): walk the touched address space from
     /// the cursor, making present pages PROT_NONE (only pages below the top tier in tiering mode;
     /// pages already PROT_NONE keep their stamp), until a window's worth of present pages or
-    /// 8x that much address space; at the end of the address space wrap and adapt the period.
+    /// 8x that much address space; at the end of the address space wrap (the next recorded
+    /// fault adapts the period: `fault`). Pages on `local` keep their PTEs (change_pte_range's single-threaded rule, `tick`).
     /// Returns the scan's cost (ps), charged to the CPU that ran it.
-    fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns) -> u64 {
+    fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns, local: Option<NodeId>) -> u64 {
         let page_size = mem.page_size;
         let window = (spec.scan_size / page_size).max(1);
-        let (scan_min, scan_max) = scan_bounds(mem, spec);
-        if self.period_ns == 0 {
-            self.period_ns = scan_min;
-        }
+        self.mm_period(mem, spec);
         let t_us = (t / 1000) as u32;
         let (mut walked, mut present_walked) = (0u64, 0u64);
         'walk: loop {
@@ -141,7 +147,7 @@ impl Scanner {
             let Some((&chunk, &base)) = mem.pt.by_address.range(cursor_chunk..).next() else {
                 self.cursor = 0;
                 self.seq += 1;
-                self.adapt_period(spec, scan_min, scan_max);
+                self.threads_take_mm_period();
                 break;
             };
             let start = if chunk == cursor_chunk { (self.cursor & (CHUNK as u64 - 1)) as usize } else { 0 };
@@ -167,7 +173,9 @@ impl Scanner {
                             });
                         }
                         let (node, frame) = (e.node as usize, e.frame);
-                        if accessed {
+                        // Never made PROT_NONE, such a page is found accessed at every visit
+                        // (AutoTiering's single-threaded local pages never cool: policies.md 8).
+                        if accessed && local != Some(node as NodeId) {
                             e.flags |= PROT_NONE;
                             mem.pt.ext_mut(id as u32).scan_us = t_us;
                         }
@@ -293,7 +301,12 @@ impl Scanner {
         if k.start_ns + last < mm_next {
             self.stats.gated += 1;
         } else {
-            let ps = self.run_scan(mem, spec, t);
+            // "Don't mess with PTEs if page is already on the node a single-threaded process is
+            // running on" (change_pte_range, mm/mprotect.c 6.1: target_node while mm_users == 1).
+            // Deviation: a thread counts as a user from its first access to the trace's end.
+            let users = self.tasks.iter().filter(|k| k.start_ns != Ns::MAX).count();
+            let local = (users == 1).then(|| self.cpu_node[c]);
+            let ps = self.run_scan(mem, spec, t, local);
             // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
             // same tick as its next stamp, period after period. Not before the window ends,
             // though: through a lens whose period is shorter than a window, other threads would
@@ -343,30 +356,71 @@ impl Scanner {
         }
     }
 
-    /// update_task_scan_period after a full pass. Every fault of one process is private, so
-    /// with faults the period grows by 3/10 (ps = 10 tenths >= 7); with none, or a failed
-    /// migration, it doubles. In tiering mode slow-tier faults are not recorded (policies.md 3)
-    /// but promotions are, as faults on their new top-tier node (do_numa_page, mm/memory.c, 6.1;
-    /// seen in `tiersim validate linux`: the kernel's scans came 2-5 s apart, not 1 s): the
-    /// update runs from task_numa_placement, which only a recorded fault calls, so a pass without
-    /// promotions leaves the period where it is and one with them grows it by 3/10. Deviation:
-    /// the kernel adapts at the first recorded fault after the pass, we at the pass's end.
-    fn adapt_period(&mut self, spec: ScanSpec, scan_min: u64, scan_max: u64) {
-        if spec.top_tier {
-            self.period_ns = if self.pass_faults == 0 || self.pass_failed {
-                self.period_ns * 2
-            } else {
-                self.period_ns + 3 * (self.period_ns / 10).max(1)
-            };
-        } else if self.pass_faults > 0 {
-            self.period_ns += 3 * (self.period_ns / 10).max(1);
+    /// A hint fault by `fault.cpu` at `t` that task_numa_fault records (kernel/sched/fair.c,
+    /// 6.1): not one that leaves its page on a slow-tier node in tiering mode, nor, otherwise,
+    /// on a page no fault has claimed yet (no cpupid). The first one after a pass has ended
+    /// adapts the period from those recorded before it (task_numa_placement ->
+    /// update_task_scan_period), then it counts.
+    pub(crate) fn fault(&mut self, mem: &Memory, t: Ns, f: &NumaFault) {
+        let Some(spec) = self.spec else { return };
+        // In tiering mode a slow page's cpupid field holds its scan time, so do_numa_page passes
+        // no thread on (-1, a private fault); otherwise a fault is private when the page's last
+        // fault was this thread's, shared when another's (threads of one mm join one numa
+        // group, task_numa_group, which makes the fault shared).
+        let cpupid_valid = f.last_cpu != NIL && (spec.top_tier || self.top_tier[f.page_node as usize]);
+        if !self.top_tier[f.mem_node as usize] && (!spec.top_tier || !cpupid_valid) {
+            return;
         }
-        self.period_ns = self.period_ns.clamp(scan_min, scan_max);
-        self.pass_faults = 0;
-        self.pass_failed = false;
-        // Deviation: the kernel adapts each thread's period from its own faults when it first
-        // faults in a new pass (task_numa_placement); here every thread takes the mm's period,
-        // adapted from all of them, once a pass ends.
+        if self.placed_seq != self.seq {
+            self.placed_seq = self.seq;
+            self.update_period(mem, spec, t);
+        }
+        let private = !cpupid_valid || f.last_cpu == f.cpu;
+        self.locality[2] += u64::from(f.failed);
+        self.locality[usize::from(f.page_node == f.cpu_node)] += 1;
+        self.kinds[usize::from(private)] += 1;
+    }
+
+    /// update_task_scan_period, for the whole mm (deviation: the kernel keeps a period per
+    /// thread, each adapted from its own faults). With no local or shared fault recorded, or a
+    /// failed migration, the period doubles and numa_next_scan moves a period ahead; the
+    /// counts stay (the kernel returns before clearing them, so a failed migration keeps
+    /// doubling it). A tiering-mode process records only promotions, private (the slow page's
+    /// cpupid holds its scan time) and remote: its period doubles at every pass that promotes.
+    /// Otherwise, in tenths of the period, private or local faults from 7 in 10 up lengthen it and
+    /// fewer shorten it.
+    fn update_period(&mut self, mem: &Memory, spec: ScanSpec, t: Ns) {
+        let (scan_min, scan_max) = scan_bounds(mem, spec);
+        let period = self.mm_period(mem, spec);
+        let [remote, local, failed] = self.locality;
+        let [shared, private] = self.kinds;
+        self.kinds = [0; 2];
+        if local + shared == 0 || failed > 0 {
+            self.period_ns = (period * 2).min(scan_max);
+            self.mm_next_ns = Some(t + self.period_ns);
+        } else {
+            let slot = period.div_ceil(10) as i64;
+            let (lr, ps) = ((local * 10 / (local + remote)) as i64, (private * 10 / (private + shared)) as i64);
+            let diff = if ps >= 7 {
+                (ps - 7).max(1) * slot
+            } else if lr >= 7 {
+                (lr - 7).max(1) * slot
+            } else {
+                -(7 - lr.max(ps)) * slot
+            };
+            self.period_ns = (period as i64 + diff).clamp(scan_min as i64, scan_max as i64) as Ns;
+            self.locality = [0; 3];
+        }
+        for c in 0..self.tasks.len() {
+            if self.tasks[c].start_ns != Ns::MAX {
+                self.due_ns[c] = self.due(c);
+            }
+        }
+    }
+
+    /// At the end of a pass every thread takes the mm's period. Deviation: the kernel's threads
+    /// keep their own, each from its own faults (task_numa_placement).
+    fn threads_take_mm_period(&mut self) {
         for c in 0..self.tasks.len() {
             self.tasks[c].own_period_ns = 0;
             if self.tasks[c].start_ns != Ns::MAX {
@@ -374,6 +428,20 @@ impl Scanner {
             }
         }
     }
+}
+
+/// A hint fault, as do_numa_page passes it to task_numa_fault (mm/memory.c, 6.1).
+pub(crate) struct NumaFault {
+    /// The page's node when it faulted, and after the fault (its new one if it moved).
+    pub(crate) page_node: NodeId,
+    pub(crate) mem_node: NodeId,
+    /// The faulting thread (trace CPU) and its node.
+    pub(crate) cpu: u32,
+    pub(crate) cpu_node: NodeId,
+    /// The thread of the page's previous hint fault (NIL: none).
+    pub(crate) last_cpu: u32,
+    /// A migration was tried and failed (TNF_MIGRATE_FAIL).
+    pub(crate) failed: bool,
 }
 
 /// task_scan_min and task_scan_max (ns): at most 2560 MB/s of scanning, and a full pass per

@@ -243,6 +243,7 @@ impl Engine {
         let scanner = Scanner::new(ScannerSetup {
             spec: scan,
             top_tier,
+            cpu_node: platform.cpu_node.clone(),
             visits: scan_visits,
             device_hints,
             hint_nodes,
