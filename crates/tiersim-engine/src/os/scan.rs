@@ -134,7 +134,8 @@ impl Scanner {
     /// the cursor, making present pages PROT_NONE (only pages below the top tier in tiering mode;
     /// pages already PROT_NONE keep their stamp), until a window's worth of present pages or
     /// 8x that much address space; at the end of the address space wrap (the next recorded
-    /// fault adapts the period: `fault`). Pages on `local` keep their PTEs (change_pte_range's single-threaded rule, `tick`).
+    /// fault adapts the period: `fault`). Pages on `local` keep their PTEs (change_pte_range's
+    /// single-threaded rule, `tick`).
     /// Returns the scan's cost (ps), charged to the CPU that ran it.
     fn run_scan(&mut self, mem: &mut Memory, spec: ScanSpec, t: Ns, local: Option<NodeId>) -> u64 {
         let page_size = mem.page_size;
@@ -411,18 +412,21 @@ impl Scanner {
             self.period_ns = (period as i64 + diff).clamp(scan_min as i64, scan_max as i64) as Ns;
             self.locality = [0; 3];
         }
-        for c in 0..self.tasks.len() {
-            if self.tasks[c].start_ns != Ns::MAX {
-                self.due_ns[c] = self.due(c);
-            }
-        }
+        self.refresh_due();
     }
 
     /// At the end of a pass every thread takes the mm's period. Deviation: the kernel's threads
     /// keep their own, each from its own faults (task_numa_placement).
     fn threads_take_mm_period(&mut self) {
+        for k in &mut self.tasks {
+            k.own_period_ns = 0;
+        }
+        self.refresh_due();
+    }
+
+    /// Each started thread's due time, after its period changed.
+    fn refresh_due(&mut self) {
         for c in 0..self.tasks.len() {
-            self.tasks[c].own_period_ns = 0;
             if self.tasks[c].start_ns != Ns::MAX {
                 self.due_ns[c] = self.due(c);
             }
