@@ -226,6 +226,8 @@ pub(crate) struct StatsBuilder {
     instr: Vec<u64>,
     /// Only records and pages are counted (`StatsBuilder::pages`).
     pages_only: bool,
+    /// Pages are not counted: the caller knows the footprint (`StatsBuilder::no_pages`).
+    no_pages: bool,
 }
 
 impl StatsBuilder {
@@ -240,12 +242,24 @@ impl StatsBuilder {
             cache_slots: [0; GROUP_CACHE],
             instr: Vec::new(),
             pages_only: false,
+            no_pages: false,
         }
     }
 
     /// A builder that counts only records and the pages they touch.
     pub fn pages(page_size: u32) -> StatsBuilder {
         StatsBuilder { pages_only: true, ..StatsBuilder::new(TimeUnit::Instructions, page_size) }
+    }
+
+    /// Count everything but the pages: `finish` gives a footprint of 0, for the caller to fill.
+    pub fn no_pages(&mut self) {
+        self.no_pages = true;
+    }
+
+    /// Whether `add` marks pages (and `prefetch` is worth calling).
+    #[inline]
+    pub fn counts_pages(&self) -> bool {
+        !self.no_pages
     }
 
     /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it). Inlined into the
@@ -289,7 +303,7 @@ impl StatsBuilder {
                 s.time_last = s.time_last.max(t);
             }
         }
-        if !map {
+        if !map && !self.no_pages {
             self.mark_pages(a);
         }
     }

@@ -138,6 +138,8 @@ pub struct TraceWriter {
     counting: bool,
     /// The statistics `finish_with` was given.
     given: Option<TraceStats>,
+    /// The footprint `finish_with_footprint` was given (the writer counted no pages).
+    footprint: Option<u64>,
     /// Records written.
     records: u64,
     prev_time: u64,
@@ -204,6 +206,7 @@ impl TraceWriter {
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             counting: true,
             given: None,
+            footprint: None,
             records: 0,
             prev_time: 0,
         })
@@ -224,7 +227,7 @@ impl TraceWriter {
         self.write_one(a)
     }
 
-    /// `write`, inlined into `write_all`'s loop.
+    /// `write`, and `write_all`'s record by record when a check fails.
     #[inline(always)]
     fn write_one(&mut self, a: &Access) -> Result<()> {
         if a.size == 0 {
@@ -246,14 +249,7 @@ impl TraceWriter {
             self.stats.add(a);
         }
         self.records += 1;
-        let mut r = [0u8; RECORD_SIZE];
-        r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
-        r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
-        r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
-        r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
-        r[R_OP] = a.op.is_write() as u8;
-        r[R_FLAGS] = a.flags;
-        self.frame.extend_from_slice(&r);
+        self.frame.extend_from_slice(&encode(a));
         if self.frame.len() >= self.frame_records * RECORD_SIZE {
             self.flush_frame()?;
         }
@@ -262,12 +258,47 @@ impl TraceWriter {
 
     /// Append a slice of accesses.
     pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
-        for (i, a) in accesses.iter().enumerate() {
-            // The statistics' page bitmap is read at random: fetch the words of the records ahead.
-            if let (true, Some(next)) = (self.counting, accesses.get(i + STATS_AHEAD)) {
-                self.stats.prefetch(next);
+        // The checks first, over the whole slice: when one fails, the records before it are
+        // written one at a time, so that the error and what precedes it are `write`'s.
+        let ns = self.meta.time_unit == TimeUnit::Ns;
+        let mut prev = self.prev_time;
+        let mut ok = true;
+        for a in accesses {
+            ok &= (a.size != 0) & (a.cpu < MAX_CPUS) & (!ns | (a.time >= prev));
+            prev = a.time;
+        }
+        if !ok {
+            for a in accesses {
+                self.write_one(a)?;
             }
-            self.write_one(a)?;
+            return Ok(());
+        }
+        if ns {
+            self.prev_time = prev;
+        }
+        if self.counting {
+            let ahead = self.stats.counts_pages();
+            for (i, a) in accesses.iter().enumerate() {
+                // The statistics' page bitmap is read at random: fetch the words of the records
+                // ahead.
+                if let (true, Some(next)) = (ahead, accesses.get(i + STATS_AHEAD)) {
+                    self.stats.prefetch(next);
+                }
+                self.stats.add(a);
+            }
+        }
+        self.records += accesses.len() as u64;
+        // An `Access` is a record row (asserted below): whole runs are copied into the frame.
+        let frame_bytes = self.frame_records * RECORD_SIZE;
+        let rows = access_bytes(accesses);
+        let mut rest = &rows[..];
+        while !rest.is_empty() {
+            let n = rest.len().min(frame_bytes - self.frame.len());
+            self.frame.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if self.frame.len() >= frame_bytes {
+                self.flush_frame()?;
+            }
         }
         Ok(())
     }
@@ -306,6 +337,19 @@ impl TraceWriter {
         self.counting = false;
     }
 
+    /// Count everything but the pages: the caller knows the footprint and gives it to
+    /// `finish_with_footprint` (a capture's virtual trace, whose pages the translator counts as
+    /// it maps them).
+    pub(crate) fn count_no_pages(&mut self) {
+        self.stats.no_pages();
+    }
+
+    /// `finish` for a writer that counted no pages, with the footprint it was given.
+    pub(crate) fn finish_with_footprint(mut self, footprint_pages: u64) -> Result<TraceStats> {
+        self.footprint = Some(footprint_pages);
+        self.finish()
+    }
+
     /// `finish` for a writer that counted nothing, with the statistics of what it was given.
     pub(crate) fn finish_with(mut self, stats: TraceStats) -> Result<TraceStats> {
         self.given = Some(stats);
@@ -326,7 +370,13 @@ impl TraceWriter {
         let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let c = sink.close()?;
         let stats = if self.counting {
-            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish()
+            let mut stats =
+                std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size))
+                    .finish();
+            if let Some(pages) = self.footprint {
+                stats.footprint_pages = pages;
+            }
+            stats
         } else {
             match self.given.take() {
                 Some(given) if given.accesses == self.records => given,
@@ -364,6 +414,47 @@ impl Drop for TraceWriter {
             let _ = std::fs::remove_file(&self.tmp_path);
         }
     }
+}
+
+// `Access` is repr(C) with no padding and `Op` repr(u8) with the record's op values, so on a
+// little-endian machine an `Access`'s bytes are its record row. Checked at compile time.
+#[cfg(target_endian = "little")]
+const _: () = {
+    assert!(std::mem::size_of::<Access>() == RECORD_SIZE);
+    assert!(std::mem::offset_of!(Access, time) == R_TIME);
+    assert!(std::mem::offset_of!(Access, addr) == R_ADDR);
+    assert!(std::mem::offset_of!(Access, cpu) == R_CPU);
+    assert!(std::mem::offset_of!(Access, size) == R_SIZE);
+    assert!(std::mem::offset_of!(Access, op) == R_OP);
+    assert!(std::mem::offset_of!(Access, flags) == R_FLAGS);
+    assert!(tiersim_core::Op::Read as u8 == 0 && tiersim_core::Op::Write as u8 == 1);
+};
+
+/// The record rows of `accesses`.
+#[cfg(target_endian = "little")]
+fn access_bytes(accesses: &[Access]) -> std::borrow::Cow<'_, [u8]> {
+    // SAFETY: an `Access` is 24 initialised bytes with no padding (asserted above), valid as u8s.
+    std::borrow::Cow::Borrowed(unsafe {
+        std::slice::from_raw_parts(accesses.as_ptr().cast::<u8>(), std::mem::size_of_val(accesses))
+    })
+}
+
+/// The record rows of `accesses`.
+#[cfg(not(target_endian = "little"))]
+fn access_bytes(accesses: &[Access]) -> std::borrow::Cow<'_, [u8]> {
+    std::borrow::Cow::Owned(accesses.iter().flat_map(encode).collect())
+}
+
+/// One access as its record row.
+fn encode(a: &Access) -> [u8; RECORD_SIZE] {
+    let mut r = [0u8; RECORD_SIZE];
+    r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
+    r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
+    r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
+    r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
+    r[R_OP] = a.op.is_write() as u8;
+    r[R_FLAGS] = a.flags;
+    r
 }
 
 /// The version-2 descriptor that precedes frame `seq` (see `DESC_MAGIC`); `content` is the
