@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use tiersim_core::{Access, Error, Result};
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
-use super::frames::shuffle;
+use super::frames::{compact_planes, shuffle_into, SHUFFLE_RUN};
 use super::*;
 
 /// Compression settings of a `TraceWriter`; they do not change what a reader sees.
@@ -47,10 +47,7 @@ const BACKGROUND_QUEUE: usize = 2;
 struct Compressor {
     path: PathBuf,
     file: File,
-    filter: FrameFilter,
     cctx: CCtx<'static>,
-    /// The frame's byte planes, when shuffling.
-    planes: Vec<u8>,
     compressed: Vec<u8>,
     pos: u64,
     /// Frames written so far: the next frame's sequence number.
@@ -58,19 +55,14 @@ struct Compressor {
 }
 
 impl Compressor {
-    fn frame(&mut self, frame: &[u8]) -> Result<()> {
+    /// `src` is the frame's decompressed bytes: rows, or byte planes (the writer shuffles the
+    /// records as they come).
+    fn frame(&mut self, src: &[u8]) -> Result<()> {
         self.compressed.clear();
-        let src = match self.filter {
-            FrameFilter::None => frame,
-            FrameFilter::Shuffle => {
-                shuffle(frame, &mut self.planes);
-                &self.planes
-            }
-        };
         self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
             Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
         })?;
-        let desc = frame_descriptor(self.frames, frame.len() / RECORD_SIZE, src);
+        let desc = frame_descriptor(self.frames, src.len() / RECORD_SIZE, src);
         self.file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
         self.file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
         self.pos += (DESC_SIZE + self.compressed.len()) as u64;
@@ -98,9 +90,9 @@ impl Sink {
             .name("tiersim-trace-writer".into())
             .spawn(move || {
                 let mut c = c;
-                for mut buf in rx {
+                for buf in rx {
                     c.frame(&buf)?;
-                    buf.clear();
+                    // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
                     let _ = free_tx.send(buf);
                 }
                 Ok(c)
@@ -132,7 +124,13 @@ pub struct TraceWriter {
     v2p: V2p,
     filter: FrameFilter,
     frame_records: usize,
+    /// The frame being filled: its rows, or (shuffling) its byte planes laid out for
+    /// `frame_records` records, `fill` of them placed.
     frame: Vec<u8>,
+    /// Records in `frame`.
+    fill: usize,
+    /// Shuffling: rows waiting to be placed in the planes, fewer than `SHUFFLE_RUN` records.
+    stage: Vec<u8>,
     stats: StatsBuilder,
     /// False when the caller gives the statistics to `finish_with` instead.
     counting: bool,
@@ -187,14 +185,12 @@ impl TraceWriter {
         let c = Box::new(Compressor {
             path: path.to_owned(),
             file,
-            filter,
             cctx,
-            planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
             compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
             pos: HEADER_SIZE as u64,
             frames: 0,
         });
-        Ok(TraceWriter {
+        let mut w = TraceWriter {
             path: path.to_owned(),
             tmp_path,
             sink: Some(if opts.background { Sink::background(c) } else { Sink::Inline(c) }),
@@ -203,13 +199,17 @@ impl TraceWriter {
             filter,
             frame_records: opts.frame_records,
             frame: Vec::with_capacity(frame_bytes),
+            fill: 0,
+            stage: Vec::with_capacity(if opts.shuffle { SHUFFLE_RUN * RECORD_SIZE } else { 0 }),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             counting: true,
             given: None,
             footprint: None,
             records: 0,
             prev_time: 0,
-        })
+        };
+        w.ready();
+        Ok(w)
     }
 
     /// Record in the header how the physical addresses were made (written by `finish`).
@@ -249,11 +249,7 @@ impl TraceWriter {
             self.stats.add(a);
         }
         self.records += 1;
-        self.frame.extend_from_slice(&encode(a));
-        if self.frame.len() >= self.frame_records * RECORD_SIZE {
-            self.flush_frame()?;
-        }
-        Ok(())
+        self.put_rows(&encode(a))
     }
 
     /// Append a slice of accesses.
@@ -288,24 +284,77 @@ impl TraceWriter {
             }
         }
         self.records += accesses.len() as u64;
-        // An `Access` is a record row (asserted below): whole runs are copied into the frame.
-        let frame_bytes = self.frame_records * RECORD_SIZE;
-        let rows = access_bytes(accesses);
-        let mut rest = &rows[..];
-        while !rest.is_empty() {
-            let n = rest.len().min(frame_bytes - self.frame.len());
-            self.frame.extend_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            if self.frame.len() >= frame_bytes {
+        // An `Access` is a record row (asserted below): whole runs go into the frame at once.
+        self.put_rows(&access_bytes(accesses))
+    }
+
+    /// Whole record rows into the frame, the frame written whenever it is full.
+    fn put_rows(&mut self, mut rows: &[u8]) -> Result<()> {
+        const R: usize = RECORD_SIZE;
+        let cap = self.frame_records;
+        while !rows.is_empty() {
+            let have = rows.len() / R;
+            match self.filter {
+                FrameFilter::None => {
+                    let n = have.min(cap - self.fill);
+                    self.frame.extend_from_slice(&rows[..n * R]);
+                    self.fill += n;
+                    rows = &rows[n * R..];
+                }
+                FrameFilter::Shuffle => {
+                    let staged = self.stage.len() / R;
+                    let room = cap - self.fill - staged;
+                    if staged == 0 && have >= SHUFFLE_RUN && room >= SHUFFLE_RUN {
+                        // Whole runs straight from the caller's rows into the planes.
+                        let n = have.min(room) / SHUFFLE_RUN * SHUFFLE_RUN;
+                        shuffle_into(&rows[..n * R], &mut self.frame, cap, self.fill);
+                        self.fill += n;
+                        rows = &rows[n * R..];
+                    } else {
+                        let n = have.min(SHUFFLE_RUN - staged).min(room);
+                        self.stage.extend_from_slice(&rows[..n * R]);
+                        rows = &rows[n * R..];
+                        if self.stage.len() == SHUFFLE_RUN * R {
+                            self.place_stage();
+                        }
+                    }
+                }
+            }
+            if self.fill + self.stage.len() / R >= cap {
                 self.flush_frame()?;
             }
         }
         Ok(())
     }
 
+    /// The staged rows into the planes.
+    fn place_stage(&mut self) {
+        shuffle_into(&self.stage, &mut self.frame, self.frame_records, self.fill);
+        self.fill += self.stage.len() / RECORD_SIZE;
+        self.stage.clear();
+    }
+
+    /// `frame` ready to be filled: empty rows, or planes laid out for a whole frame (their old
+    /// bytes are overwritten as records are placed, so they are not cleared).
+    fn ready(&mut self) {
+        self.fill = 0;
+        match self.filter {
+            FrameFilter::None => self.frame.clear(),
+            FrameFilter::Shuffle => self.frame.resize(self.frame_records * RECORD_SIZE, 0),
+        }
+    }
+
     fn flush_frame(&mut self) -> Result<()> {
-        if self.frame.is_empty() {
+        if !self.stage.is_empty() {
+            self.place_stage();
+        }
+        if self.fill == 0 {
             return Ok(());
+        }
+        if self.filter == FrameFilter::Shuffle && self.fill < self.frame_records {
+            // A short frame (the last): its planes are `fill` records apart.
+            compact_planes(&mut self.frame, self.frame_records, self.fill);
+            self.frame.truncate(self.fill * RECORD_SIZE);
         }
         let sent = match self.sink.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))? {
             Sink::Inline(c) => {
@@ -326,7 +375,7 @@ impl TraceWriter {
             let _ = std::fs::remove_file(&self.tmp_path);
             return Err(e);
         }
-        self.frame.clear();
+        self.ready();
         Ok(())
     }
 
