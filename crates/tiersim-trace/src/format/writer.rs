@@ -37,9 +37,6 @@ impl Default for WriterOptions {
     }
 }
 
-/// Records ahead of the one written whose page bitmap word `write_all` fetches.
-const STATS_AHEAD: usize = 16;
-
 /// Filled frames a background writer holds before `write` waits for its thread.
 const BACKGROUND_QUEUE: usize = 2;
 
@@ -273,15 +270,7 @@ impl TraceWriter {
             self.prev_time = prev;
         }
         if self.counting {
-            let ahead = self.stats.counts_pages();
-            for (i, a) in accesses.iter().enumerate() {
-                // The statistics' page bitmap is read at random: fetch the words of the records
-                // ahead.
-                if let (true, Some(next)) = (ahead, accesses.get(i + STATS_AHEAD)) {
-                    self.stats.prefetch(next);
-                }
-                self.stats.add(a);
-            }
+            self.stats.add_all(accesses);
         }
         self.records += accesses.len() as u64;
         // An `Access` is a record row (asserted below): whole runs go into the frame at once.
