@@ -119,6 +119,50 @@ fn background_compression_writes_the_same_bytes() {
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
 }
 
+/// The writer places records in a frame's byte planes as they come (in runs of 64, the rest
+/// staged): each frame's decompressed bytes are the definition's planes of its rows, whatever
+/// the frame size and however the records are handed over (one at a time, runs of any length,
+/// background or not).
+#[test]
+fn shuffled_frames_hold_the_definitions_planes() {
+    let d = tmp();
+    let a = edge_accesses(5 * 1000 + 37, 5);
+    let rows: Vec<u8> = a
+        .iter()
+        .flat_map(|x| {
+            let mut r = record(x.time, x.addr, x.cpu, x.size, x.op.is_write() as u8);
+            r[R_FLAGS] = x.flags;
+            r
+        })
+        .collect();
+    for (frame_records, chunks, background) in
+        [(1000, 1, false), (1000, 64, true), (64, 100, false), (65, 63, true), (4096, 4097, false), (17, 5000, true)]
+    {
+        let p = d.path().join(format!("f{frame_records}-{chunks}.trace"));
+        let opts = WriterOptions { frame_records, background, level: 1, ..Default::default() };
+        let mut w = TraceWriter::create_with(&p, meta(TimeUnit::Instructions), opts).unwrap();
+        for (i, c) in a.chunks(chunks).enumerate() {
+            if i % 3 == 1 {
+                c.iter().for_each(|x| w.write(x).unwrap());
+            } else {
+                w.write_all(c).unwrap();
+            }
+        }
+        w.finish().unwrap();
+        let b = std::fs::read(&p).unwrap();
+        let frames: Vec<Vec<u8>> = frame_offsets(&b)
+            .into_iter()
+            .map(|at| at as usize)
+            .filter(|&at| b[at..at + 4] == ZSTD_MAGIC)
+            .map(|at| {
+                zstd::stream::decode_all(&b[at..at + zstd_safe::find_frame_compressed_size(&b[at..]).unwrap()]).unwrap()
+            })
+            .collect();
+        let want: Vec<Vec<u8>> = rows.chunks(frame_records * RECORD_SIZE).map(shuffled).collect();
+        assert!(frames == want, "{frame_records} per frame, runs of {chunks}");
+    }
+}
+
 /// Unshuffled frames of the default size (1.5 MiB decoded) do not all fit the reader's 4 MiB
 /// window: it stops before the third, after reading its descriptor. It used to read that
 /// descriptor again on the next fill and reject a valid file ("expected the descriptor of

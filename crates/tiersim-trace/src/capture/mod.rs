@@ -644,13 +644,18 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
         }
         _ => (req.out, None),
     };
+    let mut virt = create(virt_path, AddrKind::Virtual)?;
+    if phys.is_some() {
+        // The translator counts the virtual pages as it maps them.
+        virt.count_no_pages();
+    }
     let mut p = Pipeline {
         caches: Caches { config: s.cache, per_cpu: s.per_cpu, caches: FxHashMap::default() },
         page_shift,
         threads: Vec::new(),
         cpu_map: s.cpu_map.clone(),
         cur: 0,
-        virt: create(virt_path, AddrKind::Virtual)?,
+        virt,
         phys,
         records: 0,
         batch: Vec::with_capacity(EMIT_BATCH),
@@ -681,7 +686,10 @@ fn finish(
         Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved, t.remaps),
         None => ("none", "virtual addresses only".to_owned(), 0, 0, 0),
     };
-    let vstats = virt.finish()?;
+    let vstats = match &phys {
+        Some((_, t)) => virt.finish_with_footprint(t.virt_pages.footprint())?,
+        None => virt.finish()?,
+    };
     if let Some((mut w, t)) = phys {
         w.set_v2p(t.mode());
         let stats = TraceStats { footprint_pages: t.pages.footprint(), ..vstats.clone() };

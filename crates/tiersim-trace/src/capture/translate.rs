@@ -156,6 +156,10 @@ pub(super) struct Translator {
     /// and every further page of a record that crosses a page boundary with the record. The
     /// physical writer counts nothing, so its records are not looked up in a second bitmap.
     pub(super) pages: StatsBuilder,
+    /// The virtual pages of the records, counted the same way (a page when it is mapped, the
+    /// further pages of a record that crosses a boundary with the record), so that the virtual
+    /// writer counts no pages either.
+    pub(super) virt_pages: StatsBuilder,
     pub(super) pending: VecDeque<Access>,
     /// Physical records made and not yet given to the writer: written in runs, so that the
     /// writer can fetch ahead what its statistics will touch.
@@ -250,6 +254,7 @@ impl Translator {
     /// made is used by the record it was made for).
     fn map(&mut self, vpn: u64, m: Mapping) {
         self.frames.insert(vpn, m);
+        self.virt_pages.add(&Access { time: 0, addr: vpn << self.page_shift, cpu: 0, size: 1, op: Op::Read, flags: 0 });
         self.pages.add(&Access { time: 0, addr: m.frame << self.page_shift, cpu: 0, size: 1, op: Op::Read, flags: 0 });
     }
 
@@ -258,6 +263,7 @@ impl Translator {
         let p = self.physical(a, frame);
         if (a.addr & ((1 << self.page_shift) - 1)) + (a.size as u64).max(1) > 1 << self.page_shift {
             self.pages.add(&p);
+            self.virt_pages.add(a);
         }
         self.out.push(p);
         if self.out.len() >= OUT_RUN {
@@ -373,6 +379,7 @@ pub(super) fn translator(
         page_shift,
         frames: PageTable::default(),
         pages: StatsBuilder::pages(1 << page_shift),
+        virt_pages: StatsBuilder::pages(1 << page_shift),
         pending: VecDeque::new(),
         out: Vec::with_capacity(OUT_RUN),
         written: 0,

@@ -7,38 +7,61 @@ use tiersim_core::Access;
 
 use super::*;
 
+/// Records the writer places in the planes at a time.
+pub(crate) const SHUFFLE_RUN: usize = 64;
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(SHUFFLE_RUN == sse2::SHUFFLE_RECORDS);
+
 /// Records per block of the writer's shuffle: a block's rows (96 KiB) and its slice of every
 /// plane stay in L2 while the 24 planes are walked.
 const SHUFFLE_BLOCK: usize = 4096;
 
-/// Rows of whole records into byte planes (frame filter 1).
+/// Rows of whole records into byte planes (frame filter 1), by the definition's layout.
+#[cfg(test)]
 pub(crate) fn shuffle(rows: &[u8], planes: &mut Vec<u8>) {
     let n = rows.len() / RECORD_SIZE;
     // Every byte is written below: what the buffer held before needs no clearing.
     planes.resize(n * RECORD_SIZE, 0);
-    if n == 0 {
+    shuffle_into(rows, planes, n, 0);
+}
+
+/// Rows of whole records into places `at..` of the byte planes of a frame of `n` records
+/// (`planes` is `n` x 24 bytes): the writer shuffles records as they come, in blocks of 64.
+pub(crate) fn shuffle_into(rows: &[u8], planes: &mut [u8], n: usize, at: usize) {
+    let k = rows.len() / RECORD_SIZE;
+    assert!(at + k <= n && planes.len() == n * RECORD_SIZE, "{k} records at {at} of a frame of {n}");
+    if k == 0 {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     let done = {
-        let whole = n - n % sse2::SHUFFLE_RECORDS;
+        let whole = k - k % sse2::SHUFFLE_RECORDS;
         for start in (0..whole).step_by(sse2::SHUFFLE_RECORDS) {
             // SAFETY: SSE2 is part of the x86_64 baseline; the loads and stores are slices
             // checked in bounds.
-            unsafe { sse2::shuffle64(rows, planes, n, start) };
+            unsafe { sse2::shuffle64(rows, start, planes, n, at + start) };
         }
         whole
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
-    for start in (done..n).step_by(SHUFFLE_BLOCK) {
-        let end = (start + SHUFFLE_BLOCK).min(n);
+    for start in (done..k).step_by(SHUFFLE_BLOCK) {
+        let end = (start + SHUFFLE_BLOCK).min(k);
         let block = &rows[start * RECORD_SIZE..end * RECORD_SIZE];
-        for (k, plane) in planes.chunks_exact_mut(n).enumerate() {
-            for (d, r) in plane[start..end].iter_mut().zip(block.chunks_exact(RECORD_SIZE)) {
-                *d = r[k];
+        for (b, plane) in planes.chunks_exact_mut(n).enumerate() {
+            for (d, r) in plane[at + start..at + end].iter_mut().zip(block.chunks_exact(RECORD_SIZE)) {
+                *d = r[b];
             }
         }
+    }
+}
+
+/// Move the planes of a frame laid out for `cap` records, of which the first `n` are filled, to
+/// their places in a frame of `n` records (the first `n` x 24 bytes of `planes`).
+pub(crate) fn compact_planes(planes: &mut [u8], cap: usize, n: usize) {
+    debug_assert!(n <= cap && planes.len() >= cap * RECORD_SIZE);
+    for b in 1..RECORD_SIZE {
+        planes.copy_within(b * cap..b * cap + n, b * n);
     }
 }
 
@@ -158,7 +181,7 @@ mod sse2 {
     /// Records per call of `shuffle64`.
     pub(super) const SHUFFLE_RECORDS: usize = 64;
 
-    /// Records `start..start + 64` of `rows` into their bytes of the `n`-record planes.
+    /// Records `start..start + 64` of `rows` into places `at..at + 64` of the `n`-record planes.
     ///
     /// Sixteen records at a time: eight registers hold 128 bytes, a byte's place 7 bits,
     /// register (3) then byte (4). Loaded as `unpacklo_epi8(row m, row m + 8)` for m in 0..8,
@@ -169,7 +192,7 @@ mod sse2 {
     /// planes of a frame of 64Ki records start 64 KiB apart, in the same L1 sets, and stores of
     /// 16 bytes to 24 of them in turn evicted each line before it was whole.
     #[inline(always)]
-    pub(super) unsafe fn shuffle64(rows: &[u8], planes: &mut [u8], n: usize, start: usize) {
+    pub(super) unsafe fn shuffle64(rows: &[u8], start: usize, planes: &mut [u8], n: usize, at: usize) {
         const R: usize = super::RECORD_SIZE;
         let rows = &rows[start * R..(start + SHUFFLE_RECORDS) * R];
         for g in 0..R / 8 {
@@ -197,7 +220,7 @@ mod sse2 {
                 }
             }
             for (k, v) in out.iter().enumerate() {
-                let d = &mut planes[(8 * g + k) * n + start..][..SHUFFLE_RECORDS];
+                let d = &mut planes[(8 * g + k) * n + at..][..SHUFFLE_RECORDS];
                 for (q, v) in v.iter().enumerate() {
                     _mm_storeu_si128(d[16 * q..].as_mut_ptr().cast(), *v);
                 }

@@ -226,6 +226,8 @@ pub(crate) struct StatsBuilder {
     instr: Vec<u64>,
     /// Only records and pages are counted (`StatsBuilder::pages`).
     pages_only: bool,
+    /// Pages are not counted: the caller knows the footprint (`StatsBuilder::no_pages`).
+    no_pages: bool,
 }
 
 impl StatsBuilder {
@@ -240,12 +242,18 @@ impl StatsBuilder {
             cache_slots: [0; GROUP_CACHE],
             instr: Vec::new(),
             pages_only: false,
+            no_pages: false,
         }
     }
 
     /// A builder that counts only records and the pages they touch.
     pub fn pages(page_size: u32) -> StatsBuilder {
         StatsBuilder { pages_only: true, ..StatsBuilder::new(TimeUnit::Instructions, page_size) }
+    }
+
+    /// Count everything but the pages: `finish` gives a footprint of 0, for the caller to fill.
+    pub fn no_pages(&mut self) {
+        self.no_pages = true;
     }
 
     /// `a.cpu` must be below `MAX_CPUS` (the writer and reader both check it). Inlined into the
@@ -289,8 +297,81 @@ impl StatsBuilder {
                 s.time_last = s.time_last.max(t);
             }
         }
-        if !map {
+        if !map && !self.no_pages {
             self.mark_pages(a);
+        }
+    }
+
+    /// `add` of every access of `batch`, in order, with the same result: the counters are
+    /// kept in registers over the batch and a CPU's over each run of its records, where `add`
+    /// goes through memory once per record and counter.
+    pub fn add_all(&mut self, batch: &[Access]) {
+        const AHEAD: usize = 16;
+        let Some(first) = batch.first() else { return };
+        if self.pages_only {
+            batch.iter().for_each(|a| self.add(a));
+            return;
+        }
+        let ns = self.time_unit == TimeUnit::Ns;
+        if ns && self.stats.accesses == 0 {
+            self.stats.time_first = first.time;
+        }
+        let (mut writes, mut bytes) = (0u64, 0u64);
+        let (mut cpu, mut run) = (first.cpu, 0u64);
+        let mut t = if ns { 0 } else { self.instr.get(cpu as usize).copied().unwrap_or(0) };
+        for a in batch {
+            if a.cpu != cpu {
+                self.end_run(cpu, run, t);
+                (cpu, run) = (a.cpu, 0);
+                if !ns {
+                    t = self.instr.get(cpu as usize).copied().unwrap_or(0);
+                }
+            }
+            run += 1;
+            writes += a.op.is_write() as u64;
+            // A mapping record moves no bytes and touches no page.
+            bytes += if a.is_map() { 0 } else { a.size as u64 };
+            if !ns {
+                t = t.saturating_add(a.time);
+            }
+        }
+        self.end_run(cpu, run, t);
+        let s = &mut self.stats;
+        let n = batch.len() as u64;
+        s.accesses += n;
+        s.writes += writes;
+        s.reads += n - writes;
+        s.bytes = s.bytes.saturating_add(bytes);
+        if ns {
+            s.time_last = batch[batch.len() - 1].time;
+        }
+        if !self.no_pages {
+            for (i, a) in batch.iter().enumerate() {
+                // The page bitmap is read at random: fetch the words of the records ahead.
+                if let Some(next) = batch.get(i + AHEAD) {
+                    self.prefetch(next);
+                }
+                if !a.is_map() {
+                    self.mark_pages(a);
+                }
+            }
+        }
+    }
+
+    /// The end of a run of `run` records of `cpu` in `add_all`, its instruction clock now `t`.
+    #[inline]
+    fn end_run(&mut self, cpu: u32, run: u64, t: u64) {
+        let (s, cpu) = (&mut self.stats, cpu as usize);
+        if cpu >= s.per_cpu.len() {
+            s.per_cpu.resize(cpu + 1, 0);
+        }
+        s.per_cpu[cpu] += run;
+        if self.time_unit == TimeUnit::Instructions {
+            if cpu >= self.instr.len() {
+                self.instr.resize(cpu + 1, 0);
+            }
+            self.instr[cpu] = t;
+            s.time_last = s.time_last.max(t);
         }
     }
 
@@ -408,4 +489,62 @@ pub fn rewrite_as_v1(b: &[u8]) -> Vec<u8> {
     v[H_RECORDS_END..H_RECORDS_END + 8].copy_from_slice(&v1_end.to_le_bytes());
     v[H_HEADER_CRC..H_HEADER_CRC + 4].fill(0);
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `add_all` counts what `add` one record at a time counts: runs of CPUs, mapping records,
+    /// saturating instruction clocks, both time units, with and without pages.
+    #[test]
+    fn add_all_counts_as_add() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut t = 0u64;
+        let a: Vec<Access> = (0..5000)
+            .map(|i| {
+                let r = next();
+                t += r % 100;
+                Access {
+                    time: if i == 4000 { u64::MAX - 5 } else { t },
+                    addr: (r >> 8) % (1 << 40),
+                    cpu: if r % 7 < 5 { (i / 50) as u32 % 3 } else { (r % 9) as u32 },
+                    size: 1 + (r >> 50) as u16 % 8192,
+                    op: if r % 3 == 0 { Op::Write } else { Op::Read },
+                    flags: if r % 11 == 0 { Access::MAP } else { 0 },
+                }
+            })
+            .collect();
+        for unit in [TimeUnit::Instructions, TimeUnit::Ns] {
+            for no_pages in [false, true] {
+                let new = |np: bool| {
+                    let mut b = StatsBuilder::new(unit, 4096);
+                    if np {
+                        b.no_pages();
+                    }
+                    b
+                };
+                let mut one = new(no_pages);
+                a.iter().for_each(|r| one.add(r));
+                for run in [1, 3, 64, 1000, 5000] {
+                    let mut all = new(no_pages);
+                    a.chunks(run).for_each(|c| all.add_all(c));
+                    assert_eq!(all.stats, one.stats, "{unit:?}, no_pages {no_pages}, runs of {run}");
+                    assert_eq!(all.instr, one.instr);
+                    assert_eq!(all.footprint(), one.footprint());
+                }
+            }
+        }
+        let mut one = StatsBuilder::pages(4096);
+        a.iter().for_each(|r| one.add(r));
+        let mut all = StatsBuilder::pages(4096);
+        all.add_all(&a);
+        assert_eq!((&all.stats, all.footprint()), (&one.stats, one.footprint()));
+    }
 }

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use tiersim_core::{Access, Error, Result};
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
-use super::frames::shuffle;
+use super::frames::{compact_planes, shuffle_into, SHUFFLE_RUN};
 use super::*;
 
 /// Compression settings of a `TraceWriter`; they do not change what a reader sees.
@@ -37,9 +37,6 @@ impl Default for WriterOptions {
     }
 }
 
-/// Records ahead of the one written whose page bitmap word `write_all` fetches.
-const STATS_AHEAD: usize = 16;
-
 /// Filled frames a background writer holds before `write` waits for its thread.
 const BACKGROUND_QUEUE: usize = 2;
 
@@ -47,10 +44,7 @@ const BACKGROUND_QUEUE: usize = 2;
 struct Compressor {
     path: PathBuf,
     file: File,
-    filter: FrameFilter,
     cctx: CCtx<'static>,
-    /// The frame's byte planes, when shuffling.
-    planes: Vec<u8>,
     compressed: Vec<u8>,
     pos: u64,
     /// Frames written so far: the next frame's sequence number.
@@ -58,19 +52,14 @@ struct Compressor {
 }
 
 impl Compressor {
-    fn frame(&mut self, frame: &[u8]) -> Result<()> {
+    /// `src` is the frame's decompressed bytes: rows, or byte planes (the writer shuffles the
+    /// records as they come).
+    fn frame(&mut self, src: &[u8]) -> Result<()> {
         self.compressed.clear();
-        let src = match self.filter {
-            FrameFilter::None => frame,
-            FrameFilter::Shuffle => {
-                shuffle(frame, &mut self.planes);
-                &self.planes
-            }
-        };
         self.cctx.compress2(&mut self.compressed, src).map_err(|c| {
             Error::io(&self.path, std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(c))))
         })?;
-        let desc = frame_descriptor(self.frames, frame.len() / RECORD_SIZE, src);
+        let desc = frame_descriptor(self.frames, src.len() / RECORD_SIZE, src);
         self.file.write_all(&desc).map_err(|e| Error::io(&self.path, e))?;
         self.file.write_all(&self.compressed).map_err(|e| Error::io(&self.path, e))?;
         self.pos += (DESC_SIZE + self.compressed.len()) as u64;
@@ -98,9 +87,9 @@ impl Sink {
             .name("tiersim-trace-writer".into())
             .spawn(move || {
                 let mut c = c;
-                for mut buf in rx {
+                for buf in rx {
                     c.frame(&buf)?;
-                    buf.clear();
+                    // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
                     let _ = free_tx.send(buf);
                 }
                 Ok(c)
@@ -132,12 +121,20 @@ pub struct TraceWriter {
     v2p: V2p,
     filter: FrameFilter,
     frame_records: usize,
+    /// The frame being filled: its rows, or (shuffling) its byte planes laid out for
+    /// `frame_records` records, `fill` of them placed.
     frame: Vec<u8>,
+    /// Records in `frame`.
+    fill: usize,
+    /// Shuffling: rows waiting to be placed in the planes, fewer than `SHUFFLE_RUN` records.
+    stage: Vec<u8>,
     stats: StatsBuilder,
     /// False when the caller gives the statistics to `finish_with` instead.
     counting: bool,
     /// The statistics `finish_with` was given.
     given: Option<TraceStats>,
+    /// The footprint `finish_with_footprint` was given (the writer counted no pages).
+    footprint: Option<u64>,
     /// Records written.
     records: u64,
     prev_time: u64,
@@ -185,14 +182,12 @@ impl TraceWriter {
         let c = Box::new(Compressor {
             path: path.to_owned(),
             file,
-            filter,
             cctx,
-            planes: Vec::with_capacity(if opts.shuffle { frame_bytes } else { 0 }),
             compressed: Vec::with_capacity(zstd_safe::compress_bound(frame_bytes)),
             pos: HEADER_SIZE as u64,
             frames: 0,
         });
-        Ok(TraceWriter {
+        let mut w = TraceWriter {
             path: path.to_owned(),
             tmp_path,
             sink: Some(if opts.background { Sink::background(c) } else { Sink::Inline(c) }),
@@ -201,12 +196,17 @@ impl TraceWriter {
             filter,
             frame_records: opts.frame_records,
             frame: Vec::with_capacity(frame_bytes),
+            fill: 0,
+            stage: Vec::with_capacity(if opts.shuffle { SHUFFLE_RUN * RECORD_SIZE } else { 0 }),
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             counting: true,
             given: None,
+            footprint: None,
             records: 0,
             prev_time: 0,
-        })
+        };
+        w.ready();
+        Ok(w)
     }
 
     /// Record in the header how the physical addresses were made (written by `finish`).
@@ -224,7 +224,7 @@ impl TraceWriter {
         self.write_one(a)
     }
 
-    /// `write`, inlined into `write_all`'s loop.
+    /// `write`, and `write_all`'s record by record when a check fails.
     #[inline(always)]
     fn write_one(&mut self, a: &Access) -> Result<()> {
         if a.size == 0 {
@@ -246,35 +246,104 @@ impl TraceWriter {
             self.stats.add(a);
         }
         self.records += 1;
-        let mut r = [0u8; RECORD_SIZE];
-        r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
-        r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
-        r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
-        r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
-        r[R_OP] = a.op.is_write() as u8;
-        r[R_FLAGS] = a.flags;
-        self.frame.extend_from_slice(&r);
-        if self.frame.len() >= self.frame_records * RECORD_SIZE {
-            self.flush_frame()?;
-        }
-        Ok(())
+        self.put_rows(&encode(a))
     }
 
     /// Append a slice of accesses.
     pub fn write_all(&mut self, accesses: &[Access]) -> Result<()> {
-        for (i, a) in accesses.iter().enumerate() {
-            // The statistics' page bitmap is read at random: fetch the words of the records ahead.
-            if let (true, Some(next)) = (self.counting, accesses.get(i + STATS_AHEAD)) {
-                self.stats.prefetch(next);
+        // The checks first, over the whole slice: when one fails, the records before it are
+        // written one at a time, so that the error and what precedes it are `write`'s.
+        let ns = self.meta.time_unit == TimeUnit::Ns;
+        let mut prev = self.prev_time;
+        let mut ok = true;
+        for a in accesses {
+            ok &= (a.size != 0) & (a.cpu < MAX_CPUS) & (!ns | (a.time >= prev));
+            prev = a.time;
+        }
+        if !ok {
+            for a in accesses {
+                self.write_one(a)?;
             }
-            self.write_one(a)?;
+            return Ok(());
+        }
+        if ns {
+            self.prev_time = prev;
+        }
+        if self.counting {
+            self.stats.add_all(accesses);
+        }
+        self.records += accesses.len() as u64;
+        // An `Access` is a record row (asserted below): whole runs go into the frame at once.
+        self.put_rows(&access_bytes(accesses))
+    }
+
+    /// Whole record rows into the frame, the frame written whenever it is full.
+    fn put_rows(&mut self, mut rows: &[u8]) -> Result<()> {
+        const R: usize = RECORD_SIZE;
+        let cap = self.frame_records;
+        while !rows.is_empty() {
+            let have = rows.len() / R;
+            match self.filter {
+                FrameFilter::None => {
+                    let n = have.min(cap - self.fill);
+                    self.frame.extend_from_slice(&rows[..n * R]);
+                    self.fill += n;
+                    rows = &rows[n * R..];
+                }
+                FrameFilter::Shuffle => {
+                    let staged = self.stage.len() / R;
+                    let room = cap - self.fill - staged;
+                    if staged == 0 && have >= SHUFFLE_RUN && room >= SHUFFLE_RUN {
+                        // Whole runs straight from the caller's rows into the planes.
+                        let n = have.min(room) / SHUFFLE_RUN * SHUFFLE_RUN;
+                        shuffle_into(&rows[..n * R], &mut self.frame, cap, self.fill);
+                        self.fill += n;
+                        rows = &rows[n * R..];
+                    } else {
+                        let n = have.min(SHUFFLE_RUN - staged).min(room);
+                        self.stage.extend_from_slice(&rows[..n * R]);
+                        rows = &rows[n * R..];
+                        if self.stage.len() == SHUFFLE_RUN * R {
+                            self.place_stage();
+                        }
+                    }
+                }
+            }
+            if self.fill + self.stage.len() / R >= cap {
+                self.flush_frame()?;
+            }
         }
         Ok(())
     }
 
+    /// The staged rows into the planes.
+    fn place_stage(&mut self) {
+        shuffle_into(&self.stage, &mut self.frame, self.frame_records, self.fill);
+        self.fill += self.stage.len() / RECORD_SIZE;
+        self.stage.clear();
+    }
+
+    /// `frame` ready to be filled: empty rows, or planes laid out for a whole frame (their old
+    /// bytes are overwritten as records are placed, so they are not cleared).
+    fn ready(&mut self) {
+        self.fill = 0;
+        match self.filter {
+            FrameFilter::None => self.frame.clear(),
+            FrameFilter::Shuffle => self.frame.resize(self.frame_records * RECORD_SIZE, 0),
+        }
+    }
+
     fn flush_frame(&mut self) -> Result<()> {
-        if self.frame.is_empty() {
+        if !self.stage.is_empty() {
+            self.place_stage();
+        }
+        if self.fill == 0 {
             return Ok(());
+        }
+        if self.filter == FrameFilter::Shuffle && self.fill < self.frame_records {
+            // A short frame (the last): its planes are `fill` records apart.
+            compact_planes(&mut self.frame, self.frame_records, self.fill);
+            self.frame.truncate(self.fill * RECORD_SIZE);
         }
         let sent = match self.sink.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))? {
             Sink::Inline(c) => {
@@ -295,7 +364,7 @@ impl TraceWriter {
             let _ = std::fs::remove_file(&self.tmp_path);
             return Err(e);
         }
-        self.frame.clear();
+        self.ready();
         Ok(())
     }
 
@@ -304,6 +373,19 @@ impl TraceWriter {
     /// the translator counts as it gives them frames).
     pub(crate) fn count_nothing(&mut self) {
         self.counting = false;
+    }
+
+    /// Count everything but the pages: the caller knows the footprint and gives it to
+    /// `finish_with_footprint` (a capture's virtual trace, whose pages the translator counts as
+    /// it maps them).
+    pub(crate) fn count_no_pages(&mut self) {
+        self.stats.no_pages();
+    }
+
+    /// `finish` for a writer that counted no pages, with the footprint it was given.
+    pub(crate) fn finish_with_footprint(mut self, footprint_pages: u64) -> Result<TraceStats> {
+        self.footprint = Some(footprint_pages);
+        self.finish()
     }
 
     /// `finish` for a writer that counted nothing, with the statistics of what it was given.
@@ -326,7 +408,13 @@ impl TraceWriter {
         let sink = self.sink.take().ok_or_else(|| Error::Sim("trace writer used after finish".into()))?;
         let c = sink.close()?;
         let stats = if self.counting {
-            std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size)).finish()
+            let mut stats =
+                std::mem::replace(&mut self.stats, StatsBuilder::new(self.meta.time_unit, self.meta.page_size))
+                    .finish();
+            if let Some(pages) = self.footprint {
+                stats.footprint_pages = pages;
+            }
+            stats
         } else {
             match self.given.take() {
                 Some(given) if given.accesses == self.records => given,
@@ -364,6 +452,47 @@ impl Drop for TraceWriter {
             let _ = std::fs::remove_file(&self.tmp_path);
         }
     }
+}
+
+// `Access` is repr(C) with no padding and `Op` repr(u8) with the record's op values, so on a
+// little-endian machine an `Access`'s bytes are its record row. Checked at compile time.
+#[cfg(target_endian = "little")]
+const _: () = {
+    assert!(std::mem::size_of::<Access>() == RECORD_SIZE);
+    assert!(std::mem::offset_of!(Access, time) == R_TIME);
+    assert!(std::mem::offset_of!(Access, addr) == R_ADDR);
+    assert!(std::mem::offset_of!(Access, cpu) == R_CPU);
+    assert!(std::mem::offset_of!(Access, size) == R_SIZE);
+    assert!(std::mem::offset_of!(Access, op) == R_OP);
+    assert!(std::mem::offset_of!(Access, flags) == R_FLAGS);
+    assert!(tiersim_core::Op::Read as u8 == 0 && tiersim_core::Op::Write as u8 == 1);
+};
+
+/// The record rows of `accesses`.
+#[cfg(target_endian = "little")]
+fn access_bytes(accesses: &[Access]) -> std::borrow::Cow<'_, [u8]> {
+    // SAFETY: an `Access` is 24 initialised bytes with no padding (asserted above), valid as u8s.
+    std::borrow::Cow::Borrowed(unsafe {
+        std::slice::from_raw_parts(accesses.as_ptr().cast::<u8>(), std::mem::size_of_val(accesses))
+    })
+}
+
+/// The record rows of `accesses`.
+#[cfg(not(target_endian = "little"))]
+fn access_bytes(accesses: &[Access]) -> std::borrow::Cow<'_, [u8]> {
+    std::borrow::Cow::Owned(accesses.iter().flat_map(encode).collect())
+}
+
+/// One access as its record row.
+fn encode(a: &Access) -> [u8; RECORD_SIZE] {
+    let mut r = [0u8; RECORD_SIZE];
+    r[R_TIME..R_TIME + 8].copy_from_slice(&a.time.to_le_bytes());
+    r[R_ADDR..R_ADDR + 8].copy_from_slice(&a.addr.to_le_bytes());
+    r[R_CPU..R_CPU + 4].copy_from_slice(&a.cpu.to_le_bytes());
+    r[R_SIZE..R_SIZE + 2].copy_from_slice(&a.size.to_le_bytes());
+    r[R_OP] = a.op.is_write() as u8;
+    r[R_FLAGS] = a.flags;
+    r
 }
 
 /// The version-2 descriptor that precedes frame `seq` (see `DESC_MAGIC`); `content` is the
