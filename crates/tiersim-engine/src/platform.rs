@@ -490,6 +490,8 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
     let stats = Params::resolve(STATS_PARAMS, section(t, "stats")?).map_err(|e| e.under("stats"))?;
     let storage =
         Params::resolve(crate::storage::iopath::SPECS, section(t, "storage")?).map_err(|e| e.under("storage"))?;
+    // The pairs of costs checked together (a journal that holds a commit), at load.
+    crate::storage::iopath::IoPath::from_params(&storage).map_err(|e| e.under("storage"))?;
     let page_size = os.bytes("page_size");
     if !page_size.is_power_of_two() {
         return Err(Error::config("os.page_size", format!("{page_size} B is not a power of two")));

@@ -148,6 +148,72 @@ fn replay_accesses_ends_the_run_at_a_record() {
     assert!(e.contains("stats.replay_accesses = 4 is more than the trace's 3 accesses"), "{e}");
 }
 
+/// stats.warmup_accesses = N: the records before file position N are warm-up; measuring starts
+/// when the first record at position N or later is issued and counts every access issued from
+/// then on. With two CPUs the issue (simulated time) order is not the file's.
+#[test]
+fn warmup_accesses_starts_at_the_first_measured_records_issue() {
+    // One channel, 1 ns a transfer + 100 ns, 1 instruction = 1 ns, mlp 1. CPU 0 reads at 0
+    // (done 101), 101 (202), 202 (303), then 100 instructions later at 403 (504); CPU 1 starts
+    // 250 instructions in, reads at 250 (done 351) and again at 351 (452).
+    let trace = vec![
+        acc(0, 0x1000, Op::Read, 0),   // #0, issued 1st at 0
+        acc(1, 0x8000, Op::Read, 250), // #1, issued 4th at 250
+        acc(0, 0x2000, Op::Read, 0),   // #2, issued 2nd at 101
+        acc(0, 0x3000, Op::Read, 0),   // #3, issued 3rd at 202
+        acc(0, 0x4000, Op::Read, 100), // #4, issued 6th at 403
+        acc(1, 0x9000, Op::Read, 0),   // #5, issued 5th at 351
+    ];
+    let window = |n: u64| {
+        let r = run(&plat(&one_node(""), &[&format!("stats.warmup_accesses={n}")]), "linux_default", trace.clone())
+            .unwrap();
+        (u(&r.summary, &["accesses"]), u(&r.summary, &["execution_time_ns"]), u(&r.summary, &["warmup_accesses"]))
+    };
+    let whole = run(&plat(&one_node(""), &[]), "linux_default", trace.clone()).unwrap();
+    assert_eq!((u(&whole.summary, &["accesses"]), u(&whole.summary, &["execution_time_ns"])), (6, 504));
+    // N = 1: #1..#5 are past it; the first issued is #2 at 101: 5 measured, 101..504. (Starting
+    // at #1's own issue, 250, would have left #2 and #3 in the warm-up.)
+    assert_eq!(window(1), (5, 403, 1));
+    // N = 2: #2 at 101 again; #1, before it in the file, is issued at 250 and measured. (The
+    // first two accesses issued, #0 and #2, as warm-up would have started at #3: 4 measured.)
+    assert_eq!(window(2), (5, 403, 2));
+    // N = 3: #3 at 202: #3, #1, #5, #4.
+    assert_eq!(window(3), (4, 302, 3));
+    // N = 4: #5, past #4 in the file, is issued first, at 351: #5 and #4 measured. (From #4's
+    // own issue, 403, #5 would have been warm-up.)
+    assert_eq!(window(4), (2, 153, 4));
+    // N = 5: #5 at 351, and #4, before it in the file, issued after it at 403. (Counting five
+    // issued accesses as warm-up would have measured #4 alone.)
+    assert_eq!(window(5), (2, 153, 5));
+    // Same seed, same bytes.
+    let again = |n: u64| {
+        let p = plat(&one_node(""), &[&format!("stats.warmup_accesses={n}")]);
+        run(&p, "linux_default", trace.clone()).unwrap().summary.to_string()
+    };
+    assert_eq!(again(2), again(2));
+    // The trace's length or more: one error.
+    let e = run(&plat(&one_node(""), &["stats.warmup_accesses=6"]), "linux_default", trace).err().unwrap().to_string();
+    assert!(e.contains("stats.warmup_accesses = 6 is not smaller than the trace's 6 accesses"), "{e}");
+}
+
+/// Position N past the first batch (the test source reads 7 records at a time), with both CPUs'
+/// accesses queued before it: 20 records alternating CPUs, N = 15 (CPU 1's 8th, CPU 0's 9th is
+/// #16).
+#[test]
+fn warmup_position_in_a_later_batch() {
+    let trace: Vec<Access> = (0..20u64).map(|i| acc((i % 2) as u32, 0x1000 * (i + 1), Op::Read, 0)).collect();
+    // Each CPU reads back to back; the two interleave on the channel: CPU 0's k-th read is
+    // issued at 101k, CPU 1's at 101k + 1 (after its first, queued 1 ns behind CPU 0's).
+    let p = plat(&one_node(""), &["stats.warmup_accesses=15"]);
+    let r = run(&p, "linux_default", trace.clone()).unwrap();
+    let whole = run(&plat(&one_node(""), &[]), "linux_default", trace).unwrap();
+    // Issued in file order here: #15..#19 measured, from CPU 1's 8th read.
+    assert_eq!(u(&r.summary, &["accesses"]), 5);
+    let end = u(&whole.summary, &["execution_time_ns"]);
+    assert_eq!(end, 1011);
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), end - 708);
+}
+
 #[test]
 fn saturated_channel_queues_fcfs() {
     let p = plat(&one_node(""), &[]);

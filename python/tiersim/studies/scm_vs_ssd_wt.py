@@ -196,10 +196,11 @@ class Replays:
         # (wiredtiger_open) place pages but count no time, those from the second on (the
         # checkpoint thread's work left at the clients' end and conn->close's checkpoint, on the
         # closing thread, which in a replay would not wait for the clients it joined) are not
-        # replayed. The engine counts warm-up records as it processes them, in time order;
-        # before the first marker only the opening thread and WiredTiger's idle threads run, so
-        # the marker's place in the file is close. The end is a place in the file (Valgrind runs
-        # one thread at a time, so the file's order is the order the program ran in).
+        # replayed. Measuring starts when the replay issues the first record at or past the
+        # first marker (file position `start`), from whichever thread, and counts whatever is
+        # issued after it in simulated time (docs/platform.md, stats.warmup_accesses). The end is
+        # a place in the file (Valgrind runs one thread at a time, so the file's order is the
+        # order the program ran in).
         rep = _report(self.dir, trace) or {}
         start, end = int(rep.get("run_phase_from", 0)), int(rep.get("run_phase_to", 0))
         overrides = {**DEVICES[dev], **(WARM if warm else {}), **extra}
@@ -343,8 +344,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             "WiredTiger 3.2.1 maps only read-only objects, cursors on a checkpoint (ordinary cursors map nothing: "
             f"{rw_mmaps} mmap calls on YCSB-A with mmap=true). With mmap=true the capture made {mmap_calls} mmap "
             f"call of the table, {mapped} of the engine's loads inside it became file-page accesses (warm: "
-            f"{int(_pc(by_map[0], 'mmap', 'minor_faults'))} minor fault in the measured window, each mapping 16 "
-            f"pages around it; the clients' first faults fall in the warm-up), and {mm_reads} pread calls "
+            f"{int(_pc(by_map[0], 'mmap', 'minor_faults'))} minor faults in the measured window, each mapping 16 "
+            f"pages around it), and {mm_reads} pread calls "
             "remained; with mmap off its "
             f"{int(_pc(by_call[0], 'read_calls'))} preads take {_pc(by_call[0], 'io_time_ns') / 1e6:.2f} ms of the "
             f"8 threads' time and read {reread:.1f}x the table: the blocks read are charged to the 1 MiB engine "

@@ -15,6 +15,16 @@ use crate::pagetable::{CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, LOCKED, REFEREN
 use crate::storage::iopath::Driver;
 use crate::storage::pagecache::{init_ra_size, next_ra_size};
 
+/// The DAX path's one request builder: a call's copy, the zeroing of the blocks it allocates
+/// and the journal's writes all go to the DAX device from CPU `c` (on its socket). The address
+/// (a file offset standing in for the trace address) is folded into the 48 bits of an x86-64
+/// virtual address, so that no device sees one near the top of u64; the journal's area sits
+/// below 2^48 already.
+#[inline]
+fn dax_request(now: Ns, addr: u64, bytes: u64, op: Op, socket: u16, c: usize) -> DeviceRequest {
+    DeviceRequest { now, addr: addr & ((1 << 48) - 1), size: bytes as u32, op, socket, cpu: c as u32, remote: false }
+}
+
 impl Engine {
     /// A file access the page cache of the OS model does not serve as a plain load or store: a
     /// mapping record, a system call, or any file access when the files are on DAX. Completes the access, or asks
@@ -378,11 +388,7 @@ impl Engine {
         let bounds =
             if io.dax_grow && a.is_syscall() { self.files.bounds(a.addr >> self.mem.page_shift) } else { None };
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
-        // The file offset stands in for the trace address, folded into the 48 bits of an x86-64
-        // virtual address so that no device sees an address near the top of u64.
-        let addr = a.addr & ((1 << 48) - 1);
-        let req =
-            |now: Ns| DeviceRequest { now, addr, size: a.size as u32, op: a.op, socket, cpu: c as u32, remote: false };
+        let req = |now: Ns| dax_request(now, a.addr, a.size as u64, a.op, socket, c);
         if a.is_syscall() {
             if dax.devdax {
                 return Err(Error::Sim(format!(
@@ -411,15 +417,7 @@ impl Engine {
                         let n = last - first + 1;
                         m.datasync_tid = dax.running_tid;
                         at += io.bio_layer;
-                        at = dax.dev.access(&DeviceRequest {
-                            now: at,
-                            addr: (first * block) & ((1 << 48) - 1),
-                            size: (n * block) as u32,
-                            op: Op::Write,
-                            socket,
-                            cpu: c as u32,
-                            remote: false,
-                        });
+                        at = dax.dev.access(&dax_request(at, first * block, n * block, Op::Write, socket, c));
                         let s = &mut self.files.stats;
                         s.dax_alloc_calls += 1;
                         s.dax_zeroed_blocks += n;
@@ -585,22 +583,16 @@ impl Engine {
             return at.max(if tid > 0 { dax.commit_end } else { at });
         }
         let start = at;
-        // The journal: a circular 128 MiB area (mke2fs's default journal size for a file
-        // system over 128 GiB) at the top of the 48-bit device address space, clear of files.
-        const JOURNAL_BYTES: u64 = 128 << 20;
-        let base = (1u64 << 48) - JOURNAL_BYTES;
+        // The journal: a circular area of `storage.journal_size` (mke2fs's default, 128 MiB for a
+        // 16-32 GiB file system: e2fsprogs ext2fs_default_journal_size) at the top of the 48-bit
+        // device address space, clear of the files folded below it. Its writes are the DAX
+        // path's requests (`dax_request`), each through the pmem driver's bio path.
+        let journal = io.journal_bytes;
+        let base = (1u64 << 48) - journal;
         let write = |at: Ns, blocks: u64, dax: &mut crate::os::filemap::Dax| {
             let addr = base + dax.journal_head;
-            dax.journal_head = (dax.journal_head + blocks * block) % JOURNAL_BYTES;
-            dax.dev.access(&DeviceRequest {
-                now: at + io.bio_layer,
-                addr,
-                size: (blocks * block) as u32,
-                op: Op::Write,
-                socket,
-                cpu: c as u32,
-                remote: false,
-            })
+            dax.journal_head = (dax.journal_head + blocks * block) % journal;
+            dax.dev.access(&dax_request(at + io.bio_layer, addr, blocks * block, Op::Write, socket, c))
         };
         // The descriptor and metadata blocks, waited for, then the commit block.
         let t = write(at, io.journal_blocks - 1, dax);

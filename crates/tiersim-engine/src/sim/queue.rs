@@ -24,6 +24,11 @@ impl CpuQueue {
         self.len == 0
     }
 
+    /// Accesses queued.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     #[inline]
     pub(crate) fn front(&self) -> Option<&Access> {
         if self.len == 0 {

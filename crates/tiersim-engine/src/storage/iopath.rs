@@ -5,7 +5,7 @@
 //! PMEM device models line by line. Costs are published per-operation figures (sources on each
 //! parameter, collected in docs/model.md "Storage"); per-device queue depth is blk-mq's tag pool.
 
-use tiersim_core::{Ns, ParamKind, ParamSpec, Params, Result};
+use tiersim_core::{Error, Ns, ParamKind, ParamSpec, Params, Result};
 
 pub const SPECS: &[ParamSpec] = &[
     ParamSpec::new(
@@ -143,6 +143,19 @@ pub const SPECS: &[ParamSpec] = &[
     )
     .min(2.0),
     ParamSpec::new(
+        "journal_size",
+        ParamKind::Bytes,
+        "128MiB",
+        "the ext4 journal on a fsdax device: the circular area jbd2's commits write in turn, at the \
+         top of the device's 48-bit address space. mke2fs's default for a file system of 16 to 32 \
+         GiB, 32768 blocks of 4 KiB (e2fsprogs lib/ext2fs/mkjournal.c ext2fs_default_journal_size; \
+         1 GiB from 128 GiB up); at least 4 MiB (jbd2's least, JBD2_MIN_JOURNAL_BLOCKS = 1024 \
+         blocks, include/linux/jbd2.h) and one commit's journal_blocks, at most 1 TiB (a sliver of \
+         the 256 TiB of device addresses the files are folded into, which it shares)",
+    )
+    .min(4194304.0)
+    .max(1099511627776.0),
+    ParamSpec::new(
         "fsync",
         ParamKind::Duration,
         "2000ns",
@@ -189,6 +202,8 @@ pub struct IoPath {
     /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
     pub dax_grow: bool,
     pub journal_blocks: u64,
+    /// Bytes of the journal's circular area (`journal_size`).
+    pub journal_bytes: u64,
     pub fsync: Ns,
     pub queue_depth: usize,
     pub max_request: u64,
@@ -246,6 +261,17 @@ impl Layers {
 
 impl IoPath {
     pub fn from_params(p: &Params) -> Result<Self> {
+        let (journal_blocks, journal_bytes) = (p.uint("journal_blocks").max(2), p.bytes("journal_size"));
+        // A commit is written in one piece onto the circular area, so it must fit (4 KiB ext4
+        // blocks, mke2fs's default block size).
+        if journal_blocks.saturating_mul(4096) > journal_bytes {
+            return Err(Error::config(
+                "journal_size",
+                format!(
+                    "{journal_bytes} B holds fewer than journal_blocks = {journal_blocks} blocks of 4 KiB, one commit"
+                ),
+            ));
+        }
         Ok(IoPath {
             syscall: p.duration("syscall"),
             vfs: p.duration("vfs"),
@@ -264,7 +290,8 @@ impl IoPath {
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
             dax_grow: p.str("dax_new_blocks") == "past_traced_end",
-            journal_blocks: p.uint("journal_blocks").max(2),
+            journal_blocks,
+            journal_bytes,
             fsync: p.duration("fsync"),
             queue_depth: p.uint("queue_depth").max(1) as usize,
             max_request: p.bytes("max_request").max(4096),

@@ -229,9 +229,8 @@ impl Bench {
         top.remove("device_params");
         top.remove("iopath");
         let p = Params::resolve(SPECS, Some(&top))?;
-        let path = IoPath::from_params(
-            &Params::resolve(super::iopath::SPECS, path_over.as_ref()).map_err(|e| e.under("iopath"))?,
-        )?;
+        let path_params = Params::resolve(super::iopath::SPECS, path_over.as_ref()).map_err(|e| e.under("iopath"))?;
+        let path = IoPath::from_params(&path_params).map_err(|e| e.under("iopath"))?;
         let target = Target::resolve(p.str("device"), dev_over.as_ref()).map_err(|e| e.under("device_params"))?;
         let kind = target.entry.info.name;
         let driver = match kind {
