@@ -50,6 +50,14 @@ from tiersim.studies import scaling
 #   0.95x, 1.08x, 18.2 % against a seed spread of 12.4 %), hashmap tpp (0.85x, 0.85x, 0.80x,
 #   5.3 %, seed spread 0.4 %) and phased numab_tiering (2.85x, 3.50x, 3.82x, 18.6 %, seed spread
 #   0.7 %; its regime now ok, 4-5 scan passes at every size). The test asserts only that they move.
+# Since the scanner's period adapts at the first recorded fault after a pass and a
+# single-threaded process's local pages keep their PTEs (issue 33, 2026-11-29; the full study
+# re-run): kv tiering06 is within noise again (3.6 %) and no longer named; eight trusted pairs are
+# outside, causes not examined: kv autotiering_opm_bd (1.47x, 1.42x, 1.54x, 8.1 % against a seed
+# spread of 4.6 %; 11.4 % without the write contention), hashmap numab_tiering (0.93x, 0.87x,
+# 0.86x, 6.8 %) and six pairs on minheap whose speedups over autonuma all shrink with size
+# (autotiering_opm 0.55x, 0.50x, 0.47x; opmx, opm_bd, tiering06, tpp, oracle_static likewise),
+# which points at the baseline, not examined.
 # Since the scanner's task clock (issue 33; docs/reproduce.md, "scaling"): five named pairs are now
 # within 5 % or their seed spread (kv autotiering_opm_bd, uniform tiering06 and oracle_static,
 # kv_self_similar autotiering_opm, hashmap tpp) and are no longer named; graph numab_tiering is
@@ -77,8 +85,13 @@ KSWAPD_SLOWER: frozenset[tuple[str, str]] = frozenset()
 NOT_INVARIANT = {
     ("kv", "autotiering_cpm"): {ZIPFIAN},
     ("kv", "autotiering_opm"): {ZIPFIAN},
-    ("kv", "tiering06"): {NOT_EXAMINED},
     ("kv", "tpp"): {NOT_EXAMINED},
+    ("kv", "autotiering_opm_bd"): {NOT_EXAMINED},
+    ("hashmap", "numab_tiering"): {NOT_EXAMINED},
+    **{
+        ("minheap", p): {NOT_EXAMINED}
+        for p in ("autotiering_opm", "autotiering_opmx", "autotiering_opm_bd", "tiering06", "tpp", "oracle_static")
+    },
     ("kv", "oracle_static"): {ZIPFIAN},
     ("kv", "oracle_dynamic"): {ZIPFIAN},
     ("kv", "oracle_dynamic_free"): {ZIPFIAN},
@@ -98,8 +111,9 @@ NOT_INVARIANT = {
 }
 
 # Trusted pairs within 5 % or their seed spread in the full study (docs/reproduce.md, "scaling":
-# 36 of 65 since the scanner's task clock, 53 of 85 since kswapd's clock, 52 of 87 before).
-CLAIMED = 36
+# 47 of 79 since the scanner's period update, 36 of 65 since the scanner's task clock, 53 of 85
+# since kswapd's clock, 52 of 87 before).
+CLAIMED = 47
 
 # tiersim's bound, the fastest of the free-migration family, is beaten by no pair. Before kswapd
 # had a clock of its own (issue 33) tpp on graph beat its first four members by 0.6-1.2 % at every
@@ -140,6 +154,10 @@ FREE_BEATEN = frozenset(
 #   longer moves: measured in the full study, 2026-11-29; why each pair's race goes as it does
 #   is not examined. kv's autotiering_opm no longer holds without the write contention (9.7 %), so
 #   only its zipfian cause is named.
+# - Since the scanner's period update (issue 33, the full study re-run 2026-11-29): stream
+#   autotiering_cpmx (5, 5, 4 passes) and uniform tiering06 (4, 5, 6) move; kv_self_similar's
+#   numab_tiering and tiering06, stream's numab_tiering and tpp and uniform's autotiering_cpmx no
+#   longer do.
 LENS_MOVES = frozenset(
     {
         ("graph", "autonuma"),
@@ -149,14 +167,11 @@ LENS_MOVES = frozenset(
         ("kv", "autotiering_cpmx"),
         ("kv", "numab_tiering"),
         ("kv", "tiering06"),
-        ("kv_self_similar", "numab_tiering"),
-        ("kv_self_similar", "tiering06"),
         ("phased", "numab_tiering"),
-        ("stream", "numab_tiering"),
+        ("stream", "autotiering_cpmx"),
         ("stream", "tiering06"),
-        ("stream", "tpp"),
         ("uniform", "autotiering_cpm"),
-        ("uniform", "autotiering_cpmx"),
+        ("uniform", "tiering06"),
         ("uniform", "tpp"),
     }
 )
