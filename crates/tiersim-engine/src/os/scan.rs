@@ -212,7 +212,7 @@ impl Scanner {
         if self.tasks[c].start_ns != Ns::MAX {
             return;
         }
-        let users = self.tasks.iter().filter(|k| k.start_ns != Ns::MAX).count();
+        let users = self.users();
         let stamp_ns = if users == 0 {
             0
         } else {
@@ -224,6 +224,12 @@ impl Scanner {
         };
         self.tasks[c] = Task { start_ns: t, stamp_ns, own_period_ns: spec.delay_ns };
         self.due_ns[c] = self.due(c);
+    }
+
+    /// The mm's users (mm_users): the threads that have started (a thread that ended still
+    /// counts, a deviation `task_starts` names).
+    fn users(&self) -> usize {
+        self.tasks.iter().filter(|k| k.start_ns != Ns::MAX).count()
     }
 
     /// Thread `c`'s numa_scan_period: its own until it takes the mm's.
@@ -305,8 +311,7 @@ impl Scanner {
             // "Don't mess with PTEs if page is already on the node a single-threaded process is
             // running on" (change_pte_range, mm/mprotect.c 6.1: target_node while mm_users == 1).
             // Deviation: a thread counts as a user from its first access to the trace's end.
-            let users = self.tasks.iter().filter(|k| k.start_ns != Ns::MAX).count();
-            let local = (users == 1).then(|| self.cpu_node[c]);
+            let local = (self.users() == 1).then(|| self.cpu_node[c]);
             let ps = self.run_scan(mem, spec, t, local);
             // numa_next_scan = now + the period, in jiffies, which a busy thread meets at the
             // same tick as its next stamp, period after period. Not before the window ends,

@@ -580,7 +580,7 @@ impl Engine {
         let block = self.mem.page_size;
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
         if tid <= dax.committed_tid {
-            return at.max(if tid > 0 { dax.commit_end } else { at });
+            return if tid > 0 { at.max(dax.commit_end) } else { at };
         }
         let start = at;
         // The journal: a circular area of `storage.journal_size` (mke2fs's default, 128 MiB for a
