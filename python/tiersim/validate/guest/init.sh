@@ -61,6 +61,13 @@ echo "@ calib begin"
 echo "$NUMA_BALANCING" > /proc/sys/kernel/numa_balancing
 sync; echo 3 > /proc/sys/vm/drop_caches
 
+# What other software holds on each node's LRU lists as the program starts (the rootfs, which is
+# tmpfs, and the page cache): KiB per list from the node's meminfo. tiersim's platform puts it on
+# its nodes as `occupied` memory that reclaim reaches before the program's pages.
+for n in /sys/devices/system/node/node[0-9]*; do
+    echo "@ lru ${n##*node} $(awk '/Active\(anon\)|Inactive\(anon\)|Active\(file\)|Inactive\(file\)|Unevictable|Shmem:/ {
+        k = tolower($3); sub(":", "", k); gsub(/[()]/, "_", k); sub(/_$/, "", k); printf "%s=%s ", k, $4}' $n/meminfo)"
+done
 echo "@ run begin"
 taskset -c "$CPUS" /sampler $INTERVAL_MS -- /prog $PROG_ARGS || fail "sampler failed"
 echo "@ oom $(dmesg | grep -c "Out of memory")"
