@@ -56,6 +56,9 @@ pub struct Node {
     pub used: u64,
     /// Free frames held out of the allocator (AutoTiering's per-CPU promotion pools).
     pub reserved: u64,
+    /// Frames of other software's pages on the node, [anonymous, file] (`occupied`): not the
+    /// trace's, never accessed, at the tail of the inactive lists (reclaim takes them first).
+    pub occupied: [Vec<u32>; 2],
     pub peak_used: u64,
     free_frames: Vec<u32>,
     next_frame: u32,
@@ -76,9 +79,9 @@ impl Node {
     pub fn new(spec: NodeSpec, wmarks: (u64, u64, u64)) -> Result<Node> {
         let entry = tiersim_devices::find(&spec.device)?;
         let dev = InterleaveSet::build(entry.build, &spec.params, spec.count, spec.interleave)?;
-        Ok(Node {
+        let mut node = Node {
             capacity: spec.capacity_pages,
-            spec,
+            occupied: [Vec::new(), Vec::new()],
             dev,
             used: 0,
             reserved: 0,
@@ -93,7 +96,18 @@ impl Node {
             total: Counters::default(),
             epoch: Counters::default(),
             hist: LatencyHist::new()?,
-        })
+            spec,
+        };
+        let [anon, file] = node.spec.occupied_pages;
+        node.next_frame = (anon + file) as u32;
+        node.occupied = [(0..anon as u32).collect(), (anon as u32..(anon + file) as u32).collect()];
+        Ok(node)
+    }
+
+    /// Pages of other software on the node (`occupied`).
+    #[inline]
+    pub fn occupied_pages(&self) -> u64 {
+        (self.occupied[0].len() + self.occupied[1].len()) as u64
     }
 
     /// End the epoch: its counters, with reads filled in, are added to the total and returned.
@@ -106,7 +120,7 @@ impl Node {
 
     #[inline]
     pub fn free(&self) -> u64 {
-        self.capacity - self.used - self.reserved
+        self.capacity - self.used - self.reserved - self.occupied_pages()
     }
 
     /// Room for a migration: free memory above the high watermark plus the page
@@ -118,13 +132,30 @@ impl Node {
 
     /// Take a frame; the caller has checked there is one.
     pub fn take_frame(&mut self) -> u32 {
-        debug_assert!(self.used + self.reserved < self.capacity);
+        debug_assert!(self.used + self.reserved + self.occupied_pages() < self.capacity);
         self.used += 1;
         self.peak_used = self.peak_used.max(self.used);
         self.free_frames.pop().unwrap_or_else(|| {
             self.next_frame += 1;
             self.next_frame - 1
         })
+    }
+
+    /// Give up the frame of one of other software's pages of `file` kind (reclaim took it);
+    /// None if the node holds none.
+    pub fn release_occupied(&mut self, file: bool) -> Option<u32> {
+        let frame = self.occupied[file as usize].pop()?;
+        self.free_frames.push(frame);
+        Some(frame)
+    }
+
+    /// A frame for one of other software's pages demoted here; the caller has checked there is
+    /// one.
+    pub fn take_occupied(&mut self, file: bool) -> u32 {
+        let frame = self.take_frame();
+        self.used -= 1;
+        self.occupied[file as usize].push(frame);
+        frame
     }
 
     pub fn release_frame(&mut self, frame: u32) {

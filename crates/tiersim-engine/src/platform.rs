@@ -49,6 +49,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     // kswapd is a thread (mm/vmscan.c balance_pgdat): what it reclaims becomes free only as its
     // batches are done, so allocations and promotions meanwhile find the node as full as it was.
     ParamSpec::new("kswapd_page_cost", ParamKind::Duration, "3us", "kswapd's CPU time per page it reclaims (isolate, unmap, remap or swap-cache add; a demotion's copy is simulated on the devices, and each batch of reclaim_batch pages adds one tlb_shootdown)"),
+    ParamSpec::new("kswapd_scan_cost", ParamKind::Duration, "0ns", "kswapd's CPU time per page it scans and leaves (referenced, so rotated or activated: page_check_references' rmap walk), beside kswapd_page_cost per page it takes"),
     ParamSpec::new("kswapd_cpu_share", ParamKind::Float, "1.0", "the share of a CPU kswapd runs on: 1 = a core of its own; below 1 its batches take longer in proportion (kswapd on CPUs the program keeps busy)")
         .min(0.001)
         .max(1.0),
@@ -130,8 +131,20 @@ pub const STATS_PARAMS: &[ParamSpec] = &[
     ),
 ];
 
-const NODE_KEYS: &[&str] =
-    &["name", "device", "preset", "capacity", "cpus", "socket", "tier", "count", "interleave", "params"];
+const NODE_KEYS: &[&str] = &[
+    "name",
+    "device",
+    "preset",
+    "capacity",
+    "occupied",
+    "occupied_file",
+    "cpus",
+    "socket",
+    "tier",
+    "count",
+    "interleave",
+    "params",
+];
 const SWAP_KEYS: &[&str] = &["enabled", "device", "preset", "capacity", "params"];
 const DAX_KEYS: &[&str] = &["mode", "device", "preset", "params"];
 const TOP_KEYS: &[&str] =
@@ -155,6 +168,10 @@ pub struct NodeSpec {
     pub preset: Option<String>,
     pub capacity_bytes: u64,
     pub capacity_pages: u64,
+    /// Pages of the capacity other software holds when the trace starts, [anonymous, file]
+    /// (`occupied`, `occupied_file`): never accessed by the trace, the oldest on the node's
+    /// inactive lists, so reclaim takes them first.
+    pub occupied_pages: [u64; 2],
     pub cpus: Vec<u32>,
     pub socket: u16,
     pub tier: u8,
@@ -538,6 +555,19 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
                 format!("{capacity_pages} pages is more than the 2^32 frames a node may have"),
             ));
         }
+        let mut occupied_pages = [0; 2];
+        for (slot, key) in occupied_pages.iter_mut().zip(["occupied", "occupied_file"]) {
+            *slot = (bytes_of(nt, key, &at)?.unwrap_or(0) as f64 * scale) as u64 / page_size;
+        }
+        if occupied_pages[0] + occupied_pages[1] >= capacity_pages {
+            return Err(Error::config(
+                format!("{at}.occupied"),
+                format!(
+                    "{} occupied pages leave none of the node's {capacity_pages} for the trace",
+                    occupied_pages[0] + occupied_pages[1]
+                ),
+            ));
+        }
         let cpus = match str_of(nt, "cpus", &at)? {
             Some(s) => parse_cpu_list(s).map_err(|e| Error::config(format!("{at}.cpus"), e))?,
             None => Vec::new(),
@@ -585,6 +615,7 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
             preset,
             capacity_bytes,
             capacity_pages,
+            occupied_pages,
             cpus,
             socket: socket as u16,
             tier: tier as u8,

@@ -507,6 +507,74 @@ fn numab_tiering_demotes_to_make_room_then_promotes() {
 }
 
 #[test]
+fn other_softwares_pages_are_demoted_before_the_traces() {
+    // As numab_tiering_demotes_to_make_room_then_promotes, with 2 of DRAM's 16 pages held by
+    // other software (`occupied`, a VM's tmpfs root): the first touches take DRAM to its low
+    // watermark after 11 pages, so pages 11-13 spill. The failed promotion's kswapd demotes 3
+    // pages: the 2 occupied ones, the oldest on the inactive list, then one of the trace's.
+    let p = plat(&TIERED.replacen("capacity = \"64KiB\"", "capacity = \"64KiB\"\noccupied = \"8KiB\"", 1), &[]);
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["tiering", "failed_promotions"]), 1, "{s}");
+    assert_eq!(u(s, &["tiering", "demotions"]), 3);
+    assert_eq!(u(s, &["tiering", "occupied_demotions"]), 2);
+    assert_eq!(u(s, &["tiering", "promotions"]), 1);
+    assert_eq!(u(s, &["tiering", "kswapd_pages"]), 3);
+    // Node pages are the trace's; the occupied ones are counted apart.
+    assert_eq!(u(&s["nodes"][0], &["final_pages"]), 11);
+    assert_eq!(u(&s["nodes"][0], &["occupied_pages"]), 0);
+    assert_eq!(u(&s["nodes"][1], &["final_pages"]), 3);
+    assert_eq!(u(&s["nodes"][1], &["occupied_pages"]), 2);
+    assert_eq!(u(&s["nodes"][0], &["migrated_out"]), 3);
+    // Without a demotion target or swap nothing can take them: they stay, and DRAM holds 11.
+    let r = run(&p, "linux_default", tiered_trace()).unwrap();
+    assert_eq!(u(&r.summary["nodes"][0], &["occupied_pages"]), 2);
+    assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 11);
+    // With swap and no demotion they are swapped out first (written, never read back).
+    let text = format!(
+        "{}[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"\n",
+        TIERED.replacen("capacity = \"64KiB\"", "capacity = \"64KiB\"\noccupied = \"8KiB\"", 1)
+    );
+    let p = plat(&text, &["nodes.slow0.capacity=\"4KiB\""]);
+    let a: Vec<_> = (0..20).map(|i| acc(0, i * 4096, Op::Write, 100_000)).collect();
+    let s = run(&p, "linux_default", a).unwrap().summary;
+    assert_eq!(u(&s["nodes"][0], &["occupied_pages"]), 0, "{s}");
+    assert!(u(&s, &["swap", "swap_outs"]) >= 2, "{s}");
+}
+
+#[test]
+fn kswapd_pays_for_the_pages_it_scans_and_leaves() {
+    // numab_tiering_demotes_to_make_room_then_promotes' kswapd batch (3 pages taken) with
+    // kswapd_scan_cost 1 ms and nothing else: every page the batch looked at and left costs
+    // 1 ms of kswapd's time, the 3 it took nothing. All 13 DRAM pages were referenced by their
+    // first touch, so it activates the inactive list's first, deactivates a batch with
+    // their young bits cleared and takes 3 of those.
+    let p = plat(TIERED, &["os.kswapd_scan_cost=1ms", "os.kswapd_page_cost=0ns", "os.tlb_shootdown=0ns"]);
+    let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["tiering", "kswapd_pages"]), 3, "{s}");
+    let (scanned, stolen) = (u(s, &["lru", "pgscan"]), u(s, &["lru", "pgsteal"]));
+    assert_eq!((scanned, stolen), (16, 3), "{s}");
+    // 13 left at 1 ms each; the three copies add a few hundred ns.
+    let busy = u(s, &["tiering", "kswapd_time_ns"]);
+    assert!((13_000_000..13_001_000).contains(&busy), "{busy}");
+}
+
+#[test]
+fn occupied_memory_must_leave_room_for_the_trace() {
+    let text = TIERED.replacen(
+        "capacity = \"64KiB\"",
+        "capacity = \"64KiB\"\noccupied = \"48KiB\"\noccupied_file = \"16KiB\"",
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, text).unwrap();
+    let e = platform::load(path.to_str().unwrap(), &[]).unwrap_err().to_string();
+    assert!(e.contains("nodes.dram0.occupied") && e.contains("16 occupied pages leave none of the node's 16"), "{e}");
+}
+
+#[test]
 fn a_promotion_fails_while_kswapd_is_still_making_room() {
     // As numab_tiering_demotes_to_make_room_then_promotes, but kswapd takes 1 ms a page: the
     // failed promotion wakes it (at ~10 us) for 3 pages, one batch whose pages are free only at
@@ -844,6 +912,11 @@ fn same_inputs_same_results() {
 /// Node 0 holds the CPUs (with two sockets, CPUs 0-1 on node 0 of socket 0, the rest on node 1
 /// of socket 1); further nodes are CPU-less, alternating sockets.
 fn random_platform(caps: &[u64], swap: bool, cpus: u32, sockets: u32) -> Platform {
+    random_platform_occupied(caps, &[], swap, cpus, sockets)
+}
+
+/// `occupied[i]`: node i's (anonymous, file) pages of other software.
+fn random_platform_occupied(caps: &[u64], occupied: &[(u64, u64)], swap: bool, cpus: u32, sockets: u32) -> Platform {
     let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nsockets = {sockets}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
     if swap {
         text.push_str("[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"\n");
@@ -856,9 +929,12 @@ fn random_platform(caps: &[u64], swap: bool, cpus: u32, sockets: u32) -> Platfor
             _ => String::new(),
         };
         let socket = i as u32 % sockets;
+        let (anon, file) = occupied.get(i).copied().unwrap_or((0, 0));
         text.push_str(&format!(
-            "[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\nsocket = {socket}\n{cpus}{DRAM}\n",
-            c * 4
+            "[[nodes]]\nname = \"n{i}\"\ncapacity = \"{}KiB\"\noccupied = \"{}KiB\"\noccupied_file = \"{}KiB\"\nsocket = {socket}\n{cpus}{DRAM}\n",
+            c * 4,
+            anon * 4,
+            file * 4
         ));
     }
     plat(&text, &[])
@@ -882,10 +958,16 @@ proptest! {
         two_sockets in any::<bool>(),
         policy in prop::sample::select(all_policies()),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
+        // Other software's pages: up to 3/4 of what a node has beyond 8 frames, some of it file.
+        occ in prop::collection::vec((0u64..4, 0u64..2), 5),
     ) {
         let sockets = if two_sockets && caps.len() >= 2 { 2 } else { 1 };
-        let p = random_platform(&caps, swap, 3, sockets);
-        let total_frames: u64 = caps.iter().sum();
+        let occupied: Vec<(u64, u64)> = caps.iter().zip(&occ).map(|(&c, &(a, f))| {
+            let spare = c.saturating_sub(8);
+            (spare * a / 4, spare * f / 4)
+        }).collect();
+        let p = random_platform_occupied(&caps, &occupied, swap, 3, sockets);
+        let total_frames: u64 = caps.iter().zip(&occupied).map(|(c, (a, f))| c - a - f).sum();
         let limit = if swap { 200 } else { total_frames };
         // Every third page is file-backed (page cache), the others anonymous.
         let a: Vec<Access> = raw.iter().map(|&(cpu, page, w, gap, line)| {
@@ -917,7 +999,14 @@ proptest! {
         // Pages enter swap by a write or by reclaim dropping an unused swap-cache page, and
         // leave by a swap-in fault or readahead; readahead pages are mapped, dropped or still cached.
         let sw = |k: &str| s["swap"][k].as_u64().unwrap_or(0);
-        prop_assert_eq!(sw("swap_outs") + sw("swap_cache_drops"), sw("swap_ins") + sw("readahead_pages") + swapped);
+        prop_assert_eq!(sw("swap_outs") + sw("swap_cache_drops"), sw("swap_ins") + sw("readahead_pages") + swapped + sw("occupied_pages"));
+        // Other software's pages are conserved: on a node, in swap, or dropped (file pages).
+        let occupied_now: u64 = nodes.iter().map(|n| n["occupied_pages"].as_u64().unwrap()).sum::<u64>() + sw("occupied_pages");
+        let (occ_anon, occ_file): (u64, u64) = occupied.iter().fold((0, 0), |(a, f), &(x, y)| (a + x, f + y));
+        prop_assert!(occupied_now <= occ_anon + occ_file && occupied_now >= occ_anon);
+        if !swap {
+            prop_assert_eq!(sw("occupied_pages"), 0);
+        }
         prop_assert_eq!(sw("readahead_pages"), sw("swap_cache_hits") + sw("swap_cache_drops") + sw("swap_cache_freed") + sw("swap_cache_pages"));
         let ts = &r.timeseries;
         for (i, name) in ts.node.iter().enumerate() {

@@ -32,6 +32,9 @@ pub(crate) struct Kswapd {
     pub(crate) next_ns: Ns,
     batch: u64,
     page_ps: u64,
+    /// Per page reclaim looked at and left (referenced, rotated or in flight): the futile part
+    /// of its scanning, charged after the batch, so it delays the next one.
+    scan_ps: u64,
     tlb_ps: u64,
     /// Its CPU share in thousandths: a busy CPU shared with the program's threads stretches each
     /// batch (the VM of `tiersim validate linux` runs kswapd on the program's two CPUs).
@@ -39,16 +42,26 @@ pub(crate) struct Kswapd {
     pub(crate) stats: KswapdStats,
 }
 
+/// kswapd's costs (ps), from `os.kswapd_page_cost`, `os.kswapd_scan_cost`, `os.tlb_shootdown`
+/// and `os.kswapd_cpu_share`.
+pub(crate) struct KswapdCosts {
+    pub(crate) page_ps: u64,
+    pub(crate) scan_ps: u64,
+    pub(crate) tlb_ps: u64,
+    pub(crate) cpu_share: f64,
+}
+
 impl Kswapd {
-    pub(crate) fn new(nodes: usize, batch: u64, page_ps: u64, tlb_ps: u64, share: f64) -> Kswapd {
+    pub(crate) fn new(nodes: usize, batch: u64, c: KswapdCosts) -> Kswapd {
         Kswapd {
             goal: vec![None; nodes],
             clock_ps: vec![0; nodes],
             next_ns: Ns::MAX,
             batch,
-            page_ps,
-            tlb_ps,
-            share_milli: ((share * 1000.0).round() as u64).max(1),
+            page_ps: c.page_ps,
+            scan_ps: c.scan_ps,
+            tlb_ps: c.tlb_ps,
+            share_milli: ((c.cpu_share * 1000.0).round() as u64).max(1),
             stats: KswapdStats::default(),
         }
     }
@@ -98,14 +111,16 @@ pub(crate) fn run_until(mem: &mut Memory, rc: &Reclaimer, vm: &mut Vmscan, t: Ns
                 break;
             }
             let start = due_ps / 1000;
+            let scanned_before = vm.lru.stats.pgscan;
             let (done, copied) = if want == 0 { (0, start) } else { rc.reclaim_timed(mem, vm, n, want, start)? };
+            let left = (vm.lru.stats.pgscan - scanned_before).saturating_sub(done);
             let k = &mut *vm.kswapd;
             if done == 0 {
                 // Balanced, or nothing left to take (kswapd_failures): back to sleep.
                 k.goal[n] = None;
                 break;
             }
-            let busy = k.stretch(done * k.page_ps + k.tlb_ps) + k.stretch((copied - start) * 1000);
+            let busy = k.stretch(done * k.page_ps + k.tlb_ps) + k.stretch((copied - start) * 1000 + left * k.scan_ps);
             k.clock_ps[n] += busy;
             k.stats.pages += done;
             k.stats.busy_ps += busy;

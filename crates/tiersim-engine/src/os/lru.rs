@@ -29,6 +29,14 @@ pub(crate) fn list_of(flags: u8) -> usize {
     (((flags & FILE) != 0) as usize) * 2 + ((flags & ACTIVE) != 0) as usize
 }
 
+/// What reclaim takes next: a page of the trace, already off its list, or one of other
+/// software's pages on the node (`occupied`, which have no page of the trace's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Victim {
+    Page(u32),
+    Occupied { file: bool },
+}
+
 /// LRU activity over a run, as /proc/vmstat counts it.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct LruStats {
@@ -132,8 +140,8 @@ impl Lru {
     /// inactive_list_is_low: the ratio grows with the list's size in GB of the real machine
     /// (a scaled-down platform keeps the full-size proportions).
     fn inactive_is_low(mem: &Memory, node: usize, file: bool) -> bool {
-        let lists = &mem.nodes[node].lists;
-        let (inactive, active) = (lists[2 * file as usize].len, lists[2 * file as usize + 1].len);
+        let (lists, others) = (&mem.nodes[node].lists, mem.nodes[node].occupied[file as usize].len() as u64);
+        let (inactive, active) = (lists[2 * file as usize].len + others, lists[2 * file as usize + 1].len);
         let bytes = ((inactive + active) * mem.page_size) as f64 / mem.topo.capacity_scale;
         let gb = (bytes / (1u64 << 30) as f64) as u64;
         let ratio = if gb == 0 { 1 } else { (10 * gb).isqrt() };
@@ -156,12 +164,13 @@ impl Lru {
 
     /// Which kind of page reclaim takes next from `node` (get_scan_count), None if neither may.
     fn scan_kind(&mut self, mem: &mut Memory, node: usize, anon_ok: bool, file_ok: bool) -> Option<bool> {
-        let lists = &mem.nodes[node].lists;
-        let anon = lists[0].len + lists[1].len;
-        let file = if file_ok { lists[2].len + lists[3].len } else { 0 };
+        let (lists, others) = (&mem.nodes[node].lists, &mem.nodes[node].occupied);
+        let anon = lists[0].len + lists[1].len + others[0].len() as u64;
+        let inactive_file = lists[2].len + others[1].len() as u64;
+        let file = if file_ok { inactive_file + lists[3].len } else { 0 };
         let kind = if file == 0 {
             false
-        } else if !anon_ok || anon == 0 || (!Self::inactive_is_low(mem, node, true) && lists[2].len > 0) {
+        } else if !anon_ok || anon == 0 || (!Self::inactive_is_low(mem, node, true) && inactive_file > 0) {
             true
         } else {
             let w_anon = self.swappiness as u128 * anon as u128;
@@ -180,7 +189,13 @@ impl Lru {
     /// The next page reclaim takes from `node` (shrink_inactive_list + page_check_references),
     /// already off its list; None if no page can go. `anon_ok`, `file_ok`: that kind of page
     /// has somewhere to go.
-    pub(crate) fn pick_victim(&mut self, mem: &mut Memory, node: usize, anon_ok: bool, file_ok: bool) -> Option<u32> {
+    pub(crate) fn pick_victim(
+        &mut self,
+        mem: &mut Memory,
+        node: usize,
+        anon_ok: bool,
+        file_ok: bool,
+    ) -> Option<Victim> {
         let file = self.scan_kind(mem, node, anon_ok, file_ok)?;
         // The kind get_scan_count picked may hold only pages in flight: then the other kind.
         self.victim_of_kind(mem, node, file).or_else(|| match file {
@@ -190,7 +205,14 @@ impl Lru {
         })
     }
 
-    fn victim_of_kind(&mut self, mem: &mut Memory, node: usize, file: bool) -> Option<u32> {
+    fn victim_of_kind(&mut self, mem: &mut Memory, node: usize, file: bool) -> Option<Victim> {
+        // Other software's pages were on the list before the trace's first page and are never
+        // referenced: the inactive tail is theirs until they are gone.
+        if !mem.nodes[node].occupied[file as usize].is_empty() {
+            self.stats.pgscan += 1;
+            self.stats.pgsteal += 1;
+            return Some(Victim::Occupied { file });
+        }
         let (inactive, active) = (2 * file as usize, 2 * file as usize + 1);
         // Each page is activated at most once and deactivated at most once per call (no access
         // happens meanwhile), so this bound is never the reason to stop while a page could go;
@@ -232,7 +254,7 @@ impl Lru {
             del(pt, n, p);
             pt.entries[p as usize].flags &= !PG_REFERENCED;
             self.stats.pgsteal += 1;
-            return Some(p);
+            return Some(Victim::Page(p));
         }
         None
     }

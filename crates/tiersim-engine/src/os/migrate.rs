@@ -20,6 +20,8 @@ pub(crate) struct MigrateStats {
     pub(crate) exchanged_bytes: u64,
     pub(crate) ping_pong: u64,
     pub(crate) migration_time_ps: u64,
+    /// Demotions of other software's pages (`occupied`), among `demotions`.
+    pub(crate) occupied_demotions: u64,
 }
 
 /// The copy engine and its costs.
@@ -66,6 +68,30 @@ impl Migrator {
         self.note_move(mem, p, from, to, t);
         self.stats.migrations += 1;
         self.stats.migrated_bytes += mem.page_size;
+        read.max(write)
+    }
+
+    /// Demote one of other software's pages on `from` (`occupied`, of `file` kind) to `to`,
+    /// which has a free frame: the same copy on both devices as `move_page`, counted as a
+    /// demotion and in both nodes' move counters (the kernel's pgdemote_kswapd counts every
+    /// page it demotes), with no policy notice (the trace has no such page).
+    pub(crate) fn move_occupied(&mut self, mem: &mut Memory, from: usize, to: usize, file: bool, t: Ns) -> Ns {
+        let old = mem.nodes[from].release_occupied(file).expect("reclaim picked an occupied page");
+        let new = mem.nodes[to].take_occupied(file);
+        let size = mem.page_size as u32;
+        let shift = mem.page_shift;
+        let req = |addr: u64, op| DeviceRequest { now: t, addr, size, op, socket: 0, cpu: 0, remote: false };
+        let read = mem.nodes[from].dev.access(&req((old as u64) << shift, Op::Read));
+        let write = mem.nodes[to].dev.access(&req((new as u64) << shift, Op::Write));
+        let st = &mut self.stats;
+        if mem.nodes[to].spec.tier > mem.nodes[from].spec.tier {
+            st.demotions += 1;
+        }
+        st.migrations += 1;
+        st.migrated_bytes += mem.page_size;
+        st.occupied_demotions += 1;
+        mem.nodes[from].epoch.migrated_out += 1;
+        mem.nodes[to].epoch.migrated_in += 1;
         read.max(write)
     }
 
@@ -157,6 +183,7 @@ impl Metrics for Migrator {
                 ("exchanged_bytes", s.exchanged_bytes),
                 ("ping_pong", s.ping_pong),
                 ("migration_time_ns", s.migration_time_ps / 1000),
+                ("occupied_demotions", s.occupied_demotions),
             ] {
                 into.insert(k.into(), v.into());
             }

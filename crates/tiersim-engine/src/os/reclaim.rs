@@ -8,7 +8,7 @@ use tiersim_core::{Ns, Op, Result};
 
 use super::filemap::FileIo;
 use super::kswapd::Kswapd;
-use super::lru::Lru;
+use super::lru::{Lru, Victim};
 use super::migrate::Migrator;
 use super::swap::{block_request, Swap};
 use super::Memory;
@@ -78,14 +78,27 @@ impl Reclaimer {
             if target.is_none() && !can_swap && !can_drop {
                 break;
             }
-            let Some(p) = vm.lru.pick_victim(mem, node, target.is_some() || can_swap, target.is_some() || can_drop)
+            let Some(victim) =
+                vm.lru.pick_victim(mem, node, target.is_some() || can_swap, target.is_some() || can_drop)
             else {
                 break;
             };
-            match target {
-                Some(d) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
-                None if mem.pt.entries[p as usize].flags & FILE != 0 => drop_file_page(mem, vm, p, node, t),
-                None => vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node),
+            match (victim, target) {
+                (Victim::Page(p), Some(d)) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
+                (Victim::Page(p), None) if mem.pt.entries[p as usize].flags & FILE != 0 => {
+                    drop_file_page(mem, vm, p, node, t)
+                }
+                (Victim::Page(p), None) => vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node),
+                (Victim::Occupied { file }, Some(d)) => {
+                    copied = copied.max(vm.migrate.move_occupied(mem, node, d, file, t))
+                }
+                // Other software's page cache is clean: dropped without a write.
+                (Victim::Occupied { file: true }, None) => {
+                    mem.nodes[node].release_occupied(true);
+                }
+                (Victim::Occupied { file: false }, None) => {
+                    vm.swap.as_deref_mut().expect("checked above").swap_out_occupied(mem, node)
+                }
             }
             done += 1;
         }

@@ -63,6 +63,8 @@ pub(crate) struct Swap {
     pub(crate) owner: Vec<u32>,
     /// The slot of each page in the swap cache.
     pub(crate) cache_slot: FxHashMap<u32, u32>,
+    /// Slots holding other software's pages (`occupied`) that reclaim swapped out.
+    pub(crate) occupied_slots: u64,
     /// Slots of the current reclaim pass waiting for their write.
     pending: Vec<u32>,
     pub(crate) stats: SwapStats,
@@ -87,6 +89,7 @@ impl Swap {
             vma_ra: (0, 0, 0),
             owner: Vec::new(),
             cache_slot: FxHashMap::default(),
+            occupied_slots: 0,
             pending: Vec::new(),
             stats: SwapStats::default(),
         }
@@ -125,25 +128,37 @@ impl Swap {
             self.stats.cache_drops += 1;
             self.cache_slot.remove(&p).expect("a swap-cache page has a slot")
         } else {
-            if self.used >= self.capacity {
-                // Swap is full: take the slot of a page waiting in the swap cache, which becomes
-                // an ordinary (dirty) anon page (try_to_free_swap under vm_swap_full).
-                let (&q, &s) =
-                    self.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
-                self.cache_slot.remove(&q);
-                self.free_slot(s);
-                self.stats.cache_freed += 1;
-                let f = &mut mem.pt.entries[q as usize].flags;
-                *f = (*f & !SWAPCACHE) | DIRTY;
-            }
-            let slot = self.take_slot(p);
-            self.pending.push(slot);
-            self.stats.swap_outs += 1;
-            self.stats.epoch_outs += 1;
-            slot
+            self.write_out(mem, p)
         };
         mem.pt.entries[p as usize] = PageEntry { frame: slot, node: SWAPPED, flags: 0 };
         mem.policy.page_event(PageEvent::Evicted(p, node as NodeId));
+    }
+
+    /// Move one of other software's anonymous pages on `node` (`occupied`) to swap: a slot of
+    /// its own, written with the pass; nothing in the trace reads it back.
+    pub(crate) fn swap_out_occupied(&mut self, mem: &mut Memory, node: usize) {
+        mem.nodes[node].release_occupied(false).expect("reclaim picked an occupied page");
+        self.write_out(mem, NIL);
+        self.occupied_slots += 1;
+    }
+
+    /// A slot for `p` (NIL: not a page of the trace) joining the pass's writes.
+    fn write_out(&mut self, mem: &mut Memory, p: u32) -> u32 {
+        if self.used >= self.capacity {
+            // Swap is full: take the slot of a page waiting in the swap cache, which becomes
+            // an ordinary (dirty) anon page (try_to_free_swap under vm_swap_full).
+            let (&q, &s) = self.cache_slot.iter().next().expect("reclaim swaps out only with a free or cached slot");
+            self.cache_slot.remove(&q);
+            self.free_slot(s);
+            self.stats.cache_freed += 1;
+            let f = &mut mem.pt.entries[q as usize].flags;
+            *f = (*f & !SWAPCACHE) | DIRTY;
+        }
+        let slot = self.take_slot(p);
+        self.pending.push(slot);
+        self.stats.swap_outs += 1;
+        self.stats.epoch_outs += 1;
+        slot
     }
 
     /// Issue the reclaim pass's swap writes at `t`: runs of consecutive slots, up to
@@ -287,8 +302,10 @@ impl Swap {
             "swap_outs": s.swap_outs,
             "bytes_in": s.swap_ins * page_size,
             "bytes_out": s.swap_outs * page_size,
-            // Pages only in swap; swap-cache pages are resident (and counted on their node).
-            "final_pages": self.used - self.cache_slot.len() as u64,
+            // The trace's pages only in swap; swap-cache pages are resident (and counted on
+            // their node), other software's (`occupied`) are apart.
+            "final_pages": self.used - self.cache_slot.len() as u64 - self.occupied_slots,
+            "occupied_pages": self.occupied_slots,
             "slots_used": self.used,
             "readahead_pages": s.readahead_pages,
             "swap_cache_hits": s.cache_hits,

@@ -32,11 +32,20 @@ impl Engine {
             }
         }
         for (i, n) in self.mem.nodes.iter().enumerate() {
-            if n.used + n.reserved > n.capacity {
+            if n.used + n.reserved + n.occupied_pages() > n.capacity {
                 return fail(format!(
-                    "node {} holds {} pages and {} reserved frames over its capacity {}",
-                    n.spec.name, n.used, n.reserved, n.capacity
+                    "node {} holds {} pages, {} reserved frames and {} occupied over its capacity {}",
+                    n.spec.name,
+                    n.used,
+                    n.reserved,
+                    n.occupied_pages(),
+                    n.capacity
                 ));
+            }
+            for &f in n.occupied.iter().flatten() {
+                if let Some(p) = seen[i].get(&f) {
+                    return fail(format!("page {p} and an occupied page share frame {f} on node {}", n.spec.name));
+                }
             }
             if seen[i].len() as u64 != n.used {
                 return fail(format!("node {} counts {} pages but {} map to it", n.spec.name, n.used, seen[i].len()));
@@ -72,7 +81,7 @@ impl Engine {
                 return fail(format!("node {} lists hold {total} pages, node has {}", n.spec.name, n.used));
             }
         }
-        let swap_used = self.swap.as_ref().map_or(0, |s| s.used);
+        let swap_used = self.swap.as_ref().map_or(0, |s| s.used - s.occupied_slots);
         let cached = self.swap.as_ref().map_or(0, |s| s.cache_slot.len() as u64);
         if swapped + cached != swap_used {
             return fail(format!(

@@ -22,7 +22,7 @@ use crate::epoch_profile::Lookahead;
 use crate::node::Node;
 use crate::os::fault::HintFaults;
 use crate::os::filemap::FileIo;
-use crate::os::kswapd::Kswapd;
+use crate::os::kswapd::{Kswapd, KswapdCosts};
 use crate::os::lru::Lru;
 use crate::os::migrate::Migrator;
 use crate::os::reclaim::Reclaimer;
@@ -275,9 +275,12 @@ impl Engine {
             kswapd: Kswapd::new(
                 n,
                 os.uint("reclaim_batch"),
-                os.duration("kswapd_page_cost") * 1000,
-                os.duration("tlb_shootdown") * 1000,
-                os.float("kswapd_cpu_share"),
+                KswapdCosts {
+                    page_ps: os.duration("kswapd_page_cost") * 1000,
+                    scan_ps: os.duration("kswapd_scan_cost") * 1000,
+                    tlb_ps: os.duration("tlb_shootdown") * 1000,
+                    cpu_share: os.float("kswapd_cpu_share"),
+                },
             ),
             swap,
             files: FileIo::new(platform)?,

@@ -95,6 +95,7 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
                 "bandwidth_gbs": n.total.bytes as f64 / secs / 1e9,
                 "share": if total > 0 { n.total.accesses as f64 / total as f64 } else { 0.0 },
                 "final_pages": n.used,
+                "occupied_pages": n.occupied_pages(),
                 "lru_pages": lru::sizes(n),
                 "migrated_in": n.total.migrated_in,
                 "migrated_out": n.total.migrated_out,
