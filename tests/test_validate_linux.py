@@ -73,16 +73,70 @@ def test_kswapd_cost_comes_from_the_guests_kswapd() -> None:
     case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [run, run])
     ks = linux.kswapd_cost(case, 0.25)
     assert ks["guest_ns_per_page"] == pytest.approx(3947184948 / 3921)
-    assert ks["page_cost_ns"] == pytest.approx(3947184948 / 3921 * 0.25)
+    # Split over the intervals between pages stolen and pages scanned and left: both positive
+    # here, and each below the whole run's figure per page stolen, which folds the scanning in.
+    steal, left = ks["guest_ns_per_page_stolen"], ks["guest_ns_per_page_left"]
+    assert 0 < left < steal < ks["guest_ns_per_page"]
+    assert ks["page_cost_ns"] == pytest.approx(steal * 0.25) and ks["scan_cost_ns"] == pytest.approx(left * 0.25)
     # Two CPUs, the program's two threads and kswapd: a third of each CPU's time is kswapd's.
     assert ks["cpu_share"] == pytest.approx(2 / 3)
     p = tomllib.loads(linux.platform_toml(run, 0.25, ks))
-    assert p["os"]["kswapd_page_cost"] == f"{3947184948 / 3921 * 0.25:.0f}ns"
+    assert p["os"]["kswapd_page_cost"] == f"{steal * 0.25:.0f}ns"
+    assert p["os"]["kswapd_scan_cost"] == f"{left * 0.25:.0f}ns"
     assert p["os"]["kswapd_cpu_share"] == pytest.approx(0.6667)
     # An older guest output has no kswapd times: the platform keeps tiersim's defaults.
     old = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
     old_case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [linux.GuestRun(*old, 30.0, "tcg")])
     assert linux.kswapd_cost(old_case, 0.25) == {}
+
+
+def _ksw_run(intervals: list[tuple[int, int, int]]) -> linux.GuestRun:
+    """A run whose samples advance kswapd by (pages scanned and left, pages stolen, ns) each."""
+    samples, scan, steal, ns = [], 0, 0, 0
+    for left, stolen, t in [(0, 0, 0), *intervals]:
+        scan, steal, ns = scan + left + stolen, steal + stolen, ns + t
+        samples.append({"tag": "S", "pgscan_kswapd": scan, "pgsteal_kswapd": steal, "kswapd_ns": ns})
+    samples[-1]["tag"] = "E"
+    return linux.GuestRun({}, 1.0, 1.0, samples, 10.0, "tcg")
+
+
+def test_kswapd_cost_splits_scanning_from_taking() -> None:
+    # Hand-built intervals at exactly 2 us per page left and 50 us per page stolen, over two runs.
+    a = _ksw_run([(1000, 0, 2_000_000), (0, 100, 5_000_000)])
+    b = _ksw_run([(500, 50, 3_500_000), (0, 0, 0)])
+    ks = linux.kswapd_cost(linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [a, b]), 0.5)
+    assert ks["guest_ns_per_page_left"] == pytest.approx(2000) and ks["guest_ns_per_page_stolen"] == pytest.approx(50000)
+    assert ks["scan_cost_ns"] == pytest.approx(1000) and ks["page_cost_ns"] == pytest.approx(25000)
+    # The whole run's CPU per page stolen: 10.5 ms over 150 pages.
+    assert ks["guest_ns_per_page"] == pytest.approx(10_500_000 / 150)
+    # Only stealing, never scanning past a page: no split, the whole run's figure.
+    only = _ksw_run([(0, 100, 5_000_000), (0, 20, 1_000_000)])
+    ks = linux.kswapd_cost(linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [only]), 0.5)
+    assert "scan_cost_ns" not in ks and ks["page_cost_ns"] == pytest.approx(6_000_000 / 120 * 0.5)
+
+
+def test_node_0s_other_memory_is_occupied_on_the_platform() -> None:
+    # The guest's @ lru line for node 0 as the program starts: 12,188 KiB inactive anon (the
+    # tmpfs root), 8 KiB inactive file; node 0 grows by them and holds them as occupied.
+    out = GUEST_OUT.replace(
+        "@ run begin",
+        "@ lru 0 active_anon=1592 inactive_anon=12188 active_file=0 inactive_file=8 unevictable=0 shmem=13676 \n"
+        "@ lru 1 active_anon=0 inactive_anon=0 active_file=0 inactive_file=0 unevictable=0 shmem=0 \n@ run begin",
+    )
+    machine, calib_s, program_s, samples = linux.parse_guest(out, "", "kv-tiering")
+    assert machine["lru"][0]["inactive_anon"] == 12188 and machine["lru"][0]["shmem"] == 13676
+    run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
+    room, wmin = linux.fast_node_room(run)
+    p = tomllib.loads(linux.platform_toml(run, 0.25))
+    node0 = p["nodes"][0]
+    assert node0["capacity"] == f"{(room + 3047 + 2) * 4}KiB"
+    assert (node0["occupied"], node0["occupied_file"]) == ("12188KiB", "8KiB")
+    # min_free still gives node 0 the guest's min watermark over the larger node.
+    fast, slow = room + 3049, 524288 // 4
+    assert p["os"]["min_free"] == f"{wmin * (fast + slow) // fast * 4}KiB"
+    # Boots from before the lru lines: no occupied memory, as before.
+    old = tomllib.loads(linux.platform_toml(linux.GuestRun(*linux.parse_guest(GUEST_OUT, "", "kv"), 30.0, "tcg"), 0.25))
+    assert old["nodes"][0]["occupied"] == "0KiB" and old["nodes"][0]["capacity"] == f"{room * 4}KiB"
 
 
 def test_fault_cost_comes_from_the_calibrations_touch_phase() -> None:
