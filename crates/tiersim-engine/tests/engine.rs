@@ -911,12 +911,8 @@ fn same_inputs_same_results() {
 
 /// Node 0 holds the CPUs (with two sockets, CPUs 0-1 on node 0 of socket 0, the rest on node 1
 /// of socket 1); further nodes are CPU-less, alternating sockets.
-fn random_platform(caps: &[u64], swap: bool, cpus: u32, sockets: u32) -> Platform {
-    random_platform_occupied(caps, &[], swap, cpus, sockets)
-}
-
 /// `occupied[i]`: node i's (anonymous, file) pages of other software.
-fn random_platform_occupied(caps: &[u64], occupied: &[(u64, u64)], swap: bool, cpus: u32, sockets: u32) -> Platform {
+fn random_platform(caps: &[u64], occupied: &[(u64, u64)], swap: bool, cpus: u32, sockets: u32) -> Platform {
     let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nsockets = {sockets}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
     if swap {
         text.push_str("[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"\n");
@@ -966,7 +962,7 @@ proptest! {
             let spare = c.saturating_sub(8);
             (spare * a / 4, spare * f / 4)
         }).collect();
-        let p = random_platform_occupied(&caps, &occupied, swap, 3, sockets);
+        let p = random_platform(&caps, &occupied, swap, 3, sockets);
         let total_frames: u64 = caps.iter().zip(&occupied).map(|(c, (a, f))| c - a - f).sum();
         let limit = if swap { 200 } else { total_frames };
         // Every third page is file-backed (page cache), the others anonymous.

@@ -449,7 +449,7 @@ def kswapd_cost(case: Case, d: float) -> dict[str, Any]:
             return {}
         ns += end["kswapd_ns"] - first["kswapd_ns"]
         pages += end.get("pgsteal_kswapd", 0) - first.get("pgsteal_kswapd", 0)
-        for a, b in zip(run.samples, run.samples[1:]):
+        for a, b in zip(run.samples, run.samples[1:], strict=False):
             stolen = b.get("pgsteal_kswapd", 0) - a.get("pgsteal_kswapd", 0)
             left = b.get("pgscan_kswapd", 0) - a.get("pgscan_kswapd", 0) - stolen
             t = b["kswapd_ns"] - a["kswapd_ns"]
