@@ -105,7 +105,9 @@ def test_kswapd_cost_splits_scanning_from_taking() -> None:
     a = _ksw_run([(1000, 0, 2_000_000), (0, 100, 5_000_000)])
     b = _ksw_run([(500, 50, 3_500_000), (0, 0, 0)])
     ks = linux.kswapd_cost(linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [a, b]), 0.5)
-    assert ks["guest_ns_per_page_left"] == pytest.approx(2000) and ks["guest_ns_per_page_stolen"] == pytest.approx(50000)
+    assert ks["guest_ns_per_page_left"] == pytest.approx(2000) and ks["guest_ns_per_page_stolen"] == pytest.approx(
+        50000
+    )
     assert ks["scan_cost_ns"] == pytest.approx(1000) and ks["page_cost_ns"] == pytest.approx(25000)
     # The whole run's CPU per page stolen: 10.5 ms over 150 pages.
     assert ks["guest_ns_per_page"] == pytest.approx(10_500_000 / 150)

@@ -145,7 +145,9 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
                 z = {k: [int(p) for p in v.split(",")] if k == "protection" else int(v) for k, v in z.items()}
                 machine["zones"][f"{rest[0]}/{rest[1]}"] = z
             elif key == "lru":
-                machine.setdefault("lru", {})[int(rest[0])] = {k: int(v) for k, v in (x.split("=", 1) for x in rest[1:])}
+                machine.setdefault("lru", {})[int(rest[0])] = {
+                    k: int(v) for k, v in (x.split("=", 1) for x in rest[1:])
+                }
             elif key == "sysctl":
                 machine["sysctl"][rest[0]] = rest[1]
             elif key in ("calib", "run"):
