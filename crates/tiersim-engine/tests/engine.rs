@@ -546,9 +546,9 @@ fn other_softwares_pages_are_demoted_before_the_traces() {
 fn kswapd_pays_for_the_pages_it_scans_and_leaves() {
     // numab_tiering_demotes_to_make_room_then_promotes' kswapd batch (3 pages taken) with
     // kswapd_scan_cost 1 ms and nothing else: every page the batch looked at and left costs
-    // 1 ms of kswapd's time, the 3 it took nothing. All 13 DRAM pages were referenced by their
-    // first touch, so it activates the inactive list's first, deactivates a batch with
-    // their young bits cleared and takes 3 of those.
+    // 1 ms of kswapd's time, the 3 it took nothing. All 13 DRAM pages were referenced once, by
+    // their first touch: the first round keeps each with PG_referenced set and its young bit
+    // cleared, and the second takes the 3 oldest, unreferenced since.
     let p = plat(TIERED, &["os.kswapd_scan_cost=1ms", "os.kswapd_page_cost=0ns", "os.tlb_shootdown=0ns"]);
     let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
     let s = &r.summary;
@@ -745,17 +745,17 @@ fn reclaim_ages_two_lru_lists() {
     // p1..p7 are all still resident: no swap-in.
     a.extend((1..8).map(|i| acc(0, page(i), Op::Read, 0)));
     let lru = |s: &serde_json::Value, k: &str| u(&s["nodes"][0], &["lru_pages", k]);
-    // New pages start inactive and young. p7's reclaim scans the inactive tail: p0..p3 are young
-    // and activated; then inactive (3) < active (4), so shrink_active_list moves all four back
-    // with their young bits cleared; p4..p6 are activated; the tail is now p0, unreferenced: it
-    // goes. 8 scanned, 7 activations, 4 deactivations; left: inactive p3 p2 p1 + p7, active p4..p6.
+    // New pages start inactive and young. p7's reclaim scans the inactive tail: p0..p6 are young
+    // on their first reference, so each is kept with PG_referenced set and its young bit
+    // cleared (the used-once logic); p0 comes round unreferenced: it goes. 8 scanned, no
+    // activation or deactivation; left: inactive p1..p6 + p7, nothing active.
     let r = run(&p, "linux_default", a.clone()).unwrap();
     let s = &r.summary;
     assert_eq!(u(s, &["swap", "swap_outs"]), 1, "{s}");
     assert_eq!(u(s, &["swap", "swap_ins"]), 0);
-    assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"]), u(s, &["lru", "pgdeactivate"])), (8, 7, 4));
+    assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"]), u(s, &["lru", "pgdeactivate"])), (8, 0, 0));
     assert_eq!(u(s, &["lru", "pgsteal"]), 1);
-    assert_eq!((lru(s, "inactive_anon"), lru(s, "active_anon"), lru(s, "active_file")), (4, 3, 0));
+    assert_eq!((lru(s, "inactive_anon"), lru(s, "active_anon"), lru(s, "active_file")), (7, 0, 0));
     // Linux before 5.9 puts new anon pages on the active list: the reclaim finds the inactive
     // list empty, deactivates all 7 (young cleared) and takes the oldest, p0, at the first scan.
     let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\"", "os.new_anon_list=\"active\""]);

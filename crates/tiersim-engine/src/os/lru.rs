@@ -1,9 +1,11 @@
 //! Per-node active/inactive LRU lists for anonymous and file pages, aged and scanned as Linux
 //! 5.x's mm/vmscan.c does (policies.md 1.1; the demotion in reclaim is 3 and 4):
 //! - reclaim takes victims from the inactive tail; `page_check_references` tests and clears the
-//!   PTE young bit and PG_referenced: a young anon page is activated, a young file page is
-//!   activated on its second reference and otherwise kept with PG_referenced set; a page that
-//!   was not referenced is reclaimed;
+//!   PTE young bit and PG_referenced: a young page is activated on its second reference and
+//!   otherwise kept (rotated) with PG_referenced set, anon and file alike (the used-once logic:
+//!   "all mapped pages start out with page table references from the instantiating fault, so we
+//!   need to look twice", covering swap-backed pages since Linux 3.5, commit e48982734ea0, and
+//!   still folio_check_references in 6.1); a page that was not referenced is reclaimed;
 //! - when the inactive list is low (inactive x sqrt(10 x list GB) < active, `inactive_list_is_low`)
 //!   `shrink_active_list` moves SWAP_CLUSTER_MAX pages from the active tail to the inactive head,
 //!   clearing their young bits (no VM_EXEC exception: traces carry no mappings);
@@ -243,7 +245,7 @@ impl Lru {
                 continue;
             }
             if flags & REFERENCED != 0 {
-                if !file || flags & PG_REFERENCED != 0 {
+                if flags & PG_REFERENCED != 0 {
                     relink(pt, n, p, ACTIVE, REFERENCED | PG_REFERENCED);
                     self.stats.pgactivate += 1;
                 } else {
