@@ -183,6 +183,10 @@ LENS_MOVES = frozenset(
 #   examined further). kv under autotiering_cpmx (0, 2, 2) and uniform under autonuma (4, 5, 6):
 #   which thread's window sets numa_next_scan first (a thread created after the first keeps
 #   scan_delay as its period until the first pass ends: init_numa_balancing) moves with size.
+#   Since reclaim's used-once rule (a young page is activated at its second visit, anon as
+#   file), uniform under numab_tiering (3, 5, 4) and tiering06 (4, 6, 6) too: in tiering mode a
+#   pass that promotes doubles the period, and whether a pass promotes depends on what kswapd
+#   has freed by then, which moves with size (measured 2026-11-29 17:50, not examined further).
 QUICK_LENS_MOVES = frozenset(
     {
         ("kv", "autotiering_cpmx"),
@@ -190,6 +194,8 @@ QUICK_LENS_MOVES = frozenset(
         ("phased", "autotiering_cpm"),
         ("phased", "autotiering_cpmx"),
         ("uniform", "autonuma"),
+        ("uniform", "numab_tiering"),
+        ("uniform", "tiering06"),
     }
 )
 

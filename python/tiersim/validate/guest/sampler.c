@@ -25,7 +25,11 @@ static const char *FIELDS[] = {
     "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "numa_pte_updates",
     "pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
     "pgmigrate_success", "pgmigrate_fail", "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd",
-    "pgsteal_direct", "pgfault", "oom_kill", NULL,
+    "pgsteal_direct", "pgfault", "oom_kill",
+    /* What reclaim did with the pages it scanned and did not take (mm/vmscan.c): activated,
+     * deactivated from the active list, refilled; anon against file. */
+    "pgactivate", "pgdeactivate", "pgrefill", "pgscan_anon", "pgscan_file", "nr_inactive_anon",
+    "nr_active_anon", "nr_shmem", NULL,
 };
 
 #define MAX_NODES 8
