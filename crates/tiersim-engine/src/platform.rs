@@ -30,6 +30,11 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("read_ahead", ParamKind::Int, "1048576", "accesses the replay buffers at most to find the next access of a CPU that has none queued; past it that CPU no longer holds the others back")
         .min(1.0)
         .max(1e9),
+    // A thread of a captured program exists only once the program has run up to where it was
+    // created: the capture writes records in the order they were executed (Valgrind runs one
+    // thread at a time), so every record before a thread's first one came before the thread.
+    ParamSpec::new("thread_start", ParamKind::Str, "read", "when a CPU's first access may issue: read = when the replay reads it, at the simulated time then (every CPU of a trace read at once starts at the run's start); file_order = also not before every record before it in the file is done, each one's CPU past it (a captured program's threads start where the program created them), and stats.warmup_accesses measures from the issue of the record at its position; an open loop on a ns trace issues at the trace's times either way")
+        .choices(&["read", "file_order"]),
 ];
 
 pub const OS_PARAMS: &[ParamSpec] = &[

@@ -214,6 +214,63 @@ fn warmup_position_in_a_later_batch() {
     assert_eq!(u(&r.summary, &["execution_time_ns"]), end - 708);
 }
 
+/// host.thread_start = "file_order": a CPU's first access waits until every record before it in
+/// the file is done (each one's CPU's clock past it), across a batch boundary (the test source
+/// reads 7 records at a time) and in a chain; "read" (the default) starts every CPU when its
+/// records are read, here at the run's start.
+#[test]
+fn threads_start_in_file_order() {
+    // One channel, 1 ns a transfer + 100 ns, 1 instruction = 1 ns, mlp 1.
+    let trace = vec![
+        acc(0, 0x1000, Op::Read, 0),  // #0
+        acc(0, 0x2000, Op::Read, 0),  // #1
+        acc(1, 0x3000, Op::Read, 10), // #2: CPU 1's first
+        acc(2, 0x4000, Op::Read, 0),  // #3: CPU 2's first, after CPU 1's first
+        acc(0, 0x5000, Op::Read, 0),  // #4
+        acc(0, 0x6000, Op::Read, 0),  // #5
+        acc(1, 0x7000, Op::Read, 0),  // #6, the first batch's last
+        acc(3, 0x8000, Op::Read, 5),  // #7: CPU 3's first, opening the second batch
+        acc(0, 0x9000, Op::Read, 0),  // #8
+    ];
+    // file_order. CPU 0: #0 at 0 (done 101), #1 at 101 (202), #4 at 202 (303), #5 at 303 (404),
+    // #8 at 404 (505). CPU 1 starts when #0 and #1 are done, CPU 0's clock 202: 202 + 10 = 212
+    // (313); #6 at 313, ahead of CPU 2 by its id, (414). CPU 2 starts when #2 is done too, at
+    // 313: 1 ns behind #6 on the channel (415). CPU 3 starts when #0..#6 are done: CPU 0 past #5
+    // at 404, CPU 1 past #6 at 414, CPU 2 past #3 at 415; 415 + 5 = 420 (521), the run's end.
+    // (Waiting for #6 alone, the record just before it, it would start at 419.)
+    let ordered = |extra: &[&str]| {
+        let mut o = vec!["host.thread_start=\"file_order\""];
+        o.extend_from_slice(extra);
+        run(&plat(&one_node(""), &o), "linux_default", trace.clone()).unwrap()
+    };
+    let r = ordered(&[]);
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 521);
+    assert_eq!(u(&r.summary, &["accesses"]), 9);
+    // Latencies: eight 101 ns and CPU 2's 102 ns.
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+    // read: CPU 0 as above; CPU 2 at 0, 1 ns behind CPU 0 (102); CPU 1 at 10 (111), #6 at
+    // 111 (212); CPU 3's records are read once CPU 2 has run dry, at simulated time 0: at 5
+    // (106). The run ends with CPU 0's #8 at 505.
+    let r = run(&plat(&one_node(""), &[]), "linux_default", trace.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 505);
+    // A warm-up by the file's position with the threads in file order: measuring starts at
+    // #7's own issue, 420; #8, past it in the file but issued at 404, is warm-up (CPU 0 ran
+    // ahead of the program). #7 alone measured, 420..521. (From the first record past the
+    // position to be issued, the rule with `read`, #8 and #7 would be measured from 404.)
+    let r = ordered(&["stats.warmup_accesses=7"]);
+    assert_eq!((u(&r.summary, &["accesses"]), u(&r.summary, &["execution_time_ns"])), (1, 101));
+    // From #3 (CPU 2's first, issued at 313): #3 and what is issued after it, #8 (404) and #7;
+    // #5 (303) and #6 (313 too, but issued first: the lower CPU id), past #3 in the file, are
+    // warm-up. 313..521.
+    let r = ordered(&["stats.warmup_accesses=3"]);
+    assert_eq!((u(&r.summary, &["accesses"]), u(&r.summary, &["execution_time_ns"])), (3, 208));
+    // One CPU: nothing waits, the same run in both modes.
+    let one: Vec<Access> = trace.iter().map(|a| Access { cpu: 0, ..*a }).collect();
+    let a = run(&plat(&one_node(""), &["host.thread_start=\"file_order\""]), "linux_default", one.clone()).unwrap();
+    let b = run(&plat(&one_node(""), &[]), "linux_default", one).unwrap();
+    assert_eq!(a.summary.to_string(), b.summary.to_string());
+}
+
 #[test]
 fn saturated_channel_queues_fcfs() {
     let p = plat(&one_node(""), &[]);

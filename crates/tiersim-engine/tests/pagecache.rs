@@ -751,6 +751,49 @@ fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commi
     assert!(u(pc, &["io_time_ns"]) > u(pc_off, &["io_time_ns"]) + 300, "{pc} vs {pc_off}");
 }
 
+/// The blocks a DAX write allocates and the journal's are ext4's 4 KiB, whatever `os.page_size`
+/// is (ext4 refuses DAX for a block size other than the kernel's 4 KiB PAGE_SIZE): with 2 MiB
+/// pages the trace above zeroes the same two blocks, 8 KiB, and its commit writes the same 20
+/// KiB, 9,462 ns of device time. (With the page as the block it allocated nothing and committed
+/// nothing: its new blocks fell inside the 2 MiB "block" the file's end was in; a write reaching
+/// a new 2 MiB would have zeroed all of it, and each commit written 10 MiB.)
+#[test]
+fn dax_allocation_and_the_journal_use_4kib_blocks_with_2mib_pages() {
+    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
+    let past = "storage.dax_new_blocks=\"past_traced_end\"";
+    let pause = |a: Access| Access { time: 1_000_000, ..a };
+    let trace = with(
+        map(0, 16),
+        [
+            call(Op::Read, 0, 4096),
+            call(Op::Write, 0, 4096),
+            call(Op::Write, 1, 8192),
+            call(Op::Write, 2, 256),
+            pause(sync(Op::Write, 0)),
+            sync(Op::Write, 5),
+        ],
+    );
+    let small = platform_with("8MiB", fsdax, &[past]);
+    let huge = platform_with("8MiB", fsdax, &[past, "os.page_size=\"2MiB\""]);
+    assert_eq!(huge.page_size, 2 << 20);
+    let jbase = (1u64 << 48) - (128 << 20);
+    let dev = dax_writes_ns(&huge, &[(Some(300), 4 * 4096, jbase), (Some(300), 4096, jbase + 4 * 4096)], 100);
+    assert!(dev.abs_diff(9462) <= 2, "{dev}");
+    for p in [&small, &huge] {
+        let r = run(p, trace.clone()).unwrap();
+        let pc = &r.summary["page_cache"];
+        let dax = &pc["dax"];
+        assert_eq!(
+            (u(dax, &["allocating_calls"]), u(dax, &["zeroed_bytes"]), u(dax, &["journal_commits"])),
+            (1, 8192, 1),
+            "page size {}: {dax}",
+            p.page_size
+        );
+        assert_eq!(u(dax, &["journal_time_ns"]), dev + 3000, "page size {}: {dax}", p.page_size);
+        assert_eq!(u(pc, &["sync", "time_ns"]), 100 + dev + 3000 + 2000 + 2100, "page size {}: {pc}", p.page_size);
+    }
+}
+
 /// storage.journal_size places the journal's circular area (2^48 - size): the same commit as
 /// above in jbd2's least journal, 4 MiB, costs the same 9,462 ns of device writes there (the
 /// module's time does not depend on the address), and a size that is no journal is one error.

@@ -253,7 +253,7 @@ impl FileIo {
         let dax = match dax {
             Some(mut d) if self.path.dax_grow => {
                 d["allocating_calls"] = s.dax_alloc_calls.into();
-                d["zeroed_bytes"] = (s.dax_zeroed_blocks * page_size).into();
+                d["zeroed_bytes"] = (s.dax_zeroed_blocks * crate::storage::iopath::FS_BLOCK).into();
                 d["journal_commits"] = s.journal_commits.into();
                 d["journal_time_ns"] = (s.journal_ps / 1000).into();
                 Some(d)

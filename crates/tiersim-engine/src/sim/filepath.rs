@@ -12,7 +12,7 @@ use super::Engine;
 use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS};
 use crate::os::page_runs;
 use crate::pagetable::{CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
-use crate::storage::iopath::Driver;
+use crate::storage::iopath::{Driver, FS_BLOCK};
 use crate::storage::pagecache::{init_ra_size, next_ra_size};
 
 /// The DAX path's one request builder: a call's copy, the zeroing of the blocks it allocates
@@ -410,7 +410,7 @@ impl Engine {
                 let end_byte = a.addr + a.size as u64;
                 if let Some((lo, _)) = bounds {
                     let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
-                    let block = self.mem.page_size;
+                    let block = FS_BLOCK;
                     let first = (a.addr / block).max(m.traced_end.div_ceil(block));
                     let last = (end_byte - 1) / block;
                     if a.op.is_write() && first <= last {
@@ -577,7 +577,7 @@ impl Engine {
         };
         let tid = self.files.maps[&lo].datasync_tid;
         let socket = self.cpus[c].socket;
-        let block = self.mem.page_size;
+        let block = FS_BLOCK;
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
         if tid <= dax.committed_tid {
             return if tid > 0 { at.max(dax.commit_end) } else { at };

@@ -322,11 +322,17 @@ impl Engine {
     /// with ns traces: the trace time itself, relative to the trace's first access at `t0`. A CPU
     /// that first appears late in the stream starts at the current simulated time.
     fn first_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64) -> u64 {
+        self.start_issue_ps(cpu, a, t0, self.last_issue_ns * 1000)
+    }
+
+    /// `first_issue_ps` with the current simulated time `now_ps` given: for a CPU held back
+    /// until the records before its first one (`host.thread_start = "file_order"`) were done,
+    /// the last at `now_ps`.
+    fn start_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64, now_ps: u64) -> u64 {
         let clock = IssueClock::of(self);
         if cpu.started || (self.open_loop && self.time_unit == TimeUnit::Ns) {
             return clock.next_issue_ps(cpu, a, t0);
         }
-        let now_ps = self.last_issue_ns * 1000;
         match self.time_unit {
             TimeUnit::Ns => (a.time.saturating_sub(t0) * 1000).max(now_ps),
             TimeUnit::Instructions => now_ps + instr_ps(a.time, self.ps_per_instr),
@@ -583,8 +589,26 @@ struct Feed {
     /// when the issuing CPU has reached it. Here, not in `Cpu`: a test that runs only in the
     /// warm-up need not widen the struct the event loop reads at every access.
     measure_from: Vec<u64>,
-    /// The batch holding position `warmup`, as read, to count each CPU's records before it.
+    /// The batch holding position `warmup` (every batch with `file_order`), as read, to count
+    /// each CPU's records before a position.
     raw: Vec<Access>,
+    /// `host.thread_start = "file_order"`: a CPU's first access waits until every record before
+    /// it in the file has been served.
+    file_order: bool,
+    /// Per CPU held back that way (None for the others): the CPUs whose records before its
+    /// first it still waits for, each with the count of served accesses (`Cpu::done`) that
+    /// covers them, and the latest clock of those already reached.
+    waits: Vec<Option<Wait>>,
+    /// Per CPU, the smallest such count a held-back CPU waits for (u64::MAX: none).
+    release_at: Vec<u64>,
+    /// CPUs held back.
+    gated: usize,
+}
+
+/// A CPU held back until the records before its first one are done.
+struct Wait {
+    pending: Vec<(usize, u64)>,
+    start_ps: u64,
 }
 
 impl Feed {
@@ -604,14 +628,15 @@ impl Feed {
             // The batch that may hold position `warmup` is read whole and split here, to count
             // each CPU's records before it; the same records as `read_split` would read (the
             // same `max`), so the replay does not change.
-            let n = if !self.marked
-                && self.warmup > 0
-                && self.warmup.checked_sub(self.read).is_some_and(|i| i < max as u64)
-            {
+            // So is every batch when threads start in file order, to count the records before
+            // each new thread's first.
+            let at_warmup =
+                !self.marked && self.warmup > 0 && self.warmup.checked_sub(self.read).is_some_and(|i| i < max as u64);
+            let n = if at_warmup || self.file_order {
                 self.raw.clear();
                 let n = source.read_batch(&mut self.raw, max)?;
                 self.batch.split(&self.raw, ncpus);
-                if n > 0 && self.batch.beyond.is_none() {
+                if at_warmup && n > 0 && self.batch.beyond.is_none() {
                     self.mark(eng);
                 }
                 n
@@ -632,6 +657,9 @@ impl Feed {
             self.read += n as u64;
             self.buffered += n;
             let t0 = *self.t0.get_or_insert(self.batch.first_time.unwrap_or(0));
+            if self.file_order {
+                self.gate_new_cpus(eng);
+            }
             for &c in &self.batch.cpus {
                 let (c, part) = (c as usize, &self.batch.per_cpu[c as usize]);
                 let was_empty = eng.cpus[c].queue.is_empty();
@@ -639,6 +667,10 @@ impl Feed {
                 if was_empty {
                     if eng.cpus[c].started {
                         self.dry -= 1;
+                    }
+                    if self.waits[c].is_some() {
+                        // Held back: `release` starts it.
+                        continue;
                     }
                     let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
                     if !eng.cpus[c].started {
@@ -652,10 +684,87 @@ impl Feed {
         Ok(())
     }
 
+    /// `host.thread_start = "file_order"`, for the batch just read (in `raw`) and not yet
+    /// queued: each CPU whose first record it holds waits for every record before that one, its
+    /// own thread created only after them (Valgrind runs one thread at a time, so the file's
+    /// order is the order they ran in). The records before the batch are each CPU's served and
+    /// queued ones; those in the batch are counted up to the new CPU's first. A CPU with none
+    /// left unserved starts as with `read`, now.
+    #[cold]
+    fn gate_new_cpus(&mut self, eng: &Engine) {
+        let fresh = |c: usize| !eng.cpus[c].started && eng.cpus[c].queue.is_empty();
+        if !self.batch.cpus.iter().any(|&c| fresh(c as usize) && self.waits[c as usize].is_none()) {
+            return;
+        }
+        let mut counts: Vec<u64> = eng.cpus.iter().map(|cpu| cpu.done + cpu.queue.len() as u64).collect();
+        let mut seen = vec![false; eng.cpus.len()];
+        for a in &self.raw {
+            let c = a.cpu as usize;
+            if !seen[c] {
+                seen[c] = true;
+                if fresh(c) && self.waits[c].is_none() {
+                    let pending: Vec<(usize, u64)> =
+                        (0..counts.len()).filter(|&o| counts[o] > eng.cpus[o].done).map(|o| (o, counts[o])).collect();
+                    if !pending.is_empty() {
+                        for &(o, target) in &pending {
+                            self.release_at[o] = self.release_at[o].min(target);
+                        }
+                        self.waits[c] = Some(Wait { pending, start_ps: 0 });
+                        self.gated += 1;
+                    }
+                }
+            }
+            counts[c] += 1;
+        }
+    }
+
+    /// CPU `c` has just served an access, reaching its count `release_at[c]`: each CPU waiting
+    /// for it notes its clock (the access's issue time plus its stall, or a system call's
+    /// return: the capture writes a call's records when it returns), and one that waits for
+    /// nothing more starts, its first access issued after the latest of them
+    /// (`Engine::start_issue_ps` with that as now).
+    #[cold]
+    #[inline(never)]
+    fn release(&mut self, c: usize, eng: &mut Engine, order: &mut IssueOrder) {
+        let (done, now_ps) = (eng.cpus[c].done, eng.cpus[c].clock_ps);
+        let t0 = self.t0.unwrap_or(0);
+        let mut next = u64::MAX;
+        for w in 0..self.waits.len() {
+            let Some(wait) = self.waits[w].as_mut() else { continue };
+            wait.pending.retain(|&(on, target)| {
+                if on != c {
+                    return true;
+                }
+                if target > done {
+                    next = next.min(target);
+                    return true;
+                }
+                wait.start_ps = wait.start_ps.max(now_ps);
+                false
+            });
+            if !wait.pending.is_empty() {
+                continue;
+            }
+            let start_ps = wait.start_ps;
+            self.waits[w] = None;
+            self.gated -= 1;
+            let a = *eng.cpus[w].queue.front().expect("a CPU held back has its first access queued");
+            let issue = eng.start_issue_ps(&eng.cpus[w], &a, t0, start_ps);
+            eng.scanner.task_starts(&eng.mem, w, issue / 1000);
+            eng.cpus[w].next_issue_ps = issue;
+            order.set(w, issue);
+        }
+        self.release_at[c] = next;
+    }
+
     /// If the batch just read (in `raw`, not yet queued) holds file position `warmup`, give
     /// each CPU the position of its first access from there on: its accesses served and
     /// queued, plus its records of the batch before that position. Every record read later is
-    /// past it.
+    /// past it. With `host.thread_start = "file_order"` only the CPU of the record at `warmup`
+    /// gets one: measuring starts at that record's own issue. No thread that starts after it in
+    /// the file can be issued before it, and a thread already running whose later records are
+    /// issued before it has run ahead of the program (the waits that held it back, a condition
+    /// variable or a timed sleep, are not in the trace).
     #[cold]
     fn mark(&mut self, eng: &Engine) {
         let Some(i) = self.warmup.checked_sub(self.read).map(|i| i as usize).filter(|&i| i < self.raw.len()) else {
@@ -665,8 +774,11 @@ impl Feed {
         for a in &self.raw[..i] {
             before[a.cpu as usize] += 1;
         }
-        for ((from, cpu), before) in self.measure_from.iter_mut().zip(&eng.cpus).zip(before) {
-            *from = cpu.done + cpu.queue.len() as u64 + before;
+        let at = self.raw[i].cpu as usize;
+        for (c, ((from, cpu), before)) in self.measure_from.iter_mut().zip(&eng.cpus).zip(before).enumerate() {
+            if !self.file_order || c == at {
+                *from = cpu.done + cpu.queue.len() as u64 + before;
+            }
         }
         self.marked = true;
     }
@@ -718,6 +830,12 @@ pub fn simulate_with_future(
         marked: false,
         measure_from: vec![u64::MAX; eng.cpus.len()],
         raw: Vec::new(),
+        // An open loop on a ns trace issues at the trace's own times, which already order it.
+        file_order: platform.host.str("thread_start") == "file_order"
+            && !(eng.open_loop && eng.time_unit == TimeUnit::Ns),
+        waits: (0..eng.cpus.len()).map(|_| None).collect(),
+        release_at: vec![u64::MAX; eng.cpus.len()],
+        gated: 0,
     };
     let mut order = IssueOrder::new();
     let clock = IssueClock::of(&eng);
@@ -788,6 +906,15 @@ pub fn simulate_with_future(
                 feed.dry += 1;
             }
         }
+        if feed.gated > 0 && eng.cpu(c).done >= feed.release_at[c] {
+            feed.release(c, &mut eng, &mut order);
+        }
+    }
+    if feed.gated > 0 {
+        return Err(Error::Sim(format!(
+            "{} CPUs never started: the records before their first were not issued",
+            feed.gated
+        )));
     }
     if opts.check_every > 0 {
         eng.check()?;

@@ -7,6 +7,12 @@
 
 use tiersim_core::{Error, Ns, ParamKind, ParamSpec, Params, Result};
 
+/// The ext4 block on fsdax: the kernel's base page, 4 KiB on x86-64, whatever page size the
+/// program's memory uses (ext4_fill_super refuses DAX for a block size other than PAGE_SIZE,
+/// fs/ext4/super.c; transparent or huge pages do not change PAGE_SIZE). The unit of the blocks
+/// a DAX write allocates and zeroes and of the journal's blocks.
+pub const FS_BLOCK: u64 = 4096;
+
 pub const SPECS: &[ParamSpec] = &[
     ParamSpec::new(
         "syscall",
@@ -264,7 +270,7 @@ impl IoPath {
         let (journal_blocks, journal_bytes) = (p.uint("journal_blocks").max(2), p.bytes("journal_size"));
         // A commit is written in one piece onto the circular area, so it must fit (4 KiB ext4
         // blocks, mke2fs's default block size).
-        if journal_blocks.saturating_mul(4096) > journal_bytes {
+        if journal_blocks.saturating_mul(FS_BLOCK) > journal_bytes {
             return Err(Error::config(
                 "journal_size",
                 format!(
