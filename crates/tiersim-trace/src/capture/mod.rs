@@ -39,7 +39,7 @@ use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
 use crate::format::{
-    check_page_size, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
+    check_page_size, share_planes, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
 };
 use cache::{Cache, CacheConfig, Outcome};
 use translate::{translator, Force, Translator};
@@ -645,9 +645,14 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
         _ => (req.out, None),
     };
     let mut virt = create(virt_path, AddrKind::Virtual)?;
-    if phys.is_some() {
+    let mut phys = phys;
+    if let Some((w, _)) = &mut phys {
         // The translator counts the virtual pages as it maps them.
         virt.count_no_pages();
+        // The physical records are the virtual ones (checked by that writer) at other
+        // addresses, and their frames share every plane but the addresses'.
+        w.trust_records();
+        share_planes(&mut virt, w)?;
     }
     let mut p = Pipeline {
         caches: Caches { config: s.cache, per_cpu: s.per_cpu, caches: FxHashMap::default() },
