@@ -597,8 +597,13 @@ def _capture_files(
         log = trace_dir / "valgrind.log"
         messages = log.read_text(errors="replace").splitlines() if log.exists() else []
         if tool and not (trace_dir / "summary").exists():
-            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
             runner = Path(cmd[0]).name
+            # The tool stopped the program itself (its records could not be written: a full
+            # disk), and said why in Valgrind's log.
+            stopped = [m.split("tiersim tool: ", 1)[1] for m in messages if "tiersim tool: " in m]
+            if stopped:
+                raise TiersimError(f"tiersim's Valgrind tool stopped '{argv[0]}': {stopped[-1]}")
+            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
             raise TiersimError(
                 f"{runner} ran no instruction of '{argv[0]}' ({runner} exit status {returncode}); its message is "
                 + ("\n" + "\n".join(messages[-20:]) if messages else "above")
