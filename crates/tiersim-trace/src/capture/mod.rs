@@ -206,6 +206,9 @@ pub struct CaptureReport {
     pub thread_numbering: &'static str,
     /// The resolved parameters, as TOML values.
     pub params: serde_json::Value,
+    /// CPU time of the traces' compressing threads (both traces), beside the thread that makes
+    /// the records.
+    pub compress_cpu_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -687,6 +690,7 @@ fn finish(
     let threads = p.thread_reports();
     let virt_path = req.virt_out.unwrap_or(req.out);
     let Pipeline { virt, phys, records, .. } = p;
+    let meters: Vec<_> = std::iter::once(virt.thread_cpu()).chain(phys.iter().map(|(w, _)| w.thread_cpu())).collect();
     let (mode, note, pages_mapped, pages_unresolved, remaps) = match &phys {
         Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved, t.remaps),
         None => ("none", "virtual addresses only".to_owned(), 0, 0, 0),
@@ -729,6 +733,7 @@ fn finish(
         threads,
         thread_numbering: n.thread_numbering,
         params: serde_json::to_value(params.to_toml()).unwrap_or_default(),
+        compress_cpu_s: meters.iter().map(|m| m.load(Ordering::Relaxed)).sum::<u64>() as f64 / 1e9,
     })
 }
 

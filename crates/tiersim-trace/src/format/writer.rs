@@ -7,7 +7,9 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tiersim_core::{Access, Error, Result};
@@ -80,22 +82,42 @@ enum Sink {
     },
 }
 
+/// CPU time of the calling thread, in ns.
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the struct it is given.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// A background writer's thread running `work`, its CPU time added to `meter` when it ends.
+fn spawn_worker(
+    meter: Arc<AtomicU64>,
+    work: impl FnOnce() -> Result<Box<Compressor>> + Send + 'static,
+) -> JoinHandle<Result<Box<Compressor>>> {
+    std::thread::Builder::new()
+        .name("tiersim-trace-writer".into())
+        .spawn(move || {
+            let r = work();
+            meter.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+            r
+        })
+        .expect("spawning the trace writer's thread")
+}
+
 impl Sink {
-    fn background(c: Box<Compressor>) -> Sink {
+    fn background(c: Box<Compressor>, meter: Arc<AtomicU64>) -> Sink {
         let (tx, rx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
         let (free_tx, free): (Sender<Vec<u8>>, _) = channel();
-        let worker = std::thread::Builder::new()
-            .name("tiersim-trace-writer".into())
-            .spawn(move || {
-                let mut c = c;
-                for buf in rx {
-                    c.frame(&buf)?;
-                    // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
-                    let _ = free_tx.send(buf);
-                }
-                Ok(c)
-            })
-            .expect("spawning the trace writer's thread");
+        let worker = spawn_worker(meter, move || {
+            let mut c = c;
+            for buf in rx {
+                c.frame(&buf)?;
+                // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
+                let _ = free_tx.send(buf);
+            }
+            Ok(c)
+        });
         Sink::Background { tx, free, worker }
     }
 
@@ -145,6 +167,8 @@ pub struct TraceWriter {
     /// Records written.
     records: u64,
     prev_time: u64,
+    /// CPU time of the background thread(s) that have ended, in ns.
+    thread_cpu: Arc<AtomicU64>,
 }
 
 impl TraceWriter {
@@ -194,10 +218,11 @@ impl TraceWriter {
             pos: HEADER_SIZE as u64,
             frames: 0,
         });
+        let thread_cpu = Arc::new(AtomicU64::new(0));
         let mut w = TraceWriter {
             path: path.to_owned(),
             tmp_path,
-            sink: Some(if opts.background { Sink::background(c) } else { Sink::Inline(c) }),
+            sink: Some(if opts.background { Sink::background(c, thread_cpu.clone()) } else { Sink::Inline(c) }),
             meta,
             v2p: V2p::Unrecorded,
             filter,
@@ -213,6 +238,7 @@ impl TraceWriter {
             footprint: None,
             records: 0,
             prev_time: 0,
+            thread_cpu,
         };
         w.ready();
         Ok(w)
@@ -402,6 +428,12 @@ impl TraceWriter {
         self.stats.no_pages();
     }
 
+    /// The CPU time its compressing thread has taken, in ns, read once the writer has finished
+    /// (the thread adds it as it ends).
+    pub(crate) fn thread_cpu(&self) -> Arc<AtomicU64> {
+        self.thread_cpu.clone()
+    }
+
     /// `finish` for a writer that counted no pages, with the footprint it was given.
     pub(crate) fn finish_with_footprint(mut self, footprint_pages: u64) -> Result<TraceStats> {
         self.footprint = Some(footprint_pages);
@@ -491,44 +523,38 @@ pub(crate) fn share_planes(giver: &mut TraceWriter, twin: &mut TraceWriter) -> R
     let (share_tx, share_rx) = channel::<Vec<u8>>();
     let (gfree_tx, gfree) = channel::<Vec<u8>>();
     let (gtx, grx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
-    let gworker = std::thread::Builder::new()
-        .name("tiersim-trace-writer".into())
-        .spawn(move || {
-            let mut c = cg;
-            for buf in grx {
-                c.frame(&buf)?;
-                let _ = share_tx.send(buf);
-            }
-            Ok(c)
-        })
-        .expect("spawning the trace writer's thread");
+    let gworker = spawn_worker(giver.thread_cpu.clone(), move || {
+        let mut c = cg;
+        for buf in grx {
+            c.frame(&buf)?;
+            let _ = share_tx.send(buf);
+        }
+        Ok(c)
+    });
     giver.sink = Some(Sink::Background { tx: gtx, free: gfree, worker: gworker });
     let (tfree_tx, tfree) = channel::<Vec<u8>>();
     let (ttx, trx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
-    let tworker = std::thread::Builder::new()
-        .name("tiersim-trace-writer".into())
-        .spawn(move || {
-            let mut c = ct;
-            for addrs in trx {
-                let mut frame = share_rx
-                    .recv()
-                    .map_err(|_| Error::Sim("the virtual trace's writer stopped before the physical one".into()))?;
-                let n = addrs.len() / 8;
-                if frame.len() != n * RECORD_SIZE {
-                    return Err(Error::Sim(format!(
-                        "frame {}: {n} physical records against {} virtual ones",
-                        c.frames,
-                        frame.len() / RECORD_SIZE
-                    )));
-                }
-                frame[R_ADDR * n..(R_ADDR + 8) * n].copy_from_slice(&addrs);
-                c.frame(&frame)?;
-                let _ = gfree_tx.send(frame);
-                let _ = tfree_tx.send(addrs);
+    let tworker = spawn_worker(twin.thread_cpu.clone(), move || {
+        let mut c = ct;
+        for addrs in trx {
+            let mut frame = share_rx
+                .recv()
+                .map_err(|_| Error::Sim("the virtual trace's writer stopped before the physical one".into()))?;
+            let n = addrs.len() / 8;
+            if frame.len() != n * RECORD_SIZE {
+                return Err(Error::Sim(format!(
+                    "frame {}: {n} physical records against {} virtual ones",
+                    c.frames,
+                    frame.len() / RECORD_SIZE
+                )));
             }
-            Ok(c)
-        })
-        .expect("spawning the trace writer's thread");
+            frame[R_ADDR * n..(R_ADDR + 8) * n].copy_from_slice(&addrs);
+            c.frame(&frame)?;
+            let _ = gfree_tx.send(frame);
+            let _ = tfree_tx.send(addrs);
+        }
+        Ok(c)
+    });
     twin.sink = Some(Sink::Background { tx: ttx, free: tfree, worker: tworker });
     twin.groups = ADDR_GROUP;
     twin.ready();
