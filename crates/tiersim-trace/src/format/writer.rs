@@ -198,17 +198,22 @@ impl TraceWriter {
         tmp_name.push(name);
         tmp_name.push(format!(".tmp{}", std::process::id()));
         let tmp_path = path.with_file_name(tmp_name);
-        // Errors name the user's file, never the hidden temporary one.
-        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
-        // A valid but incomplete header from the start: an interrupted file is still readable.
-        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
-        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
         // Checksums let the reader tell corruption from valid data; they cost little to verify.
         cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
         cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
+        // Errors name the user's file, never the hidden temporary one.
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
+        // A valid but incomplete header from the start: an interrupted file is still readable.
+        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
+        if let Err(e) = file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)) {
+            // A full disk can take the file's name but not its first block: nothing is left.
+            drop(file);
+            let _ = std::fs::remove_file(&tmp_path);
+            return Err(Error::io(path, e));
+        }
         let frame_bytes = opts.frame_records * RECORD_SIZE;
         let c = Box::new(Compressor {
             path: path.to_owned(),
