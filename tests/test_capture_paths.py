@@ -150,6 +150,7 @@ def test_same_program_same_bytes(progs, tmp_path: Path, capfd, path: str):
     ("how", "keys", "mark", "sig"),
     [
         (["--valgrind-tool", "tiersim"], "3000000", ".tiersim-capture-", signal.SIGTERM),
+        (["--valgrind-tool", "tiersim"], "3000000", ".tiersim-capture-", signal.SIGINT),
         # The instrumented path merges while the program runs: the traces' temporary files
         # exist from the start, and the signal lands while both run.
         (["--instrumented"], "3000000", ".h.", signal.SIGTERM),
@@ -224,6 +225,73 @@ def test_full_disk_leaves_nothing(progs, tmp_path: Path, llc: str):
     assert proc.returncode == 1, stderr
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "h." in errors[0] and "File too large" in stderr, stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+@needs_valgrind
+def test_valgrind_tool_full_disk_leaves_nothing(progs, tmp_path: Path):
+    # The disk is full for the tool too: tiersim and Valgrind (its child) may write 1 MiB a
+    # file, and the tool's record files of 200,000 unfiltered keys need more. The tool stops the
+    # program and says why; tiersim makes that its one error and leaves nothing.
+    import resource
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = subprocess.run(
+        [
+            *tiersim_cmd(),
+            "capture",
+            "--llc",
+            "0",
+            "-o",
+            str(out_dir / "h.trace"),
+            "--",
+            str(progs["hashmap"]),
+            "200000",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY)),
+        timeout=600,
+    )
+    assert r.returncode == 1, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Valgrind tool stopped" in errors[0] and "disk full" in errors[0], r.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_instrumented_program_killed_mid_capture_leaves_nothing(progs, tmp_path: Path, sig: signal.Signals):
+    # The program crashes (or is killed) while tiersim merges its records into the traces,
+    # whose temporary files exist: an error, and neither a trace nor a temporary file is left.
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen(
+        [*tiersim_cmd(), "capture", "--instrumented", "-o", str(out_dir / "h.trace"), "--"]
+        + [str(progs["hashmap_i"]), "3000000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith(".h.") for p in out_dir.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.3)
+        # The program is the capture's child (tiersim runs it itself).
+        kids = [int(k) for t in Path(f"/proc/{proc.pid}/task").iterdir() for k in (t / "children").read_text().split()]
+        prog = [k for k in kids if Path(f"/proc/{k}/comm").read_text().strip() == "hashmap_i"]
+        assert len(prog) == 1, kids
+        os.kill(prog[0], sig)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "without running the tiersim runtime's exit handler" in errors[0], stderr
     assert sorted(p.name for p in out_dir.iterdir()) == []
 
 

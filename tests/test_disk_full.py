@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,3 +89,27 @@ def test_the_native_parquet_writer_reports_a_full_disk_with_errno_and_path(full_
         _native.write_parquet(str(path), [("a", "i64", list(range(100_000)))])
     assert exc.value.errno == errno.ENOSPC and exc.value.filename == str(path)
     assert exc.value.strerror == "No space left on device"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler")
+def test_capture_on_a_full_disk_leaves_nothing(full_fs: Path, tmp_path: Path) -> None:
+    """`tiersim capture` with its traces on the full filesystem, on the instrumented path and
+    (with Valgrind) the tool's: one line naming the user's trace, exit 1, and neither a trace
+    nor a temporary file (the temporary trace's name fits on a full disk, its header does not)."""
+    import tiersim
+
+    src = Path(__file__).resolve().parent / "capture" / "hashmap.c"
+    prog, obj, prog_i = tmp_path / "hashmap", tmp_path / "hashmap_i.o", tmp_path / "hashmap_i"
+    subprocess.run(["gcc", "-O1", "-o", str(prog), str(src)], check=True)
+    subprocess.run(["gcc", "-O1", "-fsanitize=thread", "-c", str(src), "-o", str(obj)], check=True)
+    runtime = tiersim.runtime_object(tmp_path / "cache")
+    subprocess.run(["gcc", str(obj), str(runtime), "-o", str(prog_i), "-pthread", "-ldl"], check=True)
+    cases = [["--instrumented", "--", str(prog_i), "3000"]]
+    if shutil.which("valgrind") is not None:
+        cases.append(["--", str(prog), "3000"])
+    for args in cases:
+        r = run_cli("capture", "-o", str(full_fs / "h.trace"), *args)
+        assert r.returncode == 1, (args, r.stderr)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: no space left writing {full_fs / 'h.trace'}"], (args, r.stderr)
+        assert sorted(p.name for p in full_fs.iterdir()) == ["filler"], args

@@ -558,6 +558,15 @@ def capture_instrumented(
     return _result(argv, returncode, out_path, virt_path, end - start, report)
 
 
+def _no_space(d: Path) -> bool:
+    """Whether the filesystem of `d` is full (less than 64 KiB left)."""
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 << 10
+
+
 def _capture_files(
     cmd: list[str],
     argv: Sequence[str],
@@ -597,8 +606,16 @@ def _capture_files(
         log = trace_dir / "valgrind.log"
         messages = log.read_text(errors="replace").splitlines() if log.exists() else []
         if tool and not (trace_dir / "summary").exists():
-            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
             runner = Path(cmd[0]).name
+            # The tool stopped the program itself (its records could not be written: a full
+            # disk), and said why in Valgrind's log.
+            stopped = [m.split("tiersim tool: ", 1)[1] for m in messages if "tiersim tool: " in m]
+            if stopped:
+                raise TiersimError(f"tiersim's Valgrind tool stopped '{argv[0]}': {stopped[-1]}")
+            if not messages and _no_space(trace_dir):
+                # Not even Valgrind's log could be written.
+                raise TiersimError(f"no space left writing {out_path}")
+            # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
             raise TiersimError(
                 f"{runner} ran no instruction of '{argv[0]}' ({runner} exit status {returncode}); its message is "
                 + ("\n" + "\n".join(messages[-20:]) if messages else "above")

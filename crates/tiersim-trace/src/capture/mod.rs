@@ -39,7 +39,7 @@ use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
 use crate::format::{
-    check_page_size, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
+    check_page_size, share_planes, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
 };
 use cache::{Cache, CacheConfig, Outcome};
 use translate::{translator, Force, Translator};
@@ -206,6 +206,9 @@ pub struct CaptureReport {
     pub thread_numbering: &'static str,
     /// The resolved parameters, as TOML values.
     pub params: serde_json::Value,
+    /// CPU time of the traces' compressing threads (both traces), beside the thread that makes
+    /// the records.
+    pub compress_cpu_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -645,9 +648,14 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
         _ => (req.out, None),
     };
     let mut virt = create(virt_path, AddrKind::Virtual)?;
-    if phys.is_some() {
+    let mut phys = phys;
+    if let Some((w, _)) = &mut phys {
         // The translator counts the virtual pages as it maps them.
         virt.count_no_pages();
+        // The physical records are the virtual ones (checked by that writer) at other
+        // addresses, and their frames share every plane but the addresses'.
+        w.trust_records();
+        share_planes(&mut virt, w)?;
     }
     let mut p = Pipeline {
         caches: Caches { config: s.cache, per_cpu: s.per_cpu, caches: FxHashMap::default() },
@@ -682,6 +690,7 @@ fn finish(
     let threads = p.thread_reports();
     let virt_path = req.virt_out.unwrap_or(req.out);
     let Pipeline { virt, phys, records, .. } = p;
+    let meters: Vec<_> = std::iter::once(virt.thread_cpu()).chain(phys.iter().map(|(w, _)| w.thread_cpu())).collect();
     let (mode, note, pages_mapped, pages_unresolved, remaps) = match &phys {
         Some((_, t)) => (t.mode().name(), t.note.clone(), t.frames.len() as u64, t.unresolved, t.remaps),
         None => ("none", "virtual addresses only".to_owned(), 0, 0, 0),
@@ -724,6 +733,7 @@ fn finish(
         threads,
         thread_numbering: n.thread_numbering,
         params: serde_json::to_value(params.to_toml()).unwrap_or_default(),
+        compress_cpu_s: meters.iter().map(|m| m.load(Ordering::Relaxed)).sum::<u64>() as f64 / 1e9,
     })
 }
 

@@ -2,6 +2,7 @@
 //! reader's record checks done on the planes directly.
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 use tiersim_core::Access;
 
@@ -25,11 +26,27 @@ pub(crate) fn shuffle(rows: &[u8], planes: &mut Vec<u8>) {
     shuffle_into(rows, planes, n, 0);
 }
 
+/// The plane groups of a whole frame: bytes 0..8 (time), 8..16 (address) and 16..24 (cpu,
+/// size, op, flags) of each record, 8 planes a group.
+pub(crate) const ALL_GROUPS: Range<usize> = 0..RECORD_SIZE / 8;
+/// The address's plane group alone: what differs between a capture's two traces.
+pub(crate) const ADDR_GROUP: Range<usize> = R_ADDR / 8..R_ADDR / 8 + 1;
+
 /// Rows of whole records into places `at..` of the byte planes of a frame of `n` records
 /// (`planes` is `n` x 24 bytes): the writer shuffles records as they come, in blocks of 64.
+#[cfg(test)]
 pub(crate) fn shuffle_into(rows: &[u8], planes: &mut [u8], n: usize, at: usize) {
+    shuffle_groups_into(rows, planes, n, at, ALL_GROUPS)
+}
+
+/// `shuffle_into` for the planes of plane groups `groups` only (see `ALL_GROUPS`): `planes` is
+/// `n` x 8 bytes a group, the groups' planes in order.
+pub(crate) fn shuffle_groups_into(rows: &[u8], planes: &mut [u8], n: usize, at: usize, groups: Range<usize>) {
     let k = rows.len() / RECORD_SIZE;
-    assert!(at + k <= n && planes.len() == n * RECORD_SIZE, "{k} records at {at} of a frame of {n}");
+    assert!(
+        at + k <= n && groups.end <= ALL_GROUPS.end && planes.len() == n * 8 * groups.len(),
+        "{k} records at {at} of a frame of {n}"
+    );
     if k == 0 {
         return;
     }
@@ -39,29 +56,30 @@ pub(crate) fn shuffle_into(rows: &[u8], planes: &mut [u8], n: usize, at: usize) 
         for start in (0..whole).step_by(sse2::SHUFFLE_RECORDS) {
             // SAFETY: SSE2 is part of the x86_64 baseline; the loads and stores are slices
             // checked in bounds.
-            unsafe { sse2::shuffle64(rows, start, planes, n, at + start) };
+            unsafe { sse2::shuffle64(rows, start, planes, n, at + start, groups.clone()) };
         }
         whole
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
+    let first = groups.start * 8;
     for start in (done..k).step_by(SHUFFLE_BLOCK) {
         let end = (start + SHUFFLE_BLOCK).min(k);
         let block = &rows[start * RECORD_SIZE..end * RECORD_SIZE];
         for (b, plane) in planes.chunks_exact_mut(n).enumerate() {
             for (d, r) in plane[at + start..at + end].iter_mut().zip(block.chunks_exact(RECORD_SIZE)) {
-                *d = r[b];
+                *d = r[first + b];
             }
         }
     }
 }
 
-/// Move the planes of a frame laid out for `cap` records, of which the first `n` are filled, to
-/// their places in a frame of `n` records (the first `n` x 24 bytes of `planes`).
-pub(crate) fn compact_planes(planes: &mut [u8], cap: usize, n: usize) {
-    debug_assert!(n <= cap && planes.len() >= cap * RECORD_SIZE);
-    for b in 1..RECORD_SIZE {
-        planes.copy_within(b * cap..b * cap + n, b * n);
+/// Move the `planes` planes of a frame laid out for `cap` records, of which the first `n` are
+/// filled, to their places in a frame of `n` records (the first `n` x `planes` bytes of `buf`).
+pub(crate) fn compact_planes(buf: &mut [u8], planes: usize, cap: usize, n: usize) {
+    debug_assert!(n <= cap && buf.len() >= cap * planes);
+    for b in 1..planes {
+        buf.copy_within(b * cap..b * cap + n, b * n);
     }
 }
 
@@ -181,7 +199,8 @@ mod sse2 {
     /// Records per call of `shuffle64`.
     pub(super) const SHUFFLE_RECORDS: usize = 64;
 
-    /// Records `start..start + 64` of `rows` into places `at..at + 64` of the `n`-record planes.
+    /// Records `start..start + 64` of `rows` into places `at..at + 64` of the `n`-record planes
+    /// of plane groups `groups` (8 bytes of the row a group; `planes` holds those groups' planes).
     ///
     /// Sixteen records at a time: eight registers hold 128 bytes, a byte's place 7 bits,
     /// register (3) then byte (4). Loaded as `unpacklo_epi8(row m, row m + 8)` for m in 0..8,
@@ -192,10 +211,18 @@ mod sse2 {
     /// planes of a frame of 64Ki records start 64 KiB apart, in the same L1 sets, and stores of
     /// 16 bytes to 24 of them in turn evicted each line before it was whole.
     #[inline(always)]
-    pub(super) unsafe fn shuffle64(rows: &[u8], start: usize, planes: &mut [u8], n: usize, at: usize) {
+    pub(super) unsafe fn shuffle64(
+        rows: &[u8],
+        start: usize,
+        planes: &mut [u8],
+        n: usize,
+        at: usize,
+        groups: std::ops::Range<usize>,
+    ) {
         const R: usize = super::RECORD_SIZE;
         let rows = &rows[start * R..(start + SHUFFLE_RECORDS) * R];
-        for g in 0..R / 8 {
+        let first = groups.start;
+        for g in groups {
             let mut out = [[_mm_setzero_si128(); SHUFFLE_RECORDS / 16]; 8];
             for q in 0..SHUFFLE_RECORDS / 16 {
                 let row = |r: usize| {
@@ -220,7 +247,7 @@ mod sse2 {
                 }
             }
             for (k, v) in out.iter().enumerate() {
-                let d = &mut planes[(8 * g + k) * n + at..][..SHUFFLE_RECORDS];
+                let d = &mut planes[(8 * (g - first) + k) * n + at..][..SHUFFLE_RECORDS];
                 for (q, v) in v.iter().enumerate() {
                     _mm_storeu_si128(d[16 * q..].as_mut_ptr().cast(), *v);
                 }
@@ -386,6 +413,33 @@ mod tests {
                 .map(|(j, k)| rows[j * RECORD_SIZE + k])
                 .collect();
             assert!(planes == want, "n {n}");
+        }
+    }
+
+    /// A group's planes alone are that group's planes of the whole shuffle, at any offset.
+    #[test]
+    fn shuffle_of_one_group_is_its_planes_of_the_whole() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for (n, at) in [(1usize, 0usize), (64, 0), (200, 7), (1000, 64), (SHUFFLE_BLOCK + 31, 100)] {
+            let k = n - at;
+            let rows: Vec<u8> = (0..k * RECORD_SIZE)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let mut whole = vec![0u8; n * RECORD_SIZE];
+            shuffle_into(&rows, &mut whole, n, at);
+            for g in ALL_GROUPS {
+                let mut part = vec![0u8; n * 8];
+                shuffle_groups_into(&rows, &mut part, n, at, g..g + 1);
+                for b in 0..8 {
+                    let p = 8 * g + b;
+                    assert!(part[b * n + at..(b + 1) * n] == whole[p * n + at..(p + 1) * n], "n {n} plane {p}");
+                }
+            }
         }
     }
 

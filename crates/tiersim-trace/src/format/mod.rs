@@ -74,6 +74,7 @@ mod writer;
 
 pub use header::*;
 pub use reader::{inspect, verify, TraceReader};
+pub(crate) use writer::share_planes;
 pub use writer::{TraceWriter, WriterOptions};
 
 pub const MAGIC: [u8; 8] = *b"TIERSIM\0";

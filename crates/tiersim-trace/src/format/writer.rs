@@ -5,14 +5,17 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tiersim_core::{Access, Error, Result};
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
-use super::frames::{compact_planes, shuffle_into, SHUFFLE_RUN};
+use super::frames::{compact_planes, shuffle_groups_into, ADDR_GROUP, ALL_GROUPS, SHUFFLE_RUN};
 use super::*;
 
 /// Compression settings of a `TraceWriter`; they do not change what a reader sees.
@@ -79,22 +82,42 @@ enum Sink {
     },
 }
 
+/// CPU time of the calling thread, in ns.
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the struct it is given.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// A background writer's thread running `work`, its CPU time added to `meter` when it ends.
+fn spawn_worker(
+    meter: Arc<AtomicU64>,
+    work: impl FnOnce() -> Result<Box<Compressor>> + Send + 'static,
+) -> JoinHandle<Result<Box<Compressor>>> {
+    std::thread::Builder::new()
+        .name("tiersim-trace-writer".into())
+        .spawn(move || {
+            let r = work();
+            meter.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+            r
+        })
+        .expect("spawning the trace writer's thread")
+}
+
 impl Sink {
-    fn background(c: Box<Compressor>) -> Sink {
+    fn background(c: Box<Compressor>, meter: Arc<AtomicU64>) -> Sink {
         let (tx, rx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
         let (free_tx, free): (Sender<Vec<u8>>, _) = channel();
-        let worker = std::thread::Builder::new()
-            .name("tiersim-trace-writer".into())
-            .spawn(move || {
-                let mut c = c;
-                for buf in rx {
-                    c.frame(&buf)?;
-                    // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
-                    let _ = free_tx.send(buf);
-                }
-                Ok(c)
-            })
-            .expect("spawning the trace writer's thread");
+        let worker = spawn_worker(meter, move || {
+            let mut c = c;
+            for buf in rx {
+                c.frame(&buf)?;
+                // Its bytes stay: a frame of planes is overwritten whole (TraceWriter::ready).
+                let _ = free_tx.send(buf);
+            }
+            Ok(c)
+        });
         Sink::Background { tx, free, worker }
     }
 
@@ -128,6 +151,12 @@ pub struct TraceWriter {
     fill: usize,
     /// Shuffling: rows waiting to be placed in the planes, fewer than `SHUFFLE_RUN` records.
     stage: Vec<u8>,
+    /// Shuffling: the plane groups `frame` holds (`ALL_GROUPS`, or `ADDR_GROUP` for a writer
+    /// that takes the others from its twin's frames: `share_planes`).
+    groups: Range<usize>,
+    /// The records given were checked already (by the twin whose records they are, at other
+    /// addresses): `write_all` does not check them again.
+    trusted: bool,
     stats: StatsBuilder,
     /// False when the caller gives the statistics to `finish_with` instead.
     counting: bool,
@@ -138,6 +167,8 @@ pub struct TraceWriter {
     /// Records written.
     records: u64,
     prev_time: u64,
+    /// CPU time of the background thread(s) that have ended, in ns.
+    thread_cpu: Arc<AtomicU64>,
 }
 
 impl TraceWriter {
@@ -167,17 +198,22 @@ impl TraceWriter {
         tmp_name.push(name);
         tmp_name.push(format!(".tmp{}", std::process::id()));
         let tmp_path = path.with_file_name(tmp_name);
-        // Errors name the user's file, never the hidden temporary one.
-        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
-        // A valid but incomplete header from the start: an interrupted file is still readable.
-        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
-        file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)).map_err(|e| Error::io(path, e))?;
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
         // Checksums let the reader tell corruption from valid data; they cost little to verify.
         cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
         cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
+        // Errors name the user's file, never the hidden temporary one.
+        let mut file = File::create(&tmp_path).map_err(|e| Error::io(path, e))?;
+        // A valid but incomplete header from the start: an interrupted file is still readable.
+        let filter = if opts.shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
+        if let Err(e) = file.write_all(&encode_header(&meta, V2p::Unrecorded, filter, 0, 0, None)) {
+            // A full disk can take the file's name but not its first block: nothing is left.
+            drop(file);
+            let _ = std::fs::remove_file(&tmp_path);
+            return Err(Error::io(path, e));
+        }
         let frame_bytes = opts.frame_records * RECORD_SIZE;
         let c = Box::new(Compressor {
             path: path.to_owned(),
@@ -187,10 +223,11 @@ impl TraceWriter {
             pos: HEADER_SIZE as u64,
             frames: 0,
         });
+        let thread_cpu = Arc::new(AtomicU64::new(0));
         let mut w = TraceWriter {
             path: path.to_owned(),
             tmp_path,
-            sink: Some(if opts.background { Sink::background(c) } else { Sink::Inline(c) }),
+            sink: Some(if opts.background { Sink::background(c, thread_cpu.clone()) } else { Sink::Inline(c) }),
             meta,
             v2p: V2p::Unrecorded,
             filter,
@@ -198,12 +235,15 @@ impl TraceWriter {
             frame: Vec::with_capacity(frame_bytes),
             fill: 0,
             stage: Vec::with_capacity(if opts.shuffle { SHUFFLE_RUN * RECORD_SIZE } else { 0 }),
+            groups: ALL_GROUPS,
+            trusted: false,
             stats: StatsBuilder::new(meta.time_unit, meta.page_size),
             counting: true,
             given: None,
             footprint: None,
             records: 0,
             prev_time: 0,
+            thread_cpu,
         };
         w.ready();
         Ok(w)
@@ -256,9 +296,13 @@ impl TraceWriter {
         let ns = self.meta.time_unit == TimeUnit::Ns;
         let mut prev = self.prev_time;
         let mut ok = true;
-        for a in accesses {
-            ok &= (a.size != 0) & (a.cpu < MAX_CPUS) & (!ns | (a.time >= prev));
-            prev = a.time;
+        if self.trusted {
+            prev = accesses.last().map_or(prev, |a| a.time);
+        } else {
+            for a in accesses {
+                ok &= (a.size != 0) & (a.cpu < MAX_CPUS) & (!ns | (a.time >= prev));
+                prev = a.time;
+            }
         }
         if !ok {
             for a in accesses {
@@ -296,7 +340,7 @@ impl TraceWriter {
                     if staged == 0 && have >= SHUFFLE_RUN && room >= SHUFFLE_RUN {
                         // Whole runs straight from the caller's rows into the planes.
                         let n = have.min(room) / SHUFFLE_RUN * SHUFFLE_RUN;
-                        shuffle_into(&rows[..n * R], &mut self.frame, cap, self.fill);
+                        shuffle_groups_into(&rows[..n * R], &mut self.frame, cap, self.fill, self.groups.clone());
                         self.fill += n;
                         rows = &rows[n * R..];
                     } else {
@@ -318,7 +362,7 @@ impl TraceWriter {
 
     /// The staged rows into the planes.
     fn place_stage(&mut self) {
-        shuffle_into(&self.stage, &mut self.frame, self.frame_records, self.fill);
+        shuffle_groups_into(&self.stage, &mut self.frame, self.frame_records, self.fill, self.groups.clone());
         self.fill += self.stage.len() / RECORD_SIZE;
         self.stage.clear();
     }
@@ -329,7 +373,7 @@ impl TraceWriter {
         self.fill = 0;
         match self.filter {
             FrameFilter::None => self.frame.clear(),
-            FrameFilter::Shuffle => self.frame.resize(self.frame_records * RECORD_SIZE, 0),
+            FrameFilter::Shuffle => self.frame.resize(self.frame_records * 8 * self.groups.len(), 0),
         }
     }
 
@@ -342,8 +386,9 @@ impl TraceWriter {
         }
         if self.filter == FrameFilter::Shuffle && self.fill < self.frame_records {
             // A short frame (the last): its planes are `fill` records apart.
-            compact_planes(&mut self.frame, self.frame_records, self.fill);
-            self.frame.truncate(self.fill * RECORD_SIZE);
+            let planes = 8 * self.groups.len();
+            compact_planes(&mut self.frame, planes, self.frame_records, self.fill);
+            self.frame.truncate(self.fill * planes);
         }
         let sent = match self.sink.as_mut().ok_or_else(|| Error::Sim("trace writer used after finish".into()))? {
             Sink::Inline(c) => {
@@ -375,11 +420,23 @@ impl TraceWriter {
         self.counting = false;
     }
 
+    /// The records given were checked by another writer (`trusted`): a capture's physical trace,
+    /// whose records are the virtual trace's at other addresses.
+    pub(crate) fn trust_records(&mut self) {
+        self.trusted = true;
+    }
+
     /// Count everything but the pages: the caller knows the footprint and gives it to
     /// `finish_with_footprint` (a capture's virtual trace, whose pages the translator counts as
     /// it maps them).
     pub(crate) fn count_no_pages(&mut self) {
         self.stats.no_pages();
+    }
+
+    /// The CPU time its compressing thread has taken, in ns, read once the writer has finished
+    /// (the thread adds it as it ends).
+    pub(crate) fn thread_cpu(&self) -> Arc<AtomicU64> {
+        self.thread_cpu.clone()
     }
 
     /// `finish` for a writer that counted no pages, with the footprint it was given.
@@ -444,6 +501,71 @@ impl TraceWriter {
     }
 }
 
+/// Make `twin` (a capture's physical trace) take every plane but the addresses' from `giver`'s
+/// frames (its virtual trace: the same records, in the same order, at other addresses), so that
+/// those 16 bytes of a record are shuffled once for both traces. `twin` shuffles the addresses'
+/// 8 planes alone; its compressing thread copies them into `giver`'s frame of the same records
+/// once `giver`'s thread has compressed it, compresses that, and hands the buffer back to
+/// `giver`. The bytes of both files are what they would be without.
+///
+/// Both must be shuffling, compressing in the background, of the same frame size, and have no
+/// records yet; `twin` must be given `giver`'s records, and no earlier than `giver` (its
+/// thread waits for `giver`'s frames).
+pub(crate) fn share_planes(giver: &mut TraceWriter, twin: &mut TraceWriter) -> Result<()> {
+    let fit = |w: &TraceWriter| {
+        w.filter == FrameFilter::Shuffle
+            && w.records == 0
+            && w.groups == ALL_GROUPS
+            && matches!(w.sink, Some(Sink::Background { .. }))
+    };
+    if !fit(giver) || !fit(twin) || giver.frame_records != twin.frame_records {
+        return Err(Error::Sim("share_planes: writers that cannot share their frames".into()));
+    }
+    let cg = giver.sink.take().expect("checked above").close()?;
+    let ct = twin.sink.take().expect("checked above").close()?;
+    // The giver's compressed frames to the twin's thread, and back to the giver once the twin's
+    // thread has compressed them too.
+    let (share_tx, share_rx) = channel::<Vec<u8>>();
+    let (gfree_tx, gfree) = channel::<Vec<u8>>();
+    let (gtx, grx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
+    let gworker = spawn_worker(giver.thread_cpu.clone(), move || {
+        let mut c = cg;
+        for buf in grx {
+            c.frame(&buf)?;
+            let _ = share_tx.send(buf);
+        }
+        Ok(c)
+    });
+    giver.sink = Some(Sink::Background { tx: gtx, free: gfree, worker: gworker });
+    let (tfree_tx, tfree) = channel::<Vec<u8>>();
+    let (ttx, trx) = sync_channel::<Vec<u8>>(BACKGROUND_QUEUE);
+    let tworker = spawn_worker(twin.thread_cpu.clone(), move || {
+        let mut c = ct;
+        for addrs in trx {
+            let mut frame = share_rx
+                .recv()
+                .map_err(|_| Error::Sim("the virtual trace's writer stopped before the physical one".into()))?;
+            let n = addrs.len() / 8;
+            if frame.len() != n * RECORD_SIZE {
+                return Err(Error::Sim(format!(
+                    "frame {}: {n} physical records against {} virtual ones",
+                    c.frames,
+                    frame.len() / RECORD_SIZE
+                )));
+            }
+            frame[R_ADDR * n..(R_ADDR + 8) * n].copy_from_slice(&addrs);
+            c.frame(&frame)?;
+            let _ = gfree_tx.send(frame);
+            let _ = tfree_tx.send(addrs);
+        }
+        Ok(c)
+    });
+    twin.sink = Some(Sink::Background { tx: ttx, free: tfree, worker: tworker });
+    twin.groups = ADDR_GROUP;
+    twin.ready();
+    Ok(())
+}
+
 impl Drop for TraceWriter {
     fn drop(&mut self) {
         if let Some(sink) = self.sink.take() {
@@ -505,4 +627,93 @@ fn frame_descriptor(seq: u64, records: usize, content: &[u8]) -> [u8; DESC_SIZE]
     d[16..20].copy_from_slice(&(records as u32).to_le_bytes());
     d[20..24].copy_from_slice(&frame_crc(seq, content).to_le_bytes());
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tiersim_core::Op;
+
+    /// Records as a capture makes them: the virtual ones and the same at other addresses.
+    fn twins(n: usize) -> (Vec<Access>, Vec<Access>) {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let virt: Vec<Access> = (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                Access {
+                    time: x % 50,
+                    addr: 0x7f00_0000_0000 + (x >> 20) % (1 << 30),
+                    cpu: (i % 3) as u32,
+                    size: 64,
+                    op: if x.is_multiple_of(5) { Op::Write } else { Op::Read },
+                    flags: 0,
+                }
+            })
+            .collect();
+        let phys = virt.iter().map(|a| Access { addr: (a.addr ^ 0x7f00_0000_0000) * 3, ..*a }).collect();
+        (virt, phys)
+    }
+
+    fn meta(addr_kind: AddrKind) -> TraceMeta {
+        TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: 4096 }
+    }
+
+    /// Two traces written with `share_planes` are byte for byte the traces written without,
+    /// for frames filled whole and short, the physical records given late and in other runs.
+    #[test]
+    fn shared_planes_write_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, frame_records, lag) in
+            [(0usize, 64usize, 0usize), (1, 64, 0), (1000, 64, 100), (5000, 256, 700), (4096, 1024, 1)]
+        {
+            let (virt, phys) = twins(n);
+            let opts = WriterOptions { level: 1, frame_records, shuffle: true, background: true };
+            let write = |shared: bool| -> (Vec<u8>, Vec<u8>) {
+                let (vp, pp) = (dir.path().join(format!("v{shared}")), dir.path().join(format!("p{shared}")));
+                let mut v = TraceWriter::create_with(&vp, meta(AddrKind::Virtual), opts).unwrap();
+                let mut p = TraceWriter::create_with(&pp, meta(AddrKind::Physical), opts).unwrap();
+                if shared {
+                    p.trust_records();
+                    share_planes(&mut v, &mut p).unwrap();
+                }
+                // The physical records follow the virtual ones `lag` behind, in runs of 37.
+                let mut done = 0;
+                for chunk in virt.chunks(100) {
+                    v.write_all(chunk).unwrap();
+                    let upto = (done + chunk.len()).saturating_sub(lag);
+                    while done < upto {
+                        let end = (done + 37).min(upto);
+                        p.write_all(&phys[done..end]).unwrap();
+                        done = end;
+                    }
+                }
+                v.finish().unwrap();
+                p.write_all(&phys[done..]).unwrap();
+                p.finish().unwrap();
+                (std::fs::read(&vp).unwrap(), std::fs::read(&pp).unwrap())
+            };
+            let alone = write(false);
+            let shared = write(true);
+            assert!(alone.0 == shared.0, "virtual trace, {n} records in frames of {frame_records}");
+            assert!(alone.1 == shared.1, "physical trace, {n} records in frames of {frame_records}");
+        }
+    }
+
+    /// The twin's thread reports a twin given more records than its giver.
+    #[test]
+    fn a_twin_with_more_records_than_its_giver_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let (virt, phys) = twins(300);
+        let opts = WriterOptions { level: 1, frame_records: 64, shuffle: true, background: true };
+        let mut v = TraceWriter::create_with(&dir.path().join("v"), meta(AddrKind::Virtual), opts).unwrap();
+        let mut p = TraceWriter::create_with(&dir.path().join("p"), meta(AddrKind::Physical), opts).unwrap();
+        share_planes(&mut v, &mut p).unwrap();
+        v.write_all(&virt[..100]).unwrap();
+        v.finish().unwrap();
+        p.write_all(&phys).unwrap_or(());
+        assert!(p.finish().is_err());
+        assert!(!dir.path().join("p").exists());
+    }
 }
