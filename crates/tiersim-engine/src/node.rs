@@ -152,8 +152,11 @@ impl Node {
     /// A frame for one of other software's pages demoted here; the caller has checked there is
     /// one.
     pub fn take_occupied(&mut self, file: bool) -> u32 {
-        let frame = self.take_frame();
-        self.used -= 1;
+        debug_assert!(self.free() > 0);
+        let frame = self.free_frames.pop().unwrap_or_else(|| {
+            self.next_frame += 1;
+            self.next_frame - 1
+        });
         self.occupied[file as usize].push(frame);
         frame
     }
