@@ -569,7 +569,8 @@ fn other_softwares_pages_are_demoted_before_the_traces() {
     // other software (`occupied`, a VM's tmpfs root): the first touches take DRAM to its low
     // watermark after 11 pages, so pages 11-13 spill. The failed promotion's kswapd demotes 3
     // pages: the 2 occupied ones, the oldest on the inactive list, then one of the trace's.
-    let p = plat(&TIERED.replacen("capacity = \"64KiB\"", "capacity = \"64KiB\"\noccupied = \"8KiB\"", 1), &[]);
+    let tiered = TIERED.replacen("capacity = \"64KiB\"", "capacity = \"64KiB\"\noccupied = \"8KiB\"", 1);
+    let p = plat(&tiered, &[]);
     let r = run_with(&p, "numab_tiering", &format!("{FAST_SCAN}scan_delay = \"10us\""), tiered_trace()).unwrap();
     let s = &r.summary;
     assert_eq!(u(s, &["tiering", "failed_promotions"]), 1, "{s}");
@@ -588,10 +589,7 @@ fn other_softwares_pages_are_demoted_before_the_traces() {
     assert_eq!(u(&r.summary["nodes"][0], &["occupied_pages"]), 2);
     assert_eq!(u(&r.summary["nodes"][0], &["final_pages"]), 11);
     // With swap and no demotion they are swapped out first (written, never read back).
-    let text = format!(
-        "{}[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"\n",
-        TIERED.replacen("capacity = \"64KiB\"", "capacity = \"64KiB\"\noccupied = \"8KiB\"", 1)
-    );
+    let text = format!("{tiered}[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"\n");
     let p = plat(&text, &["nodes.slow0.capacity=\"4KiB\""]);
     let a: Vec<_> = (0..20).map(|i| acc(0, i * 4096, Op::Write, 100_000)).collect();
     let s = run(&p, "linux_default", a).unwrap().summary;
