@@ -194,6 +194,26 @@ def test_signal_mid_capture_leaves_nothing(
     assert sorted(p.name for p in out_dir.iterdir()) == []
 
 
+def _capture_until_its_temporary_files(progs, out_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """An instrumented capture of hashmap_i into OUT_DIR/h.trace, returned once the traces'
+    temporary files exist (the program is running and tiersim merging)."""
+    out_dir.mkdir()
+    proc = subprocess.Popen(
+        [*tiersim_cmd(), "capture", "--instrumented", *args, "-o", str(out_dir / "h.trace"), "--"]
+        + [str(progs["hashmap_i"]), "3000000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".h.") for p in out_dir.iterdir()):
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate())
+        time.sleep(0.05)
+    return proc
+
+
 @pytest.mark.parametrize("llc", ["0", "32KiB"])
 def test_full_disk_leaves_nothing(progs, tmp_path: Path, llc: str):
     # The disk fills up mid-capture: once the traces' temporary files exist, tiersim's file-size
@@ -203,19 +223,8 @@ def test_full_disk_leaves_nothing(progs, tmp_path: Path, llc: str):
     import resource
 
     out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    proc = subprocess.Popen(
-        [*tiersim_cmd(), "capture", "--instrumented", "--llc", llc, "-o", str(out_dir / "h.trace"), "--"]
-        + [str(progs["hashmap_i"]), "3000000"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _capture_until_its_temporary_files(progs, out_dir, "--llc", llc)
     try:
-        deadline = time.monotonic() + 60
-        while not any(p.name.startswith(".h.") for p in out_dir.iterdir()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
         resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
         _, stderr = proc.communicate(timeout=300)
     finally:
@@ -265,19 +274,8 @@ def test_instrumented_program_killed_mid_capture_leaves_nothing(progs, tmp_path:
     # The program crashes (or is killed) while tiersim merges its records into the traces,
     # whose temporary files exist: an error, and neither a trace nor a temporary file is left.
     out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    proc = subprocess.Popen(
-        [*tiersim_cmd(), "capture", "--instrumented", "-o", str(out_dir / "h.trace"), "--"]
-        + [str(progs["hashmap_i"]), "3000000"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _capture_until_its_temporary_files(progs, out_dir)
     try:
-        deadline = time.monotonic() + 60
-        while not any(p.name.startswith(".h.") for p in out_dir.iterdir()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
         time.sleep(0.3)
         # The program is the capture's child (tiersim runs it itself).
         kids = [int(k) for t in Path(f"/proc/{proc.pid}/task").iterdir() for k in (t / "children").read_text().split()]

@@ -699,17 +699,14 @@ fn dax_writes_ns(p: &platform::Platform, reqs: &[(Option<u64>, u32, u64)], t0: u
     at - t0
 }
 
-#[test]
-fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commits_the_journal() {
-    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
-    let on = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"past_traced_end\""]);
-    // A 16-page file. Page 0 read (the file's blocks end at 4 KiB), then overwritten; pages 1-2
-    // written (past the end: two new blocks, zeroed first); 256 B written inside page 2 (below the
-    // end now: nothing new). Every write covers whole 256 B media lines, so after the 1 ms pause
-    // (10^6 instructions at 1 GHz) the device has nothing left to write back. Then fdatasync
-    // twice: the first commits the journal, the second finds nothing uncommitted.
+/// A 16-page file. Page 0 read (the file's blocks end at 4 KiB), then overwritten; pages 1-2
+/// written (past the end: two new blocks, zeroed first); 256 B written inside page 2 (below the
+/// end now: nothing new). Every write covers whole 256 B media lines, so after the 1 ms pause
+/// (10^6 instructions at 1 GHz) the device has nothing left to write back. Then fdatasync
+/// twice: the first commits the journal, the second finds nothing uncommitted.
+fn dax_allocating_trace() -> Vec<Access> {
     let pause = |a: Access| Access { time: 1_000_000, ..a };
-    let trace = with(
+    with(
         map(0, 16),
         [
             call(Op::Read, 0, 4096),
@@ -719,7 +716,14 @@ fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commi
             pause(sync(Op::Write, 0)),
             sync(Op::Write, 5),
         ],
-    );
+    )
+}
+
+#[test]
+fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commits_the_journal() {
+    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
+    let on = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"past_traced_end\""]);
+    let trace = dax_allocating_trace();
     let r = run(&on, trace.clone()).unwrap();
     let pc = &r.summary["page_cache"];
     let dax = &pc["dax"];
@@ -753,7 +757,7 @@ fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commi
 
 /// The blocks a DAX write allocates and the journal's are ext4's 4 KiB, whatever `os.page_size`
 /// is (ext4 refuses DAX for a block size other than the kernel's 4 KiB PAGE_SIZE): with 2 MiB
-/// pages the trace above zeroes the same two blocks, 8 KiB, and its commit writes the same 20
+/// pages `dax_allocating_trace` zeroes the same two blocks, 8 KiB, and its commit writes the same 20
 /// KiB, 9,462 ns of device time. (With the page as the block it allocated nothing and committed
 /// nothing: its new blocks fell inside the 2 MiB "block" the file's end was in; a write reaching
 /// a new 2 MiB would have zeroed all of it, and each commit written 10 MiB.)
@@ -761,18 +765,7 @@ fn a_dax_write_past_the_traced_end_zeroes_its_new_blocks_and_the_next_sync_commi
 fn dax_allocation_and_the_journal_use_4kib_blocks_with_2mib_pages() {
     let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
     let past = "storage.dax_new_blocks=\"past_traced_end\"";
-    let pause = |a: Access| Access { time: 1_000_000, ..a };
-    let trace = with(
-        map(0, 16),
-        [
-            call(Op::Read, 0, 4096),
-            call(Op::Write, 0, 4096),
-            call(Op::Write, 1, 8192),
-            call(Op::Write, 2, 256),
-            pause(sync(Op::Write, 0)),
-            sync(Op::Write, 5),
-        ],
-    );
+    let trace = dax_allocating_trace();
     let small = platform_with("8MiB", fsdax, &[past]);
     let huge = platform_with("8MiB", fsdax, &[past, "os.page_size=\"2MiB\""]);
     assert_eq!(huge.page_size, 2 << 20);

@@ -392,20 +392,25 @@ mod sse2 {
 mod tests {
     use super::*;
 
+    /// `n` records of xorshift bytes from the state `x`.
+    fn random_rows(x: &mut u64, n: usize) -> Vec<u8> {
+        (0..n * RECORD_SIZE)
+            .map(|_| {
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                *x as u8
+            })
+            .collect()
+    }
+
     /// The SIMD shuffle puts every byte where the definition does: byte k of record j at
     /// plane k, place j, for frames with and without a tail of fewer than 64 records.
     #[test]
     fn shuffle_places_each_byte_by_the_definition() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for n in [1usize, 15, 63, 64, 65, 200, 1000, SHUFFLE_BLOCK + 31] {
-            let rows: Vec<u8> = (0..n * RECORD_SIZE)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let rows = random_rows(&mut x, n);
             let mut planes = Vec::new();
             shuffle(&rows, &mut planes);
             let want: Vec<u8> = (0..RECORD_SIZE)
@@ -421,15 +426,7 @@ mod tests {
     fn shuffle_of_one_group_is_its_planes_of_the_whole() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for (n, at) in [(1usize, 0usize), (64, 0), (200, 7), (1000, 64), (SHUFFLE_BLOCK + 31, 100)] {
-            let k = n - at;
-            let rows: Vec<u8> = (0..k * RECORD_SIZE)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let rows = random_rows(&mut x, n - at);
             let mut whole = vec![0u8; n * RECORD_SIZE];
             shuffle_into(&rows, &mut whole, n, at);
             for g in ALL_GROUPS {
