@@ -502,8 +502,7 @@ def platform_toml(
     # is tmpfs; boots before 16:24 on 2026-11-29 did not report them): the oldest there, so
     # reclaim demotes them first. The active lists' part (about 400 pages: busybox and the
     # sampler, mapped and in use) stays out of the node as before.
-    lru = run.machine.get("lru", {})
-    lru0 = lru.get(0) or lru.get("0") or {}
+    lru0 = run.machine.get("lru", {}).get(0, {})
     occupied = [lru0.get("inactive_anon", 0) // 4, lru0.get("inactive_file", 0) // 4]
     fast = room + sum(occupied)
     slow = int(run.machine["nodes"][1]["MemTotal"]) // 4
