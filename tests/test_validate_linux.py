@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
-from tiersim.validate import linux, vm
+from tiersim.validate import kernel_trace, linux, vm
 
 DATA = Path(__file__).parent / "data" / "validate"
 # A real guest's output: kv (256 MiB, 8M ops) under tiering mode, recorded by the quick case.
@@ -267,6 +267,39 @@ def test_kernel_scan_passes_come_from_numa_scan_seq() -> None:
     assert linux.kernel_metrics(linux.SETTINGS["tiering"], [first, end])["scan_passes"] is None
 
 
+def test_kernel_trace_is_counted_as_the_guest_recorded_it() -> None:
+    # Real lines of a kv run under tiering mode (16:24-style boot with --kernel-trace), cut down.
+    events, stats = kernel_trace.parse((DATA / "kv-tiering-kernel-trace.txt").read_text().splitlines())
+    s = kernel_trace.summarize(events, stats)
+    assert s["buffer"] == {"entries": 1734 + 3964, "overrun": 0, "commit_overrun": 0, "dropped_events": 0}
+    # The fill's kswapd pass reclaims for ZONE_DMA (reclaim zone 0, a watermark boost's wake-up
+    # with no gfp flags): it skips the DMA32 pages above it, and pgscan counts them.
+    assert s["isolate_by_reclaim_zone"]["0"] == {"scanned": 37214, "skipped": 37213, "taken": 1}
+    assert s["isolate_by_reclaim_zone"]["3"] == {"scanned": 3 + 6, "skipped": 0, "taken": 9}
+    assert s["shrink_inactive"] == {"scanned": 37214 + 24, "reclaimed": 0, "kept": 1, "activated": 24}
+    assert s["kswapd_wakeups"] == {"prog gfp=none": 1, "sampler gfp=none": 1}
+    assert s["migrate"] == {
+        "compaction": {"succeeded": 0, "failed": 2},
+        "demotion": {"succeeded": 17, "failed": 0},
+        "numa_misplaced": {"succeeded": 1, "failed": 0},
+    }
+    # Times from the program's exec (6.511635 s): its second thread at 7.998194 s; the main
+    # thread's window at 7.511874 s returned early, the new thread's walked three VMAs. The
+    # sampler's own window is not the program's.
+    assert s["threads_created_s"] == [1.486559]
+    assert s["scan_windows"] == [
+        {"t_s": 1.000239, "pid": 133, "walked": False},
+        {"t_s": 2.598864, "pid": 134, "walked": True},
+    ]
+    # Hex flags and names stay text, counts are numbers, and the event's own pid does not hide
+    # the tracing task's.
+    exec_row = next(e for e in events if e["event"] == "task_newtask" and e["task"] == "prog")
+    assert exec_row["pid"] == 133 and exec_row["arg_pid"] == "134" and exec_row["clone_flags"] == "3d0f00"
+    env = kernel_trace.case_env()
+    assert "vmscan/mm_vmscan_lru_isolate" in env["KERNEL_TRACE_EVENTS"].split()
+    assert env["KERNEL_TRACE_FUNCTIONS"] == "task_numa_work change_prot_numa"
+
+
 def test_calibration_phases_are_parsed() -> None:
     out = GUEST_OUT_KSWAPD.replace(
         "@ calib begin", "@ calib begin\n@ calib_sweep 12170950 2097152\n@ calib_random 1451952590 4000000"
@@ -294,7 +327,7 @@ def test_hung_vm_is_stopped_and_leaves_no_result(tmp_path: Path) -> None:
 @needs_vm
 def test_quick_case_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "q"
-    r = _cli("validate", "linux", "--quick", "-o", str(out))
+    r = _cli("validate", "linux", "--quick", "--kernel-trace", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "daemon time scale" in r.stdout and "kv-tiering" in r.stdout
     doc = json.loads((out / "validate.json").read_text())
@@ -334,12 +367,30 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     # kswapd demoted pages in the guest, so the platform carries its measured cost.
     assert case["kswapd"]["page_cost_ns"] > 0 and case["kernel_kswapd_reclaimed"][0] > 0
     assert "kswapd_page_cost" in (out / "platforms" / "kv-tiering.toml").read_text()
+    # --kernel-trace: the guest's own events agree with its counters. Every demotion the sampler
+    # saw is a migration the trace recorded (kswapd may go on a little after the program ends,
+    # before recording stops), and the program's first scan window came at the quick case's
+    # scan delay (100 ms) after its exec, found numa_next_scan unset and did not walk.
+    kt = case["kernel_trace"][0]
+    assert kt["buffer"]["dropped_events"] == 0
+    demoted = kt["migrate"]["demotion"]["succeeded"]
+    assert m["demotions"]["kernel"] <= demoted <= 1.1 * m["demotions"]["kernel"] + 50
+    assert kt["migrate"]["numa_misplaced"]["succeeded"] >= m["promotions"]["kernel"]
+    assert sum(z["taken"] for z in kt["isolate_by_reclaim_zone"].values()) >= demoted
+    first = kt["scan_windows"][0]
+    assert 0.1 <= first["t_s"] < 0.2 and not first["walked"]
+    assert any(w["walked"] for w in kt["scan_windows"])
+    trace = pl.read_parquet(out / "kernel_trace.parquet")
+    assert set(trace["case"]) == {"kv-tiering"} and "mm_vmscan_lru_isolate" in set(trace["event"])
     # --replay: no boot, no capture; the same guest runs and traces give the same comparison.
     again_dir = tmp_path / "replayed"
     r = _cli("validate", "linux", "--replay", str(out), "-o", str(again_dir))
     assert r.returncode == 0, r.stderr
     replayed = json.loads((again_dir / "validate.json").read_text())
     assert replayed["cases"]["kv-tiering"]["metrics"] == m
+    assert replayed["cases"]["kv-tiering"]["kernel_trace"] == case["kernel_trace"]
+    no = _cli("validate", "linux", "--replay", str(out), "--kernel-trace", "-o", str(tmp_path / "r3"))
+    assert no.returncode != 0 and "a replay keeps whatever its boots recorded" in no.stderr
     assert replayed["guest_speed"] == doc["guest_speed"]
     bad = _cli("validate", "linux", "--replay", str(tmp_path / "nothing"), "-o", str(tmp_path / "r2"))
     assert bad.returncode != 0 and "not a `tiersim validate linux` result" in bad.stderr

@@ -51,6 +51,13 @@ def linux_cmd(
             help="Each case's daemon time scale: program = the program's own speed in the guest (its time there against tiersim's); calibration = the calibration program's, for every case.",
         ),
     ] = "program",
+    kernel_trace: Annotated[
+        bool,
+        typer.Option(
+            "--kernel-trace",
+            help="Record the guest kernel's reclaim and NUMA-scanner events (ftrace) during each run: kernel_trace.parquet and a summary per run in validate.json.",
+        ),
+    ] = False,
 ) -> None:
     """Boot Debian's 6.1 kernel in QEMU (a fast node with the CPUs, a slow CPU-less node in a lower
     memory tier), run each program there under each kernel setting, and replay the program's
@@ -68,6 +75,7 @@ def linux_cmd(
             timeout_s=timeout,
             replay=replay,
             time_scale=time_scale,
+            trace_kernel=kernel_trace,
             progress=lambda msg: err.print(msg, highlight=False),
         )
     sp = doc["guest_speed"]

@@ -27,7 +27,7 @@ from typing import Any
 
 import tiersim
 from tiersim import TiersimError
-from tiersim.validate import vm
+from tiersim.validate import kernel_trace, vm
 
 # The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
 # mm/memory-tiers.c and kernel/sched/fair.c for the promote rate limit and hot threshold).
@@ -717,12 +717,15 @@ def validate_linux(
     progress: Progress | None = None,
     replay: str | os.PathLike[str] | None = None,
     time_scale: str = "program",
+    trace_kernel: bool = False,
 ) -> dict[str, Any]:
     """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
-    and each boot's guest output). Built in a temporary directory beside it and renamed at the end,
-    so a failed validation leaves nothing that looks like a result. With `replay`, an earlier
-    result directory, no VM boots and nothing is captured: its guest runs and traces are taken
-    and only tiersim's side is run again (after a change to the model)."""
+    and each boot's guest output; with `trace_kernel`, the guest kernel's reclaim and scanning
+    events too: kernel_trace.parquet and each case's `kernel_trace` in validate.json). Built in a
+    temporary directory beside it and renamed at the end, so a failed validation leaves nothing
+    that looks like a result. With `replay`, an earlier result directory, no VM boots and nothing
+    is captured: its guest runs and traces are taken and only tiersim's side is run again (after a
+    change to the model)."""
     say = progress or (lambda _msg: None)
     tools = None if replay is not None else vm.find_tools()
     if replay is not None and not programs and not settings:
@@ -746,6 +749,8 @@ def validate_linux(
         raise TiersimError("runs must be at least 1")
     if time_scale not in TIME_SCALES:
         raise TiersimError(f"unknown time scale '{time_scale}': expected one of {', '.join(TIME_SCALES)}")
+    if trace_kernel and replay is not None:
+        raise TiersimError("--kernel-trace records a new boot: a replay keeps whatever its boots recorded")
     out = Path(out_dir)
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
@@ -763,6 +768,7 @@ def validate_linux(
             say,
             Path(replay) if replay is not None else None,
             time_scale,
+            trace_kernel,
         )
         work.rename(out)
     except BaseException:
@@ -782,6 +788,7 @@ def _validate(
     say: Progress,
     replay: Path | None = None,
     time_scale: str = "program",
+    trace_kernel: bool = False,
 ) -> dict[str, Any]:
     bins, traces = work / "bin", work / "traces"
     bins.mkdir()
@@ -789,7 +796,7 @@ def _validate(
     if replay is None:
         assert tools is not None
         knobs = QUICK_KNOBS if quick else KNOBS
-        cases = _boot_cases(work, tools, programs, settings, runs, quick, knobs, timeout_s, say)
+        cases = _boot_cases(work, tools, programs, settings, runs, quick, knobs, timeout_s, say, trace_kernel)
         ipas, captures = _capture_programs(work, programs, quick, say)
     else:
         old, cases = _replayed_cases(replay, work, programs, settings, say)
@@ -840,6 +847,7 @@ def _validate(
 
     results: dict[str, Any] = {}
     series_rows: list[dict[str, Any]] = []
+    trace_rows: list[dict[str, Any]] = []
     for cid, case in cases.items():
         say(f"tiersim {cid}")
         # The host's load changes over a matrix (other jobs share its cores), and with it the
@@ -898,6 +906,15 @@ def _validate(
             "regime": sim.summary.get("regime"),
         }
         series_rows += _series(cid, case, sim.timeseries, dc)
+        summaries = []
+        for r in range(len(case.runs)):
+            lines = kernel_trace.trace_lines((work / "guest" / f"{cid}-{r}" / "guest.out").read_text(errors="replace"))
+            if lines:
+                events, stats = kernel_trace.parse(lines)
+                summaries.append(kernel_trace.summarize(events, stats))
+                trace_rows += [{"case": cid, "run": r} | e for e in events]
+        if summaries:
+            results[cid]["kernel_trace"] = summaries
     first = next(iter(cases.values())).runs[0]
     doc = {
         "kernel": first.machine.get("kernel"),
@@ -913,6 +930,8 @@ def _validate(
     }
     (work / "validate.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     pl.DataFrame(series_rows, infer_schema_length=None).write_parquet(work / "series.parquet")
+    if trace_rows:
+        pl.DataFrame(trace_rows, infer_schema_length=None).write_parquet(work / "kernel_trace.parquet")
     from tiersim.validate.report import write_report
 
     write_report(work, doc, pl.read_parquet(work / "series.parquet"))
@@ -930,6 +949,7 @@ def _boot_cases(
     knobs: dict[str, int],
     timeout_s: float,
     say: Progress,
+    trace_kernel: bool = False,
 ) -> dict[str, Case]:
     """Every case's boots; each boot's guest output is kept under guest/CASE-RUN."""
     shape = vm.Shape()
@@ -949,6 +969,8 @@ def _boot_cases(
                 rdir = work / "guest" / f"{cid}-{r}"
                 rdir.mkdir(parents=True)
                 env = _case_env(case.program, case.setting, args, knobs)
+                if trace_kernel:
+                    env |= kernel_trace.case_env()
                 files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
                 vm.build_initramfs(tools, files, env, rdir / "initrd")
                 b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)

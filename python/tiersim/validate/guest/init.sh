@@ -21,6 +21,19 @@ done
 ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null || fail "ndctl create-namespace failed"
 daxctl reconfigure-device dax0.0 --mode=system-ram >/dev/null || fail "daxctl reconfigure-device failed"
 
+# With --kernel-trace: ftrace's buffer is sized (on node 0) before the free memory is reported, and
+# records only the program's run (tracing_on below).
+T=/sys/kernel/debug/tracing
+if [ -n "$KERNEL_TRACE_EVENTS" ]; then
+    echo 0 > $T/tracing_on
+    echo 0 > $T/options/overwrite
+    echo mono > $T/trace_clock
+    echo "$KERNEL_TRACE_KIB" > $T/buffer_size_kb || fail "cannot size the trace buffer"
+    for e in $KERNEL_TRACE_EVENTS; do echo 1 > $T/events/$e/enable || fail "no tracepoint $e"; done
+    echo "$KERNEL_TRACE_FUNCTIONS" > $T/set_ftrace_filter || fail "cannot trace $KERNEL_TRACE_FUNCTIONS"
+    echo function > $T/current_tracer || fail "no function tracer"
+fi
+
 for n in /sys/devices/system/node/node[0-9]*; do
     echo "@ node ${n##*node} cpus=$(cat $n/cpulist) $(awk '/MemTotal|MemFree/ {sub(":", "", $3); printf "%s=%s ", $3, $4}' $n/meminfo)"
 done
@@ -68,8 +81,14 @@ for n in /sys/devices/system/node/node[0-9]*; do
     echo "@ lru ${n##*node} $(awk '/Active\(anon\)|Inactive\(anon\)|Active\(file\)|Inactive\(file\)|Unevictable|Shmem:/ {
         k = tolower($3); sub(":", "", k); gsub(/[()]/, "_", k); sub(/_$/, "", k); printf "%s=%s ", k, $4}' $n/meminfo)"
 done
+[ -n "$KERNEL_TRACE_EVENTS" ] && { echo > $T/trace; echo 1 > $T/tracing_on; }
 echo "@ run begin"
 taskset -c "$CPUS" /sampler $INTERVAL_MS -- /prog $PROG_ARGS || fail "sampler failed"
+if [ -n "$KERNEL_TRACE_EVENTS" ]; then
+    echo 0 > $T/tracing_on
+    cat $T/per_cpu/cpu*/stats | sed 's/^/T /'
+    sed 's/^/T /' $T/trace
+fi
 echo "@ oom $(dmesg | grep -c "Out of memory")"
 echo "@ done"
 poweroff -f
