@@ -274,8 +274,10 @@ def test_kernel_trace_is_counted_as_the_guest_recorded_it() -> None:
     assert s["buffer"] == {"entries": 1734 + 3964, "overrun": 0, "commit_overrun": 0, "dropped_events": 0}
     # The fill's kswapd pass reclaims for ZONE_DMA (reclaim zone 0, a watermark boost's wake-up
     # with no gfp flags): it skips the DMA32 pages above it, and pgscan counts them.
-    assert s["isolate_by_reclaim_zone"]["0"] == {"scanned": 37214, "skipped": 37213, "taken": 1}
-    assert s["isolate_by_reclaim_zone"]["3"] == {"scanned": 3 + 6, "skipped": 0, "taken": 9}
+    assert s["isolate_by_reclaim_zone"] == {
+        "0": {"inactive_anon": {"scanned": 37214, "skipped": 37213, "taken": 1}},
+        "3": {"inactive_anon": {"scanned": 3 + 6, "skipped": 0, "taken": 9}},
+    }
     assert s["shrink_inactive"] == {"scanned": 37214 + 24, "reclaimed": 0, "kept": 1, "activated": 24}
     assert s["kswapd_wakeups"] == {"prog gfp=none": 1, "sampler gfp=none": 1}
     assert s["migrate"] == {
@@ -376,7 +378,8 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     demoted = kt["migrate"]["demotion"]["succeeded"]
     assert m["demotions"]["kernel"] <= demoted <= 1.1 * m["demotions"]["kernel"] + 50
     assert kt["migrate"]["numa_misplaced"]["succeeded"] >= m["promotions"]["kernel"]
-    assert sum(z["taken"] for z in kt["isolate_by_reclaim_zone"].values()) >= demoted
+    taken = sum(z.get("inactive_anon", {}).get("taken", 0) for z in kt["isolate_by_reclaim_zone"].values())
+    assert taken >= demoted
     first = kt["scan_windows"][0]
     assert 0.1 <= first["t_s"] < 0.2 and not first["walked"]
     assert any(w["walked"] for w in kt["scan_windows"])

@@ -96,11 +96,12 @@ def parse(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
 
 def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, Any]:
     """One boot's reclaim and scanning, as counts: kswapd's wake-ups by waker, its isolations per
-    reclaim zone index (skipped pages lie above it and count in pgscan), what shrink_inactive_list
+    reclaim zone index and list (skipped pages lie above it and count in pgscan; the active
+    lists' isolations are shrink_active_list's), what shrink_inactive_list
     did with the pages it took, migrations by reason, the program's thread creations and each
     scan window (walked: it called change_prot_numa)."""
     wakeups: Counter[str] = Counter()
-    isolate: dict[str, Counter[str]] = {}
+    isolate: dict[str, dict[str, Counter[str]]] = {}
     inactive: Counter[str] = Counter()
     active: Counter[str] = Counter()
     migrate: dict[str, Counter[str]] = {}
@@ -111,7 +112,8 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
         if ev == "mm_vmscan_wakeup_kswapd":
             wakeups[f"{r['task']} gfp={r.get('gfp_flags')}"] += 1
         elif ev == "mm_vmscan_lru_isolate":
-            c = isolate.setdefault(str(r.get("classzone", r.get("highest_zoneidx"))), Counter())
+            zone = str(r.get("classzone", r.get("highest_zoneidx")))
+            c = isolate.setdefault(zone, {}).setdefault(str(r.get("lru")), Counter())
             for k in ("nr_scanned", "nr_skipped", "nr_taken"):
                 c[k[3:]] += int(r.get(k, 0))
         elif ev == "mm_vmscan_lru_shrink_inactive":
@@ -136,7 +138,9 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
     return {
         "buffer": stats,
         "kswapd_wakeups": dict(wakeups),
-        "isolate_by_reclaim_zone": {k: dict(v) for k, v in sorted(isolate.items())},
+        "isolate_by_reclaim_zone": {
+            z: {lru: dict(c) for lru, c in sorted(v.items())} for z, v in sorted(isolate.items())
+        },
         "shrink_inactive": dict(inactive),
         "shrink_active": dict(active),
         "migrate": {k: dict(v) for k, v in sorted(migrate.items())},
