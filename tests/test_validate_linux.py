@@ -336,6 +336,10 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     # The VM's shape: node 1 (dax/kmem) in a lower memory tier than node 0.
     assert doc["vm"]["tiers"] == {"22": "1", "4": "0,2"}
     assert doc["vm"]["nodes"]["1"]["MemTotal"] == "524288"
+    # The two VM-wide settings that make node 0 act as one zone without fragmentation boosts.
+    assert doc["vm"]["sysctl"]["watermark_boost_factor"] == "0"
+    assert doc["vm"]["sysctl"]["lowmem_reserve_ratio"].startswith("1,")
+    assert doc["zones"]["0/DMA"]["protection"][3] == doc["zones"]["0/DMA32"]["managed"]
     sp = doc["guest_speed"]
     assert sp["daemon_time_scale"] == sp["calib_tiersim_s"] / sp["calib_guest_s"]
     assert 0 < sp["daemon_time_scale"] < 1  # TCG runs slower than the modelled CPU

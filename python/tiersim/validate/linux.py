@@ -919,7 +919,8 @@ def _validate(
     doc = {
         "kernel": first.machine.get("kernel"),
         "accel": first.accel,
-        "vm": asdict(vm.Shape()) | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"]},
+        "vm": asdict(vm.Shape())
+        | {"nodes": first.machine["nodes"], "tiers": first.machine["tiers"], "sysctl": first.machine["sysctl"]},
         "zones": first.machine["zones"],
         "knobs": knobs,
         "capture": CAPTURE_PARAMS,

@@ -40,6 +40,20 @@ done
 for t in /sys/devices/virtual/memory_tiering/memory_tier*; do
     echo "@ tier ${t##*memory_tier} nodes=$(cat $t/nodelist)"
 done
+# ZONE_DMA (16 MiB) keeps from user pages a reserve of 1/256 of the node's higher zones
+# (lowmem_reserve_ratio, mm/page_alloc.c setup_per_zone_lowmem_reserve): on a machine with
+# gigabytes that is more than the zone holds, so it never serves them nor balances kswapd
+# (pgdat_balanced takes any balanced zone); on this 200 MiB node it is 191 pages, and the zone
+# does both. A ratio of 1 gives it the big machine's behaviour.
+read -r _ rest < /proc/sys/vm/lowmem_reserve_ratio
+echo "1 $rest" > /proc/sys/vm/lowmem_reserve_ratio || fail "cannot set lowmem_reserve_ratio"
+echo "@ sysctl lowmem_reserve_ratio $(cat /proc/sys/vm/lowmem_reserve_ratio | tr ' \t' ',,' | tr -s ',')"
+# A movable allocation that has to steal a pageblock of another migratetype boosts the zone's
+# watermarks, and kswapd reclaims the boost (mm/page_alloc.c boost_watermark, 5.0+): on this node
+# a program's fill triggers several, each reclaiming about 1.5x the high watermark. tiersim has
+# no pageblocks; the reference runs without boosting.
+echo 0 > /proc/sys/vm/watermark_boost_factor || fail "cannot set watermark_boost_factor"
+echo "@ sysctl watermark_boost_factor $(cat /proc/sys/vm/watermark_boost_factor)"
 echo "@ min_free_kbytes $(cat /proc/sys/vm/min_free_kbytes)"
 echo "@ watermark_scale_factor $(cat /proc/sys/vm/watermark_scale_factor)"
 # Per zone: free pages, watermarks, managed pages and lowmem_reserve ("protection", indexed by the
