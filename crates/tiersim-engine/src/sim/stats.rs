@@ -154,6 +154,9 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     if eng.files.active() {
         summary["page_cache"] = eng.files.summary(eng.mem.page_size);
     }
+    if eng.futex.wait_records + eng.futex.wake_records > 0 {
+        summary["futex"] = eng.futex.summary();
+    }
     let unread = eng.files.stats.unread_first_touches;
     if unread > 0 {
         summary["notes"] = json!([format!(
