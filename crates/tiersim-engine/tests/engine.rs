@@ -1435,6 +1435,23 @@ fn a_futex_waiter_resumes_at_the_wakers_wake() {
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 1101);
 }
 
+/// A waiter with a lower CPU id than its waker resumes at the very time the waker goes on: the
+/// tie goes to the waiter (the lower id), as for any two CPUs issuing at once.
+#[test]
+fn a_woken_cpu_ties_with_its_waker() {
+    let trace = vec![
+        acc(1, 0x1000, Op::Read, 399), // CPU 1 at 399, done 500
+        futex(1, 0xe0, Op::Write, 0),  // wakes E at 500
+        futex(0, 0xe0, Op::Read, 0),   // CPU 0 waited from 0: resumes at 500
+        acc(0, 0x2000, Op::Read, 0),   // CPU 0 at 500 first (the lower id): done 601
+        acc(1, 0x3000, Op::Read, 0),   // CPU 1 at 500, 1 ns behind on the channel: done 602
+    ];
+    let r = run(&plat(&one_node(""), &[]), "linux_default", trace).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 602);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+    assert_eq!(u(&r.summary, &["futex", "wait_ns"]), 500);
+}
+
 /// A futex record of a size other than 1 is refused naming the record.
 #[test]
 fn a_malformed_futex_record_is_a_clear_error() {

@@ -49,6 +49,9 @@ pub(super) struct Futexes {
     pending_waits: Vec<VecDeque<(u64, usize)>>,
     /// CPUs blocked on a wake.
     pub(super) blocked: usize,
+    /// CPUs a wake just released, put back in the issue order by `wake_up` once the waking CPU
+    /// has its own next time (the order's `set_first` is for the CPU that just issued only).
+    pub(super) woken: Vec<(usize, u64)>,
     /// Per CPU blocked, its wait's own issue time (ps), for the time it waited.
     blocked_since: Vec<Option<u64>>,
     pub(super) stats: FutexStats,
@@ -143,10 +146,7 @@ impl Engine {
                     fx.pending_wakes[c].pop_front();
                     fx.wakes[id].at_ps = Some(issue_ps);
                     for w in std::mem::take(&mut fx.wakes[id].waiters) {
-                        let t = self.cpus[w].next_issue_ps.max(issue_ps);
-                        self.cpus[w].next_issue_ps = t;
-                        order.set(w, t);
-                        fx.blocked -= 1;
+                        fx.woken.push((w, issue_ps));
                     }
                 }
             }
@@ -175,6 +175,16 @@ impl Engine {
         cpu.done += 1;
         self.processed += 1;
         Served::Done
+    }
+
+    /// The CPUs the last wake released resume at the later of their wait's issue and the wake.
+    pub(super) fn wake_up(&mut self, fx: &mut Futexes, order: &mut IssueOrder) {
+        for (w, at_ps) in std::mem::take(&mut fx.woken) {
+            let t = self.cpus[w].next_issue_ps.max(at_ps);
+            self.cpus[w].next_issue_ps = t;
+            order.set(w, t);
+            fx.blocked -= 1;
+        }
     }
 
     /// No wake can come for the CPUs still blocked (defensive: pairing by file order leaves

@@ -872,10 +872,12 @@ pub fn simulate_with_future(
             let t = eng.cpu(c).next_issue_ps / 1000;
             eng.start_measuring(t);
         }
+        let mut woken = false;
         if a.flags == Access::FUTEX {
             if let futex::Served::Blocked = eng.futex(&mut feed.futex, c, a, &mut order) {
                 continue;
             }
+            woken = !feed.futex.woken.is_empty();
         } else if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpu_mut(c).next_issue_ps = retry_ps;
             order.set_first(c, retry_ps);
@@ -923,6 +925,9 @@ pub fn simulate_with_future(
                 order.idle(c);
                 feed.dry += 1;
             }
+        }
+        if woken {
+            eng.wake_up(&mut feed.futex, &mut order);
         }
         if feed.gated > 0 && eng.cpu(c).done >= feed.release_at[c] {
             feed.release(c, &mut eng, &mut order);
