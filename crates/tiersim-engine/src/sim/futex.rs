@@ -67,6 +67,8 @@ pub(crate) struct FutexStats {
     /// Measured waits that resumed later than their own issue time, and the time they added.
     pub(crate) delayed: u64,
     pub(crate) wait_ps: u64,
+    /// The same time per CPU (grown to the highest CPU that waited).
+    pub(crate) wait_ps_per_cpu: Vec<u64>,
 }
 
 impl FutexStats {
@@ -77,6 +79,13 @@ impl FutexStats {
             "paired_waits": self.paired,
             "delayed_waits": self.delayed,
             "wait_ns": self.wait_ps / 1000,
+            "wait_ns_per_cpu": self
+                .wait_ps_per_cpu
+                .iter()
+                .enumerate()
+                .filter(|(_, &ps)| ps > 0)
+                .map(|(c, &ps)| (c.to_string(), serde_json::Value::from(ps / 1000)))
+                .collect::<serde_json::Map<_, _>>(),
         })
     }
 }
@@ -165,6 +174,11 @@ impl Engine {
                 if self.measuring && end_ps > from {
                     fx.stats.delayed += 1;
                     fx.stats.wait_ps += end_ps - from;
+                    let per = &mut fx.stats.wait_ps_per_cpu;
+                    if per.len() <= c {
+                        per.resize(c + 1, 0);
+                    }
+                    per[c] += end_ps - from;
                 }
             }
         }
