@@ -1452,11 +1452,32 @@ fn a_woken_cpu_ties_with_its_waker() {
     assert_eq!(u(&r.summary, &["futex", "wait_ns"]), 500);
 }
 
-/// A futex record of a size other than 1 is refused naming the record.
+/// A futex record of a size other than 1 is refused naming the record; from a trace file, the
+/// file and the record's number in it.
 #[test]
 fn a_malformed_futex_record_is_a_clear_error() {
     let trace = vec![acc(0, 0x1000, Op::Read, 0), Access { size: 8, ..futex(0, 0xa0, Op::Write, 0) }];
-    let Err(e) = run(&plat(&one_node(""), &[]), "linux_default", trace) else { panic!("accepted") };
+    let Err(e) = run(&plat(&one_node(""), &[]), "linux_default", trace.clone()) else { panic!("accepted") };
     let e = e.to_string();
     assert!(e.contains("record #1") && e.contains("futex record") && e.contains("size 8"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("bad.trace");
+    let meta = TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Virtual, page_size: 4096 };
+    let mut w = tiersim_trace::TraceWriter::create(&path, meta).unwrap();
+    for a in (0..5).map(|i| acc(0, 0x1000 * (i + 1), Op::Read, 0)).chain(trace.into_iter().skip(1)) {
+        w.write(&a).unwrap();
+    }
+    w.finish().unwrap();
+    let r = tiersim_engine::run(&tiersim_engine::RunRequest {
+        platform: "dram_only",
+        overrides: &[],
+        policy: "linux_default",
+        policy_params: None,
+        trace: tiersim_engine::TraceInput::File(&path),
+        seed: 1,
+        options: SimOptions::default(),
+    });
+    let Err(e) = r else { panic!("accepted") };
+    let e = e.to_string();
+    assert!(e.starts_with(&format!("{}: record #5: a futex record", path.display())) && e.contains("size 8"), "{e}");
 }
