@@ -96,8 +96,8 @@ impl Access {
         self.flags & Access::DIRECT != 0
     }
 
-    /// Not an access (bit 3): a mapping record or a file sync record. Neither moves bytes nor
-    /// touches a page, so every tool that counts accesses leaves both out alike.
+    /// Not an access (bit 3): a mapping record, a file sync record or a futex record. None moves
+    /// bytes or touches a page, so every tool that counts accesses leaves them all out alike.
     #[inline]
     pub fn is_map(&self) -> bool {
         self.flags & Access::MAP != 0

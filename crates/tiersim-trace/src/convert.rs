@@ -622,7 +622,7 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         self.count += 1;
         if a.is_map() && !F::MAPS {
             return Err(Error::Sim(format!(
-                "{}: access {}: a file mapping record or a file sync record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                "{}: access {}: a file mapping record, file sync record or futex record (flag bit 3), which this text format cannot hold; convert to native or csv",
                 self.path.display(),
                 self.count
             )));
