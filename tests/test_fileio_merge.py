@@ -67,8 +67,7 @@ def test_waits_between_threads_become_futex_records(tmp_path: Path) -> None:
     C = 0x55_0000
     log = tmp_path / "calls"
     log.write_text(
-        f"B {MARKERS:#x} 1073741824 42\n"
-        f"42 0 Q {C:#x}\n42 1 K {C:#x}\n42 2 q {C:#x}\n42 3 Q {C:#x}\n42 4 q {C:#x}\n"
+        f"B {MARKERS:#x} 1073741824 42\n42 0 Q {C:#x}\n42 1 K {C:#x}\n42 2 q {C:#x}\n42 3 Q {C:#x}\n42 4 q {C:#x}\n"
     )
     mem = tmp_path / "mem.csv"
     mem.write_text(

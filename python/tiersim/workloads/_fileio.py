@@ -219,7 +219,12 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
         "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
         # Waits between threads (a shim built for them): waits begun and returned, wakes, and the
         # waits written as futex records (a wake of their word came while they waited).
-        "waits": {"begun": counts["Q"], "returned": counts["q"], "wakes": counts["K"], "recorded": counts["waits_paired"]},
+        "waits": {
+            "begun": counts["Q"],
+            "returned": counts["q"],
+            "wakes": counts["K"],
+            "recorded": counts["waits_paired"],
+        },
         "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
         "direct_calls": counts["direct_R"] + counts["direct_W"],
         "sync_calls": {"fsync": counts["fsync"], "fdatasync": counts["fdatasync"]},
