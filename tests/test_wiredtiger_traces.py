@@ -265,6 +265,8 @@ def test_the_group_commit_traces_carry_the_waits_between_threads() -> None:
         assert fx == {"wait": waits["recorded"], "wake": waits["wakes"]} and fx["wake"] > 0
     s = _run(wt.TRACES_DIR / "a_c64_sync_t8.trace", **wt.SSD)
     assert s["futex"]["delayed_waits"] > 1000 and s["futex"]["wait_ns"] > 0
+    r = run_cli("trace", "inspect", "--io", str(wt.TRACES_DIR / "a_c64_sync_t8.trace"))
+    assert r.returncode == 0 and "futex waits / wakes" in r.stdout and "1,852" in r.stdout, r.stderr
 
 
 def test_a_missing_trace_directory_without_the_packages_is_one_error(
