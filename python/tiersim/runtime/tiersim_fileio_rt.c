@@ -283,24 +283,35 @@ static void *cond_fn(const char *name) {
 static atomic_int waiting[WAITING_SLOTS];
 static unsigned slot_of(const void *m) { return (unsigned)(((uintptr_t)m >> 3) * 0x9E3779B1u) % WAITING_SLOTS; }
 
+/* TIERSIM_WAITS_MUTEX=0 leaves mutexes out (condition variables only), to measure their part. */
+static int mutex_waits = -1;
+
+static int mutexes_traced(void) {
+    if (mutex_waits < 0) {
+        const char *v = getenv("TIERSIM_WAITS_MUTEX");
+        mutex_waits = !(v != NULL && v[0] == '0');
+    }
+    return log_fd >= 0 && mutex_waits;
+}
+
 int pthread_mutex_lock(pthread_mutex_t *m) {
-    if (log_fd < 0)
+    if (!mutexes_traced())
         return __pthread_mutex_lock(m);
     int r = __pthread_mutex_trylock(m);
     if (r != EBUSY)
         return r;
     unsigned s = slot_of(m);
     atomic_fetch_add(&waiting[s], 1);
-    emit("Q %p", (void *)m);
+    emit("Q %p m", (void *)m);
     r = __pthread_mutex_lock(m);
     atomic_fetch_sub(&waiting[s], 1);
-    emit("q %p", (void *)m);
+    emit("q %p m", (void *)m);
     return r;
 }
 
 int pthread_mutex_unlock(pthread_mutex_t *m) {
-    if (log_fd >= 0 && atomic_load(&waiting[slot_of(m)]) > 0)
-        emit("K %p", (void *)m);
+    if (mutexes_traced() && atomic_load(&waiting[slot_of(m)]) > 0)
+        emit("K %p m", (void *)m);
     return __pthread_mutex_unlock(m);
 }
 

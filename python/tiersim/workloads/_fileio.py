@@ -44,7 +44,8 @@ class Call:
     direct: bool = False
     addr: int = 0
     datasync: bool = False
-    # A futex word (waits between threads: "Q" a wait begins, "q" it returned, "K" a wake).
+    # A futex word (waits between threads: "Q" a wait begins, "q" it returned, "K" a wake;
+    # `direct` then marks a mutex's, else a condition variable's).
     word: int = 0
 
 
@@ -108,7 +109,8 @@ def read_log(path: Path) -> FileLog:
         elif kind == "U":
             log.calls[i] = Call("U", -1, None, 0, int(p[2]), addr=int(p[1], 16))
         elif kind in ("Q", "q", "K"):
-            log.calls[i] = Call(kind, -1, word=int(p[1], 16))
+            # "m" after the word: a mutex's (else a condition variable's).
+            log.calls[i] = Call(kind, -1, word=int(p[1], 16), direct=len(p) > 2 and p[2] == "m")
     return log
 
 
@@ -197,6 +199,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                         began = waiting.pop((cpu, call.word), None)
                         if began is not None and wakes[call.word] > began:
                             counts["waits_paired"] += 1
+                            counts["mutex_waits_paired"] += call.direct
                             dst.write(f"{time},{cpu},R,{call.word:#x},1,8\n")
                         elif gaps:
                             carry[cpu] += int(time)
@@ -224,6 +227,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
             "returned": counts["q"],
             "wakes": counts["K"],
             "recorded": counts["waits_paired"],
+            "recorded_mutex": counts["mutex_waits_paired"],
         },
         "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
         "direct_calls": counts["direct_R"] + counts["direct_W"],
