@@ -1428,8 +1428,17 @@ fn a_futex_waiter_resumes_at_the_wakers_wake() {
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 1202);
     assert!(r.summary.get("futex").is_none());
     // With the threads started in file order the same: CPU 1 starts after #0 and #1 (at 1151).
-    let r = run(&plat(&one_node(""), &["host.thread_start=\"file_order\""]), "linux_default", no2).unwrap();
+    let r = run(&plat(&one_node(""), &["host.thread_start=\"file_order\""]), "linux_default", no2.clone()).unwrap();
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 1262);
+    // Open loop: every record at its own time (after its gap), the waits change nothing.
+    let open = plat(&one_node(""), &["host.mode=\"open\""]);
+    let with = run(&open, "linux_default", no2.clone()).unwrap();
+    // The same records with every wait on a word no wake names: nothing pairs.
+    let unpaired: Vec<Access> =
+        no2.iter().map(|&a| if a.is_futex() && a.op == Op::Read { Access { addr: 0xfff0, ..a } } else { a }).collect();
+    let without = run(&open, "linux_default", unpaired).unwrap();
+    assert_eq!(u(&with.summary, &["execution_time_ns"]), u(&without.summary, &["execution_time_ns"]));
+    assert_eq!(u(&with.summary, &["futex", "delayed_waits"]), 0);
     // Ending the replay before the wake (stats.replay_accesses = 1): the wait is never read.
     let r = run(&plat(&one_node(""), &["stats.replay_accesses=1"]), "linux_default", trace.clone()).unwrap();
     assert_eq!(u(&r.summary, &["execution_time_ns"]), 1101);

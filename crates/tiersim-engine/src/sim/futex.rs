@@ -160,7 +160,10 @@ impl Engine {
                 }
             }
         } else if let Some(&(p, id)) = fx.pending_waits.get(c).and_then(|q| q.front()) {
-            if p == pos {
+            if p == pos && self.open_loop {
+                // Open loop: records issue at their own times, so a wait changes nothing.
+                fx.pending_waits[c].pop_front();
+            } else if p == pos {
                 let Some(at_ps) = fx.wakes[id].at_ps else {
                     fx.wakes[id].waiters.push(c);
                     fx.blocked_since[c] = Some(issue_ps);

@@ -771,7 +771,7 @@ impl Feed {
     /// gets one: measuring starts at that record's own issue. No thread that starts after it in
     /// the file can be issued before it, and a thread already running whose later records are
     /// issued before it has run ahead of the program (the waits that held it back, a condition
-    /// variable or a timed sleep, are not in the trace).
+    /// variable or a timed sleep, are not in the trace, unless it has futex records).
     #[cold]
     fn mark(&mut self, eng: &Engine) {
         let Some(i) = self.warmup.checked_sub(self.read).map(|i| i as usize).filter(|&i| i < self.raw.len()) else {
