@@ -57,3 +57,33 @@ def test_accesses_inside_a_file_mapping_become_file_pages(tmp_path: Path) -> Non
     ]
     st = tiersim.trace_stats(out, max_points=2)
     assert st["by_kind"]["file_mapping"] == {"read_bytes": 64, "reads": 1, "write_bytes": 64, "writes": 1}
+
+
+def test_waits_between_threads_become_futex_records(tmp_path: Path) -> None:
+    # The shim built for waits (TIERSIM_WAITS): CPU 1 waits on word C twice, CPU 0 wakes it once
+    # between the first wait's start and return; the second wait returns with no wake since its
+    # start (a timeout): no record, its instructions carried to CPU 1's next record, as the
+    # first wait's start's are.
+    C = 0x55_0000
+    log = tmp_path / "calls"
+    log.write_text(
+        f"B {MARKERS:#x} 1073741824 42\n42 0 Q {C:#x}\n42 1 K {C:#x}\n42 2 q {C:#x}\n42 3 Q {C:#x}\n42 4 q {C:#x}\n"
+    )
+    mem = tmp_path / "mem.csv"
+    mem.write_text(
+        "# tiersim time_unit=instructions addr_kind=virtual page_size=4096\n"
+        "time,cpu,op,addr,size,file\n"
+        f"7,1,R,{MARKERS:#x},1,0\n"  # call 0: CPU 1 starts waiting after 7 instructions
+        f"20,0,R,{MARKERS + 64:#x},1,0\n"  # call 1: CPU 0 wakes C
+        f"3,1,R,{MARKERS + 128:#x},1,0\n"  # call 2: CPU 1's wait returns: a wait record, 7 + 3
+        f"4,1,R,{MARKERS + 192:#x},1,0\n"  # call 3: waits again
+        f"5,1,R,{MARKERS + 256:#x},1,0\n"  # call 4: returns, no wake since: dropped
+        "6,1,R,0x1000,64,0\n"  # CPU 1's next access carries 4 + 5
+    )
+    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
+    tiersim.convert(mem, src, dst_format="native", src_format="csv")
+    info = merge(src, log, out)
+    assert info["waits"] == {"begun": 2, "returned": 2, "wakes": 1, "recorded": 1, "recorded_mutex": 0}
+    assert info["markers_missing"] == 0
+    assert _records(out) == [f"20,0,W,{C:#x},1,8", f"10,1,R,{C:#x},1,8", "15,1,R,0x1000,64,0"]
+    assert tiersim.trace_stats(out, max_points=2)["futex_records"] == {"wait": 1, "wake": 1}

@@ -138,6 +138,11 @@ def test_wiredtiger_tiny_capture_has_threads_files_and_footprint(tmp_path: Path)
     # not more than its 1 MiB cache plus a few MiB of log buffers, the driver and libc.
     inuse = int(prog["cache_bytes_inuse"])
     assert inuse <= info["footprint_bytes"] <= int(prog["cache_bytes_max"]) + 8 * 2**20
+    # The recipe asks the shim for waits between threads: WiredTiger's server threads sleep on
+    # condition variables the others signal, so there are wakes, and every wait record written
+    # is a futex record the trace holds (docs/capture.md, "Waits between threads").
+    waits, fx = fio["waits"], tiersim.trace_stats(out, max_points=2)["futex_records"]
+    assert waits["wakes"] > 0 and fx == {"wait": waits["recorded"], "wake": waits["wakes"]}
 
 
 def test_bfs_capture_threads_footprint_and_repeatability(tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ impl Access {
     /// reaches it, and its time is that of any record (an instruction gap, or ns).
     ///
     /// Bit 3 marks every record that is not an access (`is_map`): with bit 0 only a mapping
-    /// record, with bits 0 and 1 a file sync record (`is_sync`).
+    /// record, with bits 0 and 1 a file sync record (`is_sync`), alone a futex record
+    /// (`is_futex`).
     pub const MAP: u8 = 8;
     /// The flags of a file sync record: bit 3 (not an access) with bits 0 and 1 (a system call on
     /// a file). A combination, not a new bit, because bit 3 already tells every reader that the
@@ -66,6 +67,15 @@ impl Access {
     /// older than sync records refuses such a trace naming the record instead of dropping the
     /// fsyncs unseen.
     pub const SYNC: u8 = Access::FILE | Access::SYSCALL | Access::MAP;
+    /// The flags of a futex record: bit 3 (not an access) alone. A wait between threads: op
+    /// `Read` says the thread resumed from a futex wait on the word at `addr` (a condition
+    /// variable, or a mutex whose lock reached the kernel), op `Write` that a thread woke the
+    /// waiters of that word. `addr` is only a key; `size` is 1. A waiter resumes no earlier than
+    /// the latest wake of its word before its wait record in the file, once that wake's CPU has
+    /// reached it (docs/model.md "Waits between threads"). Bit 3 alone, because the engine
+    /// refused it before futex records existed, so an older build rejects such a trace naming
+    /// the record instead of replaying it without its waits.
+    pub const FUTEX: u8 = Access::MAP;
     /// Bytes per unit of a mapping record's `size`: x86-64's base page, mmap's granularity.
     pub const MAP_UNIT: u64 = 4096;
     /// Every flag bit this build knows; readers reject the others.
@@ -86,8 +96,8 @@ impl Access {
         self.flags & Access::DIRECT != 0
     }
 
-    /// Not an access (bit 3): a mapping record or a file sync record. Neither moves bytes nor
-    /// touches a page, so every tool that counts accesses leaves both out alike.
+    /// Not an access (bit 3): a mapping record, a file sync record or a futex record. None moves
+    /// bytes or touches a page, so every tool that counts accesses leaves them all out alike.
     #[inline]
     pub fn is_map(&self) -> bool {
         self.flags & Access::MAP != 0
@@ -100,6 +110,12 @@ impl Access {
     #[inline]
     pub fn is_sync(&self) -> bool {
         self.flags & Access::SYNC == Access::SYNC
+    }
+
+    /// A futex record (`FUTEX`): op `Read` a wait that returned, op `Write` a wake.
+    #[inline]
+    pub fn is_futex(&self) -> bool {
+        self.flags == Access::FUTEX
     }
 
     /// The mapping records of a file mapped at `addr` for `bytes` bytes, all at

@@ -118,6 +118,13 @@ pub fn run_on(platform: &Platform, req: &RunRequest, progress: Option<&mut Progr
     };
     let result = with_progress(source.as_mut(), progress, |src| {
         sim::simulate_with_future(platform, policy, src, future, req.options)
+    })
+    .map_err(|e| match (e, &req.trace) {
+        // A malformed record the replay finds (a futex record's): the file and its record number.
+        (Error::Sim(msg), TraceInput::File(path)) if msg.starts_with("record #") => {
+            Error::Path { path: path.to_path_buf(), msg }
+        }
+        (e, _) => e,
     })?;
     let mut summary = result.summary;
     let (lens, lens_warning) = regime::lens(platform);

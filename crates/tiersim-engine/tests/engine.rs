@@ -1381,3 +1381,112 @@ fn time_series_is_coarsened_past_max_epochs() {
     assert!(!coarse.summary["timeseries"]["coarsened"].as_bool().unwrap());
     assert_eq!(coarse.timeseries, fine.timeseries);
 }
+
+fn futex(cpu: u32, word: u64, op: Op, gap: u64) -> Access {
+    Access { time: gap, addr: word, cpu, size: 1, op, flags: Access::FUTEX }
+}
+
+/// Futex records: a thread that waited in the kernel resumes at the waking thread's wake, in
+/// simulated time; a wait pairs only with the latest wake of its word earlier in the file, from
+/// another CPU; the test source's batches of 7 split the pairs.
+#[test]
+fn a_futex_waiter_resumes_at_the_wakers_wake() {
+    // One channel, 1 ns a transfer + 100 ns, 1 instruction = 1 ns, mlp 1.
+    let trace = vec![
+        acc(0, 0x1000, Op::Read, 1000), // #0: CPU 0 at 1000, done 1101
+        futex(0, 0xa0, Op::Write, 50),  // #1: CPU 0 wakes word A at 1101 + 50 = 1151
+        futex(1, 0xa0, Op::Read, 0),    // #2: CPU 1 waited on A: blocked from 0, resumes at 1151
+        futex(2, 0xa0, Op::Read, 2000), // #3: CPU 2 too, but reaches it at 2000: no delay
+        acc(1, 0x2000, Op::Read, 10),   // #4: CPU 1 at 1151 + 10 = 1161, done 1262
+        acc(0, 0x3000, Op::Read, 0),    // #5: CPU 0 at 1151, done 1252
+        futex(1, 0xb0, Op::Read, 0),    // #6: a wait with no wake of B before it: none
+        futex(0, 0xb0, Op::Write, 0),   // #7: (the wake after it in the file does not count)
+        futex(3, 0xc0, Op::Write, 0),   // #8: CPU 3 wakes C at 0 ...
+        futex(3, 0xc0, Op::Read, 0),    // #9: ... and its own wait on C waits for nothing
+        acc(2, 0x4000, Op::Read, 0),    // #10: CPU 2 at 2000, done 2101: the run's end
+    ];
+    let p = plat(&one_node(""), &[]);
+    let r = run(&p, "linux_default", trace.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 2101);
+    // The four reads; the futex records are no accesses.
+    assert_eq!(u(&r.summary, &["accesses"]), 4);
+    let f = &r.summary["futex"];
+    assert_eq!(
+        (u(f, &["wait_records"]), u(f, &["wake_records"]), u(f, &["paired_waits"]), u(f, &["delayed_waits"])),
+        (4, 3, 2, 1)
+    );
+    // CPU 1's wait: 0 -> 1151.
+    assert_eq!(u(f, &["wait_ns"]), 1151);
+    // CPU 1's read after the wait: issued at 1161, 101 ns; without the records it is issued at
+    // 10 and CPU 1 ends at 111. Without CPU 2 the run ends at CPU 1's 1262; without the futex
+    // records (and the wake's 50 instructions), at CPU 0's 1101 + 101 = 1202.
+    let no2: Vec<Access> = trace.iter().filter(|a| a.cpu != 2).copied().collect();
+    let r = run(&p, "linux_default", no2.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1262);
+    let plain: Vec<Access> = no2.iter().filter(|a| !a.is_futex()).copied().collect();
+    let r = run(&p, "linux_default", plain).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1202);
+    assert!(r.summary.get("futex").is_none());
+    // With the threads started in file order the same: CPU 1 starts after #0 and #1 (at 1151).
+    let r = run(&plat(&one_node(""), &["host.thread_start=\"file_order\""]), "linux_default", no2.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1262);
+    // Open loop: every record at its own time (after its gap), the waits change nothing.
+    let open = plat(&one_node(""), &["host.mode=\"open\""]);
+    let with = run(&open, "linux_default", no2.clone()).unwrap();
+    // The same records with every wait on a word no wake names: nothing pairs.
+    let unpaired: Vec<Access> =
+        no2.iter().map(|&a| if a.is_futex() && a.op == Op::Read { Access { addr: 0xfff0, ..a } } else { a }).collect();
+    let without = run(&open, "linux_default", unpaired).unwrap();
+    assert_eq!(u(&with.summary, &["execution_time_ns"]), u(&without.summary, &["execution_time_ns"]));
+    assert_eq!(u(&with.summary, &["futex", "delayed_waits"]), 0);
+    // Ending the replay before the wake (stats.replay_accesses = 1): the wait is never read.
+    let r = run(&plat(&one_node(""), &["stats.replay_accesses=1"]), "linux_default", trace.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1101);
+}
+
+/// A waiter with a lower CPU id than its waker resumes at the very time the waker goes on: the
+/// tie goes to the waiter (the lower id), as for any two CPUs issuing at once.
+#[test]
+fn a_woken_cpu_ties_with_its_waker() {
+    let trace = vec![
+        acc(1, 0x1000, Op::Read, 399), // CPU 1 at 399, done 500
+        futex(1, 0xe0, Op::Write, 0),  // wakes E at 500
+        futex(0, 0xe0, Op::Read, 0),   // CPU 0 waited from 0: resumes at 500
+        acc(0, 0x2000, Op::Read, 0),   // CPU 0 at 500 first (the lower id): done 601
+        acc(1, 0x3000, Op::Read, 0),   // CPU 1 at 500, 1 ns behind on the channel: done 602
+    ];
+    let r = run(&plat(&one_node(""), &[]), "linux_default", trace).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 602);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+    assert_eq!(u(&r.summary, &["futex", "wait_ns"]), 500);
+}
+
+/// A futex record of a size other than 1 is refused naming the record; from a trace file, the
+/// file and the record's number in it.
+#[test]
+fn a_malformed_futex_record_is_a_clear_error() {
+    let trace = vec![acc(0, 0x1000, Op::Read, 0), Access { size: 8, ..futex(0, 0xa0, Op::Write, 0) }];
+    let Err(e) = run(&plat(&one_node(""), &[]), "linux_default", trace.clone()) else { panic!("accepted") };
+    let e = e.to_string();
+    assert!(e.contains("record #1") && e.contains("futex record") && e.contains("size 8"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("bad.trace");
+    let meta = TraceMeta { time_unit: TimeUnit::Instructions, addr_kind: AddrKind::Virtual, page_size: 4096 };
+    let mut w = tiersim_trace::TraceWriter::create(&path, meta).unwrap();
+    for a in (0..5).map(|i| acc(0, 0x1000 * (i + 1), Op::Read, 0)).chain(trace.into_iter().skip(1)) {
+        w.write(&a).unwrap();
+    }
+    w.finish().unwrap();
+    let r = tiersim_engine::run(&tiersim_engine::RunRequest {
+        platform: "dram_only",
+        overrides: &[],
+        policy: "linux_default",
+        policy_params: None,
+        trace: tiersim_engine::TraceInput::File(&path),
+        seed: 1,
+        options: SimOptions::default(),
+    });
+    let Err(e) = r else { panic!("accepted") };
+    let e = e.to_string();
+    assert!(e.starts_with(&format!("{}: record #5: a futex record", path.display())) && e.contains("size 8"), "{e}");
+}

@@ -567,12 +567,18 @@ impl LineParser for Csv {
             Some(&"7") => Access::FILE | Access::SYSCALL | Access::DIRECT,
             Some(&"9") => Access::FILE | Access::MAP,
             Some(&"11") => Access::SYNC,
+            Some(&"8") => Access::FUTEX,
             Some(v) => {
                 return Err(format!(
-                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call), 9 (file mapping record) or 11 (file sync record)"
+                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call), 8 (futex record), 9 (file mapping record) or 11 (file sync record)"
                 ))
             }
         };
+        if flags == Access::FUTEX && size != 1 {
+            return Err(format!(
+                "a futex record (file 8: op R a wait that returned, W a wake) of size {size}; futex records have size 1"
+            ));
+        }
         out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags });
         Ok(())
     }
@@ -616,7 +622,7 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         self.count += 1;
         if a.is_map() && !F::MAPS {
             return Err(Error::Sim(format!(
-                "{}: access {}: a file mapping record or a file sync record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                "{}: access {}: a file mapping record, file sync record or futex record (flag bit 3), which this text format cannot hold; convert to native or csv",
                 self.path.display(),
                 self.count
             )));

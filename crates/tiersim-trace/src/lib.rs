@@ -95,6 +95,10 @@ pub struct SplitBatch {
     pub limit: usize,
     /// The batch unsplit, for a source that fills it on another thread and splits it there.
     pub raw: Vec<Access>,
+    /// The batch's futex records (`Access::FUTEX`) in trace order, each as (CPU, its position in
+    /// that CPU's part, its position in the batch): the one order across CPUs the engine needs,
+    /// to pair a wait with the latest wake before it.
+    pub futex: Vec<(u32, u32, u32)>,
 }
 
 impl SplitBatch {
@@ -111,6 +115,7 @@ impl SplitBatch {
             self.per_cpu[c as usize].clear();
         }
         self.cpus.clear();
+        self.futex.clear();
         self.first_time = batch.first().map(|a| a.time);
         self.beyond = None;
         self.limit = limit;
@@ -126,6 +131,9 @@ impl SplitBatch {
             let part = &mut self.per_cpu[c];
             if part.is_empty() {
                 self.cpus.push(a.cpu);
+            }
+            if a.flags == Access::FUTEX {
+                self.futex.push((a.cpu, part.len() as u32, i as u32));
             }
             part.push(*a);
         }

@@ -130,6 +130,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let mut n = 0u64;
     let (mut mappings, mut mapped_bytes) = (0u64, 0u64);
     let mut syncs = [0u64; 2];
+    let mut futexes = [0u64; 2];
     // Records and bytes per kind (anonymous, file mapping, buffered call, O_DIRECT call) and
     // direction: how much of a captured program's traffic is file I/O, and through which path.
     let mut kinds = [[(0u64, 0u64); 2]; 4];
@@ -144,6 +145,11 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
             let k = &mut kinds[kind][a.op.is_write() as usize];
             k.0 += 1;
             k.1 += a.size as u64;
+        }
+        if a.is_futex() {
+            // Nor a futex record: waits (op read) and wakes (op write) counted apart.
+            futexes[a.op.is_write() as usize] += 1;
+            return Ok(());
         }
         if a.is_sync() {
             // Not an access either: fsync (op read) and fdatasync (op write) counted apart.
@@ -200,6 +206,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         "mapping_records": mappings,
         "mapped_bytes": mapped_bytes,
         "sync_records": {"fsync": syncs[0], "fdatasync": syncs[1]},
+        "futex_records": {"wait": futexes[0], "wake": futexes[1]},
         "by_kind": by_kind,
         "reuse_distance": {
             "unit": "distinct pages",

@@ -65,22 +65,27 @@ fn regenerate_mapped_data_when_asked() {
 
 /// The committed mapped trace (mapped.csv, written by hand, and mapped.trace from it): a file
 /// mapping of 65,537 pages in two records (the second continues the first), loads and stores
-/// through it, a buffered and an O_DIRECT call and anonymous accesses, on two CPUs.
+/// through it, a buffered and an O_DIRECT call and anonymous accesses, on two CPUs, then a futex
+/// wake on CPU 0 and a wait of the same word on CPU 1.
 #[test]
 fn mapping_records_travel_through_every_format_that_can_hold_them() {
     let csv = read(&data("mapped.csv"), Some(Format::Csv));
     assert_eq!(read(&data("mapped.trace"), None), csv);
-    let maps: Vec<&Access> = csv.iter().filter(|a| a.is_map()).collect();
+    let maps: Vec<&Access> = csv.iter().filter(|a| a.flags == Access::FILE | Access::MAP).collect();
     assert_eq!(maps.len(), 2);
     assert_eq!(
         (maps[0].op, maps[0].map_bytes(), maps[1].op, maps[1].addr),
         (Op::Read, 65535 * 4096, Op::Write, 0x4000_0000 + 65535 * 4096)
     );
-    assert_eq!(csv.iter().map(|a| a.flags).collect::<Vec<_>>(), vec![9, 9, 1, 1, 0, 3, 7, 0]);
-    // The header's statistics count the records but neither their bytes nor their pages.
+    assert_eq!(csv.iter().map(|a| a.flags).collect::<Vec<_>>(), vec![9, 9, 1, 1, 0, 3, 7, 0, 8, 8]);
+    let futex: Vec<(u32, Op, u64, u16)> =
+        csv.iter().filter(|a| a.is_futex()).map(|a| (a.cpu, a.op, a.addr, a.size)).collect();
+    assert_eq!(futex, vec![(0, Op::Write, 0x7000, 1), (1, Op::Read, 0x7000, 1)]);
+    // The header's statistics count the records but neither their bytes nor their pages (nor the
+    // futex records').
     let h = tiersim_trace::TraceReader::open(&data("mapped.trace")).unwrap();
     let st = h.header().stats.clone().unwrap();
-    assert_eq!((st.accesses, st.bytes, st.footprint_pages), (8, 8 + 16 + 8 + 4096 + 512 + 8, 6));
+    assert_eq!((st.accesses, st.bytes, st.footprint_pages), (10, 8 + 16 + 8 + 4096 + 512 + 8, 6));
     let d = tempfile::tempdir().unwrap();
     let o = TextOptions::default();
     // CSV round-trips byte for byte; lackey and MQSim have no place for them and say so, naming
@@ -94,11 +99,15 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
         assert!(e.contains("access 1") && e.contains("mapping record") && e.contains("out.txt"), "{f:?}: {e}");
         assert!(!out.exists());
     }
-    // A CSV file column of 9 is the only way to write one; 8 (bit 3 without bit 0) is refused.
+    // A CSV file column of 9 is the only way to write one; 8 (bit 3 without bit 0) is a futex
+    // record, of size 1: another size is refused naming the line, as is a value with no meaning.
     let bad = d.path().join("bad.csv");
-    std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,8\n").unwrap();
+    std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,8\n0,1,W,0x1000,4,8\n").unwrap();
     let e = read_err(&bad, Format::Csv);
-    assert!(e.contains("bad.csv:2:") && e.contains("9 (file mapping record)"), "{e}");
+    assert!(e.contains("bad.csv:3:") && e.contains("futex record") && e.contains("size 4"), "{e}");
+    std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,10\n").unwrap();
+    let e = read_err(&bad, Format::Csv);
+    assert!(e.contains("bad.csv:2:") && e.contains("8 (futex record)") && e.contains("9 (file mapping record)"), "{e}");
     // 11 is a file sync record (fsync op R, fdatasync op W), read as such and written back as 11;
     // trace stats counts it apart, with no bytes and no pages.
     let synced = d.path().join("sync.csv");
@@ -121,18 +130,24 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     tiersim_trace::tools::sample(&data("mapped.trace"), None, &sampled, &opts, &o).unwrap();
     let kept = read(&sampled, None);
     assert_eq!(
-        kept.iter().filter(|a| a.is_map()).map(|a| (a.time, a.addr)).collect::<Vec<_>>(),
+        kept.iter().filter(|a| a.flags == Access::FILE | Access::MAP).map(|a| (a.time, a.addr)).collect::<Vec<_>>(),
         vec![(0, maps[0].addr), (0, maps[1].addr)]
+    );
+    // So are the futex records, which order the threads whatever is sampled.
+    assert_eq!(
+        kept.iter().filter(|a| a.is_futex()).map(|a| (a.cpu, a.op)).collect::<Vec<_>>(),
+        vec![(0, Op::Write), (1, Op::Read)]
     );
     // CPU 1 at instructions 2, 7, 9: from 5 on, 7 and 9 pass; every 2nd keeps 7, its gap
     // counted from the window's start (2).
     assert_eq!(kept.iter().filter(|a| !a.is_map()).map(|a| (a.time, a.flags)).collect::<Vec<_>>(), vec![(2, 3)]);
-    // `trace stats` counts them apart from the accesses.
+    // `trace stats` counts them apart from the accesses, and the futex records apart from both.
     let st = tiersim_trace::stats::trace_stats(&data("mapped.trace"), None, &o, &Default::default()).unwrap();
     assert_eq!(
         (st["accesses"].as_u64(), st["mapping_records"].as_u64(), st["mapped_bytes"].as_u64()),
         (Some(6), Some(2), Some(65537 * 4096))
     );
+    assert_eq!(st["futex_records"], serde_json::json!({"wait": 1, "wake": 1}));
 }
 
 /// MQSim_CXL's trace format as its simulator reads it: each line one 64 B access whatever the

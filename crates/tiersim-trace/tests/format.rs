@@ -846,9 +846,17 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
         Access::FILE | Access::SYSCALL,
         Access::FILE | Access::SYSCALL | Access::DIRECT,
         Access::FILE | Access::MAP,
+        Access::SYNC,
+        Access::FUTEX,
     ];
-    let accesses: Vec<Access> =
-        (0..3000u64).map(|i| Access { flags: flags[i as usize % 5], ..acc(i, i * 4096, 0, 4096, Op::Read) }).collect();
+    // Sync and futex records have size 1.
+    let accesses: Vec<Access> = (0..3000u64)
+        .map(|i| {
+            let f = flags[i as usize % flags.len()];
+            let size = if f & Access::MAP != 0 && f != Access::FILE | Access::MAP { 1 } else { 4096 };
+            Access { flags: f, ..acc(i, i * 4096, 0, size, Op::Read) }
+        })
+        .collect();
     for shuffle in [true, false] {
         let p = d.path().join("f.trace");
         write_trace(
@@ -872,5 +880,8 @@ fn file_and_syscall_flags_read_back_from_v1_and_v2_files_and_unknown_bits_are_re
         &bad,
     );
     let (_, msg) = trace_err(read_all(&p, 333));
-    assert!(msg.contains("0x11") && msg.contains("bit 3 (file mapping or sync record)"), "{msg}");
+    assert!(
+        msg.contains("0x11") && msg.contains("bit 3 (not an access: a file mapping, file sync or futex record)"),
+        "{msg}"
+    );
 }

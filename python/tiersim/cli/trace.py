@@ -49,10 +49,12 @@ def trace_inspect(
         if io:
             st = tiersim.trace_stats(file, max_points=2)
             info["by_kind"], info["sync_records"] = st["by_kind"], st["sync_records"]
+            info["futex_records"] = st.get("futex_records")
     if as_json:
         _echo_raw(json.dumps(info, sort_keys=True, indent=2))
     else:
-        _print(*_inspect_tables(info), *([_io_table(info["by_kind"], info["sync_records"])] if io else []))
+        tables = [_io_table(info["by_kind"], info["sync_records"], info["futex_records"])] if io else []
+        _print(*_inspect_tables(info), *tables)
 
 
 _KIND_NAMES = {
@@ -63,9 +65,12 @@ _KIND_NAMES = {
 }
 
 
-def _io_table(by_kind: dict[str, dict[str, int]], syncs: dict[str, int] | None = None) -> Table:
+def _io_table(
+    by_kind: dict[str, dict[str, int]], syncs: dict[str, int] | None = None, futex: dict[str, int] | None = None
+) -> Table:
     """Records and bytes per kind of record and direction, with each kind's share of the bytes;
-    then the file sync records (fsync, fdatasync), which move no bytes, when there are any."""
+    then the file sync records (fsync, fdatasync) and the futex records (waits, wakes between
+    threads), which move no bytes, when there are any."""
     total = sum(k["read_bytes"] + k["write_bytes"] for k in by_kind.values()) or 1
     t = Table(title="records by kind", box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("kind", "reads", "read bytes", "writes", "write bytes", "share of bytes"):
@@ -83,6 +88,8 @@ def _io_table(by_kind: dict[str, dict[str, int]], syncs: dict[str, int] | None =
     for name, n in (syncs or {}).items():
         if n:
             t.add_row(f"{name} calls (sync records)", "", "", _int(n), "", "")
+    if futex and (futex.get("wait") or futex.get("wake")):
+        t.add_row("futex waits / wakes (between threads)", _int(futex["wait"]), "", _int(futex["wake"]), "", "")
     return t
 
 
@@ -225,7 +232,10 @@ def trace_stats_cmd(
         rows.append(
             ("file mapping records", f"{_int(stats['mapping_records'])} ({_bytes(stats['mapped_bytes'])} of files)")
         )
-    tables: list[Any] = [_kv_table("trace statistics", rows), _io_table(stats["by_kind"], stats.get("sync_records"))]
+    tables: list[Any] = [
+        _kv_table("trace statistics", rows),
+        _io_table(stats["by_kind"], stats.get("sync_records"), stats.get("futex_records")),
+    ]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),
         ("hotness", "page hotness", "accesses per page"),

@@ -3,9 +3,17 @@
  * It wraps open/openat/creat/close, read/pread/write/pwrite and their vector forms, fsync/fdatasync
  * and mmap/munmap of regular files, appends one text line per call to $TIERSIM_FILEIO_LOG, and marks
  * where the call happened in the memory trace with a load of a line of its own in a reserved region
- * (the i-th call loads base + 64 i): the capture sees that load on the calling thread at its time. */
+ * (the i-th call loads base + 64 i): the capture sees that load on the calling thread at its time.
+ *
+ * Built with -DTIERSIM_WAITS (recipes that ask for it: `waits` in workloads/__init__.py), it also
+ * logs the waits between threads that reach the kernel's futex: a condition variable's wait and
+ * its signal/broadcast, and a mutex lock that found the mutex held (its trylock failed) and the
+ * unlock that may wake it ("Q word" a wait begins, "q word" it returned, "K word" a wake, logged
+ * before the wake itself so that it precedes the wait's return in the trace). workloads/_fileio.py
+ * turns them into futex records (docs/trace-format.md). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -247,6 +255,104 @@ int fdatasync(int fd) {
         emit("S %d 1", fd);
     return r;
 }
+
+#ifdef TIERSIM_WAITS
+#include <pthread.h>
+
+/* glibc's own entry points for mutexes, bound at link time: an allocator's constructor (jemalloc)
+ * locks mutexes before this object's constructor runs, and dlsym there would allocate. */
+extern int __pthread_mutex_lock(pthread_mutex_t *m);
+extern int __pthread_mutex_trylock(pthread_mutex_t *m);
+extern int __pthread_mutex_unlock(pthread_mutex_t *m);
+
+/* The condition variable calls of glibc 2.3.2's ABI (the one programs link against), found at
+ * first use: no allocator waits on a condition variable before main. */
+static int (*real_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+static int (*real_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+static int (*real_cond_signal)(pthread_cond_t *);
+static int (*real_cond_broadcast)(pthread_cond_t *);
+
+static void *cond_fn(const char *name) {
+    void *f = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
+    return f != NULL ? f : dlsym(RTLD_NEXT, name);
+}
+
+/* Threads waiting for a contended mutex, by a hash of its address: an unlock logs a wake only
+ * when one may be waiting (a collision logs a wake no wait pairs with, which costs nothing). */
+#define WAITING_SLOTS 4096
+static atomic_int waiting[WAITING_SLOTS];
+static unsigned slot_of(const void *m) { return (unsigned)(((uintptr_t)m >> 3) * 0x9E3779B1u) % WAITING_SLOTS; }
+
+/* TIERSIM_WAITS_MUTEX=0 leaves mutexes out (condition variables only), to measure their part. */
+static int mutex_waits = -1;
+
+static int mutexes_traced(void) {
+    if (mutex_waits < 0) {
+        const char *v = getenv("TIERSIM_WAITS_MUTEX");
+        mutex_waits = !(v != NULL && v[0] == '0');
+    }
+    return log_fd >= 0 && mutex_waits;
+}
+
+int pthread_mutex_lock(pthread_mutex_t *m) {
+    if (!mutexes_traced())
+        return __pthread_mutex_lock(m);
+    int r = __pthread_mutex_trylock(m);
+    if (r != EBUSY)
+        return r;
+    unsigned s = slot_of(m);
+    atomic_fetch_add(&waiting[s], 1);
+    emit("Q %p m", (void *)m);
+    r = __pthread_mutex_lock(m);
+    atomic_fetch_sub(&waiting[s], 1);
+    emit("q %p m", (void *)m);
+    return r;
+}
+
+int pthread_mutex_unlock(pthread_mutex_t *m) {
+    if (mutexes_traced() && atomic_load(&waiting[slot_of(m)]) > 0)
+        emit("K %p m", (void *)m);
+    return __pthread_mutex_unlock(m);
+}
+
+int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+    if (real_cond_wait == NULL)
+        real_cond_wait = cond_fn("pthread_cond_wait");
+    if (log_fd < 0)
+        return real_cond_wait(c, m);
+    emit("Q %p", (void *)c);
+    int r = real_cond_wait(c, m);
+    emit("q %p", (void *)c);
+    return r;
+}
+
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t) {
+    if (real_cond_timedwait == NULL)
+        real_cond_timedwait = cond_fn("pthread_cond_timedwait");
+    if (log_fd < 0)
+        return real_cond_timedwait(c, m, t);
+    emit("Q %p", (void *)c);
+    int r = real_cond_timedwait(c, m, t);
+    emit("q %p", (void *)c);
+    return r;
+}
+
+int pthread_cond_signal(pthread_cond_t *c) {
+    if (real_cond_signal == NULL)
+        real_cond_signal = cond_fn("pthread_cond_signal");
+    if (log_fd >= 0)
+        emit("K %p", (void *)c);
+    return real_cond_signal(c);
+}
+
+int pthread_cond_broadcast(pthread_cond_t *c) {
+    if (real_cond_broadcast == NULL)
+        real_cond_broadcast = cond_fn("pthread_cond_broadcast");
+    if (log_fd >= 0)
+        emit("K %p", (void *)c);
+    return real_cond_broadcast(c);
+}
+#endif
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = real_mmap(addr, len, prot, flags, fd, off);

@@ -65,6 +65,9 @@ class Recipe:
     # (resolved params) -> None, raising TiersimError for a combination the program cannot run.
     check: Callable[[Mapping[str, Any]], None] | None = None
     notes: list[str] = field(default_factory=list)
+    # The file I/O shim also logs the waits between threads that reach the kernel (condition
+    # variables, contended mutexes), which become the trace's futex records.
+    waits: bool = False
 
 
 def _wt_argv(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]:
@@ -324,6 +327,8 @@ RECIPES: dict[str, Recipe] = {
         check=_wt_check,
         source="wt_driver.c",
         libs=("-lwiredtiger", "-lm"),
+        # Group commit: the log's followers wait on a condition variable for the leader's sync.
+        waits=True,
     ),
     "redis": Recipe(
         name="redis",
@@ -583,10 +588,11 @@ def build(name: str, path: str | None = None) -> Path | None:
     return exe
 
 
-def fileio_shim() -> Path:
-    """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler."""
+def fileio_shim(waits: bool = False) -> Path:
+    """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler; with
+    `waits`, the build that also logs condition variables and contended mutexes."""
     cc = _cc()
-    flags = ["-O2", "-fPIC", "-shared", "-Wall"]
+    flags = ["-O2", "-fPIC", "-shared", "-Wall", *(["-DTIERSIM_WAITS"] if waits else [])]
     key = hashlib.sha256(FILEIO_SRC.read_bytes() + " ".join([cc, *flags]).encode()).hexdigest()[:16]
     so = _cache_dir() / f"tiersim_fileio_rt-{key}.so"
     if so.exists():
@@ -679,7 +685,7 @@ def capture_workload(
         raise TiersimError(f"cannot write trace '{out_path}': give a file in an existing directory")
     if "port" in p and p["port"] == 0:
         p["port"] = _free_port()
-    shim = fileio_shim()
+    shim = fileio_shim(r.waits)
     base = Path(workdir) if workdir is not None else out_path.parent
     # Absolute: redis-server changes into --dir before it opens --logfile.
     work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base)).resolve()

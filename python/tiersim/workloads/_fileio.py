@@ -5,7 +5,12 @@ region, on the calling thread at the time of the call; that record is replaced b
 records (trace flag bits 0-2, docs/trace-format.md), an fsync or fdatasync by a file sync record
 (flags 11) naming the file. Every file gets a region of its own at FILE_BASE, announced by mapping
 records (flag 9) at the start; loads and stores inside an mmap of a file move to that file's region
-as file-page accesses (flag 1).
+as file-page accesses (flag 1). With the shim built for waits between threads (TIERSIM_WAITS), a
+wake of a futex word (a condition variable's signal or broadcast, the unlock of a contended mutex)
+becomes a futex wake record (flags 8, op W) and a wait becomes a futex wait record (flags 8, op R)
+at its return, if a wake of its word came between its start and its return in the trace (else it
+timed out or found its condition already true: no record); the instructions before a wait's start
+are carried to its thread's next record.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ class Call:
     direct: bool = False
     addr: int = 0
     datasync: bool = False
+    # A futex word (waits between threads: "Q" a wait begins, "q" it returned, "K" a wake;
+    # `direct` then marks a mutex's, else a condition variable's).
+    word: int = 0
 
 
 @dataclass
@@ -100,6 +108,9 @@ def read_log(path: Path) -> FileLog:
             log.calls[i] = Call("M", int(p[1]), key, off, size, addr=addr)
         elif kind == "U":
             log.calls[i] = Call("U", -1, None, 0, int(p[2]), addr=int(p[1], 16))
+        elif kind in ("Q", "q", "K"):
+            # "m" after the word: a mutex's (else a condition variable's).
+            log.calls[i] = Call(kind, -1, word=int(p[1], 16), direct=len(p) > 2 and p[2] == "m")
     return log
 
 
@@ -117,6 +128,12 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     nbytes: Counter[str] = Counter()
     seen: set[int] = set()
     maps: list[tuple[int, int, int]] = []
+    # Futex words: wakes seen so far per word, and per (cpu, word) that count at a wait's start.
+    wakes: Counter[int] = Counter()
+    waiting: dict[tuple[str, int], int] = {}
+    # Per cpu, instructions of dropped wait markers, carried to its next record (instruction
+    # traces only: a ns trace's times are absolute).
+    carry: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix=".tiersim-fileio-", dir=out.parent) as tmp:
         src_csv, dst_csv = Path(tmp) / "mem.csv", Path(tmp) / "merged.csv"
         tiersim.convert(mem_trace, src_csv, dst_format="csv")
@@ -126,6 +143,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                 raise TiersimError("file I/O merge needs a virtual trace (capture with v2p none)")
             dst.write(header)
             dst.write(src.readline())
+            gaps = "time_unit=instructions" in header
             for key, base in regions.items():
                 units = (max(log.extent[key], MAP_UNIT) + MAP_UNIT - 1) // MAP_UNIT
                 op = "R"
@@ -138,6 +156,9 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
             lo, hi = log.marker_base, log.marker_base + log.marker_bytes
             for line in src:
                 time, cpu, op, addr_s, size, flags = line.rstrip("\n").split(",")
+                if carry and carry[cpu]:
+                    time = str(int(time) + carry.pop(cpu))
+                    line = ",".join((time, cpu, op, addr_s, size, flags)) + "\n"
                 addr = int(addr_s, 0)
                 if lo <= addr < hi and log.marker_base:
                     i = (addr - lo) // 64
@@ -167,6 +188,21 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                         maps.append((call.addr, call.addr + call.size, regions[call.file] + call.offset))
                     elif call.kind == "U":
                         maps = [m for m in maps if m[1] <= call.addr or m[0] >= call.addr + call.size]
+                    elif call.kind == "K":
+                        wakes[call.word] += 1
+                        dst.write(f"{time},{cpu},W,{call.word:#x},1,8\n")
+                    elif call.kind == "Q":
+                        waiting[(cpu, call.word)] = wakes[call.word]
+                        if gaps:
+                            carry[cpu] += int(time)
+                    elif call.kind == "q":
+                        began = waiting.pop((cpu, call.word), None)
+                        if began is not None and wakes[call.word] > began:
+                            counts["waits_paired"] += 1
+                            counts["mutex_waits_paired"] += call.direct
+                            dst.write(f"{time},{cpu},R,{call.word:#x},1,8\n")
+                        elif gaps:
+                            carry[cpu] += int(time)
                     continue
                 if maps and flags == "0":
                     for a, b, base in maps:
@@ -184,6 +220,15 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
         "files": {log.paths[k]: log.extent[k] for k in log.extent},
         "calls_logged": dict(logged),
         "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
+        # Waits between threads (a shim built for them): waits begun and returned, wakes, and the
+        # waits written as futex records (a wake of their word came while they waited).
+        "waits": {
+            "begun": counts["Q"],
+            "returned": counts["q"],
+            "wakes": counts["K"],
+            "recorded": counts["waits_paired"],
+            "recorded_mutex": counts["mutex_waits_paired"],
+        },
         "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
         "direct_calls": counts["direct_R"] + counts["direct_W"],
         "sync_calls": {"fsync": counts["fsync"], "fdatasync": counts["fdatasync"]},

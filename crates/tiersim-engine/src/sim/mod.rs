@@ -8,6 +8,7 @@
 mod check;
 mod epoch;
 mod filepath;
+mod futex;
 mod issue;
 mod mm;
 mod queue;
@@ -120,6 +121,8 @@ pub(crate) struct Engine {
     pub(crate) policy_epoch: usize,
     /// The trace read ahead for such a policy: each epoch's most-used pages.
     pub(crate) future: Option<Lookahead>,
+    /// The futex records' counts, for the summary (the feed keeps them during the run).
+    pub(crate) futex: futex::FutexStats,
 }
 
 /// Page faults over the measured part of the run, as the access path counts them.
@@ -314,6 +317,7 @@ impl Engine {
             policy_epoch_at: if epoch_len.is_some() { 0 } else { u64::MAX },
             policy_epoch: 0,
             future: None,
+            futex: Default::default(),
         })
     }
 
@@ -603,6 +607,8 @@ struct Feed {
     release_at: Vec<u64>,
     /// CPUs held back.
     gated: usize,
+    /// The futex records read and the waits they impose (`futex.rs`).
+    futex: futex::Futexes,
 }
 
 /// A CPU held back until the records before its first one are done.
@@ -654,6 +660,7 @@ impl Feed {
                     self.read + i as u64
                 )));
             }
+            self.futex.read(&self.batch, eng, self.read)?;
             self.read += n as u64;
             self.buffered += n;
             let t0 = *self.t0.get_or_insert(self.batch.first_time.unwrap_or(0));
@@ -764,7 +771,7 @@ impl Feed {
     /// gets one: measuring starts at that record's own issue. No thread that starts after it in
     /// the file can be issued before it, and a thread already running whose later records are
     /// issued before it has run ahead of the program (the waits that held it back, a condition
-    /// variable or a timed sleep, are not in the trace).
+    /// variable or a timed sleep, are not in the trace, unless it has futex records).
     #[cold]
     fn mark(&mut self, eng: &Engine) {
         let Some(i) = self.warmup.checked_sub(self.read).map(|i| i as usize).filter(|&i| i < self.raw.len()) else {
@@ -836,6 +843,7 @@ pub fn simulate_with_future(
         waits: (0..eng.cpus.len()).map(|_| None).collect(),
         release_at: vec![u64::MAX; eng.cpus.len()],
         gated: 0,
+        futex: Default::default(),
     };
     let mut order = IssueOrder::new();
     let clock = IssueClock::of(&eng);
@@ -849,7 +857,13 @@ pub fn simulate_with_future(
         if feed.dry > 0 || feed.read == 0 {
             feed.fill(source, &mut eng, &mut order)?;
         }
-        let Some((_, c)) = order.first() else { break };
+        let Some((_, c)) = order.first() else {
+            if feed.futex.blocked > 0 {
+                eng.release_blocked(&mut feed.futex, &mut order);
+                continue;
+            }
+            break;
+        };
         let a = *eng.cpu(c).queue.front().expect("a CPU in the issue order has work");
         // Measuring starts when the first record at file position `warmup` or later is issued:
         // the CPUs' accesses interleave in simulated time, not in the file's order
@@ -858,7 +872,13 @@ pub fn simulate_with_future(
             let t = eng.cpu(c).next_issue_ps / 1000;
             eng.start_measuring(t);
         }
-        if let Some(retry_ps) = eng.access(c, a)? {
+        let mut woken = false;
+        if a.flags == Access::FUTEX {
+            if let futex::Served::Blocked = eng.futex(&mut feed.futex, c, a, &mut order) {
+                continue;
+            }
+            woken = !feed.futex.woken.is_empty();
+        } else if let Some(retry_ps) = eng.access(c, a)? {
             eng.cpu_mut(c).next_issue_ps = retry_ps;
             order.set_first(c, retry_ps);
             continue;
@@ -906,6 +926,9 @@ pub fn simulate_with_future(
                 feed.dry += 1;
             }
         }
+        if woken {
+            eng.wake_up(&mut feed.futex, &mut order);
+        }
         if feed.gated > 0 && eng.cpu(c).done >= feed.release_at[c] {
             feed.release(c, &mut eng, &mut order);
         }
@@ -931,6 +954,7 @@ pub fn simulate_with_future(
             "stats.warmup_accesses = {warmup} is not smaller than the trace's {read} accesses; nothing was measured"
         )));
     }
+    eng.futex = std::mem::take(&mut feed.futex.stats);
     Ok(finish(eng, read, warmup))
 }
 

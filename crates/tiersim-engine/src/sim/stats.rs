@@ -154,6 +154,20 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
     if eng.files.active() {
         summary["page_cache"] = eng.files.summary(eng.mem.page_size);
     }
+    if eng.futex.wait_records + eng.futex.wake_records > 0 {
+        let mut f = eng.futex.summary();
+        // Where each thread ended, from the measurement's start: with waits in the trace a thread
+        // woken late may end the run after the others.
+        f["end_ns_per_cpu"] = eng
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.started)
+            .map(|(i, c)| (i.to_string(), json!((c.clock_ps / 1000).saturating_sub(eng.measure_start_ns))))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        summary["futex"] = f;
+    }
     let unread = eng.files.stats.unread_first_touches;
     if unread > 0 {
         summary["notes"] = json!([format!(

@@ -505,7 +505,7 @@ impl TraceReader {
             return Some(format!("invalid op byte {op}; expected 0 (read) or 1 (write)"));
         }
         if flags & !Access::KNOWN_FLAGS != 0 {
-            return Some(format!("invalid flags byte {flags:#04x}; only bit 0 (file-backed page), bit 1 (file system call), bit 2 (O_DIRECT call) and bit 3 (file mapping or sync record) are defined"));
+            return Some(format!("invalid flags byte {flags:#04x}; only bit 0 (file-backed page), bit 1 (file system call), bit 2 (O_DIRECT call) and bit 3 (not an access: a file mapping, file sync or futex record) are defined"));
         }
         if size == 0 {
             return Some("size 0; every access moves at least one byte".into());
