@@ -66,7 +66,7 @@ impl Engine {
     }
 
     /// The access is done; the CPU goes on at `end_ps` (closed loop) or at its trace times.
-    fn retire(&mut self, c: usize, a: Access, issue_ps: u64, end_ps: u64) {
+    pub(super) fn retire(&mut self, c: usize, a: Access, issue_ps: u64, end_ps: u64) {
         let cpu = &mut self.cpus[c];
         cpu.clock_ps = if self.open_loop { issue_ps } else { end_ps };
         cpu.prev_trace_time = a.time;

@@ -185,12 +185,7 @@ impl Engine {
                 }
             }
         }
-        let cpu = &mut self.cpus[c];
-        cpu.clock_ps = if self.open_loop { issue_ps } else { end_ps };
-        cpu.prev_trace_time = a.time;
-        cpu.started = true;
-        cpu.done += 1;
-        self.processed += 1;
+        self.retire(c, a, issue_ps, end_ps);
         Served::Done
     }
 
