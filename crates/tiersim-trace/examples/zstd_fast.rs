@@ -88,14 +88,7 @@ fn setting(s: &str) -> Setting {
             _ => panic!("unknown setting suffix {e}"),
         }
     }
-    Setting {
-        name: s.to_owned(),
-        cctx,
-        delta_time,
-        compress: Duration::ZERO,
-        decompress: Duration::ZERO,
-        bytes: 0,
-    }
+    Setting { name: s.to_owned(), cctx, delta_time, compress: Duration::ZERO, decompress: Duration::ZERO, bytes: 0 }
 }
 
 /// `recs` byte-shuffled into `p`: plane b of the k records at b * k, as the writer lays them out.
@@ -154,16 +147,13 @@ fn main() {
                 let src = if s.delta_time { &delta[..k * R] } else { &plain[..k * R] };
                 let t = cpu_time();
                 // SAFETY: buffers of the lengths given.
-                let c = unsafe {
-                    ZSTD_compress2(s.cctx, out.as_mut_ptr().cast(), cap, src.as_ptr().cast(), src.len())
-                };
+                let c = unsafe { ZSTD_compress2(s.cctx, out.as_mut_ptr().cast(), cap, src.as_ptr().cast(), src.len()) };
                 s.compress += cpu_time() - t;
                 assert_eq!(unsafe { ZSTD_isError(c) }, 0, "compress");
                 s.bytes += c as u64;
                 let t = cpu_time();
-                let d = unsafe {
-                    ZSTD_decompressDCtx(dctx, back.as_mut_ptr().cast(), back.len(), out.as_ptr().cast(), c)
-                };
+                let d =
+                    unsafe { ZSTD_decompressDCtx(dctx, back.as_mut_ptr().cast(), back.len(), out.as_ptr().cast(), c) };
                 s.decompress += cpu_time() - t;
                 assert_eq!(d, src.len(), "decompress");
                 assert!(back[..d] == *src, "round trip");

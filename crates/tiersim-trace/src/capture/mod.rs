@@ -321,7 +321,10 @@ fn settings(p: &Params, seed: u64) -> Result<Settings> {
     let zstd_hash_log = match p.int("zstd_hash_log") as u32 {
         0 => None,
         h if h < MIN_HASH_LOG => {
-            return Err(Error::config("zstd_hash_log", format!("{h} is outside {MIN_HASH_LOG}..={MAX_HASH_LOG} (0: the level's own)")))
+            return Err(Error::config(
+                "zstd_hash_log",
+                format!("{h} is outside {MIN_HASH_LOG}..={MAX_HASH_LOG} (0: the level's own)"),
+            ))
         }
         h => Some(h),
     };
@@ -672,8 +675,7 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let meta = |addr_kind| TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: s.page_size };
     // Each trace compresses on a thread of its own while this one makes records, at a fast
     // level: capture makes records faster than level 3 compresses them.
-    let opts =
-        WriterOptions { background: true, level: s.zstd_level, hash_log: s.zstd_hash_log, ..Default::default() };
+    let opts = WriterOptions { background: true, level: s.zstd_level, hash_log: s.zstd_hash_log, ..Default::default() };
     let create = |path, kind| TraceWriter::create_with(path, meta(kind), opts);
     let (virt_path, phys) = match (req.virt_out, translator) {
         (Some(vp), Some(t)) => {
