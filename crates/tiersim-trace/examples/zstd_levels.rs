@@ -5,8 +5,9 @@
 //! changes), and the CPU time to read the written file (zstd's decompression and the unshuffle,
 //! what a replay pays before its simulation).
 //!
-//!   cargo run --release -p tiersim-trace --example zstd_levels -- SRC.trace DIR LEVEL:FRAME_RECORDS...
-//!   e.g. ... pr.virt.trace /tmp/z 1:65536 -1:65536 -5:65536 3:65536
+//!   cargo run --release -p tiersim-trace --example zstd_levels -- SRC.trace DIR LEVEL:FRAME_RECORDS[:HASH_LOG]...
+//!   e.g. ... pr.virt.trace /tmp/z 1:65536 -1:65536 -5:65536:10 3:65536 (HASH_LOG: zstd's hashLog,
+//!   the level's own when left out)
 
 use std::path::Path;
 use std::time::Duration;
@@ -42,7 +43,7 @@ fn each_batch(path: &Path, mut f: impl FnMut(&[Access])) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    assert!(args.len() >= 3, "usage: zstd_levels SRC DIR LEVEL:FRAME_RECORDS...");
+    assert!(args.len() >= 3, "usage: zstd_levels SRC DIR LEVEL:FRAME_RECORDS[:HASH_LOG]...");
     let (src, dir) = (Path::new(&args[0]), Path::new(&args[1]));
     std::fs::create_dir_all(dir).expect("dir");
     let h = TraceReader::open(src).expect("open").header().clone();
@@ -52,15 +53,18 @@ fn main() {
     let records = each_batch(src, |_| {});
     let read_src = cpu_time() - t0;
     println!("{}: {records} records, read in {:.2} s CPU", src.display(), read_src.as_secs_f64());
-    println!("level frame_records bytes/record write_ns/record write_Mrec/s read_ns/record read_Mrec/s");
+    println!("setting bytes/record write_ns/record write_Mrec/s read_ns/record read_Mrec/s");
     for s in &args[2..] {
-        let (level, frame) = s.split_once(':').expect("LEVEL:FRAME_RECORDS");
+        let mut parts = s.split(':');
+        let level = parts.next().expect("LEVEL");
+        let frame = parts.next().expect("LEVEL:FRAME_RECORDS");
         let opts = WriterOptions {
             level: level.parse().expect("level"),
             frame_records: frame.parse().expect("frame records"),
+            hash_log: parts.next().map(|h| h.parse().expect("hash log")),
             ..Default::default()
         };
-        let out = dir.join(format!("l{level}_f{frame}.trace"));
+        let out = dir.join(format!("{}.trace", s.replace(':', "_")));
         let t0 = cpu_time();
         let mut w = TraceWriter::create_with(&out, meta, opts).expect("create");
         w.set_v2p(h.v2p);
@@ -73,7 +77,7 @@ fn main() {
         let bytes = std::fs::metadata(&out).expect("size").len();
         let per = |d: Duration| d.as_secs_f64() * 1e9 / records as f64;
         println!(
-            "{level} {frame} {:.3} {:.1} {:.1} {:.1} {:.1}",
+            "{s} {:.3} {:.1} {:.1} {:.1} {:.1}",
             bytes as f64 / records as f64,
             per(write),
             1e3 / per(write),

@@ -645,13 +645,23 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     let a = edge_accesses(3000, 9);
     let mut first = None;
     for shuffle in [true, false] {
-        // -5: one of zstd's fast (negative) levels.
-        for (level, frame_records) in [(1, 1), (3, 65536), (19, 333), (3, 16), (3, 17), (-5, 4096)] {
-            let p = d.path().join(format!("l{level}-{frame_records}-{shuffle}.trace"));
+        // -5 and -10: zstd's fast (negative) levels; a hashLog of 10 (the capture's) or 6.
+        for (level, hash_log, frame_records) in [
+            (1, None, 1),
+            (3, None, 65536),
+            (19, None, 333),
+            (3, None, 16),
+            (3, None, 17),
+            (-5, None, 4096),
+            (1, Some(10), 65536),
+            (-10, Some(10), 4096),
+            (-1, Some(6), 333),
+        ] {
+            let p = d.path().join(format!("l{level}-h{hash_log:?}-{frame_records}-{shuffle}.trace"));
             let s = write_trace(
                 &p,
                 meta(TimeUnit::Instructions),
-                WriterOptions { level, frame_records, shuffle, background: false },
+                WriterOptions { level, hash_log, frame_records, shuffle, background: false },
                 &a,
             );
             let want = if shuffle { FrameFilter::Shuffle } else { FrameFilter::None };
@@ -674,6 +684,52 @@ fn compression_levels_and_frame_sizes_read_the_same() {
     assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(99, 1)).is_err());
     assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(0, 1)).is_err());
     assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), opts(3, 0)).is_err());
+    for hash_log in [5, 31] {
+        let o = WriterOptions { hash_log: Some(hash_log), ..Default::default() };
+        assert!(TraceWriter::create_with(&d.path().join("x"), meta(TimeUnit::Ns), o).is_err(), "{hash_log}");
+    }
+    assert!(!d.path().join("x").exists());
+}
+
+/// A fast level and the capture's hashLog change the bytes of the frames, not what is read:
+/// a capture-like trace (instruction gaps, line addresses over a few thousand pages, a few CPUs)
+/// written at level 1 with zstd's own hashLog (main's capture setting before the fast levels)
+/// and at the fast settings reads back as the same records, and each setting gives the same
+/// bytes run to run.
+#[test]
+fn fast_levels_read_back_as_level_one() {
+    let d = tmp();
+    let mut rng = ChaCha8Rng::seed_from_u64(36);
+    let a: Vec<Access> = (0..300_000u64)
+        .map(|i| Access {
+            time: rng.gen_range(0..400),
+            addr: (rng.gen_range(0..4096u64) << 12) | (rng.gen_range(0..64u64) << 6),
+            cpu: (i % 3) as u32,
+            size: 64,
+            op: if rng.gen_bool(0.2) { Op::Write } else { Op::Read },
+            flags: 0,
+        })
+        .collect();
+    let write = |name: &str, level, hash_log| {
+        let p = d.path().join(name);
+        let opts = WriterOptions { level, hash_log, background: true, ..Default::default() };
+        write_trace(&p, meta(TimeUnit::Instructions), opts, &a);
+        p
+    };
+    let base = write("base.trace", 1, None);
+    let want = read_all(&base, 1 << 16).unwrap();
+    assert_eq!(want, a);
+    for (level, hash_log) in [(1, Some(10)), (-1, Some(10)), (-3, Some(10)), (-5, None), (-10, Some(10))] {
+        let p = write(&format!("l{level}.trace"), level, hash_log);
+        let again = write(&format!("l{level}-again.trace"), level, hash_log);
+        assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&again).unwrap(), "level {level} run to run");
+        assert_ne!(std::fs::read(&p).unwrap(), std::fs::read(&base).unwrap(), "level {level} changes the bytes");
+        for batch in [1, 1000, 1 << 16] {
+            assert_eq!(read_all(&p, batch).unwrap(), want, "level {level}, hashLog {hash_log:?}, batch {batch}");
+        }
+        let stats = |p: &Path| TraceReader::open(p).unwrap().header().stats.clone();
+        assert_eq!(stats(&p), stats(&base), "level {level}: the header's statistics");
+    }
 }
 
 #[test]

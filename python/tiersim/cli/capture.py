@@ -122,6 +122,18 @@ def capture_cmd(
             "--llc-scope", metavar="per_cpu|shared", help=_capture_help("llc_scope", "One LLC per CPU, or one for all")
         ),
     ] = None,
+    zstd_level: Annotated[
+        int | None,
+        typer.Option(
+            "--zstd-level",
+            parser=Number(int, -131072, 22),
+            help=_capture_help(
+                "zstd_level",
+                "zstd level of the traces: negative levels are zstd's fast ones (less CPU a record, larger files); "
+                "the records are the same at any level",
+            ),
+        ),
+    ] = None,
     instrumented: Annotated[
         bool,
         typer.Option(
@@ -184,6 +196,7 @@ def capture_cmd(
         "page_size": ("--page-size", None if page_size is None else parse_cli_value(page_size)),
         "cpu_map": ("--cpu-map", cpu_map),
         "llc_scope": ("--llc-scope", llc_scope),
+        "zstd_level": ("--zstd-level", zstd_level),
     }
     _merge_shortcuts(params, shortcuts)
     if (lackey is None) == (not command):

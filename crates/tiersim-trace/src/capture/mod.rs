@@ -39,7 +39,8 @@ use tiersim_core::{Access, Error, Op, Result};
 
 use crate::convert::{lackey_line, DataKind, LackeyLine};
 use crate::format::{
-    check_page_size, share_planes, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MIN_PAGE_SIZE,
+    check_page_size, share_planes, AddrKind, TimeUnit, TraceMeta, TraceStats, TraceWriter, WriterOptions, MAX_HASH_LOG,
+    MIN_HASH_LOG, MIN_PAGE_SIZE,
 };
 use cache::{Cache, CacheConfig, Outcome};
 use translate::{translator, Force, Translator};
@@ -97,6 +98,22 @@ pub static PARAMS: &[ParamSpec] = &[
     )
     .min(0.0)
     .max(1000.0),
+    ParamSpec::new(
+        "zstd_level",
+        ParamKind::Int,
+        CAPTURE_LEVEL,
+        "zstd level of the traces' frames: negative levels are zstd's fast ones (less CPU a record, larger files, faster reads), 1 to 22 compress more; 0 is refused. The records read back the same at any level",
+    )
+    .min(ZSTD_MIN_LEVEL as f64)
+    .max(22.0),
+    ParamSpec::new(
+        "zstd_hash_log",
+        ParamKind::Int,
+        CAPTURE_HASH_LOG,
+        "zstd's hashLog for the traces' frames (6 to 30; a small table is cheaper at the fast levels); 0: the level's own",
+    )
+    .min(0.0)
+    .max(MAX_HASH_LOG as f64),
 ];
 
 /// Threads a capture follows, at most: each has a cache when `llc_scope` is per_cpu.
@@ -120,8 +137,12 @@ const SYNTHETIC_FRAME_BASE: u64 = 1 << 40;
 const PIPE_WAIT: Duration = Duration::from_millis(1);
 /// Valgrind message lines kept for the report.
 const MAX_MESSAGES: usize = 200;
-/// zstd level of captured traces (BENCHMARKS-capture.md: level 1 against the default 3).
-const CAPTURE_LEVEL: i32 = 1;
+/// zstd level and hashLog of captured traces by default (BENCHMARKS.md, "Capture", "zstd's fast
+/// levels"): what they cost a record and add to the files, against level 1 and the default 3.
+const CAPTURE_LEVEL: &str = "-10";
+const CAPTURE_HASH_LOG: &str = "10";
+/// zstd's fastest level (`ZSTD_minCLevel()`, -ZSTD_TARGETLENGTH_MAX).
+const ZSTD_MIN_LEVEL: i32 = -(1 << 17);
 
 /// Counters a capture updates as it goes; another thread may read them (a progress display)
 /// and ask the capture to stop.
@@ -258,6 +279,9 @@ struct Settings {
     page_size: u32,
     v2p: String,
     buddy: BuddyConfig,
+    /// The traces' zstd level and hashLog (None: the level's own).
+    zstd_level: i32,
+    zstd_hash_log: Option<u32>,
 }
 
 fn settings(p: &Params, seed: u64) -> Result<Settings> {
@@ -290,6 +314,20 @@ fn settings(p: &Params, seed: u64) -> Result<Settings> {
     let buddy =
         BuddyConfig { frames, max_order: p.int("max_order") as u32, fragmentation: p.float("fragmentation"), seed };
     let cpu_map = tiersim_core::units::parse_cpu_list(p.str("cpu_map")).map_err(|m| Error::config("cpu_map", m))?;
+    let zstd_level = p.int("zstd_level") as i32;
+    if zstd_level == 0 {
+        return Err(Error::config("zstd_level", "0 would be zstd's default level (3): name the level"));
+    }
+    let zstd_hash_log = match p.int("zstd_hash_log") as u32 {
+        0 => None,
+        h if h < MIN_HASH_LOG => {
+            return Err(Error::config(
+                "zstd_hash_log",
+                format!("{h} is outside {MIN_HASH_LOG}..={MAX_HASH_LOG} (0: the level's own)"),
+            ))
+        }
+        h => Some(h),
+    };
     Ok(Settings {
         cache,
         per_cpu: p.str("llc_scope") == "per_cpu",
@@ -298,6 +336,8 @@ fn settings(p: &Params, seed: u64) -> Result<Settings> {
         page_size,
         v2p,
         buddy,
+        zstd_level,
+        zstd_hash_log,
     })
 }
 
@@ -633,9 +673,9 @@ fn pipeline(req: &CaptureRequest<'_>, s: &Settings, pm: std::result::Result<Page
     let page_shift = s.page_size.trailing_zeros();
     let translator = if physical { Some(translator(s, pm, page_shift)?) } else { None };
     let meta = |addr_kind| TraceMeta { time_unit: TimeUnit::Instructions, addr_kind, page_size: s.page_size };
-    // Each trace compresses on a thread of its own while this one makes records, at zstd's
-    // fastest level: capture makes records faster than level 3 compresses them.
-    let opts = WriterOptions { background: true, level: CAPTURE_LEVEL, ..Default::default() };
+    // Each trace compresses on a thread of its own while this one makes records, at a fast
+    // level: capture makes records faster than level 3 compresses them.
+    let opts = WriterOptions { background: true, level: s.zstd_level, hash_log: s.zstd_hash_log, ..Default::default() };
     let create = |path, kind| TraceWriter::create_with(path, meta(kind), opts);
     let (virt_path, phys) = match (req.virt_out, translator) {
         (Some(vp), Some(t)) => {

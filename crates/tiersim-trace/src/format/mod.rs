@@ -92,6 +92,9 @@ pub const MIN_PAGE_SIZE: u32 = 64;
 /// Magic number opening every zstd frame, as it appears in the file.
 pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 pub const DEFAULT_LEVEL: i32 = 3;
+/// zstd's bounds on its hashLog (`WriterOptions::hash_log`) on 64-bit targets.
+pub const MIN_HASH_LOG: u32 = 6;
+pub const MAX_HASH_LOG: u32 = 30;
 pub const DEFAULT_FRAME_RECORDS: usize = 1 << 16;
 /// Bounds a frame's decompressed size (24 MiB), which also bounds the decoder's window memory.
 pub const MAX_FRAME_RECORDS: usize = 1 << 20;

@@ -21,8 +21,12 @@ use super::*;
 /// Compression settings of a `TraceWriter`; they do not change what a reader sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterOptions {
-    /// zstd level (zstd's minimum, a large negative number, up to 22; 3 by default).
+    /// zstd level (zstd's minimum, a large negative number, up to 22; 3 by default). The
+    /// negative levels are zstd's fast ones: larger frames, cheaper to make and to read.
     pub level: i32,
+    /// zstd's hashLog (`MIN_HASH_LOG..=MAX_HASH_LOG`), or None for the level's own. A smaller
+    /// table is cheaper per frame at the fast levels (BENCHMARKS.md, "Capture").
+    pub hash_log: Option<u32>,
     /// Records per zstd frame (1..=MAX_FRAME_RECORDS). Bounds the writer's memory and the
     /// reader's window.
     pub frame_records: usize,
@@ -36,7 +40,13 @@ pub struct WriterOptions {
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { level: DEFAULT_LEVEL, frame_records: DEFAULT_FRAME_RECORDS, shuffle: true, background: false }
+        WriterOptions {
+            level: DEFAULT_LEVEL,
+            hash_log: None,
+            frame_records: DEFAULT_FRAME_RECORDS,
+            shuffle: true,
+            background: false,
+        }
     }
 }
 
@@ -186,6 +196,9 @@ impl TraceWriter {
         if !(lo..=hi).contains(&opts.level) || opts.level == 0 {
             return Err(Error::arg("level", format!("zstd level {} is outside {lo}..={hi} or 0", opts.level)));
         }
+        if let Some(h) = opts.hash_log.filter(|h| !(MIN_HASH_LOG..=MAX_HASH_LOG).contains(h)) {
+            return Err(Error::arg("hash_log", format!("zstd hashLog {h} is outside {MIN_HASH_LOG}..={MAX_HASH_LOG}")));
+        }
         if !(1..=MAX_FRAME_RECORDS).contains(&opts.frame_records) {
             return Err(Error::arg(
                 "frame_records",
@@ -201,6 +214,10 @@ impl TraceWriter {
         let mut cctx = CCtx::create();
         let zerr = |c: usize| Error::arg("level", format!("zstd: {}", zstd_safe::get_error_name(c)));
         cctx.set_parameter(CParameter::CompressionLevel(opts.level)).map_err(zerr)?;
+        if let Some(h) = opts.hash_log {
+            // After the level, which would otherwise set it back to the level's own.
+            cctx.set_parameter(CParameter::HashLog(h)).map_err(zerr)?;
+        }
         // Checksums let the reader tell corruption from valid data; they cost little to verify.
         cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zerr)?;
         cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(zerr)?;
@@ -669,7 +686,7 @@ mod tests {
             [(0usize, 64usize, 0usize), (1, 64, 0), (1000, 64, 100), (5000, 256, 700), (4096, 1024, 1)]
         {
             let (virt, phys) = twins(n);
-            let opts = WriterOptions { level: 1, frame_records, shuffle: true, background: true };
+            let opts = WriterOptions { level: 1, frame_records, shuffle: true, background: true, ..Default::default() };
             let write = |shared: bool| -> (Vec<u8>, Vec<u8>) {
                 let (vp, pp) = (dir.path().join(format!("v{shared}")), dir.path().join(format!("p{shared}")));
                 let mut v = TraceWriter::create_with(&vp, meta(AddrKind::Virtual), opts).unwrap();
@@ -706,7 +723,7 @@ mod tests {
     fn a_twin_with_more_records_than_its_giver_fails() {
         let dir = tempfile::tempdir().unwrap();
         let (virt, phys) = twins(300);
-        let opts = WriterOptions { level: 1, frame_records: 64, shuffle: true, background: true };
+        let opts = WriterOptions { level: 1, frame_records: 64, shuffle: true, background: true, ..Default::default() };
         let mut v = TraceWriter::create_with(&dir.path().join("v"), meta(AddrKind::Virtual), opts).unwrap();
         let mut p = TraceWriter::create_with(&dir.path().join("p"), meta(AddrKind::Physical), opts).unwrap();
         share_planes(&mut v, &mut p).unwrap();
