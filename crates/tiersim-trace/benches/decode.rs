@@ -84,7 +84,7 @@ fn decode(c: &mut Criterion) {
         let rows = dir.path().join(format!("{name}_rows.trace"));
         reencode(&path, &rows, WriterOptions { shuffle: false, ..Default::default() });
         let mut buf = Vec::with_capacity(BATCH);
-        // The last: the capture's default (a fast level with a small hash table).
+        // The last: a fast level with a small hash table (`tiersim capture --zstd-level -10`).
         for (level, hash_log) in [(1, None), (3, None), (6, None), (-10, Some(10))] {
             let l = dir.path().join(format!("{name}_l{level}.trace"));
             let w = reencode(&path, &l, WriterOptions { level, hash_log, ..Default::default() });

@@ -137,10 +137,11 @@ const SYNTHETIC_FRAME_BASE: u64 = 1 << 40;
 const PIPE_WAIT: Duration = Duration::from_millis(1);
 /// Valgrind message lines kept for the report.
 const MAX_MESSAGES: usize = 200;
-/// zstd level and hashLog of captured traces by default (BENCHMARKS.md, "Capture", "zstd's fast
-/// levels"): what they cost a record and add to the files, against level 1 and the default 3.
-const CAPTURE_LEVEL: &str = "-10";
-const CAPTURE_HASH_LOG: &str = "10";
+/// zstd level and hashLog of captured traces by default: level 1 with its own table keeps the
+/// files small; the fast levels write a record for less CPU and make the files a third to twice
+/// as large (BENCHMARKS.md, "Capture", "zstd's fast levels"), which `--zstd-level` leaves to the user.
+const CAPTURE_LEVEL: &str = "1";
+const CAPTURE_HASH_LOG: &str = "0";
 /// zstd's fastest level (`ZSTD_minCLevel()`, -ZSTD_TARGETLENGTH_MAX).
 const ZSTD_MIN_LEVEL: i32 = -(1 << 17);
 
