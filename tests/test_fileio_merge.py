@@ -83,7 +83,14 @@ def test_waits_between_threads_become_futex_records(tmp_path: Path) -> None:
     src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
     tiersim.convert(mem, src, dst_format="native", src_format="csv")
     info = merge(src, log, out)
-    assert info["waits"] == {"begun": 2, "returned": 2, "wakes": 1, "recorded": 1, "recorded_mutex": 0}
+    assert info["waits"] == {
+        "begun": 2,
+        "returned": 2,
+        "wakes": 1,
+        "recorded": 1,
+        "recorded_mutex": 0,
+        "markers_missing": 0,
+    }
     assert info["markers_missing"] == 0
     assert _records(out) == [f"20,0,W,{C:#x},1,8", f"10,1,R,{C:#x},1,8", "15,1,R,0x1000,64,0"]
     assert tiersim.trace_stats(out, max_points=2)["futex_records"] == {"wait": 1, "wake": 1}

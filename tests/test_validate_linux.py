@@ -376,7 +376,8 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     # --kernel-trace: the guest's own events agree with its counters. Every demotion the sampler
     # saw is a migration the trace recorded (kswapd may go on a little after the program ends,
     # before recording stops), and the program's first scan window came at the quick case's
-    # scan delay (100 ms) after its exec, found numa_next_scan unset and did not walk.
+    # scan delay (100 ms of the task's run time, counted from its fork, a little before its
+    # exec), found numa_next_scan unset and did not walk.
     kt = case["kernel_trace"][0]
     assert kt["buffer"]["dropped_events"] == 0
     demoted = kt["migrate"]["demotion"]["succeeded"]
@@ -385,7 +386,7 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     taken = sum(z.get("inactive_anon", {}).get("taken", 0) for z in kt["isolate_by_reclaim_zone"].values())
     assert taken >= demoted
     first = kt["scan_windows"][0]
-    assert 0.1 <= first["t_s"] < 0.2 and not first["walked"]
+    assert 0.09 <= first["t_s"] < 0.2 and not first["walked"]
     assert any(w["walked"] for w in kt["scan_windows"])
     trace = pl.read_parquet(out / "kernel_trace.parquet")
     assert set(trace["case"]) == {"kv-tiering"} and "mm_vmscan_lru_isolate" in set(trace["event"])

@@ -124,6 +124,8 @@ def test_wiredtiger_tiny_capture_has_threads_files_and_footprint(tmp_path: Path)
     assert busy_cpus(info) >= 6
     fio = rep["fileio"]
     assert fio["markers_missing"] == 0
+    w = fio["waits"]
+    assert w["begun"] > 0 and w["markers_missing"] <= 0.02 * (w["begun"] + w["returned"] + w["wakes"])
     names = {Path(p).name for p in fio["files"]}
     # A log file is created as WiredTigerTmplog or WiredTigerPreplog and renamed; files are
     # told apart by inode and named by their first path.

@@ -216,6 +216,12 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                 dst.write(line)
         info = tiersim.convert(dst_csv, out, dst_format="native", src_format="csv")
     logged = Counter(c.kind for c in log.calls.values())
+    seen_kinds = Counter(log.calls[i].kind for i in seen)
+    wait_kinds = ("Q", "q", "K")
+    # A file call whose marker line is not in the trace would lose its I/O: none may be. Some
+    # waits' and wakes' marker lines do not reach the trace (11-17 of about 1,750 in the tests'
+    # tiny WiredTiger capture; why is not found): each loses only its pairing, counted apart.
+    missing = {k: logged[k] - seen_kinds[k] for k in logged}
     return {
         "files": {log.paths[k]: log.extent[k] for k in log.extent},
         "calls_logged": dict(logged),
@@ -228,12 +234,13 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
             "wakes": counts["K"],
             "recorded": counts["waits_paired"],
             "recorded_mutex": counts["mutex_waits_paired"],
+            "markers_missing": sum(missing[k] for k in wait_kinds if k in missing),
         },
         "bytes": {"read": nbytes["R"], "write": nbytes["W"]},
         "direct_calls": counts["direct_R"] + counts["direct_W"],
         "sync_calls": {"fsync": counts["fsync"], "fdatasync": counts["fdatasync"]},
         "mapped_accesses": counts["mapped_accesses"],
-        "markers_missing": len(log.calls) - len(seen),
+        "markers_missing": sum(n for k, n in missing.items() if k not in wait_kinds),
         "marker_repeats": counts["marker_repeats"],
         "stats": info,
     }
