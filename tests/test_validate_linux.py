@@ -288,6 +288,12 @@ def test_kernel_trace_is_counted_as_the_guest_recorded_it() -> None:
     # Times from the program's exec (6.511635 s): its second thread at 7.998194 s; the main
     # thread's window at 7.511874 s returned early, the new thread's walked three VMAs. The
     # sampler's own window is not the program's.
+    # Two balance_pgdat runs: the fill's, which took 1 page of 37,214 looked at and kept it (at
+    # priority 11), and a promotion failure's, which activated 24 it had kept before.
+    assert s["kswapd_runs"] == [
+        {"t_s": 0.70679, "scanned": 37214, "reclaimed": 0, "kept": 1, "activated": 0, "priority": 11},
+        {"t_s": 2.617966, "scanned": 24, "reclaimed": 0, "kept": 0, "activated": 24, "priority": 9},
+    ]
     assert s["threads_created_s"] == [1.486559]
     assert s["scan_windows"] == [
         {"t_s": 1.000239, "pid": 133, "walked": False},

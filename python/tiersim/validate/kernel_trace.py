@@ -98,8 +98,10 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
     """One boot's reclaim and scanning, as counts: kswapd's wake-ups by waker, its isolations per
     reclaim zone index and list (skipped pages lie above it and count in pgscan; the active
     lists' isolations are shrink_active_list's), what shrink_inactive_list
-    did with the pages it took, migrations by reason, the program's thread creations and each
-    scan window (walked: it called change_prot_numa)."""
+    did with the pages it took, migrations by reason, the program's thread creations, each
+    scan window (walked: it called change_prot_numa) and each of kswapd's balance_pgdat runs
+    (from one kswapd_wake to the next: what its shrink_inactive_list calls scanned, reclaimed,
+    kept and activated, and the lowest priority it reached)."""
     wakeups: Counter[str] = Counter()
     isolate: dict[str, dict[str, Counter[str]]] = {}
     inactive: Counter[str] = Counter()
@@ -107,9 +109,12 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
     migrate: dict[str, Counter[str]] = {}
     threads: list[float] = []
     windows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     for r in events:
         ev = r["event"]
-        if ev == "mm_vmscan_wakeup_kswapd":
+        if ev == "mm_vmscan_kswapd_wake":
+            runs.append({"t_s": r["t_s"], "scanned": 0, "reclaimed": 0, "kept": 0, "activated": 0, "priority": None})
+        elif ev == "mm_vmscan_wakeup_kswapd":
             wakeups[f"{r['task']} gfp={r.get('gfp_flags')}"] += 1
         elif ev == "mm_vmscan_lru_isolate":
             zone = str(r.get("classzone", r.get("highest_zoneidx")))
@@ -121,6 +126,15 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
             inactive["reclaimed"] += int(r.get("nr_reclaimed", 0))
             inactive["kept"] += int(r.get("nr_ref_keep", 0))
             inactive["activated"] += int(r.get("nr_activate_anon", 0)) + int(r.get("nr_activate_file", 0))
+            if runs and r["task"].startswith("kswapd"):
+                run = runs[-1]
+                run["scanned"] += int(r.get("nr_scanned", 0))
+                run["reclaimed"] += int(r.get("nr_reclaimed", 0))
+                run["kept"] += int(r.get("nr_ref_keep", 0))
+                run["activated"] += int(r.get("nr_activate_anon", 0)) + int(r.get("nr_activate_file", 0))
+                p = r.get("priority")
+                if isinstance(p, int):
+                    run["priority"] = p if run["priority"] is None else min(run["priority"], p)
         elif ev == "mm_vmscan_lru_shrink_active":
             active["taken"] += int(r.get("nr_taken", 0))
             active["deactivated"] += int(r.get("nr_deactivated", 0))
@@ -146,6 +160,7 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
         "migrate": {k: dict(v) for k, v in sorted(migrate.items())},
         "threads_created_s": threads,
         "scan_windows": windows,
+        "kswapd_runs": runs,
     }
 
 
