@@ -12,19 +12,10 @@ use std::time::Duration;
 
 use tiersim_core::Access;
 use tiersim_trace::format::TraceReader;
-use tiersim_trace::AccessSource;
 use zstd::zstd_safe::{CCtx, CParameter};
 
-const FRAME: usize = 65_536;
-const R: usize = 24;
-
-/// CPU time of this thread.
-fn cpu_time() -> Duration {
-    // SAFETY: clock_gettime writes the struct it is given.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
+mod frames;
+use frames::{cpu_time, next_frame, shuffle, FRAME, R};
 
 fn cctx() -> CCtx<'static> {
     let mut c = CCtx::create();
@@ -46,32 +37,13 @@ fn main() {
         let mut bytes = [0u64; 4];
         let mut n = 0u64;
         loop {
-            recs.clear();
-            let mut k = 0;
-            while k < FRAME {
-                let got = r.read_batch(&mut recs, FRAME - k).expect("read");
-                if got == 0 {
-                    break;
-                }
-                k += got;
-            }
+            let k = next_frame(&mut r, &mut recs);
             if k == 0 {
                 break;
             }
             n += k as u64;
             let p = &mut planes[..k * R];
-            for (j, a) in recs.iter().enumerate() {
-                let mut row = [0u8; R];
-                row[0..8].copy_from_slice(&a.time.to_le_bytes());
-                row[8..16].copy_from_slice(&a.addr.to_le_bytes());
-                row[16..20].copy_from_slice(&a.cpu.to_le_bytes());
-                row[20..22].copy_from_slice(&a.size.to_le_bytes());
-                row[22] = a.op.is_write() as u8;
-                row[23] = a.flags;
-                for (b, v) in row.iter().enumerate() {
-                    p[b * k + j] = *v;
-                }
-            }
+            shuffle(&recs, p, false);
             let spans = [0..k * R, 0..8 * k, 8 * k..16 * k, 16 * k..24 * k];
             for (i, s) in spans.into_iter().enumerate() {
                 out.clear();

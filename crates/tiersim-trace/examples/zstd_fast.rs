@@ -19,10 +19,9 @@ use std::time::Duration;
 
 use tiersim_core::Access;
 use tiersim_trace::format::TraceReader;
-use tiersim_trace::AccessSource;
 
-const FRAME: usize = 65_536;
-const R: usize = 24;
+mod frames;
+use frames::{cpu_time, next_frame, shuffle, FRAME, R};
 
 // zstd's advanced API, declared here with the parameter as an int so that the experimental
 // literalCompressionMode (ZSTD_c_experimentalParam5) can be set without zstd-sys's
@@ -45,14 +44,6 @@ const LIT_HUFFMAN: c_int = 1;
 const C_HASH_LOG: c_int = 102;
 const C_MIN_MATCH: c_int = 105;
 const C_TARGET_LENGTH: c_int = 106;
-
-/// CPU time of this thread.
-fn cpu_time() -> Duration {
-    // SAFETY: clock_gettime writes the struct it is given.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 struct Setting {
     name: String,
@@ -91,26 +82,6 @@ fn setting(s: &str) -> Setting {
     Setting { name: s.to_owned(), cctx, delta_time, compress: Duration::ZERO, decompress: Duration::ZERO, bytes: 0 }
 }
 
-/// `recs` byte-shuffled into `p`: plane b of the k records at b * k, as the writer lays them out.
-fn shuffle(recs: &[Access], p: &mut [u8], delta_time: bool) {
-    let k = recs.len();
-    let mut prev = 0u64;
-    for (j, a) in recs.iter().enumerate() {
-        let mut row = [0u8; R];
-        let t = if delta_time { a.time.wrapping_sub(prev) } else { a.time };
-        prev = a.time;
-        row[0..8].copy_from_slice(&t.to_le_bytes());
-        row[8..16].copy_from_slice(&a.addr.to_le_bytes());
-        row[16..20].copy_from_slice(&a.cpu.to_le_bytes());
-        row[20..22].copy_from_slice(&a.size.to_le_bytes());
-        row[22] = a.op.is_write() as u8;
-        row[23] = a.flags;
-        for (b, v) in row.iter().enumerate() {
-            p[b * k + j] = *v;
-        }
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cut = args.iter().position(|a| a == "--").expect("usage: zstd_fast TRACE... -- SETTING...");
@@ -126,15 +97,7 @@ fn main() {
         let mut out = vec![0u8; cap];
         let mut n = 0u64;
         loop {
-            recs.clear();
-            let mut k = 0;
-            while k < FRAME {
-                let got = r.read_batch(&mut recs, FRAME - k).expect("read");
-                if got == 0 {
-                    break;
-                }
-                k += got;
-            }
+            let k = next_frame(&mut r, &mut recs);
             if k == 0 {
                 break;
             }
