@@ -162,8 +162,3 @@ def summarize(events: list[dict[str, Any]], stats: dict[str, int]) -> dict[str, 
         "scan_windows": windows,
         "kswapd_runs": runs,
     }
-
-
-def trace_lines(data: str) -> list[str]:
-    """The trace's lines in one boot's guest output."""
-    return [line for line in data.splitlines() if line.startswith("T ")]

@@ -122,7 +122,8 @@ def _parse_sample(line: str) -> dict[str, Any]:
 
 def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
     """The machine facts, calibration time, program time and samples of one boot's output, or one
-    clear error: a failed setup step, a crashed program, the OOM killer, a guest that died."""
+    clear error: a failed setup step, a crashed program, the OOM killer, a guest that died. A boot
+    with --kernel-trace has its events and buffer statistics in machine["kernel_trace"]."""
     machine: dict[str, Any] = {"nodes": {}, "tiers": {}, "zones": {}, "sysctl": {}}
     section = None
     calib_s = program_s = None
@@ -130,8 +131,11 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
     done = False
     oom = 0
     failed = crashed = None
+    trace: list[str] = []
     for line in data.splitlines():
-        if line.startswith("! "):
+        if line.startswith("T "):
+            trace.append(line)
+        elif line.startswith("! "):
             failed = failed or line[2:]
         elif line.startswith("@ "):
             parts = line[2:].split()
@@ -173,6 +177,8 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
                 program_s = int(t) / 1e9
         elif line[:2] in ("S ", "E ") and section == "run":
             samples.append(_parse_sample(line))
+    if trace:
+        machine["kernel_trace"] = kernel_trace.parse(trace)
     # The OOM killer's SIGKILL also ends the program: say which it was.
     if oom or "Out of memory" in console:
         raise TiersimError(f"{what}: the guest ran out of memory (the OOM killer ran)")
@@ -907,10 +913,9 @@ def _validate(
         }
         series_rows += _series(cid, case, sim.timeseries, dc)
         summaries = []
-        for r in range(len(case.runs)):
-            lines = kernel_trace.trace_lines((work / "guest" / f"{cid}-{r}" / "guest.out").read_text(errors="replace"))
-            if lines:
-                events, stats = kernel_trace.parse(lines)
+        for r, run in enumerate(case.runs):
+            if "kernel_trace" in run.machine:
+                events, stats = run.machine["kernel_trace"]
                 summaries.append(kernel_trace.summarize(events, stats))
                 trace_rows += [{"case": cid, "run": r} | e for e in events]
         if summaries:
