@@ -385,6 +385,61 @@ fn autonuma_migrates_after_a_hint_fault_with_exact_costs() {
     assert_eq!(u(&s["nodes"][1], &["migrated_out"]), 1);
 }
 
+/// host.tlb_entries: a direct-mapped table per CPU; a miss waits tlb_miss_latency before the
+/// access issues.
+#[test]
+fn tlb_misses_cost_a_walk_per_cpu_and_slot() {
+    let p = plat(&one_node(""), &["host.tlb_entries=2", "host.tlb_miss_latency=\"30ns\""]);
+    // Pages 1, 1, 2, 1, 3, 1 on CPU 0: slots 1, 1, 0, 1, 1, 1. Misses: 1 (cold), 2 (cold), 3
+    // (evicts 1 from slot 1), 1 again: 4 walks. Each read takes 1 ns of channel and 100 ns and
+    // starts after the one before: 6 x 101 + 4 x 30 = 726 ns.
+    let pages = [1u64, 1, 2, 1, 3, 1];
+    let a: Vec<Access> = pages.iter().map(|&v| acc(0, v << 12, Op::Read, 0)).collect();
+    let r = run(&p, "linux_default", a.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 726);
+    assert_eq!(u(&r.summary, &["tlb", "misses"]), 4);
+    assert_eq!(u(&r.summary, &["tlb", "miss_time_ns"]), 120);
+    // Without the model the same reads take 606 ns, and the summary has no tlb section.
+    let plain = run(&plat(&one_node(""), &[]), "linux_default", a).unwrap();
+    assert_eq!(u(&plain.summary, &["execution_time_ns"]), 606);
+    assert!(plain.summary.get("tlb").is_none());
+    // CPU 1 has its own table: its read of page 1 after CPU 0's walks too.
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0), acc(1, 0x1000, Op::Read, 500)]).unwrap();
+    assert_eq!(u(&r.summary, &["tlb", "misses"]), 2);
+    // tlb_lookups = "reads": a trace's writes (a cache's dirty evictions) are not translated.
+    let p =
+        plat(&one_node(""), &["host.tlb_entries=2", "host.tlb_miss_latency=\"30ns\"", "host.tlb_lookups=\"reads\""]);
+    let r = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0), acc(0, 0x9000, Op::Write, 0)]).unwrap();
+    assert_eq!(u(&r.summary, &["tlb", "misses"]), 1);
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 131 + 51);
+    // A table that is not a power of two is refused, naming the key.
+    let p = plat(&one_node(""), &["host.tlb_entries=3"]);
+    let e = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0)]).err().map(|e| e.to_string());
+    assert!(e.as_deref().is_some_and(|e| e.contains("host.tlb_entries") && e.contains("power of two")), "{e:?}");
+}
+
+/// A scan window flushes every CPU's TLB (x86 flush_tlb_mm_range beyond 33 pages): in the
+/// hint-fault case above, CPU 0's walk of X after the window is its third miss, and the window
+/// is one flush.
+#[test]
+fn a_scan_window_flushes_the_tlbs() {
+    let p = plat(TWO_SOCKETS, &["host.tlb_entries=16", "host.tlb_miss_latency=\"30ns\""]);
+    let params = format!("{FAST_SCAN}scan_delay = \"1us\"");
+    let a = vec![
+        acc(0, 0x5000, Op::Read, 0),
+        acc(1, 0x1000, Op::Read, 0),
+        acc(0, 0x5000, Op::Read, 0),
+        acc(0, 0x1000, Op::Read, 2000),
+    ];
+    let r = run_with(&p, "autonuma", &params, a).unwrap();
+    let s = &r.summary;
+    assert_eq!(u(s, &["tiering", "scans"]), 1, "{s}");
+    assert_eq!(u(s, &["tlb", "flushes"]), 1, "{s}");
+    // W on CPU 0 (then a hit), X on CPU 1, X on CPU 0 after the window.
+    assert_eq!(u(s, &["tlb", "misses"]), 3, "{s}");
+    assert_eq!(u(s, &["tiering", "migrations"]), 1);
+}
+
 /// A socket with a DRAM node and a slow CPU-less node of 16 pages each. With min_free 16 KiB
 /// (2 pages per node) and watermark_scale_factor 1000 (tmp = 1 page), each node has min 2,
 /// low 3, high 4 and a promo watermark of 5.

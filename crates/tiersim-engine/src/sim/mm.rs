@@ -46,6 +46,9 @@ impl Engine {
         if let Some(swap) = &mut self.swap {
             parts.push(swap);
         }
+        if let Some(tlb) = &mut self.tlb {
+            parts.push(tlb);
+        }
         parts
     }
 

@@ -13,6 +13,7 @@ mod issue;
 mod mm;
 mod queue;
 mod stats;
+mod tlb;
 
 use tiersim_core::{Access, Error, NodeId, Ns, Result};
 use tiersim_devices::DeviceRequest;
@@ -85,6 +86,8 @@ pub(crate) struct Engine {
     pub(crate) files: FileIo,
     pub(crate) scanner: Scanner,
     pub(crate) numa: HintFaults,
+    /// `host.tlb_entries`: None without a TLB model.
+    pub(crate) tlb: Option<tlb::Tlbs>,
     pub(crate) cpus: Vec<Cpu>,
     pub(crate) penalty: Vec<Ns>,
     /// mlp x 1000, so the stall latency / mlp is integer arithmetic.
@@ -289,6 +292,12 @@ impl Engine {
             files: FileIo::new(platform)?,
             scanner,
             numa: HintFaults::new(os.duration("hint_fault_latency") * 1000, platform.watermarks.clone()),
+            tlb: tlb::Tlbs::new(
+                host.uint("tlb_entries"),
+                host.duration("tlb_miss_latency") * 1000,
+                host.str("tlb_lookups") == "reads",
+                cpus.len(),
+            )?,
             cpus,
             penalty,
             mlp_milli,
@@ -392,6 +401,9 @@ impl Engine {
         }
         if issue_ns >= self.scanner.due_ns(c) {
             if let Some(cost) = self.scanner.tick(&mut self.mem, c, issue_ns) {
+                if let Some(tlb) = &mut self.tlb {
+                    tlb.flush_all(self.measuring);
+                }
                 return Ok(Some(issue_ps + cost));
             }
         }
@@ -408,6 +420,12 @@ impl Engine {
         if entry.node >= DROPPED || entry.flags & (SWAPCACHE | PROT_NONE) != 0 {
             if let Some(retry_ps) = self.fault(c, p, vpn, issue_ps, &a)? {
                 return Ok(Some(retry_ps));
+            }
+        }
+        if let Some(tlb) = self.tlb.as_mut().filter(|t| !(t.reads_only && a.op.is_write())) {
+            let e = self.mem.pt.entry(p);
+            if !tlb.hit(c, vpn, e.frame, e.node, self.measuring) {
+                return Ok(Some(issue_ps + tlb.miss_ps));
             }
         }
         let w = usize::from(a.op.is_write());

@@ -151,6 +151,9 @@ pub(super) fn finish(mut eng: Engine, read: u64, warmup: u64) -> SimResult {
         "swap": swap,
         "devices": devices,
     });
+    if let Some(tlb) = &eng.tlb {
+        summary["tlb"] = tlb.summary();
+    }
     if eng.files.active() {
         summary["page_cache"] = eng.files.summary(eng.mem.page_size);
     }
