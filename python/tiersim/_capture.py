@@ -239,7 +239,7 @@ def capture(
             warnings.warn(f"{exc}; capturing with lackey instead (much slower)", stacklevel=2)
         else:
             return _capture_files(
-                [valgrind, "--tool=tiersim", "--log-file={dir}/valgrind.log", *argv],
+                [valgrind, "--tool=tiersim", "--fair-sched=yes", "--log-file={dir}/valgrind.log", *argv],
                 argv,
                 params_text,
                 seed,
