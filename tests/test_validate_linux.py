@@ -317,6 +317,36 @@ def test_calibration_phases_are_parsed() -> None:
     assert machine["calib_random"] == {"ns": 1451952590, "count": 4000000}
 
 
+def test_migration_cost_comes_from_the_calibrations_move_pages() -> None:
+    # calib.c's migrate phase: 2 x 2,048 pages moved by move_pages(2) in 614.4 ms, 150 us a page.
+    out = GUEST_OUT_KSWAPD.replace(
+        "@ calib begin",
+        "@ calib begin\n@ calib_touch 81920000 4096\n@ calib_mprotect 4096000 16384\n@ calib_migrate 614400000 4096",
+    )
+    machine, calib_s, program_s, samples = linux.parse_guest(out, "", "kv-tiering")
+    assert machine["calib_migrate"] == {"ns": 614400000, "count": 4096}
+    run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
+    # The phase is the guest kernel's work: not in the calibration's CPU time.
+    assert linux.calib_work_s(run) == pytest.approx(calib_s - 0.08192 - 0.004096 - 0.6144)
+    # The median over every boot of the matrix: a boot whose flushes stalled (4 ms a page) does not
+    # set it.
+    slow = linux.GuestRun(
+        *linux.parse_guest(out.replace("@ calib_migrate 614400000", "@ calib_migrate 16384000000"), "", "kv"),
+        30.0,
+        "tcg",
+    )
+    case = linux.Case(linux.PROGRAMS["kv"], linux.SETTINGS["tiering"], [run, run, slow])
+    paths = linux.kernel_path_costs({"kv-tiering": case})
+    assert paths == {"kv": {"migration_guest_ns": 150000.0}}
+    fc = linux.fault_cost(case, 0.25, paths["kv"])
+    assert fc["guest_ns_per_migration"] == 150000.0 and fc["migrate_ns"] == 37500.0
+    # No hint-fault cost measured (no autonuma case): a hint fault costs a page fault.
+    assert "hint_fault_ns" not in fc
+    p = tomllib.loads(linux.platform_toml(run, 0.25, None, fc))
+    # Each measured cost holds its own TLB flush, so none is charged apart.
+    assert p["os"]["migrate_overhead"] == "37500ns" and p["os"]["tlb_shootdown"] == "0ns"
+
+
 def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
     r = _cli("validate", "linux", "--quick", "-o", str(tmp_path / "out"), env={"TIERSIM_VM_DIR": str(tmp_path)})
     assert r.returncode == 1

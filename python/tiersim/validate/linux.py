@@ -158,7 +158,7 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
                 section = key
             elif key == "calib_touch":
                 machine["calib_touch"] = {"ns": int(rest[0]), "pages": int(rest[1])}
-            elif key in ("calib_sweep", "calib_random", "calib_mprotect"):
+            elif key in ("calib_sweep", "calib_random", "calib_mprotect", "calib_migrate"):
                 machine[key] = {"ns": int(rest[0]), "count": int(rest[1])}
             elif key == "oom":
                 oom = int(rest[0])
@@ -283,7 +283,7 @@ def fast_node_room(run: GuestRun) -> tuple[int, int]:
 def calib_work_s(run: GuestRun) -> float:
     """The calibration's time in the guest without its page-touch and mprotect phases, whose cost
     is the guest kernel's (a page fault, a page-table walk), not the CPU's."""
-    kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect")]
+    kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect", "calib_migrate")]
     return run.calib_s - sum(k["ns"] / 1e9 for k in kernel if k)
 
 
@@ -392,7 +392,9 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
     tiering mode's system time beyond its hint faults, per page promoted, came out at 0.33 and
     1.13 ms for stream and graph and below zero for kv in the 08:13 matrix, the tick-sampled
     system time too coarse for it. Needs the program's none and autonuma cases from boots that
-    recorded the system time; a cost that comes out not positive is left out."""
+    recorded the system time; a cost that comes out not positive is left out. With boots that
+    timed the calibration's migrate phase, every program also gets a page migration's cost
+    (`migration_guest_ns`), the median over all of them."""
     out: dict[str, dict[str, float]] = {}
     for prog in dict.fromkeys(c.program.name for c in cases.values()):
         runs = {
@@ -408,6 +410,13 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
         if hint <= 0:
             continue
         out[prog] = {"hint_fault_guest_ns": hint * 1e9}
+    # A page's migration, from the calibration's migrate phase over every boot of the matrix: the
+    # calibration is the same work in each, and a few boots' flushes stall (TCG's cross-CPU TLB
+    # flush), 0.16-1.9 ms a page against 26-35 us in most, whichever program follows it.
+    moves = _phase_ns(cases, "calib_migrate")
+    if moves:
+        for prog in dict.fromkeys(c.program.name for c in cases.values()):
+            out.setdefault(prog, {})["migration_guest_ns"] = statistics.median(moves)
     return out
 
 
@@ -425,13 +434,18 @@ def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> di
         return {}
     per_page = sum(t["ns"] / t["pages"] for t in touches) / len(touches)
     out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
-    if path:
+    if path and "hint_fault_guest_ns" in path:
         out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
     walks = [run.machine.get("calib_mprotect") for run in case.runs]
     if all(walks):
         # The scanner's walk: change_protection per PTE, as the calibration's mprotect timed it.
         per_pte = statistics.median(w["ns"] / w["count"] for w in walks)
         out |= {"guest_ns_per_pte": per_pte, "pte_scan_ns": per_pte * d}
+    if path and "migration_guest_ns" in path:
+        # A promotion's migration: the calibration's move_pages per page, its TLB flush by IPI
+        # included (kernel_path_costs).
+        per_page = path["migration_guest_ns"]
+        out |= {"guest_ns_per_migration": per_page, "migrate_ns": per_page * d}
     return out
 
 
@@ -525,6 +539,10 @@ def platform_toml(
         os_lines += f'fault_latency = "{faults["fault_ns"]:.0f}ns"\nhint_fault_latency = "{hint:.0f}ns"\n'
         if "pte_scan_ns" in faults:
             os_lines += f'pte_scan_cost = "{faults["pte_scan_ns"]:.0f}ns"\n'
+        if "migrate_ns" in faults:
+            # The measured costs (a migration, a PTE walked, kswapd's page) include their TLB
+            # flushes, so none is charged apart.
+            os_lines += f'migrate_overhead = "{faults["migrate_ns"]:.0f}ns"\ntlb_shootdown = "0ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
 
@@ -837,6 +855,7 @@ def _validate(
         "time_scale": time_scale,
         "calib_sweep_guest_ns_per_line_runs": _phase_ns(cases, "calib_sweep"),
         "calib_random_guest_ns_per_read_runs": _phase_ns(cases, "calib_random"),
+        "calib_migrate_guest_ns_per_page_runs": _phase_ns(cases, "calib_migrate"),
         "calib_instructions_est": instructions,
         "instructions_per_access": ipas,
     }
