@@ -812,3 +812,82 @@ fn the_journal_size_places_the_journal_and_bad_sizes_are_one_error() {
         "{e}"
     );
 }
+
+/// `storage.cache_new_pages = "past_traced_end"`: a 16-page file, mapped (its traced end starts
+/// at its first byte). Page 0 written whole (traced end 4 KiB); 100 B written at page 1 (at the
+/// traced end: nothing to read, ext4's write_begin zeroes the rest of a new page); 100 B at page
+/// 8 (past it: nothing read; traced end now 8 x 4 KiB + 100); 100 B at page 3, not cached and
+/// below the traced end: read first (a random miss, prev = 8: only the page, one 4 KiB request).
+#[test]
+fn a_partial_write_past_the_traced_end_reads_nothing_one_below_it_reads_the_page() {
+    let past = "storage.cache_new_pages=\"past_traced_end\"";
+    let on = platform_with("4MiB", "", &[past]);
+    let head = || with(map(0, 16), [call(Op::Write, 0, 4096)]);
+    let trace = with(head(), [call(Op::Write, 1, 100), call(Op::Write, 8, 100), call(Op::Write, 3, 100)]);
+    let r = run(&on, trace.clone()).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(
+        (u(pc, &["misses"]), u(pc, &["hits"]), u(pc, &["new_partial_pages"]), u(pc, &["pages_read"])),
+        (4, 0, 2, 1),
+        "{pc}"
+    );
+    assert_eq!((u(pc, &["read_requests"]), u(pc, &["readahead_pages"])), (1, 0), "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_read"]), 4096);
+
+    // The partial write past the end costs what a hit on a cached, dirty page costs plus the
+    // page allocation (250 ns), nothing of the device: system call 100 + VFS 300 + lookup 50 +
+    // the 100 B DRAM copy + write_page 200 either way.
+    let t = |p: &platform::Platform, tail: Vec<Access>| {
+        let r = run(p, with(head(), tail)).unwrap();
+        (u(&r.summary["page_cache"], &["io_time_ns"]), u(&r.summary, &["swap", "device", "bytes_read"]))
+    };
+    let (base, read0) = t(&on, vec![]);
+    let (new_page, read1) = t(&on, vec![call(Op::Write, 1, 100)]);
+    let (hit, _) = t(&on, vec![call(Op::Write, 0, 100)]);
+    assert_eq!((read0, read1), (0, 0));
+    assert_eq!(new_page - base, hit - base + 250, "new page {} ns, hit {} ns", new_page - base, hit - base);
+    assert!((hit - base) < 1000, "{}", hit - base);
+    // The partial write below the end waits for the page: page allocation 250, fs_map 400,
+    // block layer 1000 + driver 500, the 4 KiB NVMe read, the interrupt 3000, on top of the hit.
+    let (below, read3) = t(&on, vec![call(Op::Write, 8, 100), call(Op::Write, 3, 100)]);
+    let (upto8, _) = t(&on, vec![call(Op::Write, 8, 100)]);
+    assert_eq!(read3, 4096);
+    let dev = device_ns(&on, Op::Read, 4096);
+    assert_eq!(below - upto8, hit - base + 250 + 400 + 1000 + 500 + dev + 3000, "dev {dev} ns");
+
+    // Without the rule (the default, every page of a mapped file holding data) the write at
+    // page 1 misses a sequential stream (prev = 0) and reads the initial window, pages [1, 5)
+    // (get_init_ra_size(1, 32) = 4); page 8 is read alone (random); page 3 hits.
+    let off = run(&platform("4MiB", ""), trace).unwrap();
+    let pc = &off.summary["page_cache"];
+    assert!(pc.get("new_partial_pages").is_none(), "{pc}");
+    assert_eq!((u(pc, &["misses"]), u(pc, &["hits"]), u(pc, &["pages_read"])), (3, 1, 5), "{pc}");
+    assert_eq!(u(&off.summary, &["swap", "device", "bytes_read"]), 5 * 4096);
+
+    // An unknown value is one error naming the key.
+    let e = try_platform("4MiB", "", &["storage.cache_new_pages=\"sometimes\""]).map(|_| ()).expect_err("an error");
+    let e = e.to_string();
+    assert!(e.contains("storage.cache_new_pages") && e.contains("not one of preallocated, past_traced_end"), "{e}");
+}
+
+/// A page a load or store through the mapping touched, then dropped, is below the traced end:
+/// a partial write to it reads it (the fault raised the traced end to the page's end).
+#[test]
+fn a_page_touched_through_the_mapping_is_below_the_traced_end() {
+    let on =
+        platform_with("4MiB", "[storage]\nfault_around_pages = 1", &["storage.cache_new_pages=\"past_traced_end\""]);
+    // A 64-page file: a load faults page 0 (read-around caches [0, 32); the traced end is page
+    // 0's end); an O_DIRECT write of page 2 drops its cached copy (traced end: page 2's end);
+    // 100 B written at page 40 (past the end: nothing read) and at page 2 (not cached, below
+    // the end: read, alone, as a random miss).
+    let trace = with(
+        map(0, 64),
+        [mapped(Op::Read, 0), direct(Op::Write, 2, 4096), call(Op::Write, 40, 100), call(Op::Write, 2, 100)],
+    );
+    let r = run(&on, trace).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(u(pc, &["new_partial_pages"]), 1, "{pc}");
+    assert_eq!(u(pc, &["mmap", "fault_read_pages"]), 32, "{pc}");
+    // 32 pages by the fault, then page 2 again by the write below the end.
+    assert_eq!(u(pc, &["pages_read"]), 33, "{pc}");
+}

@@ -73,8 +73,13 @@ LLC = "1MiB"
 #: takes it out of the gap that holds it.
 CALIBRATION_INSTRUCTIONS = 1_800_000_000
 
-SSD = {"swap.preset": "optane_ssd"}
-PM = {"swap.preset": "optane_100", **{f"swap.params.{k}": v for k, v in BLOG_DIMM.items()}}
+#: Through the page cache, the same files: a write of part of a page not cached reads it from the
+#: device first only below the file's traced end; past it ext4 zeroes the rest of the page
+#: instead (`storage.cache_new_pages`, docs/model.md): WiredTiger's log files are created in the
+#: trace and its appends reach their pages first, often in part.
+NEW_PAGES = {"storage.cache_new_pages": "past_traced_end"}
+SSD = {"swap.preset": "optane_ssd", **NEW_PAGES}
+PM = {"swap.preset": "optane_100", **{f"swap.params.{k}": v for k, v in BLOG_DIMM.items()}, **NEW_PAGES}
 #: Two modules striped into one block device (the blog's device-mapper stripe): reads at twice a
 #: module's media rate, writes at the blog's "nearly 1 GB/s" for two.
 PM2 = {**PM, "swap.params.media_read_bandwidth": "13.2GB/s", "swap.params.media_write_bandwidth": "1.0GB/s"}

@@ -39,9 +39,12 @@ pub(crate) struct FileMap {
     pub(crate) end_byte: u64,
     pub(crate) ra: Stream,
     pub(crate) mmap_miss: u32,
-    /// On fsdax with `storage.dax_new_blocks = "past_traced_end"`: the highest byte address the
-    /// trace's calls have read or written in the file (its blocks below exist), and the journal
-    /// transaction that holds the file's last block allocation (ext4's i_datasync_tid).
+    /// On fsdax with `storage.dax_new_blocks = "past_traced_end"`, or in the page cache with
+    /// `storage.cache_new_pages = "past_traced_end"`: the highest byte address the trace's calls
+    /// (and, for the page cache, its faults through a mapping, to the faulting page's end; a
+    /// warm file's mapping end) have read or written in the file (its blocks below exist), and
+    /// the journal transaction that holds the file's last block allocation (ext4's
+    /// i_datasync_tid).
     pub(crate) traced_end: u64,
     pub(crate) datasync_tid: u64,
 }
@@ -117,6 +120,9 @@ pub(crate) struct FileStats {
     pub dax_latency_ns: u64,
     /// `dax_new_blocks = "past_traced_end"`: write calls that allocated, the blocks they
     /// allocated (each zeroed on PMEM first), journal commits fsync waited for, and their time.
+    /// `cache_new_pages = "past_traced_end"`: pages a buffered write covered only in part,
+    /// not cached and at or past the file's traced end, so zeroed rather than read.
+    pub new_partial_pages: u64,
     pub dax_alloc_calls: u64,
     pub dax_zeroed_blocks: u64,
     pub journal_commits: u64,
@@ -305,6 +311,10 @@ impl FileIo {
         });
         // Only when the trace synced: a trace without sync records reports exactly what it did
         // before they existed (the frozen runs' digests hold the whole summary).
+        // Only with the rule on, as the DAX allocation keys.
+        if self.path.cache_grow {
+            out["new_partial_pages"] = s.new_partial_pages.into();
+        }
         if syncs > 0 {
             out["sync"] = serde_json::json!({
                 "fsync_calls": s.fsyncs,
@@ -418,6 +428,12 @@ impl FileIo {
         if let Some(&last) = pages.last() {
             self.cursor = last + 1;
         }
+    }
+
+    /// The file mapped at page `lo` has been read or written up to byte address `end`.
+    pub(crate) fn raise_traced_end(&mut self, lo: u64, end: u64) {
+        let m = self.maps.get_mut(&lo).expect("callers take lo from bounds");
+        m.traced_end = m.traced_end.max(end);
     }
 
     /// The end of the mapped file holding page `vpn` (u64::MAX: none).

@@ -113,6 +113,10 @@ impl Engine {
         let (first, last, end_byte) = self.call_range(&a)?;
         let io = self.files.path;
         let write = a.op.is_write();
+        // `cache_new_pages = "past_traced_end"`: the file's traced end before this call (the
+        // trace carries no file sizes), if a mapping record names the file.
+        let file = if io.cache_grow { self.files.bounds(first).map(|(lo, _)| lo) } else { None };
+        let traced_end = file.map(|lo| self.files.maps[&lo].traced_end);
         let mut at = t + io.syscall + io.vfs;
         for vpn in first..=last {
             at += io.page_cache_lookup;
@@ -125,7 +129,19 @@ impl Engine {
                     self.mem.pt.touched += 1;
                 }
                 self.files.stats.misses += 1;
-                at = if write && bytes == self.mem.page_size {
+                // A write of part of a page at or past the file's traced end reads nothing
+                // either: ext4_da_write_begin -> ext4_block_write_begin (fs/ext4/inode.c; the
+                // generic __block_write_begin_int in fs/buffer.c does the same) finds the
+                // page's block unmapped past i_size, get_block maps it new (a delayed
+                // allocation, or an unwritten extent), and a new buffer has the part the write
+                // will not cover zeroed (zero_user_segments) instead of read; only a mapped,
+                // written block is read (ll_rw_block). Deviation: the zeroing is not charged
+                // beyond page_alloc, as a whole-page write's is not.
+                let past_end = write && traced_end.is_some_and(|e| vpn << self.mem.page_shift >= e);
+                if past_end && bytes < self.mem.page_size {
+                    self.files.stats.new_partial_pages += 1;
+                }
+                at = if write && (bytes == self.mem.page_size || past_end) {
                     // A whole-page write reads nothing first (ext4_write_begin finds no partial
                     // page to bring up to date).
                     let (_, reclaim_ps) = self.alloc(p, c, vpn, at, FILE)?;
@@ -176,6 +192,9 @@ impl Engine {
             self.mark_page_accessed(p, node);
         }
         self.files.streams[c].prev = Some(last);
+        if let Some(lo) = file {
+            self.files.raise_traced_end(lo, end_byte);
+        }
         let s = &mut self.files.stats;
         if write {
             s.write_calls += 1;
@@ -267,6 +286,11 @@ impl Engine {
                 remote: false,
             }));
             requests += 1;
+        }
+        if io.cache_grow {
+            if let Some((lo, _)) = self.files.bounds(first) {
+                self.files.raise_traced_end(lo, end_byte);
+            }
         }
         let s = &mut self.files.stats;
         s.direct_requests += requests;
@@ -672,6 +696,12 @@ impl Engine {
         };
         if self.files.warm && fresh && self.swap.is_some() {
             self.warm_file(c, first, hi, issue_ps / 1000)?;
+            // A warm file's pages hold data: with `cache_new_pages = "past_traced_end"` it ends
+            // where its mapping does.
+            if self.files.path.cache_grow && self.files.dax.is_none() {
+                let lo = self.files.bounds(first).map(|(lo, _)| lo).expect("mapped above");
+                self.files.raise_traced_end(lo, end_byte);
+            }
         }
         let end_ps = issue_ps + self.files.path.syscall * 1000;
         self.retire(c, a, issue_ps, end_ps);
@@ -704,6 +734,12 @@ impl Engine {
     pub(crate) fn filemap_fault(&mut self, c: usize, p: u32, vpn: u64, t: Ns, write: bool) -> Result<u64> {
         let io = self.files.path;
         let bounds = self.files.bounds(vpn);
+        // A load or store through the mapping reads or writes the page: with `cache_new_pages =
+        // "past_traced_end"` the file reaches at least its end (every page a mapping touches
+        // faults first).
+        if let (true, Some((lo, _))) = (io.cache_grow, bounds) {
+            self.files.raise_traced_end(lo, (vpn + 1) << self.mem.page_shift);
+        }
         let node = self.mem.pt.entries[p as usize].node;
         if node >= DROPPED {
             let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");

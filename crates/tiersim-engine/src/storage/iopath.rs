@@ -139,6 +139,19 @@ pub const SPECS: &[ParamSpec] = &[
     )
     .choices(&["preallocated", "past_traced_end"]),
     ParamSpec::new(
+        "cache_new_pages",
+        ParamKind::Str,
+        "preallocated",
+        "which pages of a file hold data on the block device before a buffered write: \
+         preallocated (every page of a mapped file, as the generators' files are laid out: a \
+         write of part of an uncached page reads it first) or past_traced_end (a file ends at the \
+         highest byte the trace's calls and faults have read or written in it so far: the trace \
+         carries no file sizes; a write of part of an uncached page that starts at or past that \
+         reads nothing, as ext4's write_begin zeroes the rest of a page beyond i_size instead of \
+         reading it: fs/buffer.c __block_write_begin_int, mm/filemap.c generic_perform_write)",
+    )
+    .choices(&["preallocated", "past_traced_end"]),
+    ParamSpec::new(
         "journal_blocks",
         ParamKind::Int,
         "5",
@@ -207,6 +220,9 @@ pub struct IoPath {
     pub dax_fault_bytes: u64,
     /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
     pub dax_grow: bool,
+    /// `cache_new_pages = "past_traced_end"`: a buffered write of part of an uncached page at
+    /// or past a file's traced end reads nothing from the device.
+    pub cache_grow: bool,
     pub journal_blocks: u64,
     /// Bytes of the journal's circular area (`journal_size`).
     pub journal_bytes: u64,
@@ -296,6 +312,7 @@ impl IoPath {
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
             dax_grow: p.str("dax_new_blocks") == "past_traced_end",
+            cache_grow: p.str("cache_new_pages") == "past_traced_end",
             journal_blocks,
             journal_bytes,
             fsync: p.duration("fsync"),
