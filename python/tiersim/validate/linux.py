@@ -281,8 +281,9 @@ def fast_node_room(run: GuestRun) -> tuple[int, int]:
 
 
 def calib_work_s(run: GuestRun) -> float:
-    """The calibration's time in the guest without its page-touch and mprotect phases, whose cost
-    is the guest kernel's (a page fault, a page-table walk), not the CPU's."""
+    """The calibration's time in the guest without its page-touch, mprotect and migrate phases,
+    whose cost is the guest kernel's (a page fault, a page-table walk, a migration), not the
+    CPU's."""
     kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect", "calib_migrate")]
     return run.calib_s - sum(k["ns"] / 1e9 for k in kernel if k)
 
@@ -540,8 +541,8 @@ def platform_toml(
         if "pte_scan_ns" in faults:
             os_lines += f'pte_scan_cost = "{faults["pte_scan_ns"]:.0f}ns"\n'
         if "migrate_ns" in faults:
-            # The measured costs (a migration, a PTE walked, kswapd's page) include their TLB
-            # flushes, so none is charged apart.
+            # The measured migration and kswapd's page include their TLB flushes, so none is
+            # charged apart; a scan window's one flush goes uncharged (a few windows a run).
             os_lines += f'migrate_overhead = "{faults["migrate_ns"]:.0f}ns"\ntlb_shootdown = "0ns"\n'
     return f"""name = "linux_vm"
 summary = "the validation VM: node 0 with 2 CPUs, node 1 CPU-less (dax/kmem, lower tier)"
