@@ -21,9 +21,12 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
         .max(1024.0),
     // A page walk's cost on hardware depends on where the page-table entries are cached; 30 ns
     // is a walk whose upper levels hit the paging-structure caches and whose PTE comes from L2/L3.
-    ParamSpec::new("tlb_entries", ParamKind::Int, "0", "translations each CPU's TLB holds, direct-mapped on the page number (a power of two; 0 = no TLB model: translations cost nothing)")
+    ParamSpec::new("tlb_entries", ParamKind::Int, "0", "translations each CPU's TLB holds, in sets of tlb_ways indexed by the page number (a power of two sets; 0 = no TLB model: translations cost nothing)")
         .min(0.0)
         .max(16777216.0),
+    ParamSpec::new("tlb_ways", ParamKind::Int, "1", "ways of each TLB set, LRU within a set (1: direct-mapped, as QEMU's softmmu TLB; 12 for a 1,536-entry STLB)")
+        .min(1.0)
+        .max(64.0),
     ParamSpec::new("tlb_miss_latency", ParamKind::Duration, "30ns", "a TLB miss's page walk, before the access issues (with tlb_entries)"),
     ParamSpec::new("tlb_lookups", ParamKind::Str, "all", "which accesses the TLB translates: all, or reads when the trace's writes are a cache's dirty evictions (`tiersim capture` traces), which reach memory by physical address")
         .choices(&["all", "reads"]),

@@ -416,6 +416,12 @@ fn tlb_misses_cost_a_walk_per_cpu_and_slot() {
     let p = plat(&one_node(""), &["host.tlb_entries=3"]);
     let e = run(&p, "linux_default", vec![acc(0, 0x1000, Op::Read, 0)]).err().map(|e| e.to_string());
     assert!(e.as_deref().is_some_and(|e| e.contains("host.tlb_entries") && e.contains("power of two")), "{e:?}");
+    // Two ways: pages 1 and 3 share a set and both stay, so the six reads walk three times.
+    let p = plat(&one_node(""), &["host.tlb_entries=4", "host.tlb_ways=2", "host.tlb_miss_latency=\"30ns\""]);
+    let a: Vec<Access> = pages.iter().map(|&v| acc(0, v << 12, Op::Read, 0)).collect();
+    let r = run(&p, "linux_default", a).unwrap();
+    assert_eq!(u(&r.summary, &["tlb", "misses"]), 3);
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 6 * 101 + 3 * 30);
 }
 
 /// A scan window flushes every CPU's TLB (x86 flush_tlb_mm_range beyond 33 pages): in the

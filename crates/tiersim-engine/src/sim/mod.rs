@@ -294,6 +294,7 @@ impl Engine {
             numa: HintFaults::new(os.duration("hint_fault_latency") * 1000, platform.watermarks.clone()),
             tlb: tlb::Tlbs::new(
                 host.uint("tlb_entries"),
+                host.uint("tlb_ways"),
                 host.duration("tlb_miss_latency") * 1000,
                 host.str("tlb_lookups") == "reads",
                 cpus.len(),
