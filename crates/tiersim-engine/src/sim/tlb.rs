@@ -42,7 +42,7 @@ impl Tlbs {
             return Ok(None);
         }
         let sets = entries / ways.max(1);
-        if ways == 0 || entries % ways != 0 || !sets.is_power_of_two() {
+        if ways == 0 || !entries.is_multiple_of(ways) || !sets.is_power_of_two() {
             return Err(Error::config(
                 "host.tlb_entries",
                 format!(
