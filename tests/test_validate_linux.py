@@ -493,3 +493,39 @@ def test_full_matrix(tmp_path: Path) -> None:
         assert sp["program_time_scales"][prog]["case"] == f"{prog}-none"
         # The guest kernel's hint-fault cost, from AutoNUMA's system time over no balancing's.
         assert sp["kernel_path_costs"][prog]["hint_fault_guest_ns"] > 0, prog
+
+
+FAKE_QEMU = """#!/usr/bin/env python3
+import sys, time
+from pathlib import Path
+files = [a[5:] for a in sys.argv if a.startswith("file:")]
+console, data = Path(files[0]), Path(files[1])
+count = Path(sys.argv[0]).with_suffix(".count")
+n = int(count.read_text()) if count.exists() else 0
+count.write_text(str(n + 1))
+if n < STALLS:
+    data.write_text("@ kernel 6.1\\n")
+    console.write_text("[ 48.695432] watchdog: BUG: soft lockup - CPU#0 stuck for 45s! [init:1]\\n")
+    time.sleep(60)
+data.write_text("@ kernel 6.1\\n@ calib begin\\n@ done\\n")
+"""
+
+
+@pytest.mark.parametrize(("stalls", "boots"), [(1, 2), (3, 3)])
+def test_a_boot_that_stalls_in_the_kernel_is_made_again(tmp_path: Path, stalls: int, boots: int) -> None:
+    # A fake QEMU whose first `stalls` boots print a soft lockup on the console before the
+    # calibration and hang; the boot is killed at the mark and made again, up to BOOT_RETRIES times.
+    qemu = tmp_path / "qemu"
+    qemu.write_text(FAKE_QEMU.replace("STALLS", str(stalls)))
+    qemu.chmod(0o755)
+    tools = vm.Tools(str(qemu), tmp_path, tmp_path, "", "", "")
+    run = tmp_path / "run"
+    run.mkdir()
+    if stalls <= vm.BOOT_RETRIES:
+        b = vm.boot(tools, vm.Shape(), tmp_path / "initrd", 30.0, run)
+        assert "@ calib begin" in b.data and b.wall_s < 10
+    else:
+        # Every boot stalls: the last one runs to the timeout and is reported as hung.
+        with pytest.raises(tiersim.TiersimError, match=r"did not finish within 8 s \(hung boot or run\).*soft lockup"):
+            vm.boot(tools, vm.Shape(), tmp_path / "initrd", 8.0, run)
+    assert int((tmp_path / "qemu.count").read_text()) == boots
