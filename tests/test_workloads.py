@@ -125,7 +125,9 @@ def test_wiredtiger_tiny_capture_has_threads_files_and_footprint(tmp_path: Path)
     fio = rep["fileio"]
     assert fio["markers_missing"] == 0
     w = fio["waits"]
-    assert w["begun"] > 0 and w["markers_missing"] <= 0.02 * (w["begun"] + w["returned"] + w["wakes"])
+    # A few wait markers go missing (cause unknown, docs/capture.md): 0.2-2.7 % of them in ten tiny
+    # captures on 2026-11-29, so 2 % failed one run in four; a broken pairing would lose most.
+    assert w["begun"] > 0 and w["markers_missing"] <= 0.05 * (w["begun"] + w["returned"] + w["wakes"])
     names = {Path(p).name for p in fio["files"]}
     # A log file is created as WiredTigerTmplog or WiredTigerPreplog and renamed; files are
     # told apart by inode and named by their first path.
