@@ -430,10 +430,16 @@ impl FileIo {
         }
     }
 
-    /// The file mapped at page `lo` has been read or written up to byte address `end`.
-    pub(crate) fn raise_traced_end(&mut self, lo: u64, end: u64) {
-        let m = self.maps.get_mut(&lo).expect("callers take lo from bounds");
-        m.traced_end = m.traced_end.max(end);
+    /// With `cache_new_pages = "past_traced_end"`: the mapped file holding page `vpn`, if any,
+    /// has been read or written up to byte address `end`.
+    pub(crate) fn cache_reached(&mut self, vpn: u64, end: u64) {
+        if !self.path.cache_grow {
+            return;
+        }
+        if let Some((lo, _)) = self.bounds(vpn) {
+            let m = self.maps.get_mut(&lo).expect("bounds come from the map");
+            m.traced_end = m.traced_end.max(end);
+        }
     }
 
     /// The end of the mapped file holding page `vpn` (u64::MAX: none).

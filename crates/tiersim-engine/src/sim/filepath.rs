@@ -115,8 +115,8 @@ impl Engine {
         let write = a.op.is_write();
         // `cache_new_pages = "past_traced_end"`: the file's traced end before this call (the
         // trace carries no file sizes), if a mapping record names the file.
-        let file = if io.cache_grow { self.files.bounds(first).map(|(lo, _)| lo) } else { None };
-        let traced_end = file.map(|lo| self.files.maps[&lo].traced_end);
+        let traced_end =
+            if io.cache_grow { self.files.bounds(first).map(|(lo, _)| self.files.maps[&lo].traced_end) } else { None };
         let mut at = t + io.syscall + io.vfs;
         for vpn in first..=last {
             at += io.page_cache_lookup;
@@ -192,9 +192,7 @@ impl Engine {
             self.mark_page_accessed(p, node);
         }
         self.files.streams[c].prev = Some(last);
-        if let Some(lo) = file {
-            self.files.raise_traced_end(lo, end_byte);
-        }
+        self.files.cache_reached(first, end_byte);
         let s = &mut self.files.stats;
         if write {
             s.write_calls += 1;
@@ -287,11 +285,7 @@ impl Engine {
             }));
             requests += 1;
         }
-        if io.cache_grow {
-            if let Some((lo, _)) = self.files.bounds(first) {
-                self.files.raise_traced_end(lo, end_byte);
-            }
-        }
+        self.files.cache_reached(first, end_byte);
         let s = &mut self.files.stats;
         s.direct_requests += requests;
         if write {
@@ -698,9 +692,8 @@ impl Engine {
             self.warm_file(c, first, hi, issue_ps / 1000)?;
             // A warm file's pages hold data: with `cache_new_pages = "past_traced_end"` it ends
             // where its mapping does.
-            if self.files.path.cache_grow && self.files.dax.is_none() {
-                let lo = self.files.bounds(first).map(|(lo, _)| lo).expect("mapped above");
-                self.files.raise_traced_end(lo, end_byte);
+            if self.files.dax.is_none() {
+                self.files.cache_reached(first, end_byte);
             }
         }
         let end_ps = issue_ps + self.files.path.syscall * 1000;
@@ -737,9 +730,7 @@ impl Engine {
         // A load or store through the mapping reads or writes the page: with `cache_new_pages =
         // "past_traced_end"` the file reaches at least its end (every page a mapping touches
         // faults first).
-        if let (true, Some((lo, _))) = (io.cache_grow, bounds) {
-            self.files.raise_traced_end(lo, (vpn + 1) << self.mem.page_shift);
-        }
+        self.files.cache_reached(vpn, (vpn + 1) << self.mem.page_shift);
         let node = self.mem.pt.entries[p as usize].node;
         if node >= DROPPED {
             let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");
