@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,14 +191,12 @@ def boot(tools: Tools, shape: Shape, initramfs: Path, timeout_s: float, workdir:
     raise AssertionError("unreachable: the last attempt raises or returns")
 
 
-def _stalled_in_boot(data: Path, console: Path) -> bool:
+def _has(path: Path, marks: Sequence[str]) -> bool:
     try:
-        if "@ calib begin" in data.read_text(errors="replace"):
-            return False
-        text = console.read_text(errors="replace")
+        text = path.read_text(errors="replace")
     except OSError:
         return False
-    return any(m in text for m in STALL_MARKS)
+    return any(m in text for m in marks)
 
 
 def _boot_once(
@@ -231,13 +230,16 @@ def _boot_once(
     ]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Watched for a stall until the calibration begins, then not read again until the end.
+    watch = retry
     while True:
         left = timeout_s - (time.monotonic() - start)
         try:
             out, _ = proc.communicate(timeout=max(min(BOOT_POLL_S, left), 0.01))
             break
         except subprocess.TimeoutExpired:
-            stalled = retry and _stalled_in_boot(data, console)
+            watch = watch and not _has(data, ("@ calib begin",))
+            stalled = watch and _has(console, STALL_MARKS)
             if not stalled and time.monotonic() - start < timeout_s:
                 continue
             proc.send_signal(signal.SIGKILL)
