@@ -396,8 +396,14 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
     recorded the system time; a cost that comes out not positive is left out. With boots that
     timed the calibration's migrate phase, every program also gets a page migration's cost
     (`migration_guest_ns`), the median over all of them."""
+    # A page's migration, from the calibration's migrate phase over every boot of the matrix: the
+    # calibration is the same work in each, and a few boots' flushes stall (TCG's cross-CPU TLB
+    # flush), 0.16-1.9 ms a page against 26-35 us in most, whichever program follows it.
+    moves = _phase_ns(cases, "calib_migrate")
+    common = {"migration_guest_ns": statistics.median(moves)} if moves else {}
     out: dict[str, dict[str, float]] = {}
     for prog in dict.fromkeys(c.program.name for c in cases.values()):
+        out[prog] = dict(common)
         runs = {
             c.setting.name: [kernel_metrics(c.setting, r.samples) for r in c.runs]
             for c in cases.values()
@@ -408,17 +414,9 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
         m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ("hint_faults", "sys_s")} for s, ks in runs.items()}
         faults = m["autonuma"]["hint_faults"]
         hint = (m["autonuma"]["sys_s"] - m["none"]["sys_s"]) / faults if faults else 0.0
-        if hint <= 0:
-            continue
-        out[prog] = {"hint_fault_guest_ns": hint * 1e9}
-    # A page's migration, from the calibration's migrate phase over every boot of the matrix: the
-    # calibration is the same work in each, and a few boots' flushes stall (TCG's cross-CPU TLB
-    # flush), 0.16-1.9 ms a page against 26-35 us in most, whichever program follows it.
-    moves = _phase_ns(cases, "calib_migrate")
-    if moves:
-        for prog in dict.fromkeys(c.program.name for c in cases.values()):
-            out.setdefault(prog, {})["migration_guest_ns"] = statistics.median(moves)
-    return out
+        if hint > 0:
+            out[prog]["hint_fault_guest_ns"] = hint * 1e9
+    return {prog: costs for prog, costs in out.items() if costs}
 
 
 def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
