@@ -312,7 +312,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     # The cause of the cold gap, measured: the same runs warm (the table's pages cached).
     big_warm = (r.run("a_c64", "ssd", warm=True), r.run("a_c64", "pm", warm=True), r.run("a_c64", "pm2", warm=True))
     big_warm_gap = max(abs(_ms(big_warm[i]) / _ms(big_warm[0]) - 1) for i in (1, 2))
-    big_ops = int((_report(directory, "a_c64") or {}).get("params", {}).get("ops", 0))
+    big_ops = _ops(directory, "a_c64")
     big_cold_why = (
         f"cold, the clients' first reads of the table and the log pages their commits first write miss the "
         f"page cache ({int(_pc(big[0], 'misses'))} pages, {int(_pc(big[0], 'pages_read'))} read from the "
@@ -548,7 +548,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             + ". One module at both sizes (the comparison took the larger of one and two modules' gaps at 64 MiB "
             "until the reads-behind-writes rule showed it compared unlike figures). The two runs differ in length "
             f"too: {big_ops:,} operations at 64 MiB, "
-            f"{int((_report(directory, 'a_c1') or {}).get('params', {}).get('ops', 0)):,} at 1 MiB",
+            f"{_ops(directory, 'a_c1'):,} at 1 MiB",
         ),
         Claim(
             "dozens of threads turn into concurrent I/O; the device gap does not grow with threads",
@@ -584,6 +584,11 @@ def _report(directory: Path, name: str) -> dict[str, Any] | None:
 
     p = directory / f"{name}.json"
     return json.loads(p.read_text()) if p.is_file() else None
+
+
+def _ops(directory: Path, name: str) -> int:
+    """The YCSB operations trace `name` was captured with (0 without its report)."""
+    return int((_report(directory, name) or {}).get("params", {}).get("ops", 0))
 
 
 def _raw_read_ratio(quick: bool) -> float:
