@@ -50,32 +50,59 @@ def rows(trace: Path) -> list[tuple]:
     return pl.read_csv(csv, comment_prefix="#").select("addr", "size", "op", "cpu").rows()
 
 
-def test_runtime_llc_gives_the_native_models_records(progs, tmp_path: Path, monkeypatch, capfd):
+@pytest.mark.parametrize(
+    ("llc", "ways", "args", "misses"),
+    [
+        (64 << 10, 8, ["1", "2"], 40_000),
+        # 2,048 sets of 16 ways: the runtime's 32-bit tags and branch-free set (tc_set_access16n).
+        # The array at a fixed address: the runtime's 128 KiB of tags, mapped, would move it.
+        (2 << 20, 16, ["3", "1", "0x300000000000"], 90_000),
+    ],
+)
+def test_runtime_llc_gives_the_native_models_records(
+    progs, tmp_path: Path, monkeypatch, capfd, llc: int, ways: int, args: list[str], misses: int
+):
     # The same run twice (no ASLR; the environment padded to one length, TIERSIM_LLC and
-    # TIERSIM_LLC_WAYS being 3 characters longer in the second, so that the stack is at
-    # the same place): every access unfiltered, then through the runtime's 64 KiB LLC. The
-    # unfiltered trace, as lackey text through the native filter's LLC, must give the runtime's
-    # records exactly: same lines, same order, same fills and writebacks. The runtime's batches
-    # (accesses buffered, drained through the same-line table, set lookups pending until a flush)
-    # must not show. (hashmap.c does not give the same accesses twice here: its heap moves with
-    # the runtime's own allocations, which differ with and without a cache.)
-    argv = [*NO_ASLR, str(progs["sweep_i"]), "1", "2"]
-    monkeypatch.setenv("TIERSIM_TEST_PAD", "xxx")
+    # TIERSIM_LLC_WAYS being longer in the second, so that the stack is at the same place): every
+    # access unfiltered, then through the runtime's LLC. The unfiltered trace, as lackey text
+    # through the native filter's LLC, must give the runtime's records exactly: same lines, same
+    # order, same fills and writebacks. The runtime's batches (accesses buffered, drained through
+    # the same-line table, set lookups pending until a flush) must not show. (hashmap.c does not
+    # give the same accesses twice here: its heap moves with the runtime's own allocations, which
+    # differ with and without a cache.)
+    argv = [*NO_ASLR, str(progs["sweep_i"]), *args]
+    params = {"llc": llc, "llc_ways": ways, "v2p": "none"}
+    # TIERSIM_LLC is 0 and TIERSIM_LLC_WAYS 16 in the unfiltered run.
+    pad = len(str(llc)) - 1 + len(str(ways)) - 2
+    monkeypatch.setenv("TIERSIM_TEST_PAD", "x" * pad)
     tiersim.capture_instrumented(argv, tmp_path / "raw.trace", params={"llc": 0, "v2p": "none"})
     monkeypatch.setenv("TIERSIM_TEST_PAD", "")
-    filtered = tiersim.capture_instrumented(
-        argv, tmp_path / "f.trace", params={"llc": "64KiB", "llc_ways": 8, "v2p": "none"}
-    )
+    filtered = tiersim.capture_instrumented(argv, tmp_path / "f.trace", params=params)
     capfd.readouterr()
     tiersim.convert(tmp_path / "raw.trace", tmp_path / "raw.lackey", dst_format="lackey")
-    model = tiersim.capture_lackey(
-        tmp_path / "raw.lackey", tmp_path / "m.trace", params={"llc": "64KiB", "llc_ways": 8, "v2p": "none"}
-    )
+    model = tiersim.capture_lackey(tmp_path / "raw.lackey", tmp_path / "m.trace", params=params)
     ours = rows(tmp_path / "f.trace")
-    assert filtered.report["llc"]["misses"] > 40_000
+    assert filtered.report["llc"]["misses"] > misses
     assert len(ours) == model["records"] == filtered.report["records"]
     assert ours == rows(tmp_path / "m.trace")
     assert filtered.report["llc"]["writebacks"] == model["llc"]["writebacks"] > 0
+
+
+@pytest.mark.parametrize("flags", [[], ["-U__SSE2__"]], ids=["sse2", "loops"])
+def test_runtime_32_bit_tags_give_the_sets_of_64_bit_ones(tmp_path: Path, flags: list[str]):
+    exe = tmp_path / "narrow_tags"
+    runtime = Path(tiersim.__file__).parent / "runtime"
+    cmd = ["gcc", "-O2", "-Wall", "-Werror", *flags, "-I", str(runtime), "-o", str(exe), str(HERE / "narrow_tags.c")]
+    subprocess.run(cmd, check=True)
+    out = subprocess.run([str(exe), "1", "2000000"], capture_output=True, text=True, check=True).stdout
+    assert (
+        out.split()
+        == (
+            "accesses 2000000 misses 1091069 writebacks 515534 hits by way 56968 56181 56826 56543 56349 56949 "
+            "56381 57140 57178 56866 56817 57099 56904 56636 57347 56747"
+        ).split()
+    )
+    subprocess.run([str(exe), "7", "3000000"], capture_output=True, check=True)
 
 
 @needs_valgrind
@@ -214,8 +241,9 @@ def test_zstd_level_is_checked_before_the_program_runs(progs, tmp_path: Path):
 def test_signal_mid_capture_leaves_nothing(
     progs, tmp_path: Path, how: list[str], keys: str, mark: str, sig: signal.Signals
 ):
-    out_dir = tmp_path / "out"
+    out_dir, tmp_dir = tmp_path / "out", tmp_path / "tmp"
     out_dir.mkdir()
+    tmp_dir.mkdir()
     prog = progs["hashmap_i"] if "--instrumented" in how else progs["hashmap"]
     # 3M keys: minutes under Valgrind, seconds instrumented; the signal lands while it runs.
     proc = subprocess.Popen(
@@ -224,6 +252,7 @@ def test_signal_mid_capture_leaves_nothing(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp_dir)},
     )
     try:
         deadline = time.monotonic() + 60
@@ -243,6 +272,9 @@ def test_signal_mid_capture_leaves_nothing(
     assert proc.returncode == 128 + sig, stderr
     assert "no trace was written" in stderr
     assert sorted(p.name for p in out_dir.iterdir()) == []
+    # Nor in the temporary directory: a Valgrind killed there used to leave its gdbserver's
+    # FIFOs (vgdb-pipe-*), one set per capture, which `--vgdb=no` never makes.
+    assert sorted(p.name for p in tmp_dir.iterdir()) == []
 
 
 def _capture_until_its_temporary_files(progs, out_dir: Path, *args: str) -> subprocess.Popen[str]:

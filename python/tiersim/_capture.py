@@ -37,7 +37,9 @@ from tiersim._native import TiersimError
 
 # --trace-sched=yes: Valgrind says which thread runs (`SCHED[tid]:  acquired lock`), in the same
 # stream, so each access goes to its thread.
-VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes", "--trace-sched=yes")
+# --vgdb=no: Valgrind's gdbserver makes FIFOs in $TMPDIR at start-up, which a killed capture left
+# behind (one set per capture).
+VALGRIND_ARGS = ("--tool=lackey", "--trace-mem=yes", "--trace-sched=yes", "--vgdb=no")
 # Valgrind writes one lackey line per write(2); a large pipe lets the filter take them in big
 # reads (the native side waits briefly when a read comes back less than half full).
 PIPE_SIZE = 1 << 20
@@ -239,7 +241,7 @@ def capture(
             warnings.warn(f"{exc}; capturing with lackey instead (much slower)", stacklevel=2)
         else:
             return _capture_files(
-                [valgrind, "--tool=tiersim", "--fair-sched=yes", "--log-file={dir}/valgrind.log", *argv],
+                [valgrind, "--tool=tiersim", "--fair-sched=yes", "--vgdb=no", "--log-file={dir}/valgrind.log", *argv],
                 argv,
                 params_text,
                 seed,

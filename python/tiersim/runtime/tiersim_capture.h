@@ -79,6 +79,62 @@ static inline __attribute__((always_inline)) int tc_set_access(tc_u64 *set, tc_u
     return 1;
 }
 
+/* A set of 16 ways in 32-bit tags, one 64-byte line: each way (line >> the cache's set bits) << 1 |
+ * dirty, which fits when the cache has 2,048 sets or more (a 47-bit user address is a 41-bit line),
+ * TC_INVALID32 an empty way; the same recency order and results as tc_set_access with 16 ways.
+ * Half the host's traffic into the tag array of a large LLC, whose sets miss the host's caches.
+ * With SSE2 the search has no branch on the way that hits (unpredictable, and each mispredicted
+ * branch waited for the set's load) and the recency shift is a blend of the set with its copy
+ * moved by one way. *wb is the evicted dirty tag (line >> set bits) or TC_INVALID32. */
+#define TC_INVALID32 0xFFFFFFFFu
+#if defined(__SSE2__) && !defined(TIERSIM_VALGRIND_TOOL)
+#include <emmintrin.h>
+static inline __attribute__((always_inline)) int tc_set_access16n(tc_u32 *set, tc_u32 tag, int write, tc_u32 *wb) {
+    const __m128i key = _mm_set1_epi32((int)(tag << 1 | 1)), one = _mm_set1_epi32(1);
+    __m128i v[4];
+    unsigned hits = 0;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm_load_si128((const __m128i *)(set + 4 * j));
+        __m128i eq = _mm_cmpeq_epi32(_mm_or_si128(v[j], one), key);
+        hits |= (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) << (4 * j);
+    }
+    const int miss = hits == 0;
+    const unsigned w = miss ? 15u : (unsigned)__builtin_ctz(hits);
+    const tc_u32 out = set[w];
+    *wb = miss && out != TC_INVALID32 && (out & 1) ? out >> 1 : TC_INVALID32;
+    const tc_u32 first = (miss ? tag << 1 : out) | (tc_u32)write;
+    const __m128i wv = _mm_set1_epi32((int)w);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        /* Ways 4j..4j+3 take ways 4j-1..4j+2 where they are at or before w. */
+        __m128i shifted = _mm_slli_si128(v[j], 4);
+        if (j) shifted = _mm_or_si128(shifted, _mm_srli_si128(v[j - 1], 12));
+        __m128i keep = _mm_cmpgt_epi32(_mm_set_epi32(4 * j + 3, 4 * j + 2, 4 * j + 1, 4 * j), wv);
+        _mm_store_si128((__m128i *)(set + 4 * j), _mm_or_si128(_mm_and_si128(keep, v[j]), _mm_andnot_si128(keep, shifted)));
+    }
+    set[0] = first;
+    return miss;
+}
+#else
+static inline int tc_set_access16n(tc_u32 *set, tc_u32 tag, int write, tc_u32 *wb) {
+    tc_u32 key = tag << 1 | 1;
+    for (tc_u32 w = 0; w < 16; w++) {
+        tc_u32 t = set[w];
+        if ((t | 1) == key) {
+            for (; w > 0; w--) set[w] = set[w - 1];
+            set[0] = t | (tc_u32)write;
+            return 0;
+        }
+    }
+    tc_u32 out = set[15];
+    *wb = out != TC_INVALID32 && (out & 1) ? out >> 1 : TC_INVALID32;
+    for (tc_u32 w = 15; w > 0; w--) set[w] = set[w - 1];
+    set[0] = tag << 1 | (tc_u32)write;
+    return 1;
+}
+#endif
+
 #ifdef __clang__
 __attribute__((no_builtin("memcpy", "memmove", "memset")))
 #endif

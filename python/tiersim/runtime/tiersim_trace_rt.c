@@ -76,6 +76,11 @@ struct cache {
     uint64_t set_mask;
     uint32_t ways;
     uint64_t *tags;
+    /* In place of `tags` for 16 ways and sets enough (a power of two) that a user line's tag has
+     * 30 bits (2,048 sets of 64-byte lines): 32-bit tags (tc_set_access16n), one host line a set;
+     * set_bits is log2(sets). */
+    uint32_t *narrow;
+    unsigned set_bits;
     /* Threads that use this cache; it takes the set locks once there are two. */
     uint32_t users;
     volatile int shared;
@@ -202,12 +207,32 @@ static void *tc_alloc(unsigned long bytes) {
     return p;
 }
 
+/* x86-64's user address space with 4-level page tables. With 5 levels a program may map above it
+ * (by asking for such an address), which the 32-bit tags cannot hold. */
+#define USER_ADDRESS_BITS 47
+
+static __attribute__((noinline, cold)) void die_high_address(uint64_t addr) {
+    fprintf(stderr,
+            "tiersim trace runtime: an access at %#llx lies above the 47-bit user address space, which the LLC "
+            "model's 32-bit tags do not cover (capture with llc_ways other than 16)\n",
+            (unsigned long long)addr);
+    _exit(127);
+}
+
 static struct cache *cache_new(void) {
     struct cache *c = calloc(1, sizeof *c);
     if (!c) die("cache");
     c->ways = cfg.env.ways;
-    c->tags = tc_tags_new(&cfg.env, &c->sets);
+    c->sets = (cfg.env.llc >> cfg.env.line_shift) / c->ways;
     c->set_mask = (c->sets & (c->sets - 1)) == 0 ? c->sets - 1 : 0;
+    unsigned set_bits = (unsigned)__builtin_ctzll(c->sets);
+    if (c->ways == 16 && c->set_mask && cfg.env.line_shift + set_bits + 30 >= USER_ADDRESS_BITS) {
+        c->narrow = tc_alloc(c->sets * 16 * sizeof *c->narrow);
+        for (uint64_t i = 0; i < c->sets * 16; i++) c->narrow[i] = TC_INVALID32;
+        c->set_bits = set_bits;
+    } else {
+        c->tags = tc_tags_new(&cfg.env, &c->sets);
+    }
     return c;
 }
 
@@ -314,7 +339,16 @@ static void flush_locked(struct thr *t) {
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(!c->shared, 1)) {
         uint64_t wb;
-        if (ways == 16)
+        if (c->narrow)
+            for (uint32_t i = 0; i < n; i++) {
+                if (i + PREFETCH_AHEAD < n) __builtin_prefetch(c->narrow + (uint64_t)p[i + PREFETCH_AHEAD].set * 16, 1);
+                uint32_t wb32;
+                int miss = tc_set_access16n(c->narrow + (uint64_t)p[i].set * 16, (uint32_t)(p[i].key >> (1 + c->set_bits)),
+                                            p[i].key & 1, &wb32);
+                wb = wb32 == TC_INVALID32 ? TC_INVALID : (uint64_t)wb32 << c->set_bits | p[i].set;
+                pend_access(t, &p[i], miss, wb);
+            }
+        else if (ways == 16)
             for (uint32_t i = 0; i < n; i++) {
                 /* Again, a few ahead: the drain's prefetches may have left the L1 since. */
                 if (i + PREFETCH_AHEAD < n) {
@@ -340,7 +374,15 @@ static void flush_locked(struct thr *t) {
             atomic_uchar *l = &c->locks[p[i].set % NLOCKS];
             while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
             }
-            int miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+            int miss;
+            if (c->narrow) {
+                uint32_t wb32;
+                miss = tc_set_access16n(c->narrow + (uint64_t)p[i].set * 16, (uint32_t)(p[i].key >> (1 + c->set_bits)),
+                                        p[i].key & 1, &wb32);
+                wb = wb32 == TC_INVALID32 ? TC_INVALID : (uint64_t)wb32 << c->set_bits | p[i].set;
+            } else {
+                miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
+            }
             atomic_store_explicit(l, 0, memory_order_release);
             pend_access(t, &p[i], miss, wb);
         }
@@ -374,6 +416,7 @@ static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
         const unsigned shift = cfg.env.line_shift;
         const uint64_t mask = c->set_mask, sets = c->sets, ways = c->ways;
         uint64_t *const tags = c->tags, *const tab = t->tab, tab_mask = t->tab_mask;
+        const uint32_t *const narrow = c->narrow;
         uint64_t hits = 0;
         for (; b < end; b++) {
             uint64_t v = *b, addr = v >> 8, write = v & 1, size = (v >> 1) & 127;
@@ -387,9 +430,14 @@ static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
                     hits++;
                 } else {
                     uint64_t set = mask ? line & mask : line % sets;
-                    const uint64_t *st = tags + set * ways;
-                    __builtin_prefetch(st, 1);
-                    __builtin_prefetch(st + ways - 1, 1);
+                    if (narrow) {
+                        if (__builtin_expect(line >> (USER_ADDRESS_BITS - shift), 0)) die_high_address(line << shift);
+                        __builtin_prefetch(narrow + set * 16, 1);
+                    } else {
+                        const uint64_t *st = tags + set * ways;
+                        __builtin_prefetch(st, 1);
+                        __builtin_prefetch(st + ways - 1, 1);
+                    }
                     struct pend *p = &t->pend[t->npend];
                     p->key = line << 1 | write;
                     p->set = (uint32_t)set;
@@ -584,7 +632,12 @@ static void summary(void) {
     if (shared_cache) all[nc++] = shared_cache;
     for (uint32_t i = 0; i < n_cpu_caches && nc < 4097; i++)
         if (cpu_caches[i]) all[nc++] = cpu_caches[i];
-    for (uint32_t k = 0; k < nc; k++) dirty += tc_dirty_lines(all[k]->tags, all[k]->sets * all[k]->ways);
+    for (uint32_t k = 0; k < nc; k++)
+        if (all[k]->narrow)
+            for (uint64_t i = 0; i < all[k]->sets * 16; i++)
+                dirty += all[k]->narrow[i] != TC_INVALID32 && (all[k]->narrow[i] & 1);
+        else
+            dirty += tc_dirty_lines(all[k]->tags, all[k]->sets * all[k]->ways);
 #define PUT(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__))
     PUT("version 1\ncaches %u\ndirty_at_exit %llu\npagemap off\n", nc, (unsigned long long)dirty);
     for (struct thr *t = threads; t; t = t->next)
