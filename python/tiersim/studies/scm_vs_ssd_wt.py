@@ -74,10 +74,11 @@ LLC = "1MiB"
 CALIBRATION_INSTRUCTIONS = 1_800_000_000
 
 #: Through the page cache, the same files: a write of part of a page not cached reads it from the
-#: device first only below the file's traced end; past it ext4 zeroes the rest of the page
-#: instead (`storage.cache_new_pages`, docs/model.md): WiredTiger's log files are created in the
-#: trace and its appends reach their pages first, often in part.
-NEW_PAGES = {"storage.cache_new_pages": "past_traced_end"}
+#: device first only where the file holds data, below its size when the program opened it (the
+#: trace's file size records) or where the trace has written since; a hole ext4 zeroes instead
+#: (`storage.cache_new_pages = "size_at_open"`, docs/model.md): WiredTiger's log files are created
+#: in the trace and its appends reach their pages first, often in part.
+NEW_PAGES = {"storage.cache_new_pages": "size_at_open"}
 SSD = {"swap.preset": "optane_ssd", **NEW_PAGES}
 PM = {"swap.preset": "optane_100", **{f"swap.params.{k}": v for k, v in BLOG_DIMM.items()}, **NEW_PAGES}
 #: Two modules striped into one block device (the blog's device-mapper stripe): reads at twice a

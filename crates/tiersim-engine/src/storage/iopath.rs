@@ -148,9 +148,14 @@ pub const SPECS: &[ParamSpec] = &[
          highest byte the trace's calls and faults have read or written in it so far: the trace \
          carries no file sizes; a write of part of an uncached page that starts at or past that \
          reads nothing, as ext4's write_begin zeroes the rest of a page beyond i_size instead of \
-         reading it: fs/buffer.c __block_write_begin_int, mm/filemap.c generic_perform_write)",
+         reading it: fs/buffer.c __block_write_begin_int, mm/filemap.c generic_perform_write) or \
+         size_at_open (a file holds data below its size when the program opened it, from the \
+         trace's file size records, and in the pages the trace has written since: a write of \
+         part of an uncached page wholly past that size that the trace has not written reads \
+         nothing, a hole or unwritten extent that ext4_block_write_begin zeroes; a file with no \
+         size record is taken as past_traced_end takes it)",
     )
-    .choices(&["preallocated", "past_traced_end"]),
+    .choices(&["preallocated", "past_traced_end", "size_at_open"]),
     ParamSpec::new(
         "journal_blocks",
         ParamKind::Int,
@@ -220,9 +225,12 @@ pub struct IoPath {
     pub dax_fault_bytes: u64,
     /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
     pub dax_grow: bool,
-    /// `cache_new_pages = "past_traced_end"`: a buffered write of part of an uncached page at
-    /// or past a file's traced end reads nothing from the device.
+    /// `cache_new_pages = "past_traced_end"` or `"size_at_open"`: a buffered write of part of an
+    /// uncached page at or past a file's traced end reads nothing from the device.
     pub cache_grow: bool,
+    /// `cache_new_pages = "size_at_open"`: for a file with a size record, the page must lie
+    /// wholly past what the file held at open and be unwritten by the trace instead.
+    pub cache_sized: bool,
     pub journal_blocks: u64,
     /// Bytes of the journal's circular area (`journal_size`).
     pub journal_bytes: u64,
@@ -312,7 +320,8 @@ impl IoPath {
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
             dax_grow: p.str("dax_new_blocks") == "past_traced_end",
-            cache_grow: p.str("cache_new_pages") == "past_traced_end",
+            cache_grow: p.str("cache_new_pages") != "preallocated",
+            cache_sized: p.str("cache_new_pages") == "size_at_open",
             journal_blocks,
             journal_bytes,
             fsync: p.duration("fsync"),
