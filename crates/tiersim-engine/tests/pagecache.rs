@@ -870,7 +870,10 @@ fn a_partial_write_past_the_traced_end_reads_nothing_one_below_it_reads_the_page
     // An unknown value is one error naming the key.
     let e = try_platform("4MiB", "", &["storage.cache_new_pages=\"sometimes\""]).map(|_| ()).expect_err("an error");
     let e = e.to_string();
-    assert!(e.contains("storage.cache_new_pages") && e.contains("not one of preallocated, past_traced_end, size_at_open"), "{e}");
+    assert!(
+        e.contains("storage.cache_new_pages") && e.contains("not one of preallocated, past_traced_end, size_at_open"),
+        "{e}"
+    );
 }
 
 /// A page a load or store through the mapping touched, then dropped, is below the traced end:
@@ -955,11 +958,20 @@ fn a_partial_write_past_the_size_at_open_reads_nothing_unless_the_trace_wrote_th
     // nothing; a file with no size record is taken as past_traced_end takes it.
     let full = || with(map(0, 16), [held(0, 16, 16 * PAGE)]);
     let r = run(&sized, with(full(), [call(Op::Write, 8, 100)])).unwrap();
-    assert_eq!((u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])), (0, 4));
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (0, 4)
+    );
     let r = run(&past, with(full(), [call(Op::Write, 8, 100)])).unwrap();
-    assert_eq!((u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])), (1, 0));
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (1, 0)
+    );
     let r = run(&sized, with(map(0, 16), [call(Op::Write, 8, 100)])).unwrap();
-    assert_eq!((u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])), (1, 0));
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (1, 0)
+    );
 
     // Without a cache_new_pages rule the size record changes nothing: the trace with it replays
     // as the one without it, to the ns.

@@ -732,7 +732,13 @@ impl Engine {
                 let m = &self.files.maps[&lo];
                 a.addr < m.end_byte && (lo << shift) <= a.addr
             }),
-            Op::Write => self.files.maps.range(..=a.addr >> shift).rev().find(|(_, m)| m.end_byte == a.addr).map(|(&l, m)| (l, m.end)),
+            Op::Write => self
+                .files
+                .maps
+                .range(..=a.addr >> shift)
+                .rev()
+                .find(|(_, m)| m.end_byte == a.addr)
+                .map(|(&l, m)| (l, m.end)),
         };
         let Some((lo, _)) = found else {
             return Err(Error::Sim(format!(
