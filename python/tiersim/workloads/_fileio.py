@@ -239,8 +239,11 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     missing = {k: logged[k] - seen_kinds[k] for k in logged}
     return {
         "files": {log.paths[k]: log.extent[k] for k in log.extent},
-        # What each file held when the program first opened it (0: created or truncated there).
+        # What each file held when the program first opened it (0: created or truncated there),
+        # by path (two files of one path, a name reused for a new inode, show as one), and the
+        # trace's file size records: one per file, and those of files empty at open.
         "held_at_open": {log.paths[k]: log.held[k] for k in log.extent if k in log.held},
+        "size_records": {"files": len(log.held), "empty_at_open": sum(n == 0 for n in log.held.values())},
         "calls_logged": dict(logged),
         "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
         # Waits between threads (a shim built for them): waits begun and returned, wakes, and the
