@@ -998,3 +998,49 @@ fn a_file_size_record_must_follow_its_files_mapping() {
     let e = err(with(map(0, 16), [Access { op: Op::Write, ..held(0, 16, 8 * PAGE) }]));
     assert!(e.contains("access #1") && e.contains("ends"), "{e}");
 }
+
+/// `dax_new_blocks = "size_at_open"` on fsdax, by hand. A 16-page file that held 2 pages and
+/// 100 B at open. Writes: page 10 whole (past the size: 1 block allocated); page 6 whole (below
+/// the traced end that left, but a hole: 1 block, where past_traced_end allocates none); 100 B
+/// at page 2 (the file held data in that block: none); page 6 again (written: none); page 13
+/// (1 block); pages 12-14 (12 and 14 are holes, 13 written: 2 blocks, two zeroing requests, one
+/// allocating call). 4 allocating calls, 5 blocks zeroed. past_traced_end on the same trace: pages
+/// 10 and 13 and, of 12-14, only 14 (past the traced end then): 3 calls, 3 blocks.
+#[test]
+fn a_dax_write_allocates_the_holes_past_the_size_at_open() {
+    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
+    let sized = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"size_at_open\""]);
+    let past = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"past_traced_end\""]);
+    let tail = [
+        call(Op::Write, 10, 4096),
+        call(Op::Write, 6, 4096),
+        call(Op::Write, 2, 100),
+        call(Op::Write, 6, 4096),
+        call(Op::Write, 13, 4096),
+        call(Op::Write, 12, 3 * 4096),
+    ];
+    let trace = |size: Option<u64>| {
+        let head = map(0, 16);
+        match size {
+            Some(h) => with(with(head, [held(0, 16, h)]), tail),
+            None => with(head, tail),
+        }
+    };
+    let alloc = |p: &platform::Platform, size: Option<u64>| {
+        let r = run(p, trace(size)).unwrap();
+        let dax = r.summary["page_cache"]["dax"].clone();
+        (u(&dax, &["allocating_calls"]), u(&dax, &["zeroed_bytes"]), u(&r.summary["page_cache"], &["io_time_ns"]))
+    };
+    let (calls, zeroed, _) = alloc(&sized, Some(2 * PAGE + 100));
+    assert_eq!((calls, zeroed), (4, 5 * 4096));
+    let (calls, zeroed, _) = alloc(&past, Some(2 * PAGE + 100));
+    assert_eq!((calls, zeroed), (3, 3 * 4096));
+    // No size record: size_at_open takes the file as past_traced_end does, to the ns.
+    assert_eq!(alloc(&sized, None), alloc(&past, None));
+    // A file that held every mapped byte: nothing is allocated, and the calls cost what they cost
+    // with every block preallocated (the default), to the ns.
+    let (calls, zeroed, t) = alloc(&sized, Some(16 * PAGE));
+    assert_eq!((calls, zeroed), (0, 0));
+    let r = run(&platform("1MiB", fsdax), trace(Some(16 * PAGE))).unwrap();
+    assert_eq!(t, u(&r.summary["page_cache"], &["io_time_ns"]));
+}

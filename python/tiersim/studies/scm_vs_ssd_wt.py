@@ -85,13 +85,14 @@ PM = {"swap.preset": "optane_100", **{f"swap.params.{k}": v for k, v in BLOG_DIM
 #: module's media rate, writes at the blog's "nearly 1 GB/s" for two.
 PM2 = {**PM, "swap.params.media_read_bandwidth": "13.2GB/s", "swap.params.media_write_bandwidth": "1.0GB/s"}
 #: fsdax: WiredTiger's files grow in the trace (its log files are created there, its block manager
-#: extends the table), and a DAX write past a file's end allocates zeroed blocks and a journal
-#: commit (`storage.dax_new_blocks`, docs/model.md); the trace carries no file sizes, so a file ends
-#: at the highest byte the trace has read or written in it.
+#: extends the table), and a DAX write into a hole allocates zeroed blocks and a journal commit
+#: (`storage.dax_new_blocks`, docs/model.md): a block wholly past its file's size when the program
+#: opened it (the trace's file size records) that no write call has written yet; in a trace
+#: without sizes, a block past the highest byte the trace has read or written in its file.
 DAX = {
     "dax.preset": "optane_100",
     **{f"dax.params.{k}": v for k, v in BLOG_DIMM.items()},
-    "storage.dax_new_blocks": "past_traced_end",
+    "storage.dax_new_blocks": "size_at_open",
 }
 DEVICES = {"ssd": SSD, "pm": PM, "pm2": PM2, "fsdax": DAX}
 WARM = {"os.files_start_cached": True}

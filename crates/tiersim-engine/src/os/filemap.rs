@@ -186,6 +186,9 @@ pub(crate) struct FileIo {
     /// has written (calls, O_DIRECT calls) or touched through a mapping, so that they hold data
     /// whatever the file held at open.
     pub(crate) written: FxHashSet<u64>,
+    /// On fsdax with `dax_new_blocks = "size_at_open"`: the 4 KiB blocks (`FS_BLOCK`) of files
+    /// with a size record that the trace's write calls have written, so allocated.
+    pub(crate) dax_written: FxHashSet<u64>,
 }
 
 impl FileIo {
@@ -219,6 +222,7 @@ impl FileIo {
             warm: platform.os.bool("files_start_cached"),
             fault_around: 1 << (63 - path.fault_around_pages.max(1).leading_zeros()),
             written: FxHashSet::default(),
+            dax_written: FxHashSet::default(),
             path,
         })
     }

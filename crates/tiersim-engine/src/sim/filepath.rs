@@ -431,23 +431,61 @@ impl Engine {
             // the pmem driver's bio path, synchronously), and the allocation joins the running
             // journal transaction (ext4_update_inode_fsync_trans), which the file's next fsync
             // or fdatasync commits. Deviations: the allocator's CPU time (mballoc, the journal
-            // handle) is not charged; blocks skipped over by a write past the end stay holes
-            // that later writes below the end do not allocate; DAX faults do not allocate.
+            // handle) is not charged; with past_traced_end, blocks skipped over by a write past
+            // the end stay holes that later writes below the end do not allocate (with
+            // size_at_open they do); DAX faults do not allocate, nor do stores through a
+            // mapping mark blocks written.
             if io.dax_grow {
                 let end_byte = a.addr + a.size as u64;
                 if let Some((lo, _)) = bounds {
                     let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
                     let block = FS_BLOCK;
-                    let first = (a.addr / block).max(m.traced_end.div_ceil(block));
                     let last = (end_byte - 1) / block;
-                    if a.op.is_write() && first <= last {
-                        let n = last - first + 1;
+                    // The blocks to allocate, as runs [first, end) of consecutive blocks:
+                    // with size_at_open and the file's size record, those wholly past its size
+                    // at open not yet written (a hole wherever it lies: ext4_map_blocks finds
+                    // it unmapped all the same); else those past the traced end.
+                    let runs: Vec<(u64, u64)> = match m.held_end {
+                        Some(h) if io.dax_sized => {
+                            let written = &mut self.files.dax_written;
+                            let mut runs: Vec<(u64, u64)> = Vec::new();
+                            for b in a.addr / block..=last {
+                                let new = b * block >= h && !written.contains(&b);
+                                if a.op.is_write() {
+                                    written.insert(b);
+                                }
+                                match runs.last_mut() {
+                                    Some(r) if new && r.1 == b => r.1 = b + 1,
+                                    _ if new => runs.push((b, b + 1)),
+                                    _ => {}
+                                }
+                            }
+                            runs
+                        }
+                        _ => {
+                            let first = (a.addr / block).max(m.traced_end.div_ceil(block));
+                            if first <= last {
+                                vec![(first, last + 1)]
+                            } else {
+                                vec![]
+                            }
+                        }
+                    };
+                    if a.op.is_write() && !runs.is_empty() {
                         m.datasync_tid = dax.running_tid;
-                        at += io.bio_layer;
-                        at = dax.dev.access(&dax_request(at, first * block, n * block, Op::Write, socket, c));
-                        let s = &mut self.files.stats;
-                        s.dax_alloc_calls += 1;
-                        s.dax_zeroed_blocks += n;
+                        for &(first, end) in &runs {
+                            at += io.bio_layer;
+                            at = dax.dev.access(&dax_request(
+                                at,
+                                first * block,
+                                (end - first) * block,
+                                Op::Write,
+                                socket,
+                                c,
+                            ));
+                            self.files.stats.dax_zeroed_blocks += end - first;
+                        }
+                        self.files.stats.dax_alloc_calls += 1;
                     }
                     m.traced_end = m.traced_end.max(end_byte);
                 }

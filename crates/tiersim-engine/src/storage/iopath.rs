@@ -135,9 +135,12 @@ pub const SPECS: &[ParamSpec] = &[
          end at the highest byte the trace has read or written in it so far: the trace carries no \
          file sizes; a write past that allocates, ext4_iomap_alloc's EXT4_GET_BLOCKS_CREATE_ZERO \
          zeroes the new blocks on PMEM and the next fsync/fdatasync of the file commits the \
-         journal)",
+         journal) or size_at_open (a file's blocks exist below its size when the program opened \
+         it, from the trace's file size records, and where the trace's write calls have written \
+         since: a write allocates the others it covers, holes wherever they lie; a file with no \
+         size record is taken as past_traced_end takes it)",
     )
-    .choices(&["preallocated", "past_traced_end"]),
+    .choices(&["preallocated", "past_traced_end", "size_at_open"]),
     ParamSpec::new(
         "cache_new_pages",
         ParamKind::Str,
@@ -223,8 +226,12 @@ pub struct IoPath {
     pub fault_around_pages: u64,
     pub dax_fault: Ns,
     pub dax_fault_bytes: u64,
-    /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
+    /// `dax_new_blocks = "past_traced_end"` or `"size_at_open"`: writes past a file's traced end
+    /// allocate blocks.
     pub dax_grow: bool,
+    /// `dax_new_blocks = "size_at_open"`: for a file with a size record, the blocks a write
+    /// allocates are those wholly past its size at open that no write call has written yet.
+    pub dax_sized: bool,
     /// `cache_new_pages = "past_traced_end"` or `"size_at_open"`: a buffered write of part of an
     /// uncached page at or past a file's traced end reads nothing from the device.
     pub cache_grow: bool,
@@ -319,7 +326,8 @@ impl IoPath {
             fault_around_pages: p.uint("fault_around_pages"),
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
-            dax_grow: p.str("dax_new_blocks") == "past_traced_end",
+            dax_grow: p.str("dax_new_blocks") != "preallocated",
+            dax_sized: p.str("dax_new_blocks") == "size_at_open",
             cache_grow: p.str("cache_new_pages") != "preallocated",
             cache_sized: p.str("cache_new_pages") == "size_at_open",
             journal_blocks,
