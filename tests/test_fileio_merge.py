@@ -21,11 +21,14 @@ def _records(path: Path) -> list[str]:
 
 
 def test_accesses_inside_a_file_mapping_become_file_pages(tmp_path: Path) -> None:
-    # The shim's log: call 0 opens the file, call 1 maps 8 KiB of it from offset 4 KiB (as
-    # WiredTiger maps a checkpoint's file, block_map.c), call 2 unmaps it.
+    # The shim's log: call 0 opens the file (5,000 B long then), call 1 maps 8 KiB of it from
+    # offset 4 KiB (as WiredTiger maps a checkpoint's file, block_map.c), call 2 unmaps it; call
+    # 3 opens another file (1 MiB then), call 4 opens the first again, truncating it (size 0:
+    # not followed, the first open's size is the one kept).
     log = tmp_path / "calls"
     log.write_text(
-        f"B {MARKERS:#x} 1073741824 42\n42 0 O 3 0 1:2 /db/ycsb.wt\n42 1 M 3 {MAP:#x} 8192 4096\n42 2 U {MAP:#x} 8192\n"
+        f"B {MARKERS:#x} 1073741824 42\n42 0 O 3 0 1:2 5000 /db/ycsb.wt\n42 1 M 3 {MAP:#x} 8192 4096\n"
+        f"42 2 U {MAP:#x} 8192\n42 3 O 4 0 1:3 1048576 /db/a b.wt\n42 4 O 5 0 1:2 0 /db/ycsb.wt\n"
     )
     mem = tmp_path / "mem.csv"
     mem.write_text(
@@ -39,16 +42,23 @@ def test_accesses_inside_a_file_mapping_become_file_pages(tmp_path: Path) -> Non
         f"7,1,R,{MAP + 0x2000:#x},64,0\n"  # just past the mapping's end: anonymous
         f"10,0,R,{MARKERS + 128:#x},1,0\n"  # marker of call 2 (munmap)
         f"8,1,R,{MAP + 0x1040:#x},64,0\n"  # after the munmap: anonymous again
+        f"10,0,R,{MARKERS + 192:#x},1,0\n"  # marker of call 3 (open)
+        f"10,0,R,{MARKERS + 256:#x},1,0\n"  # marker of call 4 (open)
     )
     src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
     tiersim.convert(mem, src, dst_format="native", src_format="csv")
     info = merge(src, log, out)
-    assert info["calls_in_trace"] == {"O": 1, "R": 0, "W": 0, "S": 0, "C": 0, "M": 1, "U": 1}
+    assert info["calls_in_trace"] == {"O": 3, "R": 0, "W": 0, "S": 0, "C": 0, "M": 1, "U": 1}
     assert info["mapped_accesses"] == 2 and info["markers_missing"] == 0
     # The file's region reaches the mapping's end (offset 4 KiB + 8 KiB: 3 pages).
-    assert info["files"] == {"/db/ycsb.wt": 12288}
+    assert info["files"] == {"/db/ycsb.wt": 12288, "/db/a b.wt": 0}
+    assert info["held_at_open"] == {"/db/ycsb.wt": 5000, "/db/a b.wt": 1048576}
+    second = FILE_BASE + (2 << 20)
     assert _records(out) == [
         f"0,0,R,{FILE_BASE:#x},3,9",  # the file's mapping record
+        f"0,0,R,{FILE_BASE + 5000:#x},1,13",  # its size record: its data ended 5,000 B in
+        f"0,0,R,{second:#x},1,9",  # the second file: one 4 KiB unit (the trace touches none)
+        f"0,0,W,{second + 4096:#x},1,13",  # it held all of it and more: at its mapping's end
         f"100,1,R,{MAP + 0x40:#x},64,0",
         f"5,1,R,{FILE_BASE + 4096 + 0x1040:#x},64,1",
         f"6,1,W,{FILE_BASE + 4096 + 0x40:#x},64,1",

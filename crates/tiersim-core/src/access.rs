@@ -58,8 +58,8 @@ impl Access {
     /// reaches it, and its time is that of any record (an instruction gap, or ns).
     ///
     /// Bit 3 marks every record that is not an access (`is_map`): with bit 0 only a mapping
-    /// record, with bits 0 and 1 a file sync record (`is_sync`), alone a futex record
-    /// (`is_futex`).
+    /// record, with bits 0 and 1 a file sync record (`is_sync`), with bits 0 and 2 a file size
+    /// record (`is_size`), alone a futex record (`is_futex`).
     pub const MAP: u8 = 8;
     /// The flags of a file sync record: bit 3 (not an access) with bits 0 and 1 (a system call on
     /// a file). A combination, not a new bit, because bit 3 already tells every reader that the
@@ -76,6 +76,15 @@ impl Access {
     /// refused it before futex records existed, so an older build rejects such a trace naming
     /// the record instead of replaying it without its waits.
     pub const FUTEX: u8 = Access::MAP;
+    /// The flags of a file size record: bit 3 (not an access) with bits 0 and 2. What the file
+    /// held when the program first opened it in the trace (its size after the open: 0 when the
+    /// open created or truncated it): `addr` is the file's first byte plus that many bytes, op
+    /// `Read` naming the file whose mapping holds `addr`, op `Write` the one whose mapping ends at
+    /// `addr` (it held every mapped byte, or more); `size` is 1. Its pages wholly past `addr` are
+    /// holes until the trace writes them (docs/trace-format.md). A combination the engine refused
+    /// before (bit 2 without bit 1, bit 3 beside more than bit 0), so an older build rejects such
+    /// a trace naming the record instead of replaying it without the sizes.
+    pub const SIZE: u8 = Access::FILE | Access::DIRECT | Access::MAP;
     /// Bytes per unit of a mapping record's `size`: x86-64's base page, mmap's granularity.
     pub const MAP_UNIT: u64 = 4096;
     /// Every flag bit this build knows; readers reject the others.
@@ -116,6 +125,12 @@ impl Access {
     #[inline]
     pub fn is_futex(&self) -> bool {
         self.flags == Access::FUTEX
+    }
+
+    /// A file size record (`SIZE`).
+    #[inline]
+    pub fn is_size(&self) -> bool {
+        self.flags == Access::SIZE
     }
 
     /// The mapping records of a file mapped at `addr` for `bytes` bytes, all at

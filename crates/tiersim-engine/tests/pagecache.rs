@@ -499,9 +499,12 @@ fn bad_mapping_records_are_clear_errors() {
     assert!(e.contains("access #1") && e.contains("overlaps"), "{e}");
     let e = err(vec![Access { op: Op::Write, ..map(0, 16)[0] }]);
     assert!(e.contains("access #0") && e.contains("continuation"), "{e}");
-    // Bits 0, 1 and 3 make a sync record (below); bit 2 beside bit 3 is nothing.
-    let e = err(vec![Access { flags: Access::FILE | Access::MAP | Access::DIRECT, ..map(0, 16)[0] }]);
+    // Bits 0, 1 and 3 make a sync record (below), bits 0, 2 and 3 a file size record (whose
+    // size is 1, not a mapping's length); bit 2 beside bit 3 without bit 0 is nothing.
+    let e = err(vec![Access { flags: Access::MAP | Access::DIRECT, ..map(0, 16)[0] }]);
     assert!(e.contains("access #0") && e.contains("bit 3"), "{e}");
+    let e = err(vec![Access { flags: Access::SIZE, ..map(0, 16)[0] }]);
+    assert!(e.contains("access #0") && e.contains("file size record") && e.contains("size 16"), "{e}");
     let e = err(with(map(0, 16), [Access { addr: FILE_BASE + 3 * PAGE, ..anon(Op::Read, 0) }]));
     assert!(e.contains("access #1") && e.contains("anonymous"), "{e}");
     // The same file mapped again is no error, and maps nothing new.
@@ -867,7 +870,10 @@ fn a_partial_write_past_the_traced_end_reads_nothing_one_below_it_reads_the_page
     // An unknown value is one error naming the key.
     let e = try_platform("4MiB", "", &["storage.cache_new_pages=\"sometimes\""]).map(|_| ()).expect_err("an error");
     let e = e.to_string();
-    assert!(e.contains("storage.cache_new_pages") && e.contains("not one of preallocated, past_traced_end"), "{e}");
+    assert!(
+        e.contains("storage.cache_new_pages") && e.contains("not one of preallocated, past_traced_end, size_at_open"),
+        "{e}"
+    );
 }
 
 /// A page a load or store through the mapping touched, then dropped, is below the traced end:
@@ -890,4 +896,151 @@ fn a_page_touched_through_the_mapping_is_below_the_traced_end() {
     assert_eq!(u(pc, &["mmap", "fault_read_pages"]), 32, "{pc}");
     // 32 pages by the fault, then page 2 again by the write below the end.
     assert_eq!(u(pc, &["pages_read"]), 33, "{pc}");
+}
+
+/// A file size record (flags 13) for the file at page `first`: its data ended `held` bytes in
+/// when the program opened it (op read: inside its mapping of `pages` pages; op write: at the
+/// mapping's end, every mapped byte held).
+fn held(first: u64, pages: u64, held: u64) -> Access {
+    let op = if held < pages * PAGE { Op::Read } else { Op::Write };
+    let addr = FILE_BASE + first * PAGE + held.min(pages * PAGE);
+    Access { time: 0, addr, cpu: 0, size: 1, op, flags: Access::SIZE }
+}
+
+/// `cache_new_pages = "size_at_open"`, by hand. A 16-page file that held 2 pages and 100 B at
+/// open (pages 0-1 whole, page 2 in part). 100 B written at page 10 (wholly past the size, never
+/// written: a hole, nothing read); at page 6 (below the traced end that write left, 10 x 4 KiB +
+/// 100, but past the size and never written: nothing read, where past_traced_end reads it); an
+/// O_DIRECT write of page 12, then 100 B at page 12 (not cached, but the trace wrote it: read, a
+/// random miss, only the page); 100 B at page 2 (the file held data in it: read, alone).
+#[test]
+fn a_partial_write_past_the_size_at_open_reads_nothing_unless_the_trace_wrote_the_page() {
+    let sized = platform_with("4MiB", "", &["storage.cache_new_pages=\"size_at_open\""]);
+    let past = platform_with("4MiB", "", &["storage.cache_new_pages=\"past_traced_end\""]);
+    let head = || with(map(0, 16), [held(0, 16, 2 * PAGE + 100)]);
+    let tail = [
+        call(Op::Write, 10, 100),
+        call(Op::Write, 6, 100),
+        direct(Op::Write, 12, 4096),
+        call(Op::Write, 12, 100),
+        call(Op::Write, 2, 100),
+    ];
+    let r = run(&sized, with(head(), tail)).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(
+        (u(pc, &["misses"]), u(pc, &["hits"]), u(pc, &["new_partial_pages"]), u(pc, &["pages_read"])),
+        (4, 0, 2, 2),
+        "{pc}"
+    );
+    assert_eq!((u(pc, &["read_requests"]), u(pc, &["readahead_pages"])), (2, 0), "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_read"]), 2 * 4096);
+    // The same trace with past_traced_end (the size record kept but not used): only page 10 is
+    // past the traced end; pages 6, 12 and 2 are read, each alone.
+    let r = run(&past, with(head(), tail)).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["new_partial_pages"]), u(pc, &["pages_read"])), (1, 3), "{pc}");
+
+    // The hole at page 6 costs what past_traced_end's new page costs: a hit on a cached, dirty
+    // page (the 100 B written at page 10 again) plus the page allocation, 250 ns.
+    let t = |tail: Vec<Access>| {
+        let r = run(&sized, with(head(), tail)).unwrap();
+        (u(&r.summary["page_cache"], &["io_time_ns"]), u(&r.summary, &["swap", "device", "bytes_read"]))
+    };
+    let (one, _) = t(vec![call(Op::Write, 10, 100)]);
+    let (hole, read) = t(vec![call(Op::Write, 10, 100), call(Op::Write, 6, 100)]);
+    let (hit, _) = t(vec![call(Op::Write, 10, 100), call(Op::Write, 10, 100)]);
+    assert_eq!(read, 0);
+    assert_eq!(hole - one, hit - one + 250, "hole {} ns, hit {} ns", hole - one, hit - one);
+
+    // A file that held every mapped byte at open (op write, at the mapping's end): a partial
+    // write past its traced end reads the page (the CPU's first call, so a sequential stream's
+    // initial window, pages [8, 12): get_init_ra_size(1, 32) = 4), where past_traced_end reads
+    // nothing; a file with no size record is taken as past_traced_end takes it.
+    let full = || with(map(0, 16), [held(0, 16, 16 * PAGE)]);
+    let r = run(&sized, with(full(), [call(Op::Write, 8, 100)])).unwrap();
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (0, 4)
+    );
+    let r = run(&past, with(full(), [call(Op::Write, 8, 100)])).unwrap();
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (1, 0)
+    );
+    let r = run(&sized, with(map(0, 16), [call(Op::Write, 8, 100)])).unwrap();
+    assert_eq!(
+        (u(&r.summary["page_cache"], &["new_partial_pages"]), u(&r.summary["page_cache"], &["pages_read"])),
+        (1, 0)
+    );
+
+    // Without a cache_new_pages rule the size record changes nothing: the trace with it replays
+    // as the one without it, to the ns.
+    let off = platform("4MiB", "");
+    let a = run(&off, with(head(), tail)).unwrap();
+    let b = run(&off, with(map(0, 16), tail)).unwrap();
+    assert_eq!(a.summary["execution_time_ns"], b.summary["execution_time_ns"]);
+    assert_eq!(a.summary["page_cache"], b.summary["page_cache"]);
+}
+
+/// A file size record must name a mapped file, once, with size 1; each mistake is one error
+/// naming the record.
+#[test]
+fn a_file_size_record_must_follow_its_files_mapping() {
+    let sized = platform_with("4MiB", "", &["storage.cache_new_pages=\"size_at_open\""]);
+    let err = |trace: Vec<Access>| run(&sized, trace).map(|_| ()).expect_err("an error").to_string();
+    let e = err(vec![held(0, 16, 100)]);
+    assert!(e.contains("access #0") && e.contains("file size record") && e.contains("no mapped file"), "{e}");
+    let e = err(with(map(0, 16), [held(0, 16, 100), held(0, 16, 100)]));
+    assert!(e.contains("access #2") && e.contains("second file size record"), "{e}");
+    let e = err(with(map(0, 16), [Access { size: 2, ..held(0, 16, 100) }]));
+    assert!(e.contains("access #1") && e.contains("size 2"), "{e}");
+    // Op write names the file ending at its address: a file of 16 pages does not end at page 8.
+    let e = err(with(map(0, 16), [Access { op: Op::Write, ..held(0, 16, 8 * PAGE) }]));
+    assert!(e.contains("access #1") && e.contains("ends"), "{e}");
+}
+
+/// `dax_new_blocks = "size_at_open"` on fsdax, by hand. A 16-page file that held 2 pages and
+/// 100 B at open. Writes: page 10 whole (past the size: 1 block allocated); page 6 whole (below
+/// the traced end that left, but a hole: 1 block, where past_traced_end allocates none); 100 B
+/// at page 2 (the file held data in that block: none); page 6 again (written: none); page 13
+/// (1 block); pages 12-14 (12 and 14 are holes, 13 written: 2 blocks, two zeroing requests, one
+/// allocating call). 4 allocating calls, 5 blocks zeroed. past_traced_end on the same trace: pages
+/// 10 and 13 and, of 12-14, only 14 (past the traced end then): 3 calls, 3 blocks.
+#[test]
+fn a_dax_write_allocates_the_holes_past_the_size_at_open() {
+    let fsdax = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"";
+    let sized = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"size_at_open\""]);
+    let past = platform_with("1MiB", fsdax, &["storage.dax_new_blocks=\"past_traced_end\""]);
+    let tail = [
+        call(Op::Write, 10, 4096),
+        call(Op::Write, 6, 4096),
+        call(Op::Write, 2, 100),
+        call(Op::Write, 6, 4096),
+        call(Op::Write, 13, 4096),
+        call(Op::Write, 12, 3 * 4096),
+    ];
+    let trace = |size: Option<u64>| {
+        let head = map(0, 16);
+        match size {
+            Some(h) => with(with(head, [held(0, 16, h)]), tail),
+            None => with(head, tail),
+        }
+    };
+    let alloc = |p: &platform::Platform, size: Option<u64>| {
+        let r = run(p, trace(size)).unwrap();
+        let dax = r.summary["page_cache"]["dax"].clone();
+        (u(&dax, &["allocating_calls"]), u(&dax, &["zeroed_bytes"]), u(&r.summary["page_cache"], &["io_time_ns"]))
+    };
+    let (calls, zeroed, _) = alloc(&sized, Some(2 * PAGE + 100));
+    assert_eq!((calls, zeroed), (4, 5 * 4096));
+    let (calls, zeroed, _) = alloc(&past, Some(2 * PAGE + 100));
+    assert_eq!((calls, zeroed), (3, 3 * 4096));
+    // No size record: size_at_open takes the file as past_traced_end does, to the ns.
+    assert_eq!(alloc(&sized, None), alloc(&past, None));
+    // A file that held every mapped byte: nothing is allocated, and the calls cost what they cost
+    // with every block preallocated (the default), to the ns.
+    let (calls, zeroed, t) = alloc(&sized, Some(16 * PAGE));
+    assert_eq!((calls, zeroed), (0, 0));
+    let r = run(&platform("1MiB", fsdax), trace(Some(16 * PAGE))).unwrap();
+    assert_eq!(t, u(&r.summary["page_cache"], &["io_time_ns"]));
 }

@@ -568,15 +568,21 @@ impl LineParser for Csv {
             Some(&"9") => Access::FILE | Access::MAP,
             Some(&"11") => Access::SYNC,
             Some(&"8") => Access::FUTEX,
+            Some(&"13") => Access::SIZE,
             Some(v) => {
                 return Err(format!(
-                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call), 8 (futex record), 9 (file mapping record) or 11 (file sync record)"
+                    "file {v:?} is not 0 (anonymous), 1 (file page), 3 (file system call), 7 (O_DIRECT call), 8 (futex record), 9 (file mapping record), 11 (file sync record) or 13 (file size record)"
                 ))
             }
         };
         if flags == Access::FUTEX && size != 1 {
             return Err(format!(
                 "a futex record (file 8: op R a wait that returned, W a wake) of size {size}; futex records have size 1"
+            ));
+        }
+        if flags == Access::SIZE && size != 1 {
+            return Err(format!(
+                "a file size record (file 13: the address where the file's data ended at open) of size {size}; file size records have size 1"
             ));
         }
         out.push(Access { time, addr, cpu, size: size_u16(size, "size")?, op, flags });
@@ -622,7 +628,7 @@ impl<F: LineFormatter> AccessSink for TextWriter<F> {
         self.count += 1;
         if a.is_map() && !F::MAPS {
             return Err(Error::Sim(format!(
-                "{}: access {}: a file mapping record, file sync record or futex record (flag bit 3), which this text format cannot hold; convert to native or csv",
+                "{}: access {}: a file mapping record, file sync record, file size record or futex record (flag bit 3), which this text format cannot hold; convert to native or csv",
                 self.path.display(),
                 self.count
             )));

@@ -131,6 +131,9 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
     let (mut mappings, mut mapped_bytes) = (0u64, 0u64);
     let mut syncs = [0u64; 2];
     let mut futexes = [0u64; 2];
+    // File size records, and those of files empty at open; the first bytes of the mapped files.
+    let mut sizes = [0u64; 2];
+    let mut file_starts: rustc_hash::FxHashSet<u64> = Default::default();
     // Records and bytes per kind (anonymous, file mapping, buffered call, O_DIRECT call) and
     // direction: how much of a captured program's traffic is file I/O, and through which path.
     let mut kinds = [[(0u64, 0u64); 2]; 4];
@@ -151,6 +154,13 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
             futexes[a.op.is_write() as usize] += 1;
             return Ok(());
         }
+        if a.is_size() {
+            // Nor a file size record: counted apart, with the files it says were empty at open
+            // (created or truncated there: the record sits at the file's first byte, op read).
+            sizes[0] += 1;
+            sizes[1] += u64::from(a.op == tiersim_core::Op::Read && file_starts.contains(&a.addr));
+            return Ok(());
+        }
         if a.is_sync() {
             // Not an access either: fsync (op read) and fdatasync (op write) counted apart.
             syncs[a.op.is_write() as usize] += 1;
@@ -160,6 +170,9 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
             // Not an access: counted apart, outside reuse and hotness.
             mappings += 1;
             mapped_bytes += a.map_bytes();
+            if a.op == tiersim_core::Op::Read {
+                file_starts.insert(a.addr);
+            }
             return Ok(());
         }
         let page = a.addr >> shift;
@@ -207,6 +220,7 @@ pub fn trace_stats(path: &Path, format: Option<Format>, text: &TextOptions, opts
         "mapped_bytes": mapped_bytes,
         "sync_records": {"fsync": syncs[0], "fdatasync": syncs[1]},
         "futex_records": {"wait": futexes[0], "wake": futexes[1]},
+        "size_records": {"files": sizes[0], "empty_at_open": sizes[1]},
         "by_kind": by_kind,
         "reuse_distance": {
             "unit": "distinct pages",

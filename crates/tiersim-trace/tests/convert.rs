@@ -124,6 +124,27 @@ fn mapping_records_travel_through_every_format_that_can_hold_them() {
     let back = d.path().join("back.csv");
     convert::convert(&native, None, &back, Format::Csv, &o).unwrap();
     assert!(std::fs::read_to_string(&back).unwrap().contains("5,0,W,0x1000,1,11\n"));
+    // 13 is a file size record (what a file held at open: op R at the byte where its data ended,
+    // here the first, so the file was empty; op W at its mapping's end, every byte held), of
+    // size 1, read and written back as 13; trace stats counts them apart, and the empty files.
+    let sized = d.path().join("size.csv");
+    std::fs::write(
+        &sized,
+        "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,9\n0,0,R,0x1000,1,13\n0,0,R,0x3000,1,9\n0,0,W,0x4000,1,13\n",
+    )
+    .unwrap();
+    convert::convert(&sized, Some(Format::Csv), &native, Format::Native, &o).unwrap();
+    let st = tiersim_trace::stats::trace_stats(&native, None, &o, &Default::default()).unwrap();
+    assert_eq!(st["size_records"], serde_json::json!({"files": 2, "empty_at_open": 1}));
+    assert_eq!((st["accesses"].as_u64(), st["mapping_records"].as_u64()), (Some(0), Some(2)));
+    let h = tiersim_trace::TraceReader::open(&native).unwrap();
+    let hs = h.header().stats.clone().unwrap();
+    assert_eq!((hs.accesses, hs.bytes, hs.footprint_pages), (4, 0, 0));
+    convert::convert(&native, None, &back, Format::Csv, &o).unwrap();
+    assert!(std::fs::read_to_string(&back).unwrap().ends_with("0,0,R,0x3000,1,9\n0,0,W,0x4000,1,13\n"));
+    std::fs::write(&bad, "time,cpu,op,addr,size,file\n0,0,R,0x1000,1,9\n0,0,R,0x1000,2,13\n").unwrap();
+    let e = read_err(&bad, Format::Csv);
+    assert!(e.contains("bad.csv:3:") && e.contains("file size record") && e.contains("size 2"), "{e}");
     // Sampling keeps every mapping record, whatever the filters, with no gap of its own.
     let sampled = d.path().join("s.trace");
     let opts = tiersim_trace::tools::SampleOptions { window: (Some(5), None), cpus: Some(vec![1]), every: 2 };

@@ -50,10 +50,15 @@ def trace_inspect(
             st = tiersim.trace_stats(file, max_points=2)
             info["by_kind"], info["sync_records"] = st["by_kind"], st["sync_records"]
             info["futex_records"] = st.get("futex_records")
+            info["size_records"] = st.get("size_records")
     if as_json:
         _echo_raw(json.dumps(info, sort_keys=True, indent=2))
     else:
-        tables = [_io_table(info["by_kind"], info["sync_records"], info["futex_records"])] if io else []
+        tables = (
+            [_io_table(info["by_kind"], info["sync_records"], info["futex_records"], info["size_records"])]
+            if io
+            else []
+        )
         _print(*_inspect_tables(info), *tables)
 
 
@@ -66,11 +71,15 @@ _KIND_NAMES = {
 
 
 def _io_table(
-    by_kind: dict[str, dict[str, int]], syncs: dict[str, int] | None = None, futex: dict[str, int] | None = None
+    by_kind: dict[str, dict[str, int]],
+    syncs: dict[str, int] | None = None,
+    futex: dict[str, int] | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> Table:
     """Records and bytes per kind of record and direction, with each kind's share of the bytes;
-    then the file sync records (fsync, fdatasync) and the futex records (waits, wakes between
-    threads), which move no bytes, when there are any."""
+    then the file sync records (fsync, fdatasync), the futex records (waits, wakes between
+    threads) and the file size records (files whose size at open the trace says, and of those
+    the files empty then), which move no bytes, when there are any."""
     total = sum(k["read_bytes"] + k["write_bytes"] for k in by_kind.values()) or 1
     t = Table(title="records by kind", box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("kind", "reads", "read bytes", "writes", "write bytes", "share of bytes"):
@@ -90,6 +99,10 @@ def _io_table(
             t.add_row(f"{name} calls (sync records)", "", "", _int(n), "", "")
     if futex and (futex.get("wait") or futex.get("wake")):
         t.add_row("futex waits / wakes (between threads)", _int(futex["wait"]), "", _int(futex["wake"]), "", "")
+    if sizes and sizes.get("files"):
+        # Not calls: how many files the trace says the size of at open, and how many of them were
+        # empty then (created or truncated by that open), in the reads and writes columns.
+        t.add_row("files sized at open / empty then", _int(sizes["files"]), "", _int(sizes["empty_at_open"]), "", "")
     return t
 
 
@@ -234,7 +247,7 @@ def trace_stats_cmd(
         )
     tables: list[Any] = [
         _kv_table("trace statistics", rows),
-        _io_table(stats["by_kind"], stats.get("sync_records"), stats.get("futex_records")),
+        _io_table(stats["by_kind"], stats.get("sync_records"), stats.get("futex_records"), stats.get("size_records")),
     ]
     for key, title, unit in (
         ("reuse_distance", "reuse distance", "distinct pages"),

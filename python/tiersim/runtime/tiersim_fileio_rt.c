@@ -123,8 +123,12 @@ static void opened(int fd, int flags, const char *path) {
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return;
     fd_kind[fd] = (flags & O_DIRECT) ? 2 : 1;
-    emit("O %d %d %llu:%llu %s", fd, fd_kind[fd] == 2, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-         path);
+    /* The size after the open: what the file held when the program opened it, 0 when this open
+     * created it (O_CREAT) or truncated it (O_TRUNC). Its pages past that are holes until written,
+     * which a partial write fills without reading the device (docs/model.md "Partial writes to
+     * new pages"); the merge keeps the size of a file's first open (_fileio.py). */
+    emit("O %d %d %llu:%llu %lld %s", fd, fd_kind[fd] == 2, (unsigned long long)st.st_dev,
+         (unsigned long long)st.st_ino, (long long)st.st_size, path);
 }
 
 static void moved(char kind, int fd, long long offset, ssize_t bytes) {

@@ -666,10 +666,13 @@ def capture_workload(
     cpu_map: str | None = None,
     workdir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[Any], None] | None = None,
+    waits: bool | None = None,
 ) -> dict[str, Any]:
     """Run workload `name` and write its trace (virtual addresses, memory and file records) to
     `out`. `workdir` is the directory (and so the file system) the program's files live in
-    (default: a temporary directory beside `out`, removed after). Returns a report: the program's
+    (default: a temporary directory beside `out`, removed after). `waits` overrides the recipe's
+    choice of logging the waits between threads (None: the recipe's), so that a trace committed
+    before a recipe logged them can be captured again as it was. Returns a report: the program's
     own figures, the capture's, the file I/O merged, elapsed seconds.
 
     A program that exits non-zero raises TiersimError with its status and stderr's tail, and
@@ -685,7 +688,7 @@ def capture_workload(
         raise TiersimError(f"cannot write trace '{out_path}': give a file in an existing directory")
     if "port" in p and p["port"] == 0:
         p["port"] = _free_port()
-    shim = fileio_shim(r.waits)
+    shim = fileio_shim(r.waits if waits is None else waits)
     base = Path(workdir) if workdir is not None else out_path.parent
     # Absolute: redis-server changes into --dir before it opens --logfile.
     work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base)).resolve()

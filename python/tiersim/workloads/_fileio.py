@@ -4,7 +4,9 @@ Each logged call was marked in the memory trace by a load of its own line in the
 region, on the calling thread at the time of the call; that record is replaced by the call's file
 records (trace flag bits 0-2, docs/trace-format.md), an fsync or fdatasync by a file sync record
 (flags 11) naming the file. Every file gets a region of its own at FILE_BASE, announced by mapping
-records (flag 9) at the start; loads and stores inside an mmap of a file move to that file's region
+records (flag 9) at the start, each followed by a file size record (flags 13) saying what the file held
+when the program first opened it in the trace (the shim's fstat after the open: 0 for a file the open
+created or truncated); loads and stores inside an mmap of a file move to that file's region
 as file-page accesses (flag 1). With the shim built for waits between threads (TIERSIM_WAITS), a
 wake of a futex word (a condition variable's signal or broadcast, the unlock of a contended mutex)
 becomes a futex wake record (flags 8, op W) and a wait becomes a futex wait record (flags 8, op R)
@@ -56,6 +58,8 @@ class FileLog:
     calls: dict[int, Call] = field(default_factory=dict)
     paths: dict[str, str] = field(default_factory=dict)
     extent: dict[str, int] = field(default_factory=dict)
+    # Bytes each file held when the program first opened it (after O_CREAT / O_TRUNC), by key.
+    held: dict[str, int] = field(default_factory=dict)
 
 
 def read_log(path: Path) -> FileLog:
@@ -73,7 +77,8 @@ def read_log(path: Path) -> FileLog:
             log.marker_base, log.marker_bytes = int(base, 16), int(size)
             entries = []
             continue
-        parts = line.split(" ", 6)
+        # An open's line is the longest: "pid i O fd direct dev:ino size path" (a path may hold spaces).
+        parts = line.split(" ", 7)
         if parts[0] == pid:
             entries.append((int(parts[1]), parts[2:]))
     entries.sort(key=lambda e: e[0])
@@ -83,7 +88,9 @@ def read_log(path: Path) -> FileLog:
         if kind == "O":
             fd, direct, key = int(p[1]), p[2] == "1", p[3]
             open_files[fd] = (key, direct)
-            log.paths.setdefault(key, p[4] if len(p) > 4 else "?")
+            log.paths.setdefault(key, p[5] if len(p) > 5 else "?")
+            # The first open's size only: a later open (O_TRUNC) or ftruncate is not followed.
+            log.held.setdefault(key, int(p[4]))
             log.extent.setdefault(key, 0)
             log.calls[i] = Call("O", fd, key, direct=direct)
         elif kind in ("R", "W"):
@@ -146,6 +153,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
             gaps = "time_unit=instructions" in header
             for key, base in regions.items():
                 units = (max(log.extent[key], MAP_UNIT) + MAP_UNIT - 1) // MAP_UNIT
+                first, mapped = base, units * MAP_UNIT
                 op = "R"
                 while units > 0:
                     n = min(units, MAP_UNITS_MAX)
@@ -153,6 +161,13 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                     base += n * MAP_UNIT
                     units -= n
                     op = "W"
+                # The file size record: where the file's data ended when it was first opened, op
+                # R inside the mapping, op W at its end (it held every mapped byte; more is
+                # written as the mapping's end, past which the trace touches nothing).
+                held = log.held.get(key)
+                if held is not None:
+                    op = "R" if held < mapped else "W"
+                    dst.write(f"0,0,{op},{first + min(held, mapped):#x},1,13\n")
             lo, hi = log.marker_base, log.marker_base + log.marker_bytes
             for line in src:
                 time, cpu, op, addr_s, size, flags = line.rstrip("\n").split(",")
@@ -224,6 +239,11 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     missing = {k: logged[k] - seen_kinds[k] for k in logged}
     return {
         "files": {log.paths[k]: log.extent[k] for k in log.extent},
+        # What each file held when the program first opened it (0: created or truncated there),
+        # by path (two files of one path, a name reused for a new inode, show as one), and the
+        # trace's file size records: one per file, and those of files empty at open.
+        "held_at_open": {log.paths[k]: log.held[k] for k in log.extent if k in log.held},
+        "size_records": {"files": len(log.held), "empty_at_open": sum(n == 0 for n in log.held.values())},
         "calls_logged": dict(logged),
         "calls_in_trace": {k: counts[k] for k in ("O", "R", "W", "S", "C", "M", "U")},
         # Waits between threads (a shim built for them): waits begun and returned, wakes, and the

@@ -47,6 +47,10 @@ pub(crate) struct FileMap {
     /// i_datasync_tid).
     pub(crate) traced_end: u64,
     pub(crate) datasync_tid: u64,
+    /// The byte address where the file's data ended when the program opened it (its file size
+    /// record; None without one): with `cache_new_pages = "size_at_open"` its pages wholly past
+    /// this are holes until the trace writes them (`FileIo::written`).
+    pub(crate) held_end: Option<u64>,
 }
 
 /// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
@@ -178,6 +182,13 @@ pub(crate) struct FileIo {
     pub(crate) warm: bool,
     /// fault_around_bytes in pages, a power of two as the kernel rounds it.
     pub(crate) fault_around: u64,
+    /// With `cache_new_pages = "size_at_open"`: pages of files with a size record that the trace
+    /// has written (calls, O_DIRECT calls) or touched through a mapping, so that they hold data
+    /// whatever the file held at open.
+    pub(crate) written: FxHashSet<u64>,
+    /// On fsdax with `dax_new_blocks = "size_at_open"`: the 4 KiB blocks (`FS_BLOCK`) of files
+    /// with a size record that the trace's write calls have written, so allocated.
+    pub(crate) dax_written: FxHashSet<u64>,
 }
 
 impl FileIo {
@@ -210,6 +221,8 @@ impl FileIo {
             maps: BTreeMap::new(),
             warm: platform.os.bool("files_start_cached"),
             fault_around: 1 << (63 - path.fault_around_pages.max(1).leading_zeros()),
+            written: FxHashSet::default(),
+            dax_written: FxHashSet::default(),
             path,
         })
     }
@@ -439,6 +452,36 @@ impl FileIo {
         if let Some((lo, _)) = self.bounds(vpn) {
             let m = self.maps.get_mut(&lo).expect("bounds come from the map");
             m.traced_end = m.traced_end.max(end);
+        }
+    }
+
+    /// With `cache_new_pages = "size_at_open"`: the trace wrote pages `[first, last]` of a file
+    /// (or touched them through a mapping): they hold data from now on.
+    pub(crate) fn cache_written(&mut self, first: u64, last: u64) {
+        if !self.path.cache_sized {
+            return;
+        }
+        if let Some((lo, _)) = self.bounds(first) {
+            if self.maps[&lo].held_end.is_some() {
+                self.written.extend(first..=last);
+            }
+        }
+    }
+
+    /// A buffered write of part of uncached page `vpn` (page size `1 << shift`) reads nothing
+    /// from the device: the page is a hole. With `cache_new_pages = "size_at_open"` and the
+    /// file's size record, when the page lies wholly at or past what the file held at open and
+    /// the trace has not written it; else (`past_traced_end`, or no size record) when it starts
+    /// at or past the file's traced end.
+    pub(crate) fn new_page(&self, vpn: u64, shift: u32) -> bool {
+        if !self.path.cache_grow {
+            return false;
+        }
+        let Some((lo, _)) = self.bounds(vpn) else { return false };
+        let m = &self.maps[&lo];
+        match m.held_end {
+            Some(h) if self.path.cache_sized => vpn << shift >= h && !self.written.contains(&vpn),
+            _ => vpn << shift >= m.traced_end,
         }
     }
 

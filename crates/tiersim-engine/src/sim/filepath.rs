@@ -33,6 +33,9 @@ impl Engine {
         if a.is_sync() {
             return self.sync_record(c, a, issue_ps);
         }
+        if a.is_size() {
+            return self.size_record(c, a, issue_ps);
+        }
         if a.is_map() {
             return self.map_record(c, a, issue_ps);
         }
@@ -113,10 +116,6 @@ impl Engine {
         let (first, last, end_byte) = self.call_range(&a)?;
         let io = self.files.path;
         let write = a.op.is_write();
-        // `cache_new_pages = "past_traced_end"`: the file's traced end before this call (the
-        // trace carries no file sizes), if a mapping record names the file.
-        let traced_end =
-            if io.cache_grow { self.files.bounds(first).map(|(lo, _)| self.files.maps[&lo].traced_end) } else { None };
         let mut at = t + io.syscall + io.vfs;
         for vpn in first..=last {
             at += io.page_cache_lookup;
@@ -129,15 +128,19 @@ impl Engine {
                     self.mem.pt.touched += 1;
                 }
                 self.files.stats.misses += 1;
-                // A write of part of a page at or past the file's traced end reads nothing
-                // either: ext4_da_write_begin -> ext4_block_write_begin (fs/ext4/inode.c; the
+                // A write of part of a page the file has no data in reads nothing either (with
+                // `cache_new_pages`: at or past the file's traced end before this call, or, with
+                // "size_at_open" and the file's size record, wholly past what the file held at
+                // open and not written by the trace since: `FileIo::new_page`): ext4_da_write_begin -> ext4_block_write_begin (fs/ext4/inode.c; the
                 // generic __block_write_begin_int in fs/buffer.c does the same) finds the
                 // page's block unmapped past i_size, get_block maps it new (a delayed
                 // allocation, or an unwritten extent), and a new buffer has the part the write
                 // will not cover zeroed (zero_user_segments) instead of read; only a mapped,
-                // written block is read (ll_rw_block). Deviation: the zeroing is not charged
-                // beyond page_alloc, as a whole-page write's is not.
-                let past_end = write && traced_end.is_some_and(|e| vpn << self.mem.page_shift >= e);
+                // written block is read (ll_rw_block). The same holds below i_size for a block
+                // the file never wrote (a hole, or an unwritten extent of fallocate): get_block
+                // maps it new all the same. Deviation: the zeroing is not charged beyond
+                // page_alloc, as a whole-page write's is not.
+                let past_end = write && self.files.new_page(vpn, self.mem.page_shift);
                 if past_end && bytes < self.mem.page_size {
                     self.files.stats.new_partial_pages += 1;
                 }
@@ -193,6 +196,9 @@ impl Engine {
         }
         self.files.streams[c].prev = Some(last);
         self.files.cache_reached(first, end_byte);
+        if write {
+            self.files.cache_written(first, last);
+        }
         let s = &mut self.files.stats;
         if write {
             s.write_calls += 1;
@@ -286,6 +292,9 @@ impl Engine {
             requests += 1;
         }
         self.files.cache_reached(first, end_byte);
+        if write {
+            self.files.cache_written(first, last);
+        }
         let s = &mut self.files.stats;
         s.direct_requests += requests;
         if write {
@@ -422,23 +431,61 @@ impl Engine {
             // the pmem driver's bio path, synchronously), and the allocation joins the running
             // journal transaction (ext4_update_inode_fsync_trans), which the file's next fsync
             // or fdatasync commits. Deviations: the allocator's CPU time (mballoc, the journal
-            // handle) is not charged; blocks skipped over by a write past the end stay holes
-            // that later writes below the end do not allocate; DAX faults do not allocate.
+            // handle) is not charged; with past_traced_end, blocks skipped over by a write past
+            // the end stay holes that later writes below the end do not allocate (with
+            // size_at_open they do); DAX faults do not allocate, nor do stores through a
+            // mapping mark blocks written.
             if io.dax_grow {
                 let end_byte = a.addr + a.size as u64;
                 if let Some((lo, _)) = bounds {
                     let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
                     let block = FS_BLOCK;
-                    let first = (a.addr / block).max(m.traced_end.div_ceil(block));
                     let last = (end_byte - 1) / block;
-                    if a.op.is_write() && first <= last {
-                        let n = last - first + 1;
+                    // The blocks to allocate, as runs [first, end) of consecutive blocks:
+                    // with size_at_open and the file's size record, those wholly past its size
+                    // at open not yet written (a hole wherever it lies: ext4_map_blocks finds
+                    // it unmapped all the same); else those past the traced end.
+                    let runs: Vec<(u64, u64)> = match m.held_end {
+                        Some(h) if io.dax_sized => {
+                            let written = &mut self.files.dax_written;
+                            let mut runs: Vec<(u64, u64)> = Vec::new();
+                            for b in a.addr / block..=last {
+                                let new = b * block >= h && !written.contains(&b);
+                                if a.op.is_write() {
+                                    written.insert(b);
+                                }
+                                match runs.last_mut() {
+                                    Some(r) if new && r.1 == b => r.1 = b + 1,
+                                    _ if new => runs.push((b, b + 1)),
+                                    _ => {}
+                                }
+                            }
+                            runs
+                        }
+                        _ => {
+                            let first = (a.addr / block).max(m.traced_end.div_ceil(block));
+                            if first <= last {
+                                vec![(first, last + 1)]
+                            } else {
+                                vec![]
+                            }
+                        }
+                    };
+                    if a.op.is_write() && !runs.is_empty() {
                         m.datasync_tid = dax.running_tid;
-                        at += io.bio_layer;
-                        at = dax.dev.access(&dax_request(at, first * block, n * block, Op::Write, socket, c));
-                        let s = &mut self.files.stats;
-                        s.dax_alloc_calls += 1;
-                        s.dax_zeroed_blocks += n;
+                        for &(first, end) in &runs {
+                            at += io.bio_layer;
+                            at = dax.dev.access(&dax_request(
+                                at,
+                                first * block,
+                                (end - first) * block,
+                                Op::Write,
+                                socket,
+                                c,
+                            ));
+                            self.files.stats.dax_zeroed_blocks += end - first;
+                        }
+                        self.files.stats.dax_alloc_calls += 1;
                     }
                     m.traced_end = m.traced_end.max(end_byte);
                 }
@@ -666,6 +713,7 @@ impl Engine {
                             mmap_miss: 0,
                             traced_end: a.addr,
                             datasync_tid: 0,
+                            held_end: None,
                         });
                     self.files.stats.mappings += 1;
                     (lo, true)
@@ -701,6 +749,56 @@ impl Engine {
         Ok(None)
     }
 
+    /// A file size record (`Access::SIZE`): where the data of a mapped file ended when the
+    /// program opened it, `addr` inside the file's mapping (op read) or at its end (op write: it
+    /// held every mapped byte). Kept for `cache_new_pages = "size_at_open"` (`FileIo::new_page`);
+    /// on a warm run (`os.files_start_cached`) every mapped page holds data, as the warm file's
+    /// traced end says, so the record changes nothing there. Costs nothing: the open it
+    /// describes is not a record of its own. The file must have been mapped before; a second
+    /// record for it is refused (the first open's size is the one that counts).
+    fn size_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
+        let n = self.processed;
+        if a.size != 1 {
+            return Err(Error::Sim(format!(
+                "access #{n}: a file size record (flags 0x0d) of size {}; file size records have size 1",
+                a.size
+            )));
+        }
+        let shift = self.mem.page_shift;
+        let found = match a.op {
+            Op::Read => self.files.bounds(a.addr >> shift).filter(|&(lo, _)| {
+                let m = &self.files.maps[&lo];
+                a.addr < m.end_byte && (lo << shift) <= a.addr
+            }),
+            Op::Write => self
+                .files
+                .maps
+                .range(..=a.addr >> shift)
+                .rev()
+                .find(|(_, m)| m.end_byte == a.addr)
+                .map(|(&l, m)| (l, m.end)),
+        };
+        let Some((lo, _)) = found else {
+            return Err(Error::Sim(format!(
+                "access #{n}: a file size record at {:#x} (op {}), where no mapped file {}; a file's mapping records must come first",
+                a.addr,
+                if a.op.is_write() { "write" } else { "read" },
+                if a.op.is_write() { "ends" } else { "holds that byte" }
+            )));
+        };
+        let m = self.files.maps.get_mut(&lo).expect("found above");
+        if m.held_end.is_some() {
+            return Err(Error::Sim(format!(
+                "access #{n}: a second file size record for the file mapped at page {lo:#x}; a file has one, its size at the program's first open"
+            )));
+        }
+        if !self.files.warm {
+            m.held_end = Some(a.addr);
+        }
+        self.retire(c, a, issue_ps, issue_ps);
+        Ok(None)
+    }
+
     /// Put the uncached pages of `[lo, hi)` in the page cache as a warm file's are: clean, not
     /// mapped, not referenced, on the inactive file list.
     fn warm_file(&mut self, c: usize, lo: u64, hi: u64, t: Ns) -> Result<()> {
@@ -731,6 +829,9 @@ impl Engine {
         // "past_traced_end"` the file reaches at least its end (every page a mapping touches
         // faults first).
         self.files.cache_reached(vpn, (vpn + 1) << self.mem.page_shift);
+        // With "size_at_open" likewise: a page touched through a mapping holds data from here on
+        // (a store after a read fault takes no fault of its own in the model, so any fault counts).
+        self.files.cache_written(vpn, vpn);
         let node = self.mem.pt.entries[p as usize].node;
         if node >= DROPPED {
             let (lo, hi) = bounds.expect("callers send uncached pages only inside a mapped file");

@@ -135,9 +135,12 @@ pub const SPECS: &[ParamSpec] = &[
          end at the highest byte the trace has read or written in it so far: the trace carries no \
          file sizes; a write past that allocates, ext4_iomap_alloc's EXT4_GET_BLOCKS_CREATE_ZERO \
          zeroes the new blocks on PMEM and the next fsync/fdatasync of the file commits the \
-         journal)",
+         journal) or size_at_open (a file's blocks exist below its size when the program opened \
+         it, from the trace's file size records, and where the trace's write calls have written \
+         since: a write allocates the others it covers, holes wherever they lie; a file with no \
+         size record is taken as past_traced_end takes it)",
     )
-    .choices(&["preallocated", "past_traced_end"]),
+    .choices(&["preallocated", "past_traced_end", "size_at_open"]),
     ParamSpec::new(
         "cache_new_pages",
         ParamKind::Str,
@@ -148,9 +151,14 @@ pub const SPECS: &[ParamSpec] = &[
          highest byte the trace's calls and faults have read or written in it so far: the trace \
          carries no file sizes; a write of part of an uncached page that starts at or past that \
          reads nothing, as ext4's write_begin zeroes the rest of a page beyond i_size instead of \
-         reading it: fs/buffer.c __block_write_begin_int, mm/filemap.c generic_perform_write)",
+         reading it: fs/buffer.c __block_write_begin_int, mm/filemap.c generic_perform_write) or \
+         size_at_open (a file holds data below its size when the program opened it, from the \
+         trace's file size records, and in the pages the trace has written since: a write of \
+         part of an uncached page wholly past that size that the trace has not written reads \
+         nothing, a hole or unwritten extent that ext4_block_write_begin zeroes; a file with no \
+         size record is taken as past_traced_end takes it)",
     )
-    .choices(&["preallocated", "past_traced_end"]),
+    .choices(&["preallocated", "past_traced_end", "size_at_open"]),
     ParamSpec::new(
         "journal_blocks",
         ParamKind::Int,
@@ -218,11 +226,18 @@ pub struct IoPath {
     pub fault_around_pages: u64,
     pub dax_fault: Ns,
     pub dax_fault_bytes: u64,
-    /// `dax_new_blocks = "past_traced_end"`: writes past a file's traced end allocate blocks.
+    /// `dax_new_blocks = "past_traced_end"` or `"size_at_open"`: writes past a file's traced end
+    /// allocate blocks.
     pub dax_grow: bool,
-    /// `cache_new_pages = "past_traced_end"`: a buffered write of part of an uncached page at
-    /// or past a file's traced end reads nothing from the device.
+    /// `dax_new_blocks = "size_at_open"`: for a file with a size record, the blocks a write
+    /// allocates are those wholly past its size at open that no write call has written yet.
+    pub dax_sized: bool,
+    /// `cache_new_pages = "past_traced_end"` or `"size_at_open"`: a buffered write of part of an
+    /// uncached page at or past a file's traced end reads nothing from the device.
     pub cache_grow: bool,
+    /// `cache_new_pages = "size_at_open"`: for a file with a size record, the page must lie
+    /// wholly past what the file held at open and be unwritten by the trace instead.
+    pub cache_sized: bool,
     pub journal_blocks: u64,
     /// Bytes of the journal's circular area (`journal_size`).
     pub journal_bytes: u64,
@@ -311,8 +326,10 @@ impl IoPath {
             fault_around_pages: p.uint("fault_around_pages"),
             dax_fault: p.duration("dax_fault"),
             dax_fault_bytes: p.bytes("dax_fault_bytes").max(4096),
-            dax_grow: p.str("dax_new_blocks") == "past_traced_end",
-            cache_grow: p.str("cache_new_pages") == "past_traced_end",
+            dax_grow: p.str("dax_new_blocks") != "preallocated",
+            dax_sized: p.str("dax_new_blocks") == "size_at_open",
+            cache_grow: p.str("cache_new_pages") != "preallocated",
+            cache_sized: p.str("cache_new_pages") == "size_at_open",
             journal_blocks,
             journal_bytes,
             fsync: p.duration("fsync"),
