@@ -7,7 +7,10 @@
 //! The records come from files here, not from the runtime's rings: the merging thread also pays
 //! for their read.
 //!
-//!   cargo run --release -p tiersim-trace --example merge_wall -- VIRT.trace DIR [RUNS] [LLC]
+//!   cargo run --release -p tiersim-trace --example merge_wall -- VIRT.trace DIR [RUNS] [LLC] [KEY=VALUE...]
+//!
+//! Each KEY=VALUE is one more capture parameter as `tiersim capture --param` takes it, for
+//! example `zstd_level=-10 zstd_hash_log=10`.
 
 use std::io::Write;
 use std::path::Path;
@@ -85,7 +88,12 @@ fn main() {
     std::fs::write(rec.join("summary"), summary).expect("summary");
     println!("{}: {records} records", src.display());
 
-    let params: toml::Table = toml::from_str(&format!("llc = \"{llc}\"\nv2p = \"buddy\"")).unwrap();
+    let mut text = format!("llc = \"{llc}\"\nv2p = \"buddy\"\n");
+    for kv in args.iter().skip(4) {
+        let (key, value) = kv.split_once('=').expect("KEY=VALUE");
+        text.push_str(&format!("{key} = {value}\n"));
+    }
+    let params: toml::Table = toml::from_str(&text).expect("parameters");
     let (out, virt) = (dir.join("p.trace"), dir.join("v.trace"));
     for _ in 0..runs {
         let req = CaptureRequest {
