@@ -324,6 +324,16 @@ static inline void pend_access(struct thr *t, const struct pend *p, int miss, ui
     }
 }
 
+/* Pending access p through a cache of 32-bit tags: 1 on a miss, with *wb the evicted dirty line
+ * (its tag with the set's bits put back) or TC_INVALID. */
+static inline __attribute__((always_inline)) int narrow_access(const struct cache *c, const struct pend *p, uint64_t *wb) {
+    uint32_t wb32;
+    int miss = tc_set_access16n(c->narrow + (uint64_t)p->set * 16, (uint32_t)(p->key >> (1 + c->set_bits)), p->key & 1,
+                                &wb32);
+    *wb = wb32 == TC_INVALID32 ? TC_INVALID : (uint64_t)wb32 << c->set_bits | p->set;
+    return miss;
+}
+
 /* The thread's pending accesses through its cache, in the order it made them, and their records
  * published. A cache with one user is touched without a lock (`busy` set, see cache_join); a
  * shared one takes each set's lock. The sets were prefetched as the accesses were drained; a
@@ -342,10 +352,7 @@ static void flush_locked(struct thr *t) {
         if (c->narrow)
             for (uint32_t i = 0; i < n; i++) {
                 if (i + PREFETCH_AHEAD < n) __builtin_prefetch(c->narrow + (uint64_t)p[i + PREFETCH_AHEAD].set * 16, 1);
-                uint32_t wb32;
-                int miss = tc_set_access16n(c->narrow + (uint64_t)p[i].set * 16, (uint32_t)(p[i].key >> (1 + c->set_bits)),
-                                            p[i].key & 1, &wb32);
-                wb = wb32 == TC_INVALID32 ? TC_INVALID : (uint64_t)wb32 << c->set_bits | p[i].set;
+                int miss = narrow_access(c, &p[i], &wb);
                 pend_access(t, &p[i], miss, wb);
             }
         else if (ways == 16)
@@ -375,14 +382,10 @@ static void flush_locked(struct thr *t) {
             while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
             }
             int miss;
-            if (c->narrow) {
-                uint32_t wb32;
-                miss = tc_set_access16n(c->narrow + (uint64_t)p[i].set * 16, (uint32_t)(p[i].key >> (1 + c->set_bits)),
-                                        p[i].key & 1, &wb32);
-                wb = wb32 == TC_INVALID32 ? TC_INVALID : (uint64_t)wb32 << c->set_bits | p[i].set;
-            } else {
+            if (c->narrow)
+                miss = narrow_access(c, &p[i], &wb);
+            else
                 miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
-            }
             atomic_store_explicit(l, 0, memory_order_release);
             pend_access(t, &p[i], miss, wb);
         }
