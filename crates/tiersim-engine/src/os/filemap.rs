@@ -122,11 +122,11 @@ pub(crate) struct FileStats {
     pub dax_accesses: u64,
     pub dax_bytes: u64,
     pub dax_latency_ns: u64,
-    /// `dax_new_blocks = "past_traced_end"`: write calls that allocated, the blocks they
-    /// allocated (each zeroed on PMEM first), journal commits fsync waited for, and their time.
-    /// `cache_new_pages = "past_traced_end"`: pages a buffered write covered only in part,
-    /// not cached and at or past the file's traced end, so zeroed rather than read.
+    /// `cache_new_pages` other than "preallocated": pages a buffered write covered only in
+    /// part, not cached and holding no data (`FileIo::new_page`), so zeroed rather than read.
     pub new_partial_pages: u64,
+    /// `dax_new_blocks` other than "preallocated": write calls that allocated, the blocks they
+    /// allocated (each zeroed on PMEM first), journal commits fsync waited for, and their time.
     pub dax_alloc_calls: u64,
     pub dax_zeroed_blocks: u64,
     pub journal_commits: u64,
@@ -322,12 +322,12 @@ impl FileIo {
             },
             "pages_read": s.pages_read,
         });
-        // Only when the trace synced: a trace without sync records reports exactly what it did
-        // before they existed (the frozen runs' digests hold the whole summary).
         // Only with the rule on, as the DAX allocation keys.
         if self.path.cache_grow {
             out["new_partial_pages"] = s.new_partial_pages.into();
         }
+        // Only when the trace synced: a trace without sync records reports exactly what it did
+        // before they existed (the frozen runs' digests hold the whole summary).
         if syncs > 0 {
             out["sync"] = serde_json::json!({
                 "fsync_calls": s.fsyncs,

@@ -441,23 +441,23 @@ impl Engine {
                     let m = self.files.maps.get_mut(&lo).expect("bounds come from the map");
                     let block = FS_BLOCK;
                     let last = (end_byte - 1) / block;
-                    // The blocks to allocate, as runs [first, end) of consecutive blocks:
+                    // The blocks a write allocates, as runs [first, end) of consecutive blocks:
                     // with size_at_open and the file's size record, those wholly past its size
                     // at open not yet written (a hole wherever it lies: ext4_map_blocks finds
-                    // it unmapped all the same); else those past the traced end.
+                    // it unmapped all the same); else those past the traced end. A read
+                    // allocates nothing.
                     let runs: Vec<(u64, u64)> = match m.held_end {
+                        _ if !a.op.is_write() => vec![],
                         Some(h) if io.dax_sized => {
-                            let written = &mut self.files.dax_written;
                             let mut runs: Vec<(u64, u64)> = Vec::new();
                             for b in a.addr / block..=last {
-                                let new = b * block >= h && !written.contains(&b);
-                                if a.op.is_write() {
-                                    written.insert(b);
+                                let unwritten = self.files.dax_written.insert(b);
+                                if b * block < h || !unwritten {
+                                    continue;
                                 }
                                 match runs.last_mut() {
-                                    Some(r) if new && r.1 == b => r.1 = b + 1,
-                                    _ if new => runs.push((b, b + 1)),
-                                    _ => {}
+                                    Some(r) if r.1 == b => r.1 = b + 1,
+                                    _ => runs.push((b, b + 1)),
                                 }
                             }
                             runs
@@ -471,7 +471,7 @@ impl Engine {
                             }
                         }
                     };
-                    if a.op.is_write() && !runs.is_empty() {
+                    if !runs.is_empty() {
                         m.datasync_tid = dax.running_tid;
                         for &(first, end) in &runs {
                             at += io.bio_layer;
