@@ -57,6 +57,8 @@ def rows(trace: Path) -> list[tuple]:
         # 2,048 sets of 16 ways: the runtime's 32-bit tags and branch-free set (tc_set_access16n).
         # The array at a fixed address: the runtime's 128 KiB of tags, mapped, would move it.
         (2 << 20, 16, ["3", "1", "0x300000000000"], 90_000),
+        # 1,024 sets of 16 ways: 64-bit tags, a miss's shift in SSE2 (tc_set_access).
+        (1 << 20, 16, ["3", "1", "0x300000000000"], 90_000),
     ],
 )
 def test_runtime_llc_gives_the_native_models_records(
