@@ -1129,3 +1129,80 @@ fn a_buffered_write_into_a_hole_is_allocated_at_writeback_and_the_next_sync_comm
         "{pc}"
     );
 }
+
+/// `dax.files`: the files it lists (by the address of their first mapping record) are on the
+/// fsdax module, the others in the page cache of the `[swap]` device, in one run. File A (16
+/// pages at page 0) on DAX, file B (16 pages at page 512, the next 2 MiB region) on the NVMe SSD:
+/// A's calls and sync cost what they cost with every file on DAX, B's what they cost with no DAX,
+/// to the ns.
+#[test]
+fn dax_files_put_the_listed_files_on_dax_and_the_others_in_the_page_cache() {
+    let both = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfiles = [0x40000000]";
+    let split = platform("1MiB", both);
+    assert_eq!(split.dax.as_ref().unwrap().files, Some(vec![FILE_BASE]));
+    let a = || vec![call(Op::Write, 0, 4096), call(Op::Read, 0, 4096), sync(Op::Write, 0)];
+    let b = || vec![call(Op::Write, 512, 4096), sync(Op::Write, 512)];
+    let maps = || with(map(0, 16), map(512, 16));
+    // Interleaved: A's write, B's write, A's read, A's sync, B's sync.
+    let (av, bv) = (a(), b());
+    let trace = with(maps(), [av[0], bv[0], av[1], av[2], bv[1]]);
+    let r = run(&split, trace).unwrap();
+    let pc = &r.summary["page_cache"];
+    let dax = &pc["dax"];
+    assert_eq!(
+        (u(dax, &["files"]), u(dax, &["calls"]), u(dax, &["bytes"]), u(pc, &["write_calls"]), u(pc, &["read_calls"])),
+        (1, 2, 8192, 1, 0),
+        "{pc}"
+    );
+    assert_eq!((u(pc, &["bytes_written"]), u(pc, &["sync", "fdatasync_calls"])), (4096, 2), "{pc}");
+    assert_eq!(u(pc, &["sync", "writeback_pages"]), 1, "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 4096);
+    // A alone with every file on DAX, and B alone with no DAX: the same times, split.
+    let all_dax =
+        run(&platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\""), with(maps(), a())).unwrap();
+    let no_dax = run(&platform("1MiB", ""), with(maps(), b())).unwrap();
+    let (pa, pb) = (&all_dax.summary["page_cache"], &no_dax.summary["page_cache"]);
+    assert_eq!(u(dax, &["io_time_ns"]), u(pa, &["io_time_ns"]), "{pa}");
+    assert_eq!(u(pc, &["io_time_ns"]), u(pa, &["io_time_ns"]) + u(pb, &["io_time_ns"]), "{pc}");
+    // A's fdatasync on DAX: the call and the flush, 2,100 ns; B's: the writeback of its page
+    // (100 + 400 + 1,000 + 500 + the device + 3,000) and the flush (2,000).
+    let dev = device_ns(&split, Op::Write, 4096);
+    assert_eq!(u(pb, &["sync", "time_ns"]), 100 + 400 + 1000 + 500 + dev + 3000 + 2000);
+    assert_eq!(u(pc, &["sync", "time_ns"]), 2100 + u(pb, &["sync", "time_ns"]), "{pc}");
+    // The DAX file allocates on the module and commits its journal there; the page-cache file
+    // delays its allocation to writeback and commits on the SSD: one commit each.
+    let grow = platform_with(
+        "1MiB",
+        both,
+        &["storage.dax_new_blocks=\"past_traced_end\"", "storage.cache_new_pages=\"past_traced_end\""],
+    );
+    let r = run(&grow, with(maps(), [av[0], bv[0], av[2], bv[1]])).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["dax", "allocating_calls"]), u(pc, &["dax", "journal_commits"])), (1, 1), "{pc}");
+    assert_eq!((u(pc, &["allocated_pages"]), u(pc, &["journal_commits"])), (1, 1), "{pc}");
+    // Without dax.files the summary has neither key: what it reported before them.
+    assert!(pa["dax"].get("io_time_ns").is_none() && pa["dax"].get("files").is_none(), "{pa}");
+}
+
+/// A bad `dax.files` is one error naming the key.
+#[test]
+fn bad_dax_files_are_one_error_naming_the_key() {
+    let dax = |files: &str| format!("[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfiles = {files}");
+    let err =
+        |extra: &str, set: &[&str]| try_platform("1MiB", extra, set).map(|_| ()).expect_err("an error").to_string();
+    for bad in ["\"WiredTigerLog.*\"", "[-4096]", "[\"0x40000000\"]", "[1.5]"] {
+        let e = err(&dax(bad), &[]);
+        assert!(e.contains("dax.files") && e.contains("file start addresses"), "{bad}: {e}");
+    }
+    let e = err(&dax("[0x40000000, 0x40000000]"), &[]);
+    assert!(e.contains("dax.files") && e.contains("0x40000000 is listed twice"), "{e}");
+    let e = err(&dax("[0x40000000]"), &["swap.enabled=false"]);
+    assert!(e.contains("dax.files") && e.contains("no [swap] section"), "{e}");
+    let e = err("[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfile = [0]", &[]);
+    assert!(e.contains("dax.file") && e.contains("unknown key") && e.contains("files"), "{e}");
+    // An empty list is valid: every file in the page cache, the module idle.
+    let p = platform("1MiB", &dax("[]"));
+    let r = run(&p, with(map(0, 16), [call(Op::Write, 0, 4096)])).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["dax", "calls"]), u(pc, &["write_calls"]), u(pc, &["dax", "files"])), (0, 1, 0), "{pc}");
+}

@@ -51,6 +51,8 @@ pub(crate) struct FileMap {
     /// record; None without one): with `cache_new_pages = "size_at_open"` its pages wholly past
     /// this are holes until the trace writes them (`FileIo::written`).
     pub(crate) held_end: Option<u64>,
+    /// On the DAX device (`dax.files` lists it, or `[dax]` without `dax.files`).
+    pub(crate) dax: bool,
 }
 
 /// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
@@ -80,6 +82,8 @@ pub(crate) struct Dax {
     pub(crate) fault_shift: u32,
     /// The journal of the file system on the module.
     pub(crate) journal: Journal,
+    /// `dax.files`: the start addresses of the files on the module; None: every file.
+    pub(crate) files: Option<Vec<u64>>,
 }
 
 /// jbd2's state on one file system's device: the running transaction (the one new allocations
@@ -135,6 +139,8 @@ pub(crate) struct FileStats {
     pub dax_accesses: u64,
     pub dax_bytes: u64,
     pub dax_latency_ns: u64,
+    /// With `dax.files`: the time of the DAX calls (also in `io_time_ps`).
+    pub dax_io_ps: u64,
     /// `cache_new_pages` other than "preallocated": pages a buffered write covered only in
     /// part, not cached and holding no data (`FileIo::new_page`), so zeroed rather than read.
     pub new_partial_pages: u64,
@@ -227,6 +233,7 @@ impl FileIo {
                 mapped: FxHashSet::default(),
                 fault_shift: 63 - path.dax_fault_bytes.leading_zeros(),
                 journal: Journal::default(),
+                files: d.files.clone(),
             }),
         };
         Ok(FileIo {
@@ -257,6 +264,27 @@ impl FileIo {
             || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
             || s.mappings + s.major_faults + s.minor_faults + s.unread_first_touches > 0
             || s.fsyncs + s.fdatasyncs > 0
+    }
+
+    /// A file whose first mapping record is at byte address `addr` is on the DAX device.
+    pub(crate) fn dax_file(&self, addr: u64) -> bool {
+        self.dax.as_ref().is_some_and(|d| d.files.as_ref().is_none_or(|f| f.contains(&addr)))
+    }
+
+    /// An access to page `vpn` goes to the DAX device: with `[dax]`, every file access, or with
+    /// `dax.files` those to the files it lists (any other goes through the page cache).
+    #[inline]
+    pub(crate) fn on_dax(&self, vpn: u64) -> bool {
+        match &self.dax {
+            None => false,
+            Some(d) if d.files.is_none() => true,
+            Some(_) => self.bounds(vpn).is_some_and(|(lo, _)| self.maps[&lo].dax),
+        }
+    }
+
+    /// `dax.files` is set: some files are on DAX, the others in the page cache.
+    pub(crate) fn split(&self) -> bool {
+        self.dax.as_ref().is_some_and(|d| d.files.is_some())
     }
 
     /// The mapped file holding page `vpn`: its first page and its end.
@@ -292,6 +320,15 @@ impl FileIo {
                 "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
             })
         });
+        // Only with dax.files: the DAX calls' share of io_time_ns, and the files on the module.
+        let dax = match dax {
+            Some(mut d) if self.split() => {
+                d["io_time_ns"] = (s.dax_io_ps / 1000).into();
+                d["files"] = self.maps.values().filter(|m| m.dax).count().into();
+                Some(d)
+            }
+            d => d,
+        };
         // Only with the rule on: runs without it report exactly what they did before it.
         let dax = match dax {
             Some(mut d) if self.path.dax_grow => {

@@ -46,7 +46,8 @@ impl Engine {
             )));
         }
         // DAX serves O_DIRECT calls like any other (ext4_file_read_iter tests IS_DAX first).
-        if self.files.dax.is_some() {
+        // With `dax.files` only the files it lists are there: the others are on the block device.
+        if self.files.on_dax(a.addr >> self.mem.page_shift) {
             return self.dax_access(c, a, issue_ps);
         }
         let done = if a.is_direct() {
@@ -505,6 +506,9 @@ impl Engine {
             let s = &mut self.files.stats;
             s.dax_calls += 1;
             s.dax_bytes += a.size as u64;
+            if self.measuring {
+                s.dax_io_ps += (done * 1000).max(issue_ps) - issue_ps;
+            }
             self.finish_call(c, a, issue_ps, done);
             return Ok(None);
         }
@@ -551,7 +555,7 @@ impl Engine {
         let io = self.files.path;
         let t = issue_ps / 1000;
         let mut at = t + io.syscall;
-        if self.files.dax.is_none() {
+        if !self.files.on_dax(a.addr >> self.mem.page_shift) {
             if self.swap.is_none() {
                 return Err(Error::Sim(format!(
                     "access #{n}: an fsync record, but the platform has no block device for files: \
@@ -791,6 +795,7 @@ impl Engine {
                             traced_end: a.addr,
                             datasync_tid: 0,
                             held_end: None,
+                            dax: self.files.dax_file(a.addr),
                         });
                     self.files.stats.mappings += 1;
                     (lo, true)
@@ -813,11 +818,13 @@ impl Engine {
                 (lo, true)
             }
         };
-        if self.files.warm && fresh && self.swap.is_some() {
+        // With `dax.files`, a file on DAX has no page cache to start warm in.
+        let dax_file = self.files.split() && self.files.on_dax(first);
+        if self.files.warm && fresh && self.swap.is_some() && !dax_file {
             self.warm_file(c, first, hi, issue_ps / 1000)?;
             // A warm file's pages hold data: with `cache_new_pages = "past_traced_end"` it ends
             // where its mapping does.
-            if self.files.dax.is_none() {
+            if !self.files.on_dax(first) {
                 self.files.cache_reached(first, end_byte);
             }
         }
