@@ -260,7 +260,9 @@ class Replays:
             {
                 "trace": trace,
                 "files on": dev,
-                "page cache": "-" if dev == "fsdax" else ("warm" if warm else "cold") + (" (not the log)" if dev == "log_pm" else ""),
+                "page cache": "-"
+                if dev == "fsdax"
+                else ("warm" if warm else "cold") + (" (not the log)" if dev == "log_pm" else ""),
                 "extra": ", ".join(f"{k}={v}" for k, v in extra.items()),
                 "time_ms": round(s["execution_time_ns"] / 1e6, 3),
                 "hit_ratio": round(pc.get("hit_ratio", 0.0), 4),

@@ -20,8 +20,8 @@ from __future__ import annotations
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
-from fnmatch import fnmatchcase
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Any
 
