@@ -538,12 +538,16 @@ impl Engine {
     /// up to max_request, as an O_DIRECT call's flush of its range) and waits for them and for
     /// the file's pages the flusher already has under writeback; then a FLUSH to the device
     /// (blkdev_issue_flush) and the bookkeeping, `storage.fsync`. The caller waits for all of
-    /// it. On DAX nothing is dirty (calls and stores went to PMEM): the call costs only the
-    /// system call and `storage.fsync`. Deviations: fsync and fdatasync cost the same (ext4's
-    /// journal commit for changed metadata, which fdatasync skips when only timestamps
-    /// changed, is not modelled: both Optane devices are power-loss protected, so the FLUSH
-    /// itself is cheap and `storage.fsync` stands for it); pages reclaim is writing are not
-    /// waited for (they leave the page cache at once in the model).
+    /// it. With `storage.cache_new_pages`, the journal commit of the blocks writeback allocated
+    /// follows (`block_journal_commit`). On DAX nothing is dirty (calls and stores went to
+    /// PMEM): the call costs only the system call and `storage.fsync`, and with
+    /// `storage.dax_new_blocks` the commit of the blocks the calls allocated (`journal_commit`);
+    /// with `dax.files` each file takes its own device's path. Deviations: fsync and fdatasync
+    /// cost the same (ext4's journal commit for changed metadata other than allocations, which
+    /// fdatasync skips when only timestamps changed, is not modelled: both Optane devices are
+    /// power-loss protected, so the FLUSH itself is cheap and `storage.fsync` stands for it);
+    /// pages reclaim is writing are not waited for (they leave the page cache at once in the
+    /// model).
     fn sync_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
         let n = self.processed;
         if a.flags != Access::SYNC || a.size != 1 {
