@@ -162,7 +162,7 @@ const NODE_KEYS: &[&str] = &[
     "params",
 ];
 const SWAP_KEYS: &[&str] = &["enabled", "device", "preset", "capacity", "params"];
-const DAX_KEYS: &[&str] = &["mode", "device", "preset", "params"];
+const DAX_KEYS: &[&str] = &["mode", "device", "preset", "params", "files"];
 const TOP_KEYS: &[&str] =
     &["name", "summary", "scale", "host", "os", "stats", "storage", "nodes", "swap", "dax", "distances"];
 
@@ -214,6 +214,10 @@ pub struct DaxSpec {
     pub device: String,
     pub preset: Option<String>,
     pub params: Params,
+    /// `dax.files`: the files on the DAX device, by the byte address of their first mapping
+    /// record (where the trace puts the file); the other files stay in the page cache of the
+    /// `[swap]` device. None: every file is on DAX.
+    pub files: Option<Vec<u64>>,
 }
 
 /// A fully validated platform.
@@ -380,6 +384,35 @@ fn apply_override(table: &mut toml::Table, o: &str) -> Result<()> {
     }
     cur.insert(path[path.len() - 1].clone(), value);
     Ok(())
+}
+
+/// `dax.files`: an array of distinct file start addresses (non-negative integers, as the trace's
+/// mapping records give them), which puts the other files in the page cache, so it needs a
+/// `[swap]` device for them.
+fn dax_files(v: &toml::Value, has_swap: bool) -> Result<Vec<u64>> {
+    const WHAT: &str = "expected an array of file start addresses, the byte address of each file's first mapping \
+                        record (integers, e.g. [0x600000a00000])";
+    let Some(items) = v.as_array() else {
+        return Err(Error::config("dax.files", format!("{WHAT}, got {v}")));
+    };
+    let mut files = Vec::with_capacity(items.len());
+    for item in items {
+        match item.as_integer() {
+            Some(a) if a >= 0 && !files.contains(&(a as u64)) => files.push(a as u64),
+            Some(a) if a >= 0 => {
+                return Err(Error::config("dax.files", format!("the address {a:#x} is listed twice")));
+            }
+            _ => return Err(Error::config("dax.files", format!("{WHAT}, got {item}"))),
+        }
+    }
+    if !has_swap {
+        return Err(Error::config(
+            "dax.files",
+            "puts the files it does not list in the page cache of the block device, but the platform has no [swap] \
+             section: add one (its device holds those files), or leave dax.files out to put every file on DAX",
+        ));
+    }
+    Ok(files)
 }
 
 fn check_keys(t: &toml::Table, valid: &[&str], at: &str) -> Result<()> {
@@ -692,7 +725,11 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
                 }
             };
             let (device, preset, params) = device_params(dt, "dax", None)?;
-            Some(DaxSpec { devdax, device, preset, params })
+            let files = match dt.get("files") {
+                None => None,
+                Some(v) => Some(dax_files(v, swap.is_some())?),
+            };
+            Some(DaxSpec { devdax, device, preset, params, files })
         }
     };
 
@@ -762,6 +799,9 @@ pub fn from_table(t: &toml::Table) -> Result<Platform> {
         dax_t.insert("mode".into(), if d.devdax { "devdax" } else { "fsdax" }.into());
         dax_t.insert("device".into(), d.device.clone().into());
         dax_t.insert("params".into(), d.params.to_toml().into());
+        if let Some(files) = &d.files {
+            dax_t.insert("files".into(), toml::Value::Array(files.iter().map(|&a| (a as i64).into()).collect()));
+        }
         resolved.insert("dax".into(), dax_t.into());
     }
     resolved.insert(

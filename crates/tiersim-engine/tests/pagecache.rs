@@ -1044,3 +1044,165 @@ fn a_dax_write_allocates_the_holes_past_the_size_at_open() {
     let r = run(&platform("1MiB", fsdax), trace(Some(16 * PAGE))).unwrap();
     assert_eq!(t, u(&r.summary["page_cache"], &["io_time_ns"]));
 }
+
+/// The time a fresh device of the platform's file device (`[swap]`) takes for `reqs` (gap,
+/// bytes, address) of writes issued in order, each `gap` ns after the previous ended (the
+/// first `gap` after `t0`); returns each request's end.
+fn swap_writes_ns(p: &platform::Platform, reqs: &[(u64, u32, u64)], t0: u64) -> Vec<u64> {
+    let s = p.swap.as_ref().unwrap();
+    let mut dev = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap();
+    let mut at = t0;
+    let mut ends = Vec::new();
+    for &(gap, bytes, addr) in reqs {
+        at = dev.access(&tiersim_devices::DeviceRequest {
+            now: at + gap,
+            addr,
+            size: bytes,
+            op: Op::Write,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        });
+        ends.push(at);
+    }
+    ends
+}
+
+/// `dax_allocating_trace` through the page cache on the Optane SSD, with `cache_new_pages`: the
+/// writes of pages 1-2 (past the traced end) put them in holes (cached already, by the read's
+/// readahead: pages 0-3), delayed-allocated; the first fdatasync writes back pages 0-2 (one 12
+/// KiB request), which allocates the two, so it commits the journal on the SSD; the second finds
+/// nothing dirty and nothing uncommitted.
+#[test]
+fn a_buffered_write_into_a_hole_is_allocated_at_writeback_and_the_next_sync_commits_the_journal() {
+    let ssd = "swap.preset=\"optane_ssd\"";
+    let on = platform_with("1MiB", "", &[ssd, "storage.cache_new_pages=\"past_traced_end\""]);
+    let trace = dax_allocating_trace();
+    let r = run(&on, trace.clone()).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(
+        (u(pc, &["allocated_pages"]), u(pc, &["journal_commits"]), u(pc, &["sync", "writeback_pages"])),
+        (2, 1, 3),
+        "{pc}"
+    );
+    // By hand: the sync's writeback after the system call (100), fs_map (400), block layer
+    // (1,000) and driver (500): 12 KiB, 10 us + 12,288 B at 2.2 GB/s (5,585.5 ns, rounded up) =
+    // 15,586 ns on the idle SSD;
+    // its interrupt completion (3,000). Then jbd2: the descriptor and metadata blocks, 16 KiB,
+    // through the block layer and driver (1,500): 10 us + 7,448 ns = 17,448 ns, its completion
+    // (3,000); the commit block, 4 KiB (1,500 + 10 us + 1,862 ns = 11,862 ns), its completion
+    // (3,000), and the caller's wakeup (3,000). The journal sits at 2^48 - 128 MiB.
+    let jbase = (1u64 << 48) - (128 << 20);
+    let t0 = 1_000_000;
+    let ends = swap_writes_ns(&on, &[(2000, 3 * 4096, 0), (4500, 4 * 4096, jbase), (4500, 4096, jbase + 4 * 4096)], t0);
+    let (data, desc, commit) = (ends[0] - t0 - 2000, ends[1] - ends[0] - 4500, ends[2] - ends[1] - 4500);
+    assert_eq!((data, desc, commit), (15586, 17448, 11862));
+    let journal = 1500 + desc + 3000 + 1500 + commit + 3000 + 3000;
+    assert_eq!(u(pc, &["journal_time_ns"]), journal, "{pc}");
+    // fdatasync 1: 2,000 + the data + 3,000, the commit, storage.fsync 2,000; fdatasync 2: 2,100.
+    assert_eq!(u(pc, &["sync", "time_ns"]), 2000 + data + 3000 + journal + 2000 + 2100, "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 3 * 4096 + 5 * 4096);
+    // Without the rule the same trace commits nothing and reports no journal: the writeback,
+    // its completion and the flush (what it did before the rule existed).
+    let off = run(&platform_with("1MiB", "", &[ssd]), trace.clone()).unwrap();
+    let pc_off = &off.summary["page_cache"];
+    assert!(pc_off.get("journal_commits").is_none() && pc_off.get("allocated_pages").is_none(), "{pc_off}");
+    assert_eq!(u(pc_off, &["sync", "time_ns"]), 2000 + data + 3000 + 2000 + 2100, "{pc_off}");
+    // Overwrites of blocks that exist allocate nothing: the file held 16 pages at open.
+    let sized = platform_with("1MiB", "", &[ssd, "storage.cache_new_pages=\"size_at_open\""]);
+    let full = with(vec![held(0, 16, 16 * PAGE)], trace.iter().copied().skip(map(0, 16).len()));
+    let r = run(&sized, with(map(0, 16), full)).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["allocated_pages"]), u(pc, &["journal_commits"]), u(pc, &["journal_time_ns"])), (0, 0, 0));
+    assert_eq!(u(pc, &["sync", "time_ns"]), 2000 + data + 3000 + 2000 + 2100, "{pc}");
+    // A page the flusher or reclaim writes back allocates all the same: an O_DIRECT read of
+    // page 1 first writes back the cached, dirty pages of its range (pages 1, allocating), and
+    // the sync after commits though it writes back only pages 0 and 2.
+    let mut t = trace.clone();
+    let at = t.len() - 2;
+    t.insert(at, direct(Op::Read, 1, 4096));
+    let r = run(&on, t).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!(
+        (u(pc, &["allocated_pages"]), u(pc, &["journal_commits"]), u(pc, &["sync", "writeback_pages"])),
+        (2, 1, 2),
+        "{pc}"
+    );
+}
+
+/// `dax.files`: the files it lists (by the address of their first mapping record) are on the
+/// fsdax module, the others in the page cache of the `[swap]` device, in one run. File A (16
+/// pages at page 0) on DAX, file B (16 pages at page 512, the next 2 MiB region) on the NVMe SSD:
+/// A's calls and sync cost what they cost with every file on DAX, B's what they cost with no DAX,
+/// to the ns.
+#[test]
+fn dax_files_put_the_listed_files_on_dax_and_the_others_in_the_page_cache() {
+    let both = "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfiles = [0x40000000]";
+    let split = platform("1MiB", both);
+    assert_eq!(split.dax.as_ref().unwrap().files, Some(vec![FILE_BASE]));
+    let a = || vec![call(Op::Write, 0, 4096), call(Op::Read, 0, 4096), sync(Op::Write, 0)];
+    let b = || vec![call(Op::Write, 512, 4096), sync(Op::Write, 512)];
+    let maps = || with(map(0, 16), map(512, 16));
+    // Interleaved: A's write, B's write, A's read, A's sync, B's sync.
+    let (av, bv) = (a(), b());
+    let trace = with(maps(), [av[0], bv[0], av[1], av[2], bv[1]]);
+    let r = run(&split, trace).unwrap();
+    let pc = &r.summary["page_cache"];
+    let dax = &pc["dax"];
+    assert_eq!(
+        (u(dax, &["files"]), u(dax, &["calls"]), u(dax, &["bytes"]), u(pc, &["write_calls"]), u(pc, &["read_calls"])),
+        (1, 2, 8192, 1, 0),
+        "{pc}"
+    );
+    assert_eq!((u(pc, &["bytes_written"]), u(pc, &["sync", "fdatasync_calls"])), (4096, 2), "{pc}");
+    assert_eq!(u(pc, &["sync", "writeback_pages"]), 1, "{pc}");
+    assert_eq!(u(&r.summary, &["swap", "device", "bytes_written"]), 4096);
+    // A alone with every file on DAX, and B alone with no DAX: the same times, split.
+    let all_dax =
+        run(&platform("1MiB", "[dax]\nmode = \"fsdax\"\npreset = \"optane_100\""), with(maps(), a())).unwrap();
+    let no_dax = run(&platform("1MiB", ""), with(maps(), b())).unwrap();
+    let (pa, pb) = (&all_dax.summary["page_cache"], &no_dax.summary["page_cache"]);
+    assert_eq!(u(dax, &["io_time_ns"]), u(pa, &["io_time_ns"]), "{pa}");
+    assert_eq!(u(pc, &["io_time_ns"]), u(pa, &["io_time_ns"]) + u(pb, &["io_time_ns"]), "{pc}");
+    // A's fdatasync on DAX: the call and the flush, 2,100 ns; B's: the writeback of its page
+    // (100 + 400 + 1,000 + 500 + the device + 3,000) and the flush (2,000).
+    let dev = device_ns(&split, Op::Write, 4096);
+    assert_eq!(u(pb, &["sync", "time_ns"]), 100 + 400 + 1000 + 500 + dev + 3000 + 2000);
+    assert_eq!(u(pc, &["sync", "time_ns"]), 2100 + u(pb, &["sync", "time_ns"]), "{pc}");
+    // The DAX file allocates on the module and commits its journal there; the page-cache file
+    // delays its allocation to writeback and commits on the SSD: one commit each.
+    let grow = platform_with(
+        "1MiB",
+        both,
+        &["storage.dax_new_blocks=\"past_traced_end\"", "storage.cache_new_pages=\"past_traced_end\""],
+    );
+    let r = run(&grow, with(maps(), [av[0], bv[0], av[2], bv[1]])).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["dax", "allocating_calls"]), u(pc, &["dax", "journal_commits"])), (1, 1), "{pc}");
+    assert_eq!((u(pc, &["allocated_pages"]), u(pc, &["journal_commits"])), (1, 1), "{pc}");
+    // Without dax.files the summary has neither key: what it reported before them.
+    assert!(pa["dax"].get("io_time_ns").is_none() && pa["dax"].get("files").is_none(), "{pa}");
+}
+
+/// A bad `dax.files` is one error naming the key.
+#[test]
+fn bad_dax_files_are_one_error_naming_the_key() {
+    let dax = |files: &str| format!("[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfiles = {files}");
+    let err =
+        |extra: &str, set: &[&str]| try_platform("1MiB", extra, set).map(|_| ()).expect_err("an error").to_string();
+    for bad in ["\"WiredTigerLog.*\"", "[-4096]", "[\"0x40000000\"]", "[1.5]"] {
+        let e = err(&dax(bad), &[]);
+        assert!(e.contains("dax.files") && e.contains("file start addresses"), "{bad}: {e}");
+    }
+    let e = err(&dax("[0x40000000, 0x40000000]"), &[]);
+    assert!(e.contains("dax.files") && e.contains("0x40000000 is listed twice"), "{e}");
+    let e = err(&dax("[0x40000000]"), &["swap.enabled=false"]);
+    assert!(e.contains("dax.files") && e.contains("no [swap] section"), "{e}");
+    let e = err("[dax]\nmode = \"fsdax\"\npreset = \"optane_100\"\nfile = [0]", &[]);
+    assert!(e.contains("dax.file") && e.contains("unknown key") && e.contains("files"), "{e}");
+    // An empty list is valid: every file in the page cache, the module idle.
+    let p = platform("1MiB", &dax("[]"));
+    let r = run(&p, with(map(0, 16), [call(Op::Write, 0, 4096)])).unwrap();
+    let pc = &r.summary["page_cache"];
+    assert_eq!((u(pc, &["dax", "calls"]), u(pc, &["write_calls"]), u(pc, &["dax", "files"])), (0, 1, 0), "{pc}");
+}

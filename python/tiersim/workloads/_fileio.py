@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import tiersim
@@ -264,3 +266,57 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
         "marker_repeats": counts["marker_repeats"],
         "stats": info,
     }
+
+
+def _mapped_regions(trace: Path) -> list[tuple[int, int]]:
+    """The files a merged trace maps, in order: (first byte, 4 KiB units), from its mapping
+    records (flags 9: op R starts a file, op W continues the one before), which `merge` writes
+    before every other record."""
+    regions: list[tuple[int, int]] = []
+    with tempfile.TemporaryDirectory(prefix=".tiersim-regions-") as tmp:
+        csv = Path(tmp) / "t.csv"
+        tiersim.convert(trace, csv, dst_format="csv")
+        with open(csv) as f:
+            f.readline()
+            f.readline()
+            for line in f:
+                _, _, op, addr, size, flags = line.rstrip("\n").split(",")
+                if flags == "13":
+                    continue
+                if flags != "9":
+                    break
+                if op == "R":
+                    regions.append((int(addr, 0), int(size)))
+                elif regions:
+                    regions[-1] = (regions[-1][0], regions[-1][1] + int(size))
+    return regions
+
+
+def files_matching(trace: Path, report: Mapping[str, Any], pattern: str) -> list[int]:
+    """The start addresses of the files of a captured `trace` whose name (the last part of the
+    path the program opened it by) matches the shell pattern `pattern` (fnmatch, case-sensitive),
+    for `dax.files`: the trace names no files, so the capture report's `fileio.files` (path ->
+    extent, in the order `merge` laid them out from FILE_BASE, each in whole REGION_ALIGN
+    regions) says where each is, checked against the trace's mapping records up to the last file
+    that matches. A report that disagrees with its trace there (two files of one path show as one
+    in the report, so the later ones move) is an error rather than a guess."""
+    files = dict((report.get("fileio") or {}).get("files") or {})
+    names = list(files)
+    hits = [i for i, p in enumerate(names) if fnmatchcase(PurePosixPath(p).name, pattern)]
+    if not hits:
+        return []
+    mapped = _mapped_regions(trace)
+    out, at = [], FILE_BASE
+    for i, path in enumerate(names[: hits[-1] + 1]):
+        size = max(int(files[path]), MAP_UNIT)
+        units = (size + MAP_UNIT - 1) // MAP_UNIT
+        if i >= len(mapped) or mapped[i] != (at, units):
+            got = f"{mapped[i][0]:#x} ({mapped[i][1]} units)" if i < len(mapped) else "no mapping record"
+            raise TiersimError(
+                f"{trace}: the report's file {i} ({path}) would be at {at:#x} ({units} units of 4 KiB), but the trace "
+                f"has {got} there; the report does not describe this trace's files"
+            )
+        if i in hits:
+            out.append(at)
+        at += (size + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
+    return out

@@ -51,6 +51,8 @@ pub(crate) struct FileMap {
     /// record; None without one): with `cache_new_pages = "size_at_open"` its pages wholly past
     /// this are holes until the trace writes them (`FileIo::written`).
     pub(crate) held_end: Option<u64>,
+    /// On the DAX device (`dax.files` lists it, or `[dax]` without `dax.files`).
+    pub(crate) dax: bool,
 }
 
 /// A CPU's readahead state, struct file_ra_state. Deviation: the kernel keeps one per open file;
@@ -78,12 +80,27 @@ pub(crate) struct Dax {
     /// Regions of `dax_fault_bytes` already mapped (one PMD fault each).
     pub(crate) mapped: FxHashSet<u64>,
     pub(crate) fault_shift: u32,
-    /// jbd2's running transaction (the one new allocations join), the last committed one, and
-    /// when that commit's writes end; the journal's next block (a circular area of the device).
+    /// The journal of the file system on the module.
+    pub(crate) journal: Journal,
+    /// `dax.files`: the start addresses of the files on the module; None: every file.
+    pub(crate) files: Option<Vec<u64>>,
+}
+
+/// jbd2's state on one file system's device: the running transaction (the one new allocations
+/// join), the last committed one, and when that commit's writes end; the journal's next block
+/// (a circular area of the device).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Journal {
     pub(crate) running_tid: u64,
     pub(crate) committed_tid: u64,
     pub(crate) commit_end: Ns,
-    pub(crate) journal_head: u64,
+    pub(crate) head: u64,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Journal { running_tid: 1, committed_tid: 0, commit_end: 0, head: 0 }
+    }
 }
 
 /// Page-cache activity over the measured part of the run.
@@ -122,6 +139,8 @@ pub(crate) struct FileStats {
     pub dax_accesses: u64,
     pub dax_bytes: u64,
     pub dax_latency_ns: u64,
+    /// With `dax.files`: the time of the DAX calls (also in `io_time_ps`).
+    pub dax_io_ps: u64,
     /// `cache_new_pages` other than "preallocated": pages a buffered write covered only in
     /// part, not cached and holding no data (`FileIo::new_page`), so zeroed rather than read.
     pub new_partial_pages: u64,
@@ -131,6 +150,12 @@ pub(crate) struct FileStats {
     pub dax_zeroed_blocks: u64,
     pub journal_commits: u64,
     pub journal_ps: u64,
+    /// Through the page cache with `cache_new_pages` other than "preallocated": pages written
+    /// into holes (delayed allocation) that writeback allocated, and the journal commits on the
+    /// block device fsync waited for, and their time.
+    pub wb_allocated: u64,
+    pub block_journal_commits: u64,
+    pub block_journal_ps: u64,
     /// Files mapped (mapping records that start one).
     pub mappings: u64,
     /// Faults through a mapping that read the device (filemap_fault on a page not cached,
@@ -189,6 +214,12 @@ pub(crate) struct FileIo {
     /// On fsdax with `dax_new_blocks = "size_at_open"`: the 4 KiB blocks (`FS_BLOCK`) of files
     /// with a size record that the trace's write calls have written, so allocated.
     pub(crate) dax_written: FxHashSet<u64>,
+    /// With `cache_new_pages` other than "preallocated": dirty pages a buffered write put in a
+    /// hole (`new_page`), by page id, with their file's first page: ext4's delayed allocation,
+    /// which their writeback performs (`clean`).
+    pub(crate) delalloc: FxHashMap<u32, u64>,
+    /// The journal of the file system on the block device (`[swap]`).
+    pub(crate) journal: Journal,
 }
 
 impl FileIo {
@@ -201,10 +232,8 @@ impl FileIo {
                 devdax: d.devdax,
                 mapped: FxHashSet::default(),
                 fault_shift: 63 - path.dax_fault_bytes.leading_zeros(),
-                running_tid: 1,
-                committed_tid: 0,
-                commit_end: 0,
-                journal_head: 0,
+                journal: Journal::default(),
+                files: d.files.clone(),
             }),
         };
         Ok(FileIo {
@@ -223,6 +252,8 @@ impl FileIo {
             fault_around: 1 << (63 - path.fault_around_pages.max(1).leading_zeros()),
             written: FxHashSet::default(),
             dax_written: FxHashSet::default(),
+            delalloc: FxHashMap::default(),
+            journal: Journal::default(),
             path,
         })
     }
@@ -233,6 +264,27 @@ impl FileIo {
             || s.read_calls + s.write_calls + s.direct_reads + s.direct_writes + s.wb_flusher > 0
             || s.mappings + s.major_faults + s.minor_faults + s.unread_first_touches > 0
             || s.fsyncs + s.fdatasyncs > 0
+    }
+
+    /// A file whose first mapping record is at byte address `addr` is on the DAX device.
+    pub(crate) fn dax_file(&self, addr: u64) -> bool {
+        self.dax.as_ref().is_some_and(|d| d.files.as_ref().is_none_or(|f| f.contains(&addr)))
+    }
+
+    /// An access to page `vpn` goes to the DAX device: with `[dax]`, every file access, or with
+    /// `dax.files` those to the files it lists (any other goes through the page cache).
+    #[inline]
+    pub(crate) fn on_dax(&self, vpn: u64) -> bool {
+        match &self.dax {
+            None => false,
+            Some(d) if d.files.is_none() => true,
+            Some(_) => self.bounds(vpn).is_some_and(|(lo, _)| self.maps[&lo].dax),
+        }
+    }
+
+    /// `dax.files` is set: some files are on DAX, the others in the page cache.
+    pub(crate) fn split(&self) -> bool {
+        self.dax.as_ref().is_some_and(|d| d.files.is_some())
     }
 
     /// The mapped file holding page `vpn`: its first page and its end.
@@ -268,6 +320,15 @@ impl FileIo {
                 "mean_latency_ns": if s.dax_accesses > 0 { s.dax_latency_ns as f64 / s.dax_accesses as f64 } else { 0.0 },
             })
         });
+        // Only with dax.files: the DAX calls' share of io_time_ns, and the files on the module.
+        let dax = match dax {
+            Some(mut d) if self.split() => {
+                d["io_time_ns"] = (s.dax_io_ps / 1000).into();
+                d["files"] = self.maps.values().filter(|m| m.dax).count().into();
+                Some(d)
+            }
+            d => d,
+        };
         // Only with the rule on: runs without it report exactly what they did before it.
         let dax = match dax {
             Some(mut d) if self.path.dax_grow => {
@@ -325,6 +386,9 @@ impl FileIo {
         // Only with the rule on, as the DAX allocation keys.
         if self.path.cache_grow {
             out["new_partial_pages"] = s.new_partial_pages.into();
+            out["allocated_pages"] = s.wb_allocated.into();
+            out["journal_commits"] = s.block_journal_commits.into();
+            out["journal_time_ns"] = (s.block_journal_ps / 1000).into();
         }
         // Only when the trace synced: a trace without sync records reports exactly what it did
         // before they existed (the frozen runs' digests hold the whole summary).
@@ -401,11 +465,46 @@ impl FileIo {
         until
     }
 
-    /// Written-back pages leave the flusher's dirty set and lose PG_dirty.
+    /// Written-back pages leave the flusher's dirty set and lose PG_dirty; those written into
+    /// holes get their blocks (`allocated`).
     pub(crate) fn clean(&mut self, pt: &mut PageTable, pages: &[u32]) {
         for &p in pages {
             self.dirty.remove(&p);
             pt.entries[p as usize].flags &= !DIRTY;
+            self.allocated(p);
+        }
+    }
+
+    /// Page `p` is written back: if a buffered write put it in a hole, writeback allocates its
+    /// block now (ext4_writepages -> mpage_map_and_submit_extent -> ext4_map_blocks, fs/ext4/inode.c)
+    /// in a journal handle, and ext4_update_inode_fsync_trans puts its file's i_datasync_tid on
+    /// the running transaction, which the file's next fsync or fdatasync commits.
+    pub(crate) fn allocated(&mut self, p: u32) {
+        if self.delalloc.is_empty() {
+            return;
+        }
+        if let Some(lo) = self.delalloc.remove(&p) {
+            if let Some(m) = self.maps.get_mut(&lo) {
+                m.datasync_tid = self.journal.running_tid;
+            }
+            self.stats.wb_allocated += 1;
+        }
+    }
+
+    /// A buffered write dirtied page `p` (`vpn`), which lay in a hole (`new_page`): its block is
+    /// allocated when it is written back.
+    pub(crate) fn delay_allocation(&mut self, p: u32, vpn: u64) {
+        if let Some((lo, _)) = self.bounds(vpn) {
+            self.delalloc.insert(p, lo);
+        }
+    }
+
+    /// An O_DIRECT write reached page `vpn`, which lay in a hole: ext4_iomap_begin allocates its
+    /// block during the call (ext4_iomap_alloc, fs/ext4/inode.c), in the running transaction.
+    pub(crate) fn allocate_now(&mut self, vpn: u64) {
+        if let Some((lo, _)) = self.bounds(vpn) {
+            let tid = self.journal.running_tid;
+            self.maps.get_mut(&lo).expect("bounds come from the map").datasync_tid = tid;
         }
     }
 

@@ -138,6 +138,7 @@ fn drop_file_page(mem: &mut Memory, vm: &mut Vmscan, p: u32, node: usize, t: Ns)
         dev.dev.access(&block_request(p, mem.page_size, t, Op::Write));
         dev.stats.file_writebacks += 1;
         vm.files.dirty.remove(&p);
+        vm.files.allocated(p);
         vm.files.stats.wb_reclaim += 1;
     }
     dev.stats.file_drops += 1;

@@ -46,7 +46,8 @@ impl Engine {
             )));
         }
         // DAX serves O_DIRECT calls like any other (ext4_file_read_iter tests IS_DAX first).
-        if self.files.dax.is_some() {
+        // With `dax.files` only the files it lists are there: the others are on the block device.
+        if self.files.on_dax(a.addr >> self.mem.page_shift) {
             return self.dax_access(c, a, issue_ps);
         }
         let done = if a.is_direct() {
@@ -123,6 +124,9 @@ impl Engine {
             let lo = a.addr.max(vpn << self.mem.page_shift);
             let bytes = end_byte.min((vpn + 1) << self.mem.page_shift) - lo;
             let e = self.mem.pt.entries[p as usize];
+            // The page lies in a hole of the file (`FileIo::new_page`), cached or not: a write
+            // dirties it with its block delayed-allocated, which its writeback allocates.
+            let hole = write && self.files.new_page(vpn, self.mem.page_shift);
             if e.node >= DROPPED {
                 if e.node == UNTOUCHED {
                     self.mem.pt.touched += 1;
@@ -140,7 +144,7 @@ impl Engine {
                 // the file never wrote (a hole, or an unwritten extent of fallocate): get_block
                 // maps it new all the same. Deviation: the zeroing is not charged beyond
                 // page_alloc, as a whole-page write's is not.
-                let past_end = write && self.files.new_page(vpn, self.mem.page_shift);
+                let past_end = hole;
                 if past_end && bytes < self.mem.page_size {
                     self.files.stats.new_partial_pages += 1;
                 }
@@ -189,6 +193,9 @@ impl Engine {
                     let until = self.file_dirtied(c, p, at);
                     self.files.stats.throttle_ps += (until - at) * 1000;
                     at = until;
+                }
+                if hole {
+                    self.files.delay_allocation(p, vpn);
                 }
             }
             // Calls mark the page, not a PTE young bit (filemap_read, generic_perform_write).
@@ -258,6 +265,11 @@ impl Engine {
             self.files.stats.wb_direct += dirty.len() as u64;
         }
         if write {
+            // Blocks in holes are allocated by the call (ext4_iomap_alloc), in the running
+            // transaction, which the file's next fsync or fdatasync commits (`block_journal_commit`).
+            if (first..=last).any(|v| self.files.new_page(v, self.mem.page_shift)) {
+                self.files.allocate_now(first);
+            }
             for &p in &slots {
                 let e = self.mem.pt.entries[p as usize];
                 if e.node >= DROPPED {
@@ -472,7 +484,7 @@ impl Engine {
                         }
                     };
                     if !runs.is_empty() {
-                        m.datasync_tid = dax.running_tid;
+                        m.datasync_tid = dax.journal.running_tid;
                         for &(first, end) in &runs {
                             at += io.bio_layer;
                             at = dax.dev.access(&dax_request(
@@ -494,6 +506,9 @@ impl Engine {
             let s = &mut self.files.stats;
             s.dax_calls += 1;
             s.dax_bytes += a.size as u64;
+            if self.measuring {
+                s.dax_io_ps += (done * 1000).max(issue_ps) - issue_ps;
+            }
             self.finish_call(c, a, issue_ps, done);
             return Ok(None);
         }
@@ -523,12 +538,16 @@ impl Engine {
     /// up to max_request, as an O_DIRECT call's flush of its range) and waits for them and for
     /// the file's pages the flusher already has under writeback; then a FLUSH to the device
     /// (blkdev_issue_flush) and the bookkeeping, `storage.fsync`. The caller waits for all of
-    /// it. On DAX nothing is dirty (calls and stores went to PMEM): the call costs only the
-    /// system call and `storage.fsync`. Deviations: fsync and fdatasync cost the same (ext4's
-    /// journal commit for changed metadata, which fdatasync skips when only timestamps
-    /// changed, is not modelled: both Optane devices are power-loss protected, so the FLUSH
-    /// itself is cheap and `storage.fsync` stands for it); pages reclaim is writing are not
-    /// waited for (they leave the page cache at once in the model).
+    /// it. With `storage.cache_new_pages`, the journal commit of the blocks writeback allocated
+    /// follows (`block_journal_commit`). On DAX nothing is dirty (calls and stores went to
+    /// PMEM): the call costs only the system call and `storage.fsync`, and with
+    /// `storage.dax_new_blocks` the commit of the blocks the calls allocated (`journal_commit`);
+    /// with `dax.files` each file takes its own device's path. Deviations: fsync and fdatasync
+    /// cost the same (ext4's journal commit for changed metadata other than allocations, which
+    /// fdatasync skips when only timestamps changed, is not modelled: both Optane devices are
+    /// power-loss protected, so the FLUSH itself is cheap and `storage.fsync` stands for it);
+    /// pages reclaim is writing are not waited for (they leave the page cache at once in the
+    /// model).
     fn sync_record(&mut self, c: usize, a: Access, issue_ps: u64) -> Result<Option<u64>> {
         let n = self.processed;
         if a.flags != Access::SYNC || a.size != 1 {
@@ -540,7 +559,7 @@ impl Engine {
         let io = self.files.path;
         let t = issue_ps / 1000;
         let mut at = t + io.syscall;
-        if self.files.dax.is_none() {
+        if !self.files.on_dax(a.addr >> self.mem.page_shift) {
             if self.swap.is_none() {
                 return Err(Error::Sim(format!(
                     "access #{n}: an fsync record, but the platform has no block device for files: \
@@ -605,6 +624,9 @@ impl Engine {
                     at = at.max(end);
                 }
             }
+            if io.cache_grow {
+                at = self.block_journal_commit(c, a, at);
+            }
         } else if io.dax_grow {
             at = self.journal_commit(c, a, at);
         }
@@ -644,8 +666,9 @@ impl Engine {
         let socket = self.cpus[c].socket;
         let block = FS_BLOCK;
         let dax = self.files.dax.as_mut().expect("callers check for DAX");
-        if tid <= dax.committed_tid {
-            return if tid > 0 { at.max(dax.commit_end) } else { at };
+        let j = &mut dax.journal;
+        if tid <= j.committed_tid {
+            return if tid > 0 { at.max(j.commit_end) } else { at };
         }
         let start = at;
         // The journal: a circular area of `storage.journal_size` (mke2fs's default, 128 MiB for a
@@ -655,19 +678,81 @@ impl Engine {
         let journal = io.journal_bytes;
         let base = (1u64 << 48) - journal;
         let write = |at: Ns, blocks: u64, dax: &mut crate::os::filemap::Dax| {
-            let addr = base + dax.journal_head;
-            dax.journal_head = (dax.journal_head + blocks * block) % journal;
+            let addr = base + dax.journal.head;
+            dax.journal.head = (dax.journal.head + blocks * block) % journal;
             dax.dev.access(&dax_request(at + io.bio_layer, addr, blocks * block, Op::Write, socket, c))
         };
         // The descriptor and metadata blocks, waited for, then the commit block.
         let t = write(at, io.journal_blocks - 1, dax);
         let end = write(t, 1, dax) + io.irq_completion;
-        dax.committed_tid = dax.running_tid;
-        dax.running_tid += 1;
-        dax.commit_end = end;
+        let j = &mut dax.journal;
+        j.committed_tid = j.running_tid;
+        j.running_tid += 1;
+        j.commit_end = end;
         let s = &mut self.files.stats;
         s.journal_commits += 1;
         s.journal_ps += (end - start) * 1000;
+        end
+    }
+
+    /// Through the page cache with `cache_new_pages` other than "preallocated": the journal
+    /// commit an fsync or fdatasync at `at` waits for, after file_write_and_wait_range has
+    /// written back the file's dirty pages. A buffered write into a hole is delayed-allocated
+    /// (ext4_da_write_begin reserves, nothing is mapped); writeback allocates the blocks
+    /// (ext4_writepages -> mpage_map_and_submit_extent -> ext4_map_blocks, in a journal handle)
+    /// and ext4_update_inode_fsync_trans puts the file's i_datasync_tid on the running
+    /// transaction (`FileIo::clean`), so ext4_sync_file's ext4_fsync_journal then commits it
+    /// with jbd2_complete_transaction (fs/ext4/fsync.c, fs/ext4/inode.c, Linux 6.1) as on fsdax
+    /// (`journal_commit`): the journal thread writes the descriptor and metadata blocks and waits
+    /// for them, then the commit block (fs/jbd2/commit.c), `storage.journal_blocks` in all, here
+    /// through the block layer and NVMe driver of the device holding the files, each request
+    /// completing by `storage.completion`; the caller sleeps until the commit ends and is woken
+    /// (`storage.irq_completion`). A file whose allocation a commit in progress holds waits for
+    /// it. Deviations: the commit block's flush/FUA costs nothing beyond the write (both Optane
+    /// presets are power-loss protected, no volatile cache); jbd2 runs the commit, the model
+    /// charges its CPU costs to the caller's wait; a write that extends i_disksize within an
+    /// allocated block (which also marks i_datasync_tid, ext4_do_update_inode) commits nothing,
+    /// as on fsdax.
+    fn block_journal_commit(&mut self, c: usize, a: Access, at: Ns) -> Ns {
+        let io = self.files.path;
+        let Some((lo, _)) = self.files.bounds(a.addr >> self.mem.page_shift) else {
+            return at;
+        };
+        let tid = self.files.maps[&lo].datasync_tid;
+        let j = &mut self.files.journal;
+        if tid <= j.committed_tid {
+            return if tid > 0 { at.max(j.commit_end) } else { at };
+        }
+        let start = at;
+        let (block_layer, driver, completion) = io.request_overhead(Driver::Nvme);
+        let journal = io.journal_bytes;
+        // The journal's circular area at the top of the 48-bit device address space, above the
+        // page ids the page cache's requests address (`storage.journal_size`, as on fsdax).
+        let base = (1u64 << 48) - journal;
+        let socket = self.cpus[c].socket;
+        let swap = self.swap.as_mut().expect("sync_record checks for a block device");
+        let mut write = |at: Ns, blocks: u64| {
+            let addr = base + j.head;
+            j.head = (j.head + blocks * FS_BLOCK) % journal;
+            let done = swap.dev.access(&DeviceRequest {
+                now: at + block_layer + driver,
+                addr,
+                size: (blocks * FS_BLOCK) as u32,
+                op: Op::Write,
+                socket,
+                cpu: c as u32,
+                remote: false,
+            });
+            done.max(at + block_layer + driver) + completion
+        };
+        let t = write(at, io.journal_blocks - 1);
+        let end = write(t, 1) + io.irq_completion;
+        j.committed_tid = j.running_tid;
+        j.running_tid += 1;
+        j.commit_end = end;
+        let s = &mut self.files.stats;
+        s.block_journal_commits += 1;
+        s.block_journal_ps += (end - start) * 1000;
         end
     }
 
@@ -714,6 +799,7 @@ impl Engine {
                             traced_end: a.addr,
                             datasync_tid: 0,
                             held_end: None,
+                            dax: self.files.dax_file(a.addr),
                         });
                     self.files.stats.mappings += 1;
                     (lo, true)
@@ -736,11 +822,13 @@ impl Engine {
                 (lo, true)
             }
         };
-        if self.files.warm && fresh && self.swap.is_some() {
+        // With `dax.files`, a file on DAX has no page cache to start warm in.
+        let dax_file = self.files.split() && self.files.on_dax(first);
+        if self.files.warm && fresh && self.swap.is_some() && !dax_file {
             self.warm_file(c, first, hi, issue_ps / 1000)?;
             // A warm file's pages hold data: with `cache_new_pages = "past_traced_end"` it ends
             // where its mapping does.
-            if self.files.dax.is_none() {
+            if !self.files.on_dax(first) {
                 self.files.cache_reached(first, end_byte);
             }
         }
