@@ -356,6 +356,15 @@ def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
 
 
 @needs_vm
+def test_missing_valgrind_names_its_make_target_before_a_boot(monkeypatch) -> None:
+    # The programs are captured under tiersim's Valgrind tool after the boots: checked first.
+    which = shutil.which
+    monkeypatch.setattr(vm.shutil, "which", lambda name: None if name == "valgrind" else which(name))
+    with pytest.raises(tiersim.TiersimError, match=r"^valgrind not installed: run `make valgrind`"):
+        vm.find_tools()
+
+
+@needs_vm
 def test_hung_vm_is_stopped_and_leaves_no_result(tmp_path: Path) -> None:
     with pytest.raises(tiersim.TiersimError, match=r"the VM did not finish within 3 s \(hung boot or run\)"):
         linux.validate_linux(tmp_path / "out", quick=True, timeout_s=3)
@@ -446,7 +455,7 @@ def _with_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, so
     shutil.copytree(vm.PROGRAMS, src)
     (src / f"{name}.c").write_text(source)
     monkeypatch.setattr(vm, "PROGRAMS", src)
-    monkeypatch.setitem(linux.PROGRAMS, name, linux.Program(name, name, (1,), 1, (1,)))
+    monkeypatch.setitem(linux.PROGRAMS, name, linux.Program(name, name, (1,), 1))
 
 
 @needs_vm

@@ -4,8 +4,9 @@ its captured trace, on tiersim under the matching policy, side by side (docs/val
 A case is a program x a kernel setting; each case boots the VM `runs` times. Per boot the guest
 first times a calibration program with balancing off (the guest CPU's speed), then runs the
 program under the setting and samples /proc/vmstat and the program's pages per node. The host
-captures the calibration program and the program once each (`tiersim capture --instrumented`) and
-replays them on a platform built from the VM's measured shape. A program's daemon time scale is
+captures the calibration program and the program once each, the guest's own static binaries under
+tiersim's Valgrind tool (`tiersim capture`), and replays them on a platform built from the VM's
+measured shape. A program's daemon time scale is
 its own speed in the guest with balancing off: tiersim's time of the program over the guest's in
 its `none` case, solved with the replay that depends on it; its other cases take it moved by their
 boots' calibration against the `none` boots'. `time_scale="calibration"` (or a program without its
@@ -18,7 +19,6 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,8 +47,6 @@ class Program:
     summary: str
     args: tuple[int, ...]
     threads: int
-    # An eighth of the input with the same mix of phases, for measuring instructions per access.
-    small_args: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -61,11 +59,11 @@ class Setting:
 
 
 PROGRAMS = {
-    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2, (16, 125, 8, 6, 2)),
-    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2, (32, 1500, 2)),
-    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 30 passes, 2 threads", (64, 30, 2), 2, (8, 30, 2)),
+    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2),
+    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 30 passes, 2 threads", (64, 30, 2), 2),
 }  # fmt: skip
-CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1, (4, 4, 500))
+CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1)
 SETTINGS = {
     "none": Setting("none", "no balancing (numa_balancing=0): first touch only", 0, False, "linux_default"),
     "autonuma": Setting("autonuma", "AutoNUMA (numa_balancing=1, demotion off)", 1, False, "autonuma"),
@@ -216,46 +214,28 @@ def _case_env(program: Program, setting: Setting, args: Sequence[int], k: dict[s
     }
 
 
-def _build_instrumented(source: Path, out: Path) -> None:
-    cc = os.environ.get("CC", "cc")
-    rt = tiersim.runtime_object()
-    obj = out.with_suffix(".o")
-    for cmd in (
-        [cc, "-O2", "-fsanitize=thread", "-c", str(source), "-o", str(obj)],
-        [cc, str(obj), str(rt), "-o", str(out), "-pthread", "-ldl", "-lm"],
-    ):
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise TiersimError(f"cannot build {source.name} for capture: {r.stderr.strip()[-400:]}")
-
-
-def _capture(binary: Path, args: Sequence[int], trace: Path, ipa: float) -> dict[str, Any]:
-    params = CAPTURE_PARAMS | {"instructions_per_access": ipa}
-    res = tiersim.capture_instrumented([str(binary), *map(str, args)], trace, params=params)
+def _capture(binary: Path, args: Sequence[int], trace: Path) -> dict[str, Any]:
+    """The guest's own static binary captured under tiersim's Valgrind tool: Valgrind counts
+    every instruction, so a record's time is the instructions its thread ran since its previous
+    record and each phase of the program keeps its own pace (kv's fill is 20 instructions a
+    record, its operations 89). The instrumented path counts only loads and stores and gave every
+    record one measured figure per program, which put kv's fill at 58 % of its first thread's
+    time against 32 % (docs/validate.md, "kv's two phases")."""
+    res = tiersim.capture([str(binary), *map(str, args)], trace, params=CAPTURE_PARAMS)
     if res.exit_status != 0:
         raise TiersimError(f"{binary.name} exited with status {res.exit_status} under capture")
     return res.report
 
 
-def instructions_per_access(static: Path, traced: Path, args: Sequence[int], scratch: Path) -> dict[str, Any]:
-    """The program's instructions per traced load or store, measured on its small input: Valgrind
-    counts every instruction (lackey, without tracing memory), the instrumented build counts the
-    accesses it traces. The instrumented capture's time base otherwise assumes 2, which undercounts
-    code that computes between accesses (a zipfian draw, a modulo) and so makes tiersim's program
-    faster than the guest's relative to the calibration (docs/validate.md, "Time")."""
-    argv = [str(static), *map(str, args)]
-    r = subprocess.run(["valgrind", "--tool=lackey", *argv], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise TiersimError(f"valgrind failed on {static.name}: {r.stderr.strip()[-300:]}")
-    instrs = next(
-        (int(ln.split(":")[-1].replace(",", "")) for ln in r.stderr.splitlines() if "guest instrs:" in ln), None
-    )
-    if not instrs:
-        raise TiersimError(f"valgrind gave no instruction count for {static.name}")
-    rep = tiersim.capture_instrumented([str(traced), *map(str, args)], scratch, params=CAPTURE_PARAMS).report
-    scratch.unlink(missing_ok=True)
-    accesses = rep["loads"] + rep["stores"] + rep["modifies"]
-    return {"instructions": instrs, "traced_accesses": accesses, "instructions_per_access": instrs / accesses}
+def instructions_per_access(report: dict[str, Any]) -> dict[str, Any]:
+    """A capture's instructions per traced load or store, for the record (validate.json's
+    `guest_speed.instructions_per_access`): the trace's time base is the instructions themselves."""
+    accesses = report["loads"] + report["stores"] + report["modifies"]
+    return {
+        "instructions": report["instructions"],
+        "traced_accesses": accesses,
+        "instructions_per_access": report["instructions"] / accesses if accesses else 0.0,
+    }
 
 
 # Index of ZONE_MOVABLE in a zone's lowmem_reserve (protection) array: user pages are allocated
@@ -1012,21 +992,17 @@ def _boot_cases(
 def _capture_programs(
     work: Path, programs: list[str], quick: bool, say: Progress
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The calibration and each program captured on the host, with their instructions per access."""
+    """The calibration and each program captured on the host, the binaries the guest ran."""
     bins, traces = work / "bin", work / "traces"
     captures: dict[str, dict[str, Any]] = {}
     ipas: dict[str, dict[str, Any]] = {}
     for name in ["calib", *programs]:
         prog = CALIB if name == "calib" else PROGRAMS[name]
         args = CALIB_ARGS if name == "calib" else (QUICK_ARGS.get(name, prog.args) if quick else prog.args)
-        static = bins / f"{name}.static"  # built by _boot_cases
-        _build_instrumented(vm.PROGRAMS / f"{name}.c", bins / f"{name}.traced")
-        say(f"measuring {name}'s instructions per access on {' '.join(map(str, prog.small_args))}")
-        ipas[name] = instructions_per_access(static, bins / f"{name}.traced", prog.small_args, bins / "small.trace")
         say(f"capturing {name} {' '.join(map(str, args))}")
-        captures[name] = _capture(
-            bins / f"{name}.traced", args, traces / f"{name}.trace", ipas[name]["instructions_per_access"]
-        )
+        # Built by _boot_cases for the guest.
+        captures[name] = _capture(bins / f"{name}.static", args, traces / f"{name}.trace")
+        ipas[name] = instructions_per_access(captures[name])
     return ipas, captures
 
 

@@ -79,6 +79,10 @@ def find_tools() -> Tools:
         missing.append(f"the Debian 6.1 kernel image in {root}")
     if missing:
         raise TiersimError(f"{', '.join(missing)} not installed: run `make vm` in the tiersim checkout")
+    # The host side captures the guest's programs under tiersim's Valgrind tool: found before a
+    # boot, not after the matrix.
+    if shutil.which("valgrind") is None:
+        raise TiersimError("valgrind not installed: run `make valgrind` in the tiersim checkout")
     kernel = kernels[-1]
     version = kernel.name.removeprefix("vmlinuz-")
     assert qemu and busybox and ndctl and daxctl

@@ -1,7 +1,7 @@
 /* Shared by the validation programs (docs/validate.md): a seeded generator, page-aligned
  * allocation, and the end-of-run stop that lets the guest's sampler read the program's pages per
- * node before it exits. Each program is built twice from the same source: statically for the
- * guest, and with -fsanitize=thread for `tiersim capture --instrumented` on the host. */
+ * node before it exits. Each program is built statically for the guest, and the host captures
+ * that binary under tiersim's Valgrind tool (`tiersim capture`). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
