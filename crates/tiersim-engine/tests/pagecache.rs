@@ -1205,4 +1205,9 @@ fn bad_dax_files_are_one_error_naming_the_key() {
     let r = run(&p, with(map(0, 16), [call(Op::Write, 0, 4096)])).unwrap();
     let pc = &r.summary["page_cache"];
     assert_eq!((u(pc, &["dax", "calls"]), u(pc, &["write_calls"]), u(pc, &["dax", "files"])), (0, 1, 0), "{pc}");
+    // An address where the trace starts no file (a typo, another capture's layout) is an error
+    // at the end of the run, not a file silently left in the page cache.
+    let p = platform("1MiB", &dax("[0x1000]"));
+    let e = run(&p, with(map(0, 16), [call(Op::Write, 0, 4096)])).map(|_| ()).expect_err("an error").to_string();
+    assert!(e.contains("dax.files") && e.contains("lists 0x1000, where no mapping record"), "{e}");
 }

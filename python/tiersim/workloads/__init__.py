@@ -27,6 +27,10 @@ from typing import Any
 import tiersim
 from tiersim._capture import capture, capture_instrumented, runtime_object
 from tiersim._native import TiersimError
+
+# files_matching is public: a captured trace's files by name, as `dax.files` addresses
+# (docs/platform.md).
+from tiersim.workloads._fileio import files_matching as files_matching
 from tiersim.workloads._fileio import merge
 
 HERE = Path(__file__).resolve().parent

@@ -84,6 +84,9 @@ pub(crate) struct Dax {
     pub(crate) journal: Journal,
     /// `dax.files`: the start addresses of the files on the module; None: every file.
     pub(crate) files: Option<Vec<u64>>,
+    /// Those of `files` a mapping record has started, so that one the trace never maps is an
+    /// error rather than a file silently left in the page cache.
+    pub(crate) files_seen: FxHashSet<u64>,
 }
 
 /// jbd2's state on one file system's device: the running transaction (the one new allocations
@@ -234,6 +237,7 @@ impl FileIo {
                 fault_shift: 63 - path.dax_fault_bytes.leading_zeros(),
                 journal: Journal::default(),
                 files: d.files.clone(),
+                files_seen: FxHashSet::default(),
             }),
         };
         Ok(FileIo {
@@ -267,8 +271,22 @@ impl FileIo {
     }
 
     /// A file whose first mapping record is at byte address `addr` is on the DAX device.
-    pub(crate) fn dax_file(&self, addr: u64) -> bool {
-        self.dax.as_ref().is_some_and(|d| d.files.as_ref().is_none_or(|f| f.contains(&addr)))
+    pub(crate) fn dax_file(&mut self, addr: u64) -> bool {
+        let Some(d) = self.dax.as_mut() else { return false };
+        match &d.files {
+            None => true,
+            Some(f) if f.contains(&addr) => {
+                d.files_seen.insert(addr);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// The first `dax.files` address no mapping record of the trace started a file at.
+    pub(crate) fn dax_file_never_mapped(&self) -> Option<u64> {
+        let d = self.dax.as_ref()?;
+        d.files.as_ref()?.iter().copied().find(|a| !d.files_seen.contains(a))
     }
 
     /// An access to page `vpn` goes to the DAX device: with `[dax]`, every file access, or with

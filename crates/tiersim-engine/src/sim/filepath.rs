@@ -791,6 +791,7 @@ impl Engine {
                     )))
                 }
                 None => {
+                    let dax = self.files.dax_file(a.addr);
                     self.files.maps.insert(lo, FileMap {
                             end: hi,
                             end_byte,
@@ -799,7 +800,7 @@ impl Engine {
                             traced_end: a.addr,
                             datasync_tid: 0,
                             held_end: None,
-                            dax: self.files.dax_file(a.addr),
+                            dax,
                         });
                     self.files.stats.mappings += 1;
                     (lo, true)

@@ -986,6 +986,14 @@ pub fn simulate_with_future(
             "stats.warmup_accesses = {warmup} is not smaller than the trace's {read} accesses; nothing was measured"
         )));
     }
+    if let Some(addr) = eng.files.dax_file_never_mapped() {
+        return Err(Error::config(
+            "dax.files",
+            format!(
+                "lists {addr:#x}, where no mapping record of the trace starts a file (a file is given by the byte address of its first mapping record)"
+            ),
+        ));
+    }
     eng.futex = std::mem::take(&mut feed.futex.stats);
     Ok(finish(eng, read, warmup))
 }
