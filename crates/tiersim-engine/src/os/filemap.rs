@@ -20,7 +20,7 @@ use super::swap::Swap;
 use super::{page_runs, Memory, Metrics, PageEvent};
 use crate::pagetable::{PageEntry, PageTable, DIRTY, DROPPED, FILE};
 use crate::platform::Platform;
-use crate::storage::iopath::IoPath;
+use crate::storage::iopath::{IoPath, FS_BLOCK};
 
 /// Pages a task dirties between two checks of the dirty limits: balance_dirty_pages_ratelimited
 /// starts each task at nr_dirtied_pause = 128 KiB of pages (mm/page-writeback.c).
@@ -103,6 +103,44 @@ pub(crate) struct Journal {
 impl Default for Journal {
     fn default() -> Self {
         Journal { running_tid: 1, committed_tid: 0, commit_end: 0, head: 0 }
+    }
+}
+
+impl Journal {
+    /// A sync at `at` of a file whose last allocation joined transaction `tid`, if that needs
+    /// no commit of its own: when it may go on (at once if the file never allocated, else once
+    /// the commit that holds `tid`, maybe still in progress, ends: jbd2_log_wait_commit). None:
+    /// `tid` is the running transaction, which the sync commits.
+    pub(crate) fn committed(&self, tid: u64, at: Ns) -> Option<Ns> {
+        (tid <= self.committed_tid).then(|| if tid > 0 { at.max(self.commit_end) } else { at })
+    }
+
+    /// jbd2_journal_commit_transaction (fs/jbd2/commit.c) of the running transaction from `at`:
+    /// the descriptor and metadata blocks (`blocks` - 1) written and waited for, then the commit
+    /// block, each by `write(at, address, bytes)` (its end) into the journal's circular area of
+    /// `area` bytes at the top of the 48-bit device address space, clear of what the device's
+    /// other requests address; the caller is woken `wake` after (a wakeup and context switch).
+    /// Returns when it is awake.
+    pub(crate) fn commit(
+        &mut self,
+        at: Ns,
+        blocks: u64,
+        area: u64,
+        wake: Ns,
+        mut write: impl FnMut(Ns, u64, u64) -> Ns,
+    ) -> Ns {
+        let base = (1u64 << 48) - area;
+        let mut put = |head: &mut u64, at: Ns, n: u64| {
+            let addr = base + *head;
+            *head = (*head + n * FS_BLOCK) % area;
+            write(at, addr, n * FS_BLOCK)
+        };
+        let t = put(&mut self.head, at, blocks - 1);
+        let end = put(&mut self.head, t, 1) + wake;
+        self.committed_tid = self.running_tid;
+        self.running_tid += 1;
+        self.commit_end = end;
+        end
     }
 }
 
@@ -507,6 +545,18 @@ impl FileIo {
             }
             self.stats.wb_allocated += 1;
         }
+    }
+
+    /// The first page of the mapped file whose mapping ends at byte address `end` (page size
+    /// `1 << shift`): the file a continuation mapping record or a full file's size record names.
+    pub(crate) fn file_ending_at(&self, end: u64, shift: u32) -> Option<u64> {
+        self.maps.range(..=end >> shift).rev().find(|(_, m)| m.end_byte == end).map(|(&l, _)| l)
+    }
+
+    /// The journal transaction that holds the last block allocation of the file with page
+    /// `vpn` (ext4's i_datasync_tid; 0 if it never allocated), None outside a mapped file.
+    pub(crate) fn datasync_tid(&self, vpn: u64) -> Option<u64> {
+        self.bounds(vpn).map(|(lo, _)| self.maps[&lo].datasync_tid)
     }
 
     /// A buffered write dirtied page `p` (`vpn`), which lay in a hole (`new_page`): its block is

@@ -144,11 +144,10 @@ impl Engine {
                 // the file never wrote (a hole, or an unwritten extent of fallocate): get_block
                 // maps it new all the same. Deviation: the zeroing is not charged beyond
                 // page_alloc, as a whole-page write's is not.
-                let past_end = hole;
-                if past_end && bytes < self.mem.page_size {
+                if hole && bytes < self.mem.page_size {
                     self.files.stats.new_partial_pages += 1;
                 }
-                at = if write && (bytes == self.mem.page_size || past_end) {
+                at = if write && (bytes == self.mem.page_size || hole) {
                     // A whole-page write reads nothing first (ext4_write_begin finds no partial
                     // page to bring up to date).
                     let (_, reclaim_ps) = self.alloc(p, c, vpn, at, FILE)?;
@@ -659,39 +658,24 @@ impl Engine {
     /// of blocks whatever it holds; jbd2's periodic commit (every 5 s) is not modelled.
     fn journal_commit(&mut self, c: usize, a: Access, at: Ns) -> Ns {
         let io = self.files.path;
-        let Some((lo, _)) = self.files.bounds(a.addr >> self.mem.page_shift) else {
+        let Some(tid) = self.files.datasync_tid(a.addr >> self.mem.page_shift) else {
             return at;
         };
-        let tid = self.files.maps[&lo].datasync_tid;
         let socket = self.cpus[c].socket;
-        let block = FS_BLOCK;
-        let dax = self.files.dax.as_mut().expect("callers check for DAX");
-        let j = &mut dax.journal;
-        if tid <= j.committed_tid {
-            return if tid > 0 { at.max(j.commit_end) } else { at };
+        let crate::os::filemap::Dax { dev, journal, .. } = self.files.dax.as_mut().expect("callers check for DAX");
+        if let Some(t) = journal.committed(tid, at) {
+            return t;
         }
-        let start = at;
         // The journal: a circular area of `storage.journal_size` (mke2fs's default, 128 MiB for a
         // 16-32 GiB file system: e2fsprogs ext2fs_default_journal_size) at the top of the 48-bit
         // device address space, clear of the files folded below it. Its writes are the DAX
         // path's requests (`dax_request`), each through the pmem driver's bio path.
-        let journal = io.journal_bytes;
-        let base = (1u64 << 48) - journal;
-        let write = |at: Ns, blocks: u64, dax: &mut crate::os::filemap::Dax| {
-            let addr = base + dax.journal.head;
-            dax.journal.head = (dax.journal.head + blocks * block) % journal;
-            dax.dev.access(&dax_request(at + io.bio_layer, addr, blocks * block, Op::Write, socket, c))
-        };
-        // The descriptor and metadata blocks, waited for, then the commit block.
-        let t = write(at, io.journal_blocks - 1, dax);
-        let end = write(t, 1, dax) + io.irq_completion;
-        let j = &mut dax.journal;
-        j.committed_tid = j.running_tid;
-        j.running_tid += 1;
-        j.commit_end = end;
+        let end = journal.commit(at, io.journal_blocks, io.journal_bytes, io.irq_completion, |at, addr, bytes| {
+            dev.access(&dax_request(at + io.bio_layer, addr, bytes, Op::Write, socket, c))
+        });
         let s = &mut self.files.stats;
         s.journal_commits += 1;
-        s.journal_ps += (end - start) * 1000;
+        s.journal_ps += (end - at) * 1000;
         end
     }
 
@@ -715,44 +699,34 @@ impl Engine {
     /// as on fsdax.
     fn block_journal_commit(&mut self, c: usize, a: Access, at: Ns) -> Ns {
         let io = self.files.path;
-        let Some((lo, _)) = self.files.bounds(a.addr >> self.mem.page_shift) else {
+        let Some(tid) = self.files.datasync_tid(a.addr >> self.mem.page_shift) else {
             return at;
         };
-        let tid = self.files.maps[&lo].datasync_tid;
-        let j = &mut self.files.journal;
-        if tid <= j.committed_tid {
-            return if tid > 0 { at.max(j.commit_end) } else { at };
+        let journal = &mut self.files.journal;
+        if let Some(t) = journal.committed(tid, at) {
+            return t;
         }
-        let start = at;
         let (block_layer, driver, completion) = io.request_overhead(Driver::Nvme);
-        let journal = io.journal_bytes;
-        // The journal's circular area at the top of the 48-bit device address space, above the
-        // page ids the page cache's requests address (`storage.journal_size`, as on fsdax).
-        let base = (1u64 << 48) - journal;
         let socket = self.cpus[c].socket;
         let swap = self.swap.as_mut().expect("sync_record checks for a block device");
-        let mut write = |at: Ns, blocks: u64| {
-            let addr = base + j.head;
-            j.head = (j.head + blocks * FS_BLOCK) % journal;
+        // The same circular area as on fsdax, above the page ids the page cache's requests
+        // address.
+        let end = journal.commit(at, io.journal_blocks, io.journal_bytes, io.irq_completion, |at, addr, bytes| {
+            let issue = at + block_layer + driver;
             let done = swap.dev.access(&DeviceRequest {
-                now: at + block_layer + driver,
+                now: issue,
                 addr,
-                size: (blocks * FS_BLOCK) as u32,
+                size: bytes as u32,
                 op: Op::Write,
                 socket,
                 cpu: c as u32,
                 remote: false,
             });
-            done.max(at + block_layer + driver) + completion
-        };
-        let t = write(at, io.journal_blocks - 1);
-        let end = write(t, 1) + io.irq_completion;
-        j.committed_tid = j.running_tid;
-        j.running_tid += 1;
-        j.commit_end = end;
+            done.max(issue) + completion
+        });
         let s = &mut self.files.stats;
         s.block_journal_commits += 1;
-        s.block_journal_ps += (end - start) * 1000;
+        s.block_journal_ps += (end - at) * 1000;
         end
     }
 
@@ -807,7 +781,7 @@ impl Engine {
                 }
             },
             Op::Write => {
-                let Some((&l, _)) = self.files.maps.range(..=lo).rev().find(|(_, m)| m.end_byte == a.addr) else {
+                let Some(l) = self.files.file_ending_at(a.addr, self.mem.page_shift) else {
                     return Err(Error::Sim(format!(
                         "access #{n}: a continuation mapping record (op write) at {:#x}, where no mapped file ends",
                         a.addr
@@ -855,19 +829,13 @@ impl Engine {
         }
         let shift = self.mem.page_shift;
         let found = match a.op {
-            Op::Read => self.files.bounds(a.addr >> shift).filter(|&(lo, _)| {
+            Op::Read => self.files.bounds(a.addr >> shift).map(|(lo, _)| lo).filter(|&lo| {
                 let m = &self.files.maps[&lo];
                 a.addr < m.end_byte && (lo << shift) <= a.addr
             }),
-            Op::Write => self
-                .files
-                .maps
-                .range(..=a.addr >> shift)
-                .rev()
-                .find(|(_, m)| m.end_byte == a.addr)
-                .map(|(&l, m)| (l, m.end)),
+            Op::Write => self.files.file_ending_at(a.addr, shift),
         };
-        let Some((lo, _)) = found else {
+        let Some(lo) = found else {
             return Err(Error::Sim(format!(
                 "access #{n}: a file size record at {:#x} (op {}), where no mapped file {}; a file's mapping records must come first",
                 a.addr,

@@ -412,9 +412,7 @@ impl Engine {
             let cost = self.policy_epoch(issue_ns)?;
             return Ok(Some(issue_ps + cost));
         }
-        if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0
-            || (a.is_file() && self.files.dax.is_some() && self.files.on_dax(vpn))
-        {
+        if a.flags & (Access::SYSCALL | Access::DIRECT | Access::MAP) != 0 || (a.is_file() && self.files.on_dax(vpn)) {
             return self.file_access(c, a, issue_ps);
         }
         let entry = *self.mem.pt.entry(p);
