@@ -287,19 +287,37 @@ fn direct(op: Op, page: u64, bytes: u16) -> Access {
     Access { flags: Access::FILE | Access::SYSCALL | Access::DIRECT, ..call(op, page, bytes) }
 }
 
+/// A fresh device named `device` with `params` (a platform's `[swap]` or `[dax]` one) given
+/// `reqs` (gap, bytes, address, op) in order, each `gap` ns after the previous ended (the first
+/// `gap` after `t0`); each request's end.
+fn device_ends(
+    device: &str,
+    params: &tiersim_core::Params,
+    reqs: impl IntoIterator<Item = (u64, u32, u64, Op)>,
+    t0: u64,
+) -> Vec<u64> {
+    let mut dev = (tiersim_devices::find(device).unwrap().build)(params).unwrap();
+    let mut at = t0;
+    let mut ends = Vec::new();
+    for (gap, size, addr, op) in reqs {
+        at = dev.access(&tiersim_devices::DeviceRequest {
+            now: at + gap,
+            addr,
+            size,
+            op,
+            socket: 0,
+            cpu: 0,
+            remote: false,
+        });
+        ends.push(at);
+    }
+    ends
+}
+
 /// The time the platform's file device takes, idle, for one request.
 fn device_ns(p: &platform::Platform, op: Op, bytes: u32) -> u64 {
     let s = p.swap.as_ref().unwrap();
-    let mut dev = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap();
-    dev.access(&tiersim_devices::DeviceRequest {
-        now: 1_000_000,
-        addr: 0,
-        size: bytes,
-        op,
-        socket: 0,
-        cpu: 0,
-        remote: false,
-    }) - 1_000_000
+    device_ends(&s.device, &s.params, [(0, bytes, 0, op)], 1_000_000)[0] - 1_000_000
 }
 
 #[test]
@@ -682,24 +700,12 @@ fn a_second_fsync_waits_for_the_first_ones_writes() {
     assert!(waited > 0, "no fsync of CPU 1 fell in the write's window");
 }
 
-/// The time a fresh device of the platform's DAX preset takes for `reqs` (start, bytes, address)
-/// of writes issued in order, each at its start or when the previous ended (`None`).
+/// The time a fresh device of the platform's DAX preset takes for `reqs` (gap, bytes, address)
+/// of writes issued in order, each its gap after the previous ended (`None`: at once).
 fn dax_writes_ns(p: &platform::Platform, reqs: &[(Option<u64>, u32, u64)], t0: u64) -> u64 {
     let d = p.dax.as_ref().unwrap();
-    let mut dev = (tiersim_devices::find(&d.device).unwrap().build)(&d.params).unwrap();
-    let mut at = t0;
-    for &(gap, bytes, addr) in reqs {
-        at = dev.access(&tiersim_devices::DeviceRequest {
-            now: at + gap.unwrap_or(0),
-            addr,
-            size: bytes,
-            op: Op::Write,
-            socket: 0,
-            cpu: 0,
-            remote: false,
-        });
-    }
-    at - t0
+    let reqs = reqs.iter().map(|&(gap, bytes, addr)| (gap.unwrap_or(0), bytes, addr, Op::Write));
+    device_ends(&d.device, &d.params, reqs, t0).last().map_or(0, |end| end - t0)
 }
 
 /// A 16-page file. Page 0 read (the file's blocks end at 4 KiB), then overwritten; pages 1-2
@@ -1050,22 +1056,7 @@ fn a_dax_write_allocates_the_holes_past_the_size_at_open() {
 /// first `gap` after `t0`); returns each request's end.
 fn swap_writes_ns(p: &platform::Platform, reqs: &[(u64, u32, u64)], t0: u64) -> Vec<u64> {
     let s = p.swap.as_ref().unwrap();
-    let mut dev = (tiersim_devices::find(&s.device).unwrap().build)(&s.params).unwrap();
-    let mut at = t0;
-    let mut ends = Vec::new();
-    for &(gap, bytes, addr) in reqs {
-        at = dev.access(&tiersim_devices::DeviceRequest {
-            now: at + gap,
-            addr,
-            size: bytes,
-            op: Op::Write,
-            socket: 0,
-            cpu: 0,
-            remote: false,
-        });
-        ends.push(at);
-    }
-    ends
+    device_ends(&s.device, &s.params, reqs.iter().map(|&(gap, bytes, addr)| (gap, bytes, addr, Op::Write)), t0)
 }
 
 /// `dax_allocating_trace` through the page cache on the Optane SSD, with `cache_new_pages`: the
