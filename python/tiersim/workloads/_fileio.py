@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
@@ -123,16 +123,23 @@ def read_log(path: Path) -> FileLog:
     return log
 
 
+def _layout(extents: Iterable[int]) -> list[tuple[int, int]]:
+    """Where `merge` puts files of these extents, in order: (first byte, 4 KiB units mapped),
+    from FILE_BASE, each in whole REGION_ALIGN regions (an empty file maps one unit)."""
+    out, at = [], FILE_BASE
+    for extent in extents:
+        size = max(extent, MAP_UNIT)
+        out.append((at, (size + MAP_UNIT - 1) // MAP_UNIT))
+        at += (size + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
+    return out
+
+
 def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     """Write `out`: `mem_trace` (a virtual trace) with the logged calls in place of their markers.
     Returns what was merged (calls and bytes per kind, files, markers not found)."""
     log = read_log(log_path)
-    regions: dict[str, int] = {}
-    at = FILE_BASE
-    for key in log.extent:
-        regions[key] = at
-        size = max(log.extent[key], MAP_UNIT)
-        at += (size + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
+    layout = dict(zip(log.extent, _layout(log.extent.values()), strict=True))
+    regions = {key: base for key, (base, _) in layout.items()}
     counts: Counter[str] = Counter()
     nbytes: Counter[str] = Counter()
     seen: set[int] = set()
@@ -153,8 +160,7 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
             dst.write(header)
             dst.write(src.readline())
             gaps = "time_unit=instructions" in header
-            for key, base in regions.items():
-                units = (max(log.extent[key], MAP_UNIT) + MAP_UNIT - 1) // MAP_UNIT
+            for key, (base, units) in layout.items():
                 first, mapped = base, units * MAP_UNIT
                 op = "R"
                 while units > 0:
@@ -309,10 +315,9 @@ def files_matching(trace: Path, report: Mapping[str, Any], pattern: str) -> list
     if not hits:
         return []
     mapped = _mapped_regions(trace)
-    out, at = [], FILE_BASE
-    for i, path in enumerate(names[: hits[-1] + 1]):
-        size = max(int(files[path]), MAP_UNIT)
-        units = (size + MAP_UNIT - 1) // MAP_UNIT
+    kept = names[: hits[-1] + 1]
+    out = []
+    for i, (path, (at, units)) in enumerate(zip(kept, _layout(int(files[p]) for p in kept), strict=True)):
         if i >= len(mapped) or mapped[i] != (at, units):
             got = f"{mapped[i][0]:#x} ({mapped[i][1]} units)" if i < len(mapped) else "no mapping record"
             raise TiersimError(
@@ -321,5 +326,4 @@ def files_matching(trace: Path, report: Mapping[str, Any], pattern: str) -> list
             )
         if i in hits:
             out.append(at)
-        at += (size + REGION_ALIGN - 1) // REGION_ALIGN * REGION_ALIGN
     return out
