@@ -58,6 +58,15 @@ def linux_cmd(
             help="Record the guest kernel's reclaim and NUMA-scanner events (ftrace) during each run: kernel_trace.parquet and a summary per run in validate.json.",
         ),
     ] = False,
+    work_factor: Annotated[
+        float | None,
+        typer.Option(
+            "--work-factor",
+            parser=Number(float, 0.05, 20.0),
+            metavar="F",
+            help="Scale each program's work (kv's operations, graph's iterations, stream's passes) by F. Default: sized to the guest's speed by a calibration boot first, so that the runs last as long in the guest on any host (--quick: its own size).",
+        ),
+    ] = None,
 ) -> None:
     """Boot Debian's 6.1 kernel in QEMU (a fast node with the CPUs, a slow CPU-less node in a lower
     memory tier), run each program there under each kernel setting, and replay the program's
@@ -76,8 +85,13 @@ def linux_cmd(
             replay=replay,
             time_scale=time_scale,
             trace_kernel=kernel_trace,
+            work_factor=work_factor,
             progress=lambda msg: err.print(msg, highlight=False),
         )
+    sz = doc["sizing"]
+    if "args" in sz:
+        ran = ", ".join(f"{p} {' '.join(map(str, a))}" for p, a in sz["args"].items())
+        out.print(f"work factor {sz['factor']:.3f} ({sz['how']}): {ran}")
     sp = doc["guest_speed"]
     out.print(
         f"guest speed: the calibration takes {sp['calib_guest_s']:.3f} s in the guest, {sp['calib_tiersim_s']:.3f} s "

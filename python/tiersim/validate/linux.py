@@ -21,7 +21,7 @@ import shutil
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,9 @@ class Program:
     summary: str
     args: tuple[int, ...]
     threads: int
+    # The argument that sets how long the program runs without changing its footprint (kv's
+    # operations, graph's PageRank iterations, stream's passes): what sizing scales.
+    work_arg: int = 1
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,21 @@ class Setting:
 
 
 PROGRAMS = {
-    "graph": Program("graph", "phased: 128 MiB fill, then PageRank over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2),
-    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops (10 % updates), 2 threads", (256, 12000, 2), 2),
-    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 30 passes, 2 threads", (64, 30, 2), 2),
+    "graph": Program("graph", "phased: 128 MiB fill, then 6 PageRank iterations before sizing over a 1M-vertex CSR graph, 2 threads", (128, 1000, 8, 6, 2), 2, 3),
+    "kv": Program("kv", "zipfian key-value store: 256 MiB of 256 B items, 12M ops before sizing (10 % updates), 2 threads", (256, 12000, 2), 2),
+    "stream": Program("stream", "streaming triad over 3 x 64 MiB arrays, 30 passes before sizing, 2 threads", (64, 30, 2), 2),
 }  # fmt: skip
+# The programs' work above was chosen on hosts where TCG ran the calibration in about this much
+# guest time (1.28-3.86 s, mean 1.82 s, over the 08:13 matrix of 2026-11-29); there each program
+# runs for several of the scanner's periods. TCG runs guest code faster on a faster host while the
+# kernel's daemons keep wall-clock periods, so on a host where the calibration takes 1.0 s kv ends
+# 2.2 s into its run, about when the scanner's first window opens (1 s of delay, then a walk and
+# the faults it sets up): no hint fault on either side, every balancing metric agreeing
+# trivially. A matrix therefore first boots the VM once to time the calibration and scales each
+# program's work by SIZE_CALIB_S over that time (within SIZE_FACTORS), so that its runs last about
+# as long in the guest on any host (docs/validate.md, "Sizing").
+SIZE_CALIB_S = 2.0
+SIZE_FACTORS = (0.5, 4.0)
 CALIB = Program("calib", "calibration: 32 MiB swept 4 times, then 4M random reads", (32, 4, 4000), 1)
 SETTINGS = {
     "none": Setting("none", "no balancing (numa_balancing=0): first touch only", 0, False, "linux_default"),
@@ -118,10 +132,14 @@ def _parse_sample(line: str) -> dict[str, Any]:
     return s
 
 
-def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
+def parse_guest(
+    data: str, console: str, what: str, calib_only: bool = False
+) -> tuple[dict[str, Any], float, float, list[dict[str, Any]]]:
     """The machine facts, calibration time, program time and samples of one boot's output, or one
     clear error: a failed setup step, a crashed program, the OOM killer, a guest that died. A boot
-    with --kernel-trace has its events and buffer statistics in machine["kernel_trace"]."""
+    with --kernel-trace has its events and buffer statistics in machine["kernel_trace"]. With
+    `calib_only` (the sizing boot, which runs no program) the program's time is 0 and there are no
+    samples."""
     machine: dict[str, Any] = {"nodes": {}, "tiers": {}, "zones": {}, "sysctl": {}}
     section = None
     calib_s = program_s = None
@@ -186,8 +204,10 @@ def parse_guest(data: str, console: str, what: str) -> tuple[dict[str, Any], flo
         raise TiersimError(f"{what}: the guest failed: {failed}")
     if "Kernel panic" in console:
         raise TiersimError(f"{what}: the guest kernel panicked: {_panic_line(console)}")
-    if not done or calib_s is None or program_s is None:
+    if not done or calib_s is None or (program_s is None and not calib_only):
         raise TiersimError(f"{what}: the guest stopped before the end of the run")
+    if calib_only:
+        return machine, calib_s, 0.0, []
     if not any(s["tag"] == "E" for s in samples):
         raise TiersimError(f"{what}: the program ended without its final sample")
     return machine, calib_s, program_s, samples
@@ -266,6 +286,20 @@ def calib_work_s(run: GuestRun) -> float:
     CPU's."""
     kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect", "calib_migrate")]
     return run.calib_s - sum(k["ns"] / 1e9 for k in kernel if k)
+
+
+def size_factor(calib_s: float) -> float:
+    """The factor on every program's work for a guest whose calibration work (calib_work_s) took
+    `calib_s`: SIZE_CALIB_S over it, within SIZE_FACTORS."""
+    lo, hi = SIZE_FACTORS
+    return min(max(SIZE_CALIB_S / calib_s, lo), hi)
+
+
+def sized(program: Program, factor: float) -> Program:
+    """The program with its work argument scaled by `factor` (at least 1)."""
+    args = list(program.args)
+    args[program.work_arg] = max(1, round(args[program.work_arg] * factor))
+    return replace(program, args=tuple(args))
 
 
 TIME_SCALES = ("program", "calibration")
@@ -725,6 +759,7 @@ def validate_linux(
     replay: str | os.PathLike[str] | None = None,
     time_scale: str = "program",
     trace_kernel: bool = False,
+    work_factor: float | None = None,
 ) -> dict[str, Any]:
     """Runs the cases and writes `out_dir` (validate.json, series.parquet, report.html, the traces
     and each boot's guest output; with `trace_kernel`, the guest kernel's reclaim and scanning
@@ -732,7 +767,9 @@ def validate_linux(
     temporary directory beside it and renamed at the end, so a failed validation leaves nothing
     that looks like a result. With `replay`, an earlier result directory, no VM boots and nothing
     is captured: its guest runs and traces are taken and only tiersim's side is run again (after a
-    change to the model)."""
+    change to the model). `work_factor` scales every program's work (`sized`); None sizes it to
+    the guest's speed with a calibration boot first (`size_factor`), except for `quick`,
+    whose case keeps its own size."""
     say = progress or (lambda _msg: None)
     tools = None if replay is not None else vm.find_tools()
     if replay is not None and not programs and not settings:
@@ -758,6 +795,10 @@ def validate_linux(
         raise TiersimError(f"unknown time scale '{time_scale}': expected one of {', '.join(TIME_SCALES)}")
     if trace_kernel and replay is not None:
         raise TiersimError("--kernel-trace records a new boot: a replay keeps whatever its boots recorded")
+    if work_factor is not None and replay is not None:
+        raise TiersimError("--work-factor sizes new boots: a replay keeps the programs its boots ran")
+    if work_factor is not None and not 0.05 <= work_factor <= 20:
+        raise TiersimError(f"work factor {work_factor} out of range: expected 0.05 to 20")
     out = Path(out_dir)
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
@@ -776,6 +817,7 @@ def validate_linux(
             Path(replay) if replay is not None else None,
             time_scale,
             trace_kernel,
+            work_factor,
         )
         work.rename(out)
     except BaseException:
@@ -796,6 +838,7 @@ def _validate(
     replay: Path | None = None,
     time_scale: str = "program",
     trace_kernel: bool = False,
+    factor: float | None = None,
 ) -> dict[str, Any]:
     bins, traces = work / "bin", work / "traces"
     bins.mkdir()
@@ -803,11 +846,14 @@ def _validate(
     if replay is None:
         assert tools is not None
         knobs = QUICK_KNOBS if quick else KNOBS
-        cases = _boot_cases(work, tools, programs, settings, runs, quick, knobs, timeout_s, say, trace_kernel)
-        ipas, captures = _capture_programs(work, programs, quick, say)
+        _build_guest_programs(bins, programs)
+        sizing, run_programs = _size_programs(work, tools, programs, quick, factor, timeout_s, say)
+        cases = _boot_cases(work, tools, run_programs, settings, runs, knobs, timeout_s, say, trace_kernel)
+        ipas, captures = _capture_programs(work, run_programs, say)
     else:
         old, cases = _replayed_cases(replay, work, programs, settings, say)
         knobs, quick = old["knobs"], old["quick"]
+        sizing = old.get("sizing") or {"how": "before sizing (the programs' defaults)"}
         ipas = old["guest_speed"]["instructions_per_access"]
         captures = {
             "calib": {
@@ -934,6 +980,7 @@ def _validate(
         "guest_speed": speed,
         "runs": runs,
         "quick": quick,
+        "sizing": sizing,
         "cases": results,
     }
     (work / "validate.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -947,13 +994,59 @@ def _validate(
     return doc
 
 
-def _boot_cases(
+def _build_guest_programs(bins: Path, programs: list[str]) -> None:
+    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
+    for name in ["calib", *programs]:
+        vm.compile_static(vm.PROGRAMS / f"{name}.c", bins / f"{name}.static")
+
+
+def _size_programs(
     work: Path,
     tools: vm.Tools,
     programs: list[str],
+    quick: bool,
+    factor: float | None,
+    timeout_s: float,
+    say: Progress,
+) -> tuple[dict[str, Any], dict[str, Program]]:
+    """How the programs' work was sized (validate.json's `sizing`) and the programs as the matrix
+    runs them. Without a given factor a full matrix first boots the VM to time the calibration
+    alone (its output kept under guest/sizing); the quick case keeps its own size."""
+    base = {p: replace(PROGRAMS[p], args=QUICK_ARGS[p]) if quick and p in QUICK_ARGS else PROGRAMS[p] for p in programs}
+    info: dict[str, Any] = {"reference_calib_s": SIZE_CALIB_S, "factor_limits": list(SIZE_FACTORS)}
+    if factor is not None:
+        info |= {"how": "given", "factor": factor}
+    elif quick:
+        info |= {"how": "the quick case's own size", "factor": 1.0}
+        factor = 1.0
+    else:
+        say("VM sizing: the calibration alone")
+        rdir = work / "guest" / "sizing"
+        rdir.mkdir(parents=True)
+        bins = work / "bin"
+        env = _case_env(base[programs[0]], SETTINGS["none"], base[programs[0]].args, KNOBS) | {"CALIB_ONLY": "1"}
+        files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{programs[0]}.static"}
+        vm.build_initramfs(tools, files, env, rdir / "initrd")
+        b = vm.boot(tools, vm.Shape(), rdir / "initrd", timeout_s, rdir)
+        (rdir / "initrd").unlink()
+        machine, calib_s, _, _ = parse_guest(b.data, b.console, "the sizing boot", calib_only=True)
+        calib_s = calib_work_s(GuestRun(machine, calib_s, 0.0, [], b.wall_s, b.accel))
+        factor = size_factor(calib_s)
+        info |= {"how": "the sizing boot's calibration", "calib_guest_s": calib_s, "factor": factor}
+    run = {p: sized(prog, factor) for p, prog in base.items()}
+    say(
+        f"work factor {factor:.3f} ({info['how']}): "
+        + ", ".join(f"{p} {' '.join(map(str, prog.args))}" for p, prog in run.items())
+    )
+    return info | {"args": {p: list(prog.args) for p, prog in run.items()}}, run
+
+
+def _boot_cases(
+    work: Path,
+    tools: vm.Tools,
+    programs: dict[str, Program],
     settings: list[str],
     runs: int,
-    quick: bool,
     knobs: dict[str, int],
     timeout_s: float,
     say: Progress,
@@ -962,14 +1055,11 @@ def _boot_cases(
     """Every case's boots; each boot's guest output is kept under guest/CASE-RUN."""
     shape = vm.Shape()
     bins = work / "bin"
-    vm.compile_static(vm.GUEST / "sampler.c", bins / "sampler")
-    for name in ["calib", *programs]:
-        vm.compile_static(vm.PROGRAMS / f"{name}.c", bins / f"{name}.static")
     cases: dict[str, Case] = {}
-    for p in programs:
-        args = QUICK_ARGS.get(p, PROGRAMS[p].args) if quick else PROGRAMS[p].args
+    for p, prog in programs.items():
+        args = prog.args
         for s in settings:
-            case = Case(PROGRAMS[p], SETTINGS[s])
+            case = Case(prog, SETTINGS[s])
             cid = f"{p}-{s}"
             cases[cid] = case
             for r in range(runs):
@@ -990,15 +1080,15 @@ def _boot_cases(
 
 
 def _capture_programs(
-    work: Path, programs: list[str], quick: bool, say: Progress
+    work: Path, programs: dict[str, Program], say: Progress
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The calibration and each program captured on the host, the binaries the guest ran."""
+    """The calibration and each program captured on the host, the binaries the guest ran, with
+    the arguments they ran with."""
     bins, traces = work / "bin", work / "traces"
     captures: dict[str, dict[str, Any]] = {}
     ipas: dict[str, dict[str, Any]] = {}
     for name in ["calib", *programs]:
-        prog = CALIB if name == "calib" else PROGRAMS[name]
-        args = CALIB_ARGS if name == "calib" else (QUICK_ARGS.get(name, prog.args) if quick else prog.args)
+        args = CALIB_ARGS if name == "calib" else programs[name].args
         say(f"capturing {name} {' '.join(map(str, args))}")
         # Built by _boot_cases for the guest.
         captures[name] = _capture(bins / f"{name}.static", args, traces / f"{name}.trace")
@@ -1018,7 +1108,8 @@ def _replayed_cases(
     for p in programs:
         for s in settings:
             cid = f"{p}-{s}"
-            case = Case(PROGRAMS[p], SETTINGS[s])
+            ran = old.get("cases", {}).get(cid, {}).get("program")
+            case = Case(replace(PROGRAMS[p], args=tuple(ran["args"])) if ran else PROGRAMS[p], SETTINGS[s])
             r = 0
             while (rdir := replay / "guest" / f"{cid}-{r}").is_dir():
                 data = (rdir / "guest.out").read_text(errors="replace")
