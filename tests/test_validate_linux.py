@@ -1,7 +1,8 @@
 """`tiersim validate linux` (docs/validate.md): the guest's output parsed into the kernel's figures,
 the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
-`make test` on two shared cores), a hung VM (5 s), a program crashing in the guest (16 s) and one
-running it out of memory (21 s); the full matrix is a slow test."""
+`make test` on two shared cores), a hung VM (5 s), a program crashing in the guest after the sizing
+boot (16 s; 12 s with the sizing boot on an idle host of 2026-11-30) and one running it out of
+memory (21 s); the full matrix is a slow test."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-/* Zipfian key-value store: a table of 256-byte items loaded in key order, then threads doing gets
- * (read the item's first line) and 10 % updates (write it) with zipfian key popularity (YCSB's
- * generator, theta 0.99). Keys are scattered over the table, so hot items share pages with cold
- * ones, as in a hash table. The generator's inverse CDF is tabulated once at 4096 points and
+/* Zipfian key-value store: a table of 256-byte items loaded in key order, each key into its own
+ * slot scattered over the table as a hash table's, then threads doing gets (read the item's first
+ * line) and 10 % updates (write it) with zipfian key popularity (YCSB's generator, theta 0.99), so
+ * hot items share pages with cold ones. The load writes the slots in that scattered order, as the
+ * operations read them: under QEMU's TCG a store to the next line of a page costs a few ns and a
+ * store to another page a walk of its software TLB, so a load in slot order ran many times faster
+ * per access in the guest than the operations, where tiersim's CPU pays a cache miss for both
+ * (docs/validate.md, "kv's two phases"). The generator's inverse CDF is tabulated once at 4096 points and
  * sampled uniformly between them, so the operations use integers only: under QEMU's TCG,
  * floating point runs many times slower than integer code, which would make this program's guest
  * speed differ from the calibration's (docs/validate.md). Args: MiB_of_items operations_thousands
@@ -62,7 +66,7 @@ int main(int argc, char **argv) {
     mask = nitems - 1;
     table = alloc_pages(nitems * ITEM);
     for (uint64_t r = 0; r < nitems; r++) {
-        struct item *it = &table[r];
+        struct item *it = &table[slot(r)];
         it->key = r, it->version = 0;
         for (int w = 0; w < ITEM / 8 - 2; w++) it->value[w] = r + w;
     }
