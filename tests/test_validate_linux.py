@@ -53,7 +53,7 @@ def test_guest_output_gives_the_kernels_figures() -> None:
     assert linux.kernel_metrics(linux.SETTINGS["autonuma"], samples)["promotions"] == 2668
 
 
-def test_platform_describes_the_vm() -> None:
+def test_platform_describes_the_vm(tmp_path: Path) -> None:
     machine, calib_s, program_s, samples = linux.parse_guest(GUEST_OUT, "", "kv-tiering")
     run = linux.GuestRun(machine, calib_s, program_s, samples, 30.0, "tcg")
     room, wmin = linux.fast_node_room(run)
@@ -63,6 +63,10 @@ def test_platform_describes_the_vm() -> None:
     assert p["nodes"][0]["capacity"] == f"{room * 4}KiB" and p["nodes"][0]["cpus"] == "0-1"
     assert p["nodes"][1]["capacity"] == "524288KiB" and p["nodes"][1]["tier"] == 1
     assert p["os"]["daemon_time_scale"] == 0.25
+    # The capture's writes are the LLC's dirty evictions, which the guest's CPU does not wait for.
+    assert p["host"]["writes"] == "posted"
+    (tmp_path / "vm.toml").write_text(linux.platform_toml(run, 0.25))
+    assert tomllib.loads(tiersim.resolve_platform(tmp_path / "vm.toml"))["host"]["writes"] == "posted"
 
 
 def test_kswapd_cost_comes_from_the_guests_kswapd() -> None:

@@ -97,6 +97,8 @@ pub(crate) struct Engine {
     pub(crate) stall_ps_per_ns: Option<u64>,
     pub(crate) ps_per_instr: f64,
     pub(crate) open_loop: bool,
+    /// `host.writes = "posted"`: a write record costs its CPU nothing.
+    pub(crate) posted_writes: bool,
     pub(crate) time_unit: TimeUnit,
     pub(crate) fault_ps: u64,
     pub(crate) swap_fault_ps: u64,
@@ -305,6 +307,7 @@ impl Engine {
             stall_ps_per_ns: (1_000_000 % mlp_milli == 0).then(|| 1_000_000 / mlp_milli),
             ps_per_instr: host.float("cpi") * 1000.0 / freq_ghz,
             open_loop: host.str("mode") == "open",
+            posted_writes: host.str("writes") == "posted",
             time_unit,
             fault_ps: os.duration("fault_latency") * 1000,
             swap_fault_ps: os.duration("swap_fault_latency") * 1000,
@@ -472,6 +475,7 @@ impl Engine {
             self.file_dirtied(c, p, t);
         }
         let stall_ps = match self.stall_ps_per_ns {
+            _ if w == 1 && self.posted_writes => 0,
             Some(k) => latency * k,
             None => (latency * 1_000_000).div_ceil(self.mlp_milli),
         };
