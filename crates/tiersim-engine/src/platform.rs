@@ -32,9 +32,9 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
         .choices(&["all", "reads"]),
     ParamSpec::new("mode", ParamKind::Str, "closed", "closed: CPU clocks advance by compute + stall; open: issue at trace times")
         .choices(&["closed", "open"]),
-    // A core does not wait for its cache's dirty evictions, nor (its store buffer permitting)
-    // for a store's miss; a capture trace's writes are the LLC's evictions. `stall` keeps every
-    // record a stall, as tiersim always charged.
+    // A core does not wait for its cache's dirty evictions, and a capture trace's write records
+    // are the LLC's evictions (a store's miss is a read of its line there, and still stalls).
+    // `stall` keeps every record a stall, as tiersim always charged.
     ParamSpec::new("writes", ParamKind::Str, "stall", "what a write record costs its CPU: stall (latency/mlp, as a read) or posted (nothing: the LLC's dirty evictions of a `tiersim capture` trace, which a core does not wait for); the device serves it either way")
         .choices(&["stall", "posted"]),
     ParamSpec::new("remote_socket_latency", ParamKind::Duration, "0ns", "added to accesses that cross sockets (UPI / Infinity Fabric)"),

@@ -1095,7 +1095,7 @@ def _capture_programs(
     for name in ["calib", *programs]:
         args = CALIB_ARGS if name == "calib" else programs[name].args
         say(f"capturing {name} {' '.join(map(str, args))}")
-        # Built by _boot_cases for the guest.
+        # Built by _build_guest_programs for the guest.
         captures[name] = _capture(bins / f"{name}.static", args, traces / f"{name}.trace")
         ipas[name] = instructions_per_access(captures[name])
     return ipas, captures
