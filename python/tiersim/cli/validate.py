@@ -106,6 +106,18 @@ def linux_cmd(
             rel = error_text(m, v)
             fmt = "{:.1f}" if m == "fast_share" else "{:,.0f}"
             runs_text = " / ".join(fmt.format(x) for x in v["kernel_runs"])
-            table.add_row(cid, m, runs_text, fmt.format(v["tiersim"]), rel, "yes" if v["agree"] else "no")
+            verdict = ("yes, by the spread" if v.get("by_spread") else "yes") if v["agree"] else "no"
+            table.add_row(cid, m, runs_text, fmt.format(v["tiersim"]), rel, verdict)
     out.print(table)
+    verdicts = [v for case in doc["cases"].values() for v in case["metrics"].values()]
+    agree = sum(v["agree"] for v in verdicts)
+    by_spread = sum(bool(v.get("by_spread")) for v in verdicts)
+    out.print(
+        f"{agree} of {len(verdicts)} agree"
+        + (
+            f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
+            if by_spread
+            else ""
+        )
+    )
     out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html")

@@ -663,14 +663,19 @@ def sim_metrics(summary: dict[str, Any]) -> dict[str, float]:
 
 def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
     """Both sides and the verdict: the fast share within 10 points; a count within 25 % of the
-    kernel's mean or within the VM's run-to-run spread (max - min), whichever is wider."""
+    kernel's mean or within the VM's run-to-run spread (max - min), whichever is wider.
+    `by_spread` marks a count that agrees only through the spread: the kernel's own runs differ by
+    more than 25 % (a case whose boots split between a walk and none), so the verdict says little."""
     mean = sum(kernel) / len(kernel)
     spread = max(kernel) - min(kernel)
     if metric == "fast_share":
         tol = SHARE_POINTS
+        narrow = tol
     else:
-        tol = max(COUNT_TOLERANCE * mean, spread)
+        narrow = COUNT_TOLERANCE * mean
+        tol = max(narrow, spread)
     rel = (sim - mean) / mean if mean else (0.0 if sim == 0 else math.inf)
+    agree = abs(sim - mean) <= tol
     return {
         "difference": sim - mean,
         "kernel": kernel[0] if len(kernel) == 1 else mean,
@@ -679,7 +684,8 @@ def compare(metric: str, kernel: Sequence[float], sim: float) -> dict[str, Any]:
         "tiersim": sim,
         "relative_error": rel if math.isfinite(rel) else None,
         "tolerance": tol,
-        "agree": abs(sim - mean) <= tol,
+        "agree": agree,
+        "by_spread": agree and abs(sim - mean) > narrow,
     }
 
 
