@@ -1032,16 +1032,9 @@ def _size_programs(
         factor = 1.0
     else:
         say("VM sizing: the calibration alone")
-        rdir = work / "guest" / "sizing"
-        rdir.mkdir(parents=True)
-        bins = work / "bin"
-        env = _case_env(base[programs[0]], SETTINGS["none"], base[programs[0]].args, KNOBS) | {"CALIB_ONLY": "1"}
-        files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{programs[0]}.static"}
-        vm.build_initramfs(tools, files, env, rdir / "initrd")
-        b = vm.boot(tools, vm.Shape(), rdir / "initrd", timeout_s, rdir)
-        (rdir / "initrd").unlink()
-        machine, calib_s, _, _ = parse_guest(b.data, b.console, "the sizing boot", calib_only=True)
-        calib_s = calib_work_s(GuestRun(machine, calib_s, 0.0, [], b.wall_s, b.accel))
+        first = base[programs[0]]
+        env = _case_env(first, SETTINGS["none"], first.args, KNOBS) | {"CALIB_ONLY": "1"}
+        calib_s = calib_work_s(_boot(work, tools, "sizing", first.name, env, timeout_s, "the sizing boot", True))
         factor = size_factor(calib_s)
         info |= {"how": "the sizing boot's calibration", "calib_guest_s": calib_s, "factor": factor}
     run = {p: sized(prog, factor) for p, prog in base.items()}
@@ -1050,6 +1043,30 @@ def _size_programs(
         + ", ".join(f"{p} {' '.join(map(str, prog.args))}" for p, prog in run.items())
     )
     return info | {"args": {p: list(prog.args) for p, prog in run.items()}}, run
+
+
+def _boot(
+    work: Path,
+    tools: vm.Tools,
+    name: str,
+    program: str,
+    env: dict[str, str],
+    timeout_s: float,
+    what: str,
+    calib_only: bool = False,
+) -> GuestRun:
+    """One boot of the VM with the sampler, the calibration and `program` (as
+    _build_guest_programs built them) and the settings in `env`; its output is kept under
+    guest/NAME."""
+    bins = work / "bin"
+    rdir = work / "guest" / name
+    rdir.mkdir(parents=True)
+    files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{program}.static"}
+    vm.build_initramfs(tools, files, env, rdir / "initrd")
+    b = vm.boot(tools, vm.Shape(), rdir / "initrd", timeout_s, rdir)
+    (rdir / "initrd").unlink()
+    machine, calib_s, program_s, samples = parse_guest(b.data, b.console, what, calib_only)
+    return GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel)
 
 
 def _boot_cases(
@@ -1064,8 +1081,6 @@ def _boot_cases(
     trace_kernel: bool = False,
 ) -> dict[str, Case]:
     """Every case's boots; each boot's guest output is kept under guest/CASE-RUN."""
-    shape = vm.Shape()
-    bins = work / "bin"
     cases: dict[str, Case] = {}
     for p, prog in programs.items():
         args = prog.args
@@ -1075,18 +1090,12 @@ def _boot_cases(
             cases[cid] = case
             for r in range(runs):
                 say(f"VM {cid} run {r + 1}/{runs}")
-                rdir = work / "guest" / f"{cid}-{r}"
-                rdir.mkdir(parents=True)
                 env = _case_env(case.program, case.setting, args, knobs)
                 if trace_kernel:
                     env |= kernel_trace.case_env()
-                files = {"/sampler": bins / "sampler", "/calib": bins / "calib.static", "/prog": bins / f"{p}.static"}
-                vm.build_initramfs(tools, files, env, rdir / "initrd")
-                b = vm.boot(tools, shape, rdir / "initrd", timeout_s, rdir)
-                (rdir / "initrd").unlink()
-                machine, calib_s, program_s, samples = parse_guest(b.data, b.console, f"{cid} run {r + 1}")
-                _check_tiers(machine, f"{cid} run {r + 1}")
-                case.runs.append(GuestRun(machine, calib_s, program_s, samples, b.wall_s, b.accel))
+                run = _boot(work, tools, f"{cid}-{r}", p, env, timeout_s, f"{cid} run {r + 1}")
+                _check_tiers(run.machine, f"{cid} run {r + 1}")
+                case.runs.append(run)
     return cases
 
 
