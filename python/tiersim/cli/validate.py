@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from tiersim.cli._common import Number, _user_errors, err, out
+from tiersim.validate import WORK_FACTOR_RANGE
 
 validate_app = typer.Typer(help="Hold tiersim against a reference system.", no_args_is_help=True)
 
@@ -62,7 +63,7 @@ def linux_cmd(
         float | None,
         typer.Option(
             "--work-factor",
-            parser=Number(float, 0.05, 20.0),
+            parser=Number(float, *WORK_FACTOR_RANGE),
             metavar="F",
             help="Scale each program's work (kv's operations, graph's iterations, stream's passes) by F. Default: sized to the guest's speed by a calibration boot first, so that the runs last as long in the guest on any host (--quick: its own size).",
         ),

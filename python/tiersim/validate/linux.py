@@ -27,7 +27,7 @@ from typing import Any
 
 import tiersim
 from tiersim import TiersimError
-from tiersim.validate import kernel_trace, vm
+from tiersim.validate import WORK_FACTOR_RANGE, kernel_trace, vm
 
 # The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
 # mm/memory-tiers.c and kernel/sched/fair.c for the promote rate limit and hot threshold).
@@ -808,8 +808,9 @@ def validate_linux(
         raise TiersimError("--kernel-trace records a new boot: a replay keeps whatever its boots recorded")
     if work_factor is not None and replay is not None:
         raise TiersimError("--work-factor sizes new boots: a replay keeps the programs its boots ran")
-    if work_factor is not None and not 0.05 <= work_factor <= 20:
-        raise TiersimError(f"work factor {work_factor} out of range: expected 0.05 to 20")
+    lo, hi = WORK_FACTOR_RANGE
+    if work_factor is not None and not lo <= work_factor <= hi:
+        raise TiersimError(f"work factor {work_factor} out of range: expected {lo:g} to {hi:g}")
     out = Path(out_dir)
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
