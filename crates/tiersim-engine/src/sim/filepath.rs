@@ -798,12 +798,12 @@ impl Engine {
             }
         };
         // With `dax.files`, a file on DAX has no page cache to start warm in.
-        let dax_file = self.files.split() && self.files.on_dax(first);
-        if self.files.warm && fresh && self.swap.is_some() && !dax_file {
+        let on_dax = self.files.on_dax(first);
+        if self.files.warm && fresh && self.swap.is_some() && !(on_dax && self.files.split()) {
             self.warm_file(c, first, hi, issue_ps / 1000)?;
             // A warm file's pages hold data: with `cache_new_pages = "past_traced_end"` it ends
             // where its mapping does.
-            if !self.files.on_dax(first) {
+            if !on_dax {
                 self.files.cache_reached(first, end_byte);
             }
         }

@@ -474,10 +474,13 @@ impl Engine {
             // throttled here (the kernel's page_mkwrite path may be).
             self.file_dirtied(c, p, t);
         }
-        let stall_ps = match self.stall_ps_per_ns {
-            _ if w == 1 && self.posted_writes => 0,
-            Some(k) => latency * k,
-            None => (latency * 1_000_000).div_ceil(self.mlp_milli),
+        let stall_ps = if w == 1 && self.posted_writes {
+            0
+        } else {
+            match self.stall_ps_per_ns {
+                Some(k) => latency * k,
+                None => (latency * 1_000_000).div_ceil(self.mlp_milli),
+            }
         };
         let open_loop = self.open_loop;
         let cpu = self.cpu_mut(c);
