@@ -333,7 +333,39 @@ def test_the_study_runs_on_the_committed_traces(tmp_path: Path, monkeypatch: pyt
     six_b = by["6. logging: synced commits run faster on PM (1 thread)"]
     assert six_b["ours"].startswith("SSD / log on fsdax PM (table on the SSD) time 1.42x (26.07 vs 18.38 ms)")
     assert "all on fsdax 1.26x" in six_b["ours"]
-    assert "committed traces" in (tmp_path / "out" / "report.html").read_text()
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "committed traces" in html and "The SSD&#x27;s device latency against the findings" in html
+
+
+def test_the_ssd_latency_sweep_names_the_findings_that_hang_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every finding again at each SSD device latency: at the preset's 10 us the study's own 12 (the
+    # same replays), the four disagreements 2c, 5, 6b, 6c agreeing by 50 us, and 4a and 8, which
+    # need the devices close, failing from 100 us; the drive alone at 10 us reads 8 KiB in 18.6 us
+    # (10 us of device, 3.3 us of its 8 KiB at 2.5 GB/s, 5.3 us of kernel) and in 104.9 us from 32
+    # threads at the spec's 2.48 GB/s, the blog's "100-200 us"; at 50 us its 8 units give 1.3 GB/s.
+    monkeypatch.delenv(wt.ENV, raising=False)
+    res = wt.run(tmp_path, quick=True, workers=1)
+    ((title, table),) = [t for t in res.tables if t[0].startswith("The SSD")]
+    rows = {r["SSD device latency"]: r for r in table.to_dicts()}
+    assert list(rows) == list(wt.SSD_LATENCIES)
+    assert rows["10us"]["findings agreeing"] == sum(c.agree for c in res.claims) == 12
+    assert (
+        rows["10us"]["disagreeing"]
+        == ", ".join(lb for lb, c in zip(wt.LABELS, res.claims, strict=True) if not c.agree)
+        == "2c, 3, 5, 6b, 6c"
+    )
+    assert (rows["50us"]["findings agreeing"], rows["50us"]["disagreeing"]) == (16, "3")
+    assert (rows["100us"]["findings agreeing"], rows["100us"]["disagreeing"]) == (14, "3, 4a, 8")
+    assert (rows["10us"]["8 KiB read, 1 thread (us)"], rows["10us"]["8 KiB reads, 32 threads (us)"]) == (18.6, 104.9)
+    assert rows["10us"]["32 threads (GB/s)"] == 2.48 and rows["50us"]["32 threads (GB/s)"] == 1.3
+    assert "4a at 100us, 200us" in res.notes[-1] and "none of them makes every finding agree" in res.notes[-1]
+    # The sweep's replays are its own: the study's table holds each of the preset's runs once (the
+    # sweep's at other latencies would repeat their trace, devices, cache and overrides).
+    replays = next(t for n, t in res.tables if n == "Replays of the captured WiredTiger")
+    keys = replays.select("trace", "files on", "page cache", "extra")
+    assert len(keys) == len(keys.unique()) > 30
 
 
 def test_the_group_commit_traces_carry_the_waits_between_threads() -> None:
