@@ -511,13 +511,15 @@ def test_the_bound_beats_tpp_on_graph_by_balancing_the_fast_nodes():
     # Measured: the users' rule at share 1 63.23 ms and at 0.995 64.13 (queues 112 and 223 ns),
     # balanced at 0.995 61.12 (155 and 158 ns, 17,000 moves between DRAM nodes). tpp took 62.50
     # before kswapd had a clock of its own (issue 33), 99.60 since: it no longer sits between them.
+    # Since a thread passed over at a barrier resumes at the simulated time reached (docs/model.md):
+    # users 64.15 ms (92 and 209 ns), balanced 60.83 (153 and 145 ns, 16,313 moves), tpp 100.10.
     tpp = graph("tpp", None)
     users = graph("oracle_dynamic", member | {"fast_nodes": "users"})
     balanced = graph("oracle_dynamic", member)
     assert balanced["execution_time_ns"] < 0.97 * users["execution_time_ns"] < 0.97 * tpp["execution_time_ns"]
     q_users, q_balanced = queues(users), queues(balanced)
     assert max(q_users) > 1.8 * min(q_users)
-    assert max(q_balanced) < 1.05 * min(q_balanced)
+    assert max(q_balanced) < 1.10 * min(q_balanced)
     assert balanced["policy_stats"]["balance_moves"] > 10_000 and "balance_moves" not in users["policy_stats"]
     # The users' rule leaves DRAM's accesses nearly even; the queue, not the count, differs.
     d = [n["accesses"] for n in users["nodes"] if n["name"].startswith("dram")]

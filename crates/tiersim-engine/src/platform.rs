@@ -43,7 +43,7 @@ pub const HOST_PARAMS: &[ParamSpec] = &[
     // waiting for its next access in trace order (after a generator's barrier) holds the others
     // back until this many accesses are buffered. Absolute, so it does not go through the lens
     // (docs/model.md, "When a result can be trusted").
-    ParamSpec::new("read_ahead", ParamKind::Int, "1048576", "accesses the replay buffers at most to find the next access of a CPU that has none queued; past it that CPU no longer holds the others back")
+    ParamSpec::new("read_ahead", ParamKind::Int, "1048576", "accesses the replay buffers at most to find the next access of a CPU that has none queued; past it that CPU no longer holds the others back, and resumes at the simulated time then reached")
         .min(1.0)
         .max(1e9),
     // A thread of a captured program exists only once the program has run up to where it was

@@ -272,6 +272,32 @@ fn threads_start_in_file_order() {
 }
 
 #[test]
+fn a_thread_passed_over_while_dry_resumes_at_the_current_time() {
+    // CPU 1 reads once (#0), has nothing in the next five of CPU 0's reads (#1..#8), then reads
+    // six times (#9..#14). One channel, 1 ns a transfer + 100 ns, 1 instruction = 1 ns, mlp 1;
+    // the source's batches are 7 records. CPU 0: #1 at 0, #2 at 101, ... #8 at 707 (808).
+    let mut trace = vec![acc(1, 0x1000, Op::Read, 0)];
+    trace.extend((0..8).map(|k| acc(0, 0x10_000 + 0x1000 * k, Op::Read, 0)));
+    trace.extend((0..6).map(|k| acc(1, 0x2000 + 0x1000 * k, Op::Read, 0)));
+    // read_ahead 2: CPU 1 runs dry after #0 (0, 102 behind #1) with 5 records waiting, so CPU 0
+    // goes on without it; #9 is read once CPU 0 has issued #5 at 404, and CPU 1 resumes then:
+    // #9 at 404, 1 ns behind #5 (506), then one each 101 ns, each 1 ns behind CPU 0's at 505,
+    // 606, 707: #14 at 910 (1011). Every latency 101 or 102 ns. Before, CPU 1 resumed from its
+    // own clock, 102: #9 issued 302 ns in the past, out of order, waiting for the channel until
+    // 405 (a latency of 404 ns), and ended at 1011 all the same.
+    let r = run(&plat(&one_node(""), &["host.read_ahead=2"]), "linux_default", trace.clone()).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 1011);
+    assert_eq!(u(&r.summary, &["out_of_order_issues"]), 0);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+    // The default read_ahead reads on while CPU 1 is dry: it never was passed over, and runs
+    // beside CPU 0 from its own clock: #9 at 102, 1 ns behind #2 (203), ... #14 at 607 (708).
+    let r = run(&plat(&one_node(""), &[]), "linux_default", trace).unwrap();
+    assert_eq!(u(&r.summary, &["execution_time_ns"]), 808);
+    assert_eq!(u(&r.summary, &["out_of_order_issues"]), 0);
+    assert_eq!(u(&r.summary, &["latency_ns", "max"]), 102);
+}
+
+#[test]
 fn saturated_channel_queues_fcfs() {
     let p = plat(&one_node(""), &[]);
     // Four CPUs issue at t = 0 to the one channel: served 1 ns apart, latencies 101..104.

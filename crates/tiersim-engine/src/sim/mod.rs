@@ -646,6 +646,10 @@ struct Feed {
     gated: usize,
     /// The futex records read and the waits they impose (`futex.rs`).
     futex: futex::Futexes,
+    /// Per CPU, whether the others went on without it while its queue was dry (`fill` stopped
+    /// reading at `max_buffered`): its next records, once read, start no earlier than the
+    /// simulated time then reached.
+    passed: Vec<bool>,
 }
 
 /// A CPU held back until the records before its first one are done.
@@ -716,12 +720,27 @@ impl Feed {
                         // Held back: `release` starts it.
                         continue;
                     }
-                    let issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
+                    let mut issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
+                    if std::mem::take(&mut self.passed[c]) {
+                        // More than `max_buffered` records of the others came before its next
+                        // one: in the program it did not run then (a thread blocked on a lock or
+                        // condition variable, or asleep), so it resumes now, as a thread that
+                        // first appears late starts now; its own clock would put it seconds in
+                        // the past, behind requests the devices have already served.
+                        issue = issue.max(eng.last_issue_ns * 1000);
+                    }
                     if !eng.cpus[c].started {
                         eng.scanner.task_starts(&eng.mem, c, issue / 1000);
                     }
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
+                }
+            }
+        }
+        if self.dry > 0 && !self.eof && !(eng.open_loop && eng.time_unit == TimeUnit::Ns) {
+            for (c, cpu) in eng.cpus.iter().enumerate() {
+                if cpu.started && cpu.queue.is_empty() {
+                    self.passed[c] = true;
                 }
             }
         }
@@ -881,6 +900,7 @@ pub fn simulate_with_future(
         release_at: vec![u64::MAX; eng.cpus.len()],
         gated: 0,
         futex: Default::default(),
+        passed: vec![false; eng.cpus.len()],
     };
     let mut order = IssueOrder::new();
     let clock = IssueClock::of(&eng);
