@@ -69,6 +69,8 @@ pub struct Node {
     pub lists: [List; 4],
     /// Pages reclaim has taken from the anon and the file lists, for get_scan_count's balance.
     pub scanned: [u64; 2],
+    /// Pages evicted from and activated on the node (lruvec->nonresident_age, `os/workingset.rs`).
+    pub nonresident_age: u64,
     pub total: Counters,
     pub epoch: Counters,
     /// Latencies of the node's measured accesses (the run's histogram is the nodes' sum).
@@ -93,6 +95,7 @@ impl Node {
             wmark_high: wmarks.2,
             lists: [List::EMPTY; 4],
             scanned: [0; 2],
+            nonresident_age: 0,
             total: Counters::default(),
             epoch: Counters::default(),
             hist: LatencyHist::new()?,

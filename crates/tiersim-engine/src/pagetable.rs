@@ -62,10 +62,12 @@ pub struct PageExt {
     pub moved_from: u16,
     /// The scanner found the page accessed at its previous visit (for `os.device_hints = "scan_hot"`).
     pub scan_accessed: bool,
+    /// Its shadow entry since it was last evicted, 0 if none (`os/workingset.rs`).
+    pub shadow: u32,
 }
 
 const EXT_EMPTY: PageExt =
-    PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false };
+    PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false, shadow: 0 };
 
 /// Per-page state, 8 bytes so one cache line holds eight pages.
 #[derive(Clone, Copy, Debug)]

@@ -925,7 +925,6 @@ fn reclaim_ages_two_lru_lists() {
 #[test]
 fn reclaim_drops_file_pages_first_and_writes_back_dirty_ones() {
     let text = one_node("reclaim_batch = 1\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
-    let p = plat(&text, &["nodes.dram0.capacity=\"32KiB\""]);
     let anon = |i: u64| acc(0, i * 4096, Op::Write, 0);
     let file = |i: u64, op| Access { flags: Access::FILE, ..acc(0, (100 + i) * 4096, op, 0) };
     // 7 pages fit: a0..a3, f0 (read), f1 (written: dirty), f2 (read).
@@ -939,16 +938,47 @@ fn reclaim_drops_file_pages_first_and_writes_back_dirty_ones() {
     a.push(anon(5));
     // f0 again: read back from the block device; its frame comes from dropping f2.
     a.push(file(0, Op::Read));
-    let r = run(&p, "linux_default", a).unwrap();
+    // With refault detection (`os.workingset = "all"`): its refault distance, the node evicted f1
+    // and f2 since f0 (nonresident_age 0 at f0's eviction, 2 at the refault's), is within the
+    // workingset of 6 (active file 0; swap has room, so active anon 0 + inactive anon 6): f0 comes
+    // back active (mm/workingset.c). Without it (the default, "off") it comes back inactive.
+    for (mode, active) in [("all", 1), ("off", 0)] {
+        let o = format!("os.workingset=\"{mode}\"");
+        let r = run(&plat(&text, &["nodes.dram0.capacity=\"32KiB\"", &o]), "linux_default", a.clone()).unwrap();
+        let s = &r.summary;
+        let sw = |k: &str| u(s, &["swap", k]);
+        assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults")), (3, 1, 1), "{s}");
+        assert_eq!((sw("swap_outs"), sw("swap_ins")), (0, 0));
+        assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"])), (6, 0));
+        if mode == "all" {
+            assert_eq!((u(s, &["lru", "workingset_refault_file"]), u(s, &["lru", "workingset_activate_file"])), (1, 1));
+        } else {
+            assert!(s["lru"].get("workingset_refault_file").is_none(), "off reports as before: {s}");
+        }
+        let lru = |k: &str| u(&s["nodes"][0], &["lru_pages", k]);
+        assert_eq!((lru("inactive_anon"), lru("inactive_file"), lru("active_file")), (6, 1 - active, active));
+        // The refault waits for the NVMe read and the major-fault cost.
+        assert!(u(s, &["faults", "fault_time_ns"]) > 85_000, "{s}");
+    }
+}
+
+#[test]
+fn a_refault_beyond_the_workingset_comes_back_inactive() {
+    // File pages only, each read once: none is ever activated, so the workingset a file refault
+    // is measured against (active file, plus anon with swap room: none) is empty. f0..f20 read in
+    // turn through 7 frames evict f0..f13, and f0's read again evicts f14 for its frame
+    // (nonresident_age 15): distance 15 - 0 > 0, refaulted, not activated, back inactive.
+    let text = one_node("reclaim_batch = 1\nworkingset = \"all\"\n[swap]\npreset = \"nvme_ssd\"\ncapacity = \"1MiB\"");
+    let file = |i: u64| Access { flags: Access::FILE, ..acc(0, (100 + i) * 4096, Op::Read, 0) };
+    let mut a: Vec<_> = (0..21).map(file).collect();
+    a.push(file(0));
+    let r = run(&plat(&text, &["nodes.dram0.capacity=\"32KiB\""]), "linux_default", a).unwrap();
     let s = &r.summary;
-    let sw = |k: &str| u(s, &["swap", k]);
-    assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults")), (3, 1, 1), "{s}");
-    assert_eq!((sw("swap_outs"), sw("swap_ins")), (0, 0));
-    assert_eq!((u(s, &["lru", "pgscan"]), u(s, &["lru", "pgactivate"])), (6, 0));
+    assert_eq!((u(s, &["swap", "file_drops"]), u(s, &["swap", "file_refaults"])), (15, 1), "{s}");
+    assert_eq!((u(s, &["lru", "workingset_refault_file"]), u(s, &["lru", "workingset_activate_file"])), (1, 0));
+    assert_eq!(u(s, &["lru", "pgactivate"]), 0);
     let lru = |k: &str| u(&s["nodes"][0], &["lru_pages", k]);
-    assert_eq!((lru("inactive_anon"), lru("inactive_file"), lru("active_file")), (6, 1, 0));
-    // The refault waits for the NVMe read and the major-fault cost.
-    assert!(u(s, &["faults", "fault_time_ns"]) > 85_000, "{s}");
+    assert_eq!((lru("inactive_file"), lru("active_file")), (7, 0));
 }
 
 #[test]
@@ -961,21 +991,35 @@ fn reclaim_of_a_mapped_file_refaults_with_read_around() {
     let mut a = Access::mapping(100 * 4096, 3 * 4096, 0, 0);
     a.extend((0..4).map(anon));
     a.extend([file(0, Op::Read), file(1, Op::Write), file(2, Op::Read), anon(4), anon(5), file(0, Op::Read)]);
-    let r = run(&p, "linux_default", a).unwrap();
+    let on = plat(&text, &["nodes.dram0.capacity=\"32KiB\"", "os.workingset=\"all\""]);
+    let r = run(&on, "linux_default", a.clone()).unwrap();
     let s = &r.summary;
     let f = &s["faults"];
     let sw = |k: &str| u(s, &["swap", k]);
     // f0's first touch is a major fault reading the whole file around it (3 pages, cut at its
     // end); f1's store and f2's load find their pages cached: minor faults.
     assert_eq!((u(f, &["major"]), u(f, &["minor_file"]), u(f, &["first_touch"])), (2, 2, 6), "{f}");
-    // a4 and a5 drop f0 and then f1 (dirty: written back), as above. f0's refault reads around
-    // again: f0's frame comes from dropping f2; for f1's the only file page left is f0, locked
-    // by the fault, so an anon page is swapped out; for f2's, f1, just read and unreferenced,
-    // is dropped again. 3 + 3 pages read; 4 drops, 1 write-back, 1 refault, 1 swap-out.
+    // a4 and a5 drop f0 and then f1 (dirty: written back), as above (nonresident_age 0 and 1).
+    // f0's refault reads around again: f0's frame comes from dropping f2 (age 2 -> 3); f0's
+    // distance 3 - 0 is within the workingset (6 anon pages, swap with room), so it comes back
+    // active (-> 4). For f1's frame the only file page is f0, locked by the fault, so an anon page
+    // is swapped out (-> 5); f1's distance 5 - 1 = 4 is within the 5 anon pages left: active
+    // (-> 6). For f2's, again no file page can go (both locked): a second anon page is swapped out
+    // (-> 7); f2's distance 7 - 2 = 5 is within the 4 anon pages and the active file pages:
+    // active. 3 + 3 pages read; 3 drops, 1 write-back, 1 refault, 2 swap-outs; every file page
+    // active at the end. Without refault detection f1, read back inactive and unreferenced, was
+    // dropped again for f2: 4 drops, 1 swap-out (the default, "off").
     assert_eq!(u(&s["page_cache"], &["mmap", "fault_read_pages"]), 3 + 3);
     assert_eq!(u(s, &["swap", "device", "bytes_read"]), 6 * 4096);
-    assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults")), (4, 1, 1), "{s}");
-    assert_eq!((sw("swap_outs"), sw("swap_ins")), (1, 0));
+    assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults")), (3, 1, 1), "{s}");
+    assert_eq!((sw("swap_outs"), sw("swap_ins")), (2, 0));
+    let ws = |k: &str| u(s, &["lru", k]);
+    assert_eq!((ws("workingset_refault_file"), ws("workingset_activate_file")), (3, 3));
+    let lru = |k: &str| u(&s["nodes"][0], &["lru_pages", k]);
+    assert_eq!((lru("inactive_anon") + lru("active_anon"), lru("inactive_file"), lru("active_file")), (4, 0, 3));
+    let s = run(&p, "linux_default", a).unwrap().summary;
+    let sw = |k: &str| u(&s, &["swap", k]);
+    assert_eq!((sw("file_drops"), sw("file_writebacks"), sw("file_refaults"), sw("swap_outs")), (4, 1, 1, 1), "{s}");
     let lru = |k: &str| u(&s["nodes"][0], &["lru_pages", k]);
     assert_eq!((lru("inactive_anon") + lru("active_anon"), lru("inactive_file") + lru("active_file")), (5, 2));
 }
@@ -1068,8 +1112,15 @@ fn same_inputs_same_results() {
 /// Node 0 holds the CPUs (with two sockets, CPUs 0-1 on node 0 of socket 0, the rest on node 1
 /// of socket 1); further nodes are CPU-less, alternating sockets.
 /// `occupied[i]`: node i's (anonymous, file) pages of other software.
-fn random_platform(caps: &[u64], occupied: &[(u64, u64)], swap: bool, cpus: u32, sockets: u32) -> Platform {
-    let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nsockets = {sockets}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\n[stats]\nepoch = \"300ns\"\n");
+fn random_platform(
+    caps: &[u64],
+    occupied: &[(u64, u64)],
+    swap: bool,
+    cpus: u32,
+    sockets: u32,
+    workingset: &str,
+) -> Platform {
+    let mut text = format!("name = \"r\"\n[host]\ncpus = {cpus}\nsockets = {sockets}\nmlp = 4\n[os]\nmin_free = \"4KiB\"\nworkingset = \"{workingset}\"\n[stats]\nepoch = \"300ns\"\n");
     if swap {
         text.push_str("[swap]\npreset = \"nvme_ssd\"\ncapacity = \"4MiB\"\n");
     }
@@ -1109,6 +1160,7 @@ proptest! {
         swap in any::<bool>(),
         two_sockets in any::<bool>(),
         policy in prop::sample::select(all_policies()),
+        workingset in prop::sample::select(vec!["off", "file", "all"]),
         raw in prop::collection::vec((0u32..3, 0u64..200, any::<bool>(), 0u64..20, 0u64..64), 1..400),
         // Other software's pages: up to 3/4 of what a node has beyond 8 frames, some of it file.
         occ in prop::collection::vec((0u64..4, 0u64..2), 5),
@@ -1118,7 +1170,7 @@ proptest! {
             let spare = c.saturating_sub(8);
             (spare * a / 4, spare * f / 4)
         }).collect();
-        let p = random_platform(&caps, &occupied, swap, 3, sockets);
+        let p = random_platform(&caps, &occupied, swap, 3, sockets, workingset);
         let total_frames: u64 = caps.iter().zip(&occupied).map(|(c, (a, f))| c - a - f).sum();
         let limit = if swap { 200 } else { total_frames };
         // Every third page is file-backed (page cache), the others anonymous.

@@ -9,6 +9,7 @@ use tiersim_policies::PlaceCtx;
 
 use super::lru;
 use super::reclaim::{Reclaimer, Vmscan};
+use super::workingset;
 use super::Memory;
 use crate::pagetable::{PageEntry, FILE, LOCKED, REFERENCED};
 
@@ -57,12 +58,20 @@ pub(crate) fn alloc(
     let result = alloc_along(mem, rc, vm, &zl, t, who.access);
     mem.topo.zonelists[preferred] = zl;
     let (node, reclaim_ps) = result?;
+    // A page read back after its eviction (a file refault or a swap-in) may come back active.
+    let flags = flags | refault(mem, vm, p, flags & FILE != 0, node);
     let frame = mem.nodes[node].take_frame();
     mem.pt.entries[p as usize] = PageEntry { frame, node: node as u16, flags: REFERENCED | LOCKED | flags };
     lru::add(&mut mem.pt, &mut mem.nodes[node], p);
     mem.policy.policy.on_page_placed(p, node as NodeId);
     rc.proactive(mem, vm, node, t);
     Ok((node, reclaim_ps))
+}
+
+/// workingset_refault for page `p` (of `file` kind) coming back onto `node`: ACTIVE or 0.
+pub(crate) fn refault(mem: &mut Memory, vm: &mut Vmscan, p: u32, file: bool, node: usize) -> u8 {
+    let swap_room = vm.swap.as_ref().is_some_and(|s| s.used < s.capacity);
+    workingset::refault(mem, vm.lru, p, file, node, swap_room)
 }
 
 /// A node of zonelist `zl` with a free frame, reclaiming as the allocator's slow path does.

@@ -17,6 +17,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::workingset::{self, Mode};
 use super::{Memory, Metrics};
 use crate::node::{List, Node};
 use crate::pagetable::{Link, PageTable, ACTIVE, FILE, LOCKED, NIL, PG_REFERENCED, REFERENCED};
@@ -48,6 +49,10 @@ pub(crate) struct LruStats {
     pub pgsteal: u64,
     pub pgactivate: u64,
     pub pgdeactivate: u64,
+    /// Pages read back with a shadow entry, and those of them activated for it, [anon, file]
+    /// (workingset_refault_*, workingset_activate_*).
+    pub workingset_refault: [u64; 2],
+    pub workingset_activate: [u64; 2],
 }
 
 /// Put `p` at the head of the list of `node` its flags name (add_page_to_lru_list).
@@ -122,12 +127,16 @@ pub(crate) struct Lru {
     swappiness: u64,
     /// New anonymous pages start on the active list (Linux before 5.9) or the inactive one.
     new_anon_active: bool,
+    /// Which refaults the shadow entries test, and their bucket order (`workingset.rs`).
+    pub(crate) workingset: Mode,
+    pub(crate) ws_order: u32,
     pub(crate) stats: LruStats,
 }
 
 impl Lru {
-    pub(crate) fn new(swappiness: u64, new_anon_active: bool) -> Lru {
-        Lru { swappiness, new_anon_active, stats: LruStats::default() }
+    pub(crate) fn new(swappiness: u64, new_anon_active: bool, workingset: Mode, total_pages: u64) -> Lru {
+        let ws_order = workingset::bucket_order(total_pages);
+        Lru { swappiness, new_anon_active, workingset, ws_order, stats: LruStats::default() }
     }
 
     /// The list flags of a new anonymous page (lru_cache_add: active before 5.9).
@@ -247,6 +256,8 @@ impl Lru {
             if flags & REFERENCED != 0 {
                 if flags & PG_REFERENCED != 0 {
                     relink(pt, n, p, ACTIVE, REFERENCED | PG_REFERENCED);
+                    // move_folios_to_lru ages the node for each page it puts back active.
+                    workingset::age(n);
                     self.stats.pgactivate += 1;
                 } else {
                     relink(pt, n, p, PG_REFERENCED, REFERENCED);
@@ -269,6 +280,8 @@ impl Lru {
             pt.entries[p as usize].flags |= PG_REFERENCED;
         } else if flags & ACTIVE == 0 {
             relink(pt, node, p, ACTIVE, PG_REFERENCED);
+            // folio_mark_accessed -> workingset_activation
+            workingset::age(node);
             self.stats.pgactivate += 1;
         }
     }
@@ -286,6 +299,13 @@ impl Metrics for Lru {
             into.insert("pgsteal".into(), s.pgsteal.into());
             into.insert("pgactivate".into(), s.pgactivate.into());
             into.insert("pgdeactivate".into(), s.pgdeactivate.into());
+            // Only with refault detection on, so that a run without it reads as before.
+            if self.workingset != Mode::Off {
+                for (kind, k) in [("anon", 0), ("file", 1)] {
+                    into.insert(format!("workingset_refault_{kind}"), s.workingset_refault[k].into());
+                    into.insert(format!("workingset_activate_{kind}"), s.workingset_activate[k].into());
+                }
+            }
         }
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod migrate;
 pub(crate) mod reclaim;
 pub(crate) mod scan;
 pub(crate) mod swap;
+pub(crate) mod workingset;
 
 use serde_json::{Map, Value};
 use tiersim_core::NodeId;

@@ -11,6 +11,7 @@ use super::kswapd::Kswapd;
 use super::lru::{Lru, Victim};
 use super::migrate::Migrator;
 use super::swap::{block_request, Swap};
+use super::workingset;
 use super::Memory;
 use crate::pagetable::{DIRTY, FILE};
 
@@ -86,17 +87,23 @@ impl Reclaimer {
             match (victim, target) {
                 (Victim::Page(p), Some(d)) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
                 (Victim::Page(p), None) if mem.pt.entries[p as usize].flags & FILE != 0 => {
+                    workingset::evict(mem, p, node, vm.lru.ws_order);
                     drop_file_page(mem, vm, p, node, t)
                 }
-                (Victim::Page(p), None) => vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node),
+                (Victim::Page(p), None) => {
+                    workingset::evict(mem, p, node, vm.lru.ws_order);
+                    vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node)
+                }
                 (Victim::Occupied { file }, Some(d)) => {
                     copied = copied.max(vm.migrate.move_occupied(mem, node, d, file, t))
                 }
                 // Other software's page cache is clean: dropped without a write.
                 (Victim::Occupied { file: true }, None) => {
+                    workingset::evict_untracked(&mut mem.nodes[node]);
                     mem.nodes[node].release_occupied(true);
                 }
                 (Victim::Occupied { file: false }, None) => {
+                    workingset::evict_untracked(&mut mem.nodes[node]);
                     vm.swap.as_deref_mut().expect("checked above").swap_out_occupied(mem, node)
                 }
             }

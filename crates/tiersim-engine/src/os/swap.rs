@@ -389,8 +389,10 @@ fn swap_readahead(
         mem.topo.zonelists[local] = zl;
         let Ok((node, ps)) = got else { break };
         charged += ps;
+        // __read_swap_cache_async: a readahead page with a shadow is a refault too.
+        let active = super::alloc::refault(mem, vm, q, false, node);
         let frame = mem.nodes[node].take_frame();
-        mem.pt.entries[q as usize] = PageEntry { frame, node: node as u16, flags: SWAPCACHE };
+        mem.pt.entries[q as usize] = PageEntry { frame, node: node as u16, flags: SWAPCACHE | active };
         lru::add(&mut mem.pt, &mut mem.nodes[node], q);
         mem.policy.policy.on_page_placed(q, node as NodeId);
         let swap = vm.swap.as_deref_mut().expect("swap-in implies swap");

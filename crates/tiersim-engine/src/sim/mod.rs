@@ -30,6 +30,7 @@ use crate::os::migrate::Migrator;
 use crate::os::reclaim::Reclaimer;
 use crate::os::scan::{DeviceHints, Scanner, ScannerSetup};
 use crate::os::swap::Swap;
+use crate::os::workingset;
 use crate::os::{Memory, Metrics, PolicyPort};
 use crate::pagetable::{
     PageTable, DIRTY, DROPPED, FILE, LOCKED, PROT_NONE, REFERENCED, SWAPCACHE, SWAPPED, UNMAPPED, UNTOUCHED,
@@ -268,6 +269,7 @@ impl Engine {
             protect_demoted,
         );
         let pt = PageTable::new(scan.is_some());
+        let total_pages: u64 = nodes.iter().map(|n| n.capacity).sum();
         Ok(Engine {
             mem: Memory {
                 nodes,
@@ -277,7 +279,12 @@ impl Engine {
                 page_size: platform.page_size,
                 page_shift: platform.page_size.trailing_zeros(),
             },
-            lru: Lru::new(os.uint("swappiness"), os.str("new_anon_list") == "active"),
+            lru: Lru::new(
+                os.uint("swappiness"),
+                os.str("new_anon_list") == "active",
+                workingset::Mode::parse(os.str("workingset")),
+                total_pages,
+            ),
             migrate,
             reclaim: Reclaimer::new(demote_to, reclaim_goal, os.uint("reclaim_batch")),
             kswapd: Kswapd::new(
