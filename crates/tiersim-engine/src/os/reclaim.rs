@@ -87,11 +87,11 @@ impl Reclaimer {
             match (victim, target) {
                 (Victim::Page(p), Some(d)) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
                 (Victim::Page(p), None) if mem.pt.entries[p as usize].flags & FILE != 0 => {
-                    workingset::evict(mem, p, node, vm.lru.ws_order);
+                    workingset::evict(mem, vm.lru, p, node);
                     drop_file_page(mem, vm, p, node, t)
                 }
                 (Victim::Page(p), None) => {
-                    workingset::evict(mem, p, node, vm.lru.ws_order);
+                    workingset::evict(mem, vm.lru, p, node);
                     vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node)
                 }
                 (Victim::Occupied { file }, Some(d)) => {

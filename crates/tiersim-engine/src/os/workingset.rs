@@ -54,12 +54,14 @@ pub(crate) fn age(node: &mut Node) {
     node.nonresident_age += 1;
 }
 
-/// workingset_eviction: page `p` leaves `node` for swap or the block device.
-pub(crate) fn evict(mem: &mut Memory, p: u32, node: usize, order: u32) {
+/// workingset_eviction: page `p` leaves `node` for swap or the block device. Off, it keeps no
+/// shadow (nor the per-page array that holds them, where nothing else needs it).
+pub(crate) fn evict(mem: &mut Memory, lru: &Lru, p: u32, node: usize) {
     let age = mem.nodes[node].nonresident_age;
     mem.nodes[node].nonresident_age += 1;
-    if node < MAX_NODES {
-        mem.pt.ext_mut(p).shadow = VALID | (node as u32) << NODE_SHIFT | ((age >> order) & AGE_MASK) as u32;
+    if lru.workingset != Mode::Off && node < MAX_NODES {
+        let stamp = ((age >> lru.ws_order) & AGE_MASK) as u32;
+        mem.pt.ext_mut(p).shadow = VALID | (node as u32) << NODE_SHIFT | stamp;
     }
 }
 
@@ -74,12 +76,15 @@ pub(crate) fn evict_untracked(node: &mut Node) {
 /// has free slots (mem_cgroup_get_nr_swap_pages > 0), so anon pages compete for the workingset.
 pub(crate) fn refault(mem: &mut Memory, lru: &mut Lru, p: u32, file: bool, to: usize, swap_room: bool) -> u8 {
     let (mode, order, stats) = (lru.workingset, lru.ws_order, &mut lru.stats);
+    if mode == Mode::Off {
+        return 0;
+    }
     let shadow = mem.pt.ext(p).shadow;
     if shadow & VALID == 0 {
         return 0;
     }
     mem.pt.ext_mut(p).shadow = 0;
-    if mode == Mode::Off || (mode == Mode::File && !file) {
+    if mode == Mode::File && !file {
         return 0;
     }
     let from = ((shadow & !VALID) >> NODE_SHIFT) as usize;
