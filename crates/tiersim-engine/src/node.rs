@@ -71,6 +71,8 @@ pub struct Node {
     pub scanned: [u64; 2],
     /// Pages evicted from and activated on the node (lruvec->nonresident_age, `os/workingset.rs`).
     pub nonresident_age: u64,
+    /// Reclaim's recent cost of each kind, [anon, file] (lruvec->anon_cost, file_cost).
+    pub reclaim_cost: [u64; 2],
     pub total: Counters,
     pub epoch: Counters,
     /// Latencies of the node's measured accesses (the run's histogram is the nodes' sum).
@@ -96,6 +98,7 @@ impl Node {
             lists: [List::EMPTY; 4],
             scanned: [0; 2],
             nonresident_age: 0,
+            reclaim_cost: [0; 2],
             total: Counters::default(),
             epoch: Counters::default(),
             hist: LatencyHist::new()?,

@@ -64,10 +64,19 @@ pub struct PageExt {
     pub scan_accessed: bool,
     /// Its shadow entry since it was last evicted, 0 if none (`os/workingset.rs`).
     pub shadow: u32,
+    /// PG_workingset: the page has been on an active list (`os/workingset.rs`).
+    pub workingset: bool,
 }
 
-const EXT_EMPTY: PageExt =
-    PageExt { last_cpu: NIL, scan_us: 0, moved_us: 0, moved_from: UNTOUCHED, scan_accessed: false, shadow: 0 };
+const EXT_EMPTY: PageExt = PageExt {
+    last_cpu: NIL,
+    scan_us: 0,
+    moved_us: 0,
+    moved_from: UNTOUCHED,
+    scan_accessed: false,
+    shadow: 0,
+    workingset: false,
+};
 
 /// Per-page state, 8 bytes so one cache line holds eight pages.
 #[derive(Clone, Copy, Debug)]

@@ -74,7 +74,7 @@ pub const OS_PARAMS: &[ParamSpec] = &[
     ParamSpec::new("kswapd_cpu_share", ParamKind::Float, "1.0", "the share of a CPU kswapd runs on: 1 = a core of its own; below 1 its batches take longer in proportion (kswapd on CPUs the program keeps busy)")
         .min(0.001)
         .max(1.0),
-    ParamSpec::new("workingset", ParamKind::Str, "off", "refault detection (mm/workingset.c): a page read back within its node's workingset of its eviction comes back active; all = file and anon pages (Linux 5.9+), file = file pages only (3.15-5.8), off (the default until reclaim's anon/file cost balance, lru_note_cost, is modelled too)")
+    ParamSpec::new("workingset", ParamKind::Str, "off", "refault detection (mm/workingset.c): a page read back within its node's workingset of its eviction comes back active; all = file and anon pages, with reclaim's anon/file balance weighed by each kind's recent cost (Linux 5.9+), file = file pages only (3.15-5.7), off (the default until checked against the kernel)")
         .choices(&["all", "file", "off"]),
     ParamSpec::new("swappiness", ParamKind::Int, "60", "vm.swappiness: anon vs file share of reclaim scanning (anon x swappiness : file x (200 - swappiness))")
         .min(0.0)

@@ -1202,3 +1202,25 @@ fn bad_dax_files_are_one_error_naming_the_key() {
     let e = run(&p, with(map(0, 16), [call(Op::Write, 0, 4096)])).map(|_| ()).expect_err("an error").to_string();
     assert!(e.contains("dax.files") && e.contains("lists 0x1000, where no mapping record"), "{e}");
 }
+
+#[test]
+fn a_page_a_write_call_brings_back_is_not_a_refault() {
+    // With refault detection on: 40 pages read by calls through 16 frames drop page 0. Reading it
+    // again is a refault (workingset_refault_file one more than the trace before it); writing it
+    // whole is not (filemap_add_folio with __GFP_WRITE: no test, its shadow dropped), and a read
+    // after that write finds it cached.
+    let p = platform_with("64KiB", "", &["os.workingset=\"all\""]);
+    let head: Vec<Access> = (0..40).map(|i| call(Op::Read, (i * 7) % 40, 4096)).collect();
+    let refaults = |trace: Vec<Access>| {
+        let s = run(&p, trace).unwrap().summary;
+        (u(&s, &["lru", "workingset_refault_file"]), u(&s, &["page_cache", "misses"]))
+    };
+    let (before, misses) = refaults(head.clone());
+    assert!(before > 0, "the head itself refaults pages read ahead and dropped");
+    let read = refaults(with(head.clone(), [call(Op::Read, 0, 4096)]));
+    assert_eq!(read, (before + 1, misses + 1));
+    let written = refaults(with(head.clone(), [call(Op::Write, 0, 4096)]));
+    assert_eq!(written, (before, misses + 1));
+    let then_read = refaults(with(head, [call(Op::Write, 0, 4096), call(Op::Read, 0, 4096)]));
+    assert_eq!(then_read, (before, misses + 1));
+}

@@ -169,6 +169,10 @@ impl Lru {
                 break;
             }
             relink(pt, node, p, 0, ACTIVE | REFERENCED);
+            // shrink_active_list: "we are de-activating", folio_set_workingset.
+            if self.workingset != Mode::Off {
+                pt.ext_mut(p).workingset = true;
+            }
             self.stats.pgdeactivate += 1;
         }
     }
@@ -184,8 +188,13 @@ impl Lru {
         } else if !anon_ok || anon == 0 || (!Self::inactive_is_low(mem, node, true) && inactive_file > 0) {
             true
         } else {
-            let w_anon = self.swappiness as u128 * anon as u128;
-            let w_file = (200 - self.swappiness) as u128 * file as u128;
+            // 5.8+ weighs each kind by its recent reclaim cost (with `os.workingset = "all"`).
+            let (ap, fp) = if self.workingset == Mode::All {
+                workingset::scan_fractions(&mem.nodes[node], self.swappiness)
+            } else {
+                (self.swappiness as u128, (200 - self.swappiness) as u128)
+            };
+            let (w_anon, w_file) = (ap * anon as u128, fp * file as u128);
             let [sa, sf] = mem.nodes[node].scanned;
             // Take the side that is behind its share: anon while sa / sf < w_anon / w_file.
             (sa as u128 * w_file) > (sf as u128 * w_anon)

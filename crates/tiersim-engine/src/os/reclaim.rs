@@ -13,7 +13,7 @@ use super::migrate::Migrator;
 use super::swap::{block_request, Swap};
 use super::workingset;
 use super::Memory;
-use crate::pagetable::{DIRTY, FILE};
+use crate::pagetable::{DIRTY, FILE, SWAPCACHE};
 
 /// The parts reclaim takes pages with: the lists it picks victims from, the copy engine that
 /// demotes them, swap for anonymous pages and the page cache whose file pages it drops (the
@@ -88,10 +88,18 @@ impl Reclaimer {
                 (Victim::Page(p), Some(d)) => copied = copied.max(vm.migrate.move_page(mem, p, node, d, t, true)),
                 (Victim::Page(p), None) if mem.pt.entries[p as usize].flags & FILE != 0 => {
                     workingset::evict(mem, vm.lru, p, node);
+                    // A dirty page is written out first: pageout's cost (stat.nr_pageout).
+                    if mem.pt.entries[p as usize].flags & DIRTY != 0 && vm.lru.workingset == workingset::Mode::All {
+                        workingset::note_cost(&mut mem.nodes[node], true, 1);
+                    }
                     drop_file_page(mem, vm, p, node, t)
                 }
                 (Victim::Page(p), None) => {
                     workingset::evict(mem, vm.lru, p, node);
+                    // A page still in the swap cache is clean there; any other is written.
+                    if mem.pt.entries[p as usize].flags & SWAPCACHE == 0 && vm.lru.workingset == workingset::Mode::All {
+                        workingset::note_cost(&mut mem.nodes[node], false, 1);
+                    }
                     vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node)
                 }
                 (Victim::Occupied { file }, Some(d)) => {

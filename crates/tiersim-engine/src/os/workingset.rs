@@ -4,19 +4,19 @@
 //! keep it. A page whose distance fits in the evicting node's workingset (its active file pages,
 //! plus anon pages while swap has room) comes back on the active list, so a working set larger
 //! than the inactive list but smaller than memory stops being evicted and read again at every
-//! turn. File pages since Linux 3.15, anonymous ones since 5.9 (`os.workingset`, off by default:
-//! the kernel also charges refaults to their kind's reclaim cost, lru_note_cost_refault, which
-//! moves get_scan_count's anon/file balance, and without that feedback activated file pages push
-//! anon pages out to swap far more than the kernel would). Deviations: no memcg, no
-//! PG_workingset (it only feeds PSI's thrashing counters), and at most 64 nodes in a shadow (a
-//! page evicted from a node beyond has none).
+//! turn. File pages since Linux 3.15; anonymous ones since 5.9, with 5.8's reclaim cost per kind
+//! (`note_cost`, `scan_fractions`: get_scan_count weighs anon against file by their recent
+//! write-outs and workingset refaults). `os.workingset`, off by default until checked against the
+//! kernel. Deviations: no memcg, no rotation cost (6.5+) nor refault-driven deactivation of the
+//! active file list, and at most 64 nodes in a shadow (a page evicted from a node beyond has
+//! none).
 
 use super::lru::Lru;
 use super::Memory;
 use crate::node::Node;
 use crate::pagetable::ACTIVE;
 
-/// What refaults are tested, by kernel version: `All` (5.9+), `File` (3.15-5.8), `Off`.
+/// What refaults are tested, by kernel version: `All` (5.9+), `File` (3.15-5.7), `Off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Off,
@@ -34,10 +34,13 @@ impl Mode {
     }
 }
 
-/// A shadow: a valid bit, the node (6 bits) and the node's age at eviction, in buckets of
-/// 2^bucket_order evictions (25 bits), as pack_shadow packs memcg id, node and timestamp.
+/// A shadow: a valid bit, PG_workingset at eviction, the node (6 bits) and the node's age at
+/// eviction, in buckets of 2^bucket_order evictions (24 bits), as pack_shadow packs memcg id,
+/// node, timestamp and the workingset bit.
 const VALID: u32 = 1 << 31;
-const NODE_SHIFT: u32 = 25;
+const WORKINGSET: u32 = 1 << 30;
+const NODE_SHIFT: u32 = 24;
+const NODE_MASK: u32 = 63;
 const MAX_NODES: usize = 64;
 const AGE_MASK: u64 = (1 << NODE_SHIFT) - 1;
 
@@ -61,7 +64,18 @@ pub(crate) fn evict(mem: &mut Memory, lru: &Lru, p: u32, node: usize) {
     mem.nodes[node].nonresident_age += 1;
     if lru.workingset != Mode::Off && node < MAX_NODES {
         let stamp = ((age >> lru.ws_order) & AGE_MASK) as u32;
-        mem.pt.ext_mut(p).shadow = VALID | (node as u32) << NODE_SHIFT | stamp;
+        let ext = mem.pt.ext_mut(p);
+        ext.shadow = VALID | [0, WORKINGSET][ext.workingset as usize] | (node as u32) << NODE_SHIFT | stamp;
+        ext.workingset = false;
+    }
+}
+
+/// Page `p` comes back for a write call (filemap_add_folio with __GFP_WRITE): no refault test,
+/// "evicting other data from the working set, only to cache data that will get overwritten with
+/// something else, is a waste of memory"; its shadow is dropped.
+pub(crate) fn forget(mem: &mut Memory, lru: &Lru, p: u32) {
+    if lru.workingset != Mode::Off && mem.pt.ext(p).shadow != 0 {
+        mem.pt.ext_mut(p).shadow = 0;
     }
 }
 
@@ -87,7 +101,7 @@ pub(crate) fn refault(mem: &mut Memory, lru: &mut Lru, p: u32, file: bool, to: u
     if mode == Mode::File && !file {
         return 0;
     }
-    let from = ((shadow & !VALID) >> NODE_SHIFT) as usize;
+    let from = ((shadow >> NODE_SHIFT) & NODE_MASK) as usize;
     let Some(n) = mem.nodes.get(from) else { return 0 };
     let eviction = u64::from(shadow) & AGE_MASK;
     let distance = (((n.nonresident_age >> order) & AGE_MASK).wrapping_sub(eviction) & AGE_MASK) << order;
@@ -109,5 +123,78 @@ pub(crate) fn refault(mem: &mut Memory, lru: &mut Lru, p: u32, file: bool, to: u
     }
     age(&mut mem.nodes[to]);
     stats.workingset_activate[file as usize] += 1;
+    // Active before its eviction: a workingset page thrashing, which costs its kind
+    // (lru_note_cost_refault, 5.9+).
+    if shadow & WORKINGSET != 0 {
+        mem.pt.ext_mut(p).workingset = true;
+        if mode == Mode::All {
+            note_cost(&mut mem.nodes[to], file, 1);
+        }
+    }
     ACTIVE
+}
+
+/// lru_note_cost (mm/swap.c, 5.8-6.4): `pages` of reclaim's cost (pages written out, or a
+/// workingset page refaulting) charged to `file`'s kind on `node`, both kinds halved once they
+/// pass a quarter of the node's LRU pages, so the balance follows recent events.
+pub(crate) fn note_cost(node: &mut Node, file: bool, pages: u64) {
+    let lru_pages: u64 = node.lists.iter().map(|l| l.len).sum();
+    add_cost(&mut node.reclaim_cost, file, pages, lru_pages);
+}
+
+fn add_cost(cost: &mut [u64; 2], file: bool, pages: u64, lru_pages: u64) {
+    cost[file as usize] += pages;
+    if cost[0] + cost[1] > lru_pages / 4 {
+        cost[0] /= 2;
+        cost[1] /= 2;
+    }
+}
+
+/// get_scan_count's SCAN_FRACT weights (anon, file) for `swappiness` on `node`: the kind whose
+/// reclaim has cost more gets less of the pressure, each at least a third of what swappiness
+/// alone gives it (5.8+). With no cost recorded, swappiness : 200 - swappiness.
+pub(crate) fn scan_fractions(node: &Node, swappiness: u64) -> (u128, u128) {
+    fractions(node.reclaim_cost, swappiness)
+}
+
+fn fractions(cost: [u64; 2], swappiness: u64) -> (u128, u128) {
+    let [a, f] = cost.map(u128::from);
+    let total = a + f;
+    let (anon_cost, file_cost) = (total + a, total + f);
+    let total = anon_cost + file_cost;
+    let ap = swappiness as u128 * (total + 1) / (anon_cost + 1);
+    let fp = (200 - swappiness) as u128 * (total + 1) / (file_cost + 1);
+    (ap, fp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_move_the_balance_and_decay() {
+        // No cost recorded: swappiness alone, 60 : 140.
+        assert_eq!(fractions([0, 0], 60), (60, 140));
+        // Anon has cost 30, file 10 (total 40): anon_cost 70, file_cost 50, total 120;
+        // ap = 60 x 121 / 71 = 102, fp = 140 x 121 / 51 = 332.
+        assert_eq!(fractions([30, 10], 60), (102, 332));
+        // However lopsided, no kind is left out: with all the cost on anon, anon_cost = 2t and
+        // file_cost = t of 3t, so anon gets 60 x 3/2 (89 by integer division) to file's 140 x 3
+        // (419), "at least a third of the pressure is applied, before swappiness".
+        assert_eq!(fractions([1_000_000, 0], 60), (89, 419));
+        // Decay: both halve once they pass a quarter of the LRU pages (100 pages: 25).
+        let mut c = [20, 5];
+        add_cost(&mut c, true, 0, 100);
+        assert_eq!(c, [20, 5]);
+        add_cost(&mut c, false, 1, 100);
+        assert_eq!(c, [10, 2]);
+    }
+
+    #[test]
+    fn bucket_order_keeps_every_page_of_memory_in_the_stamp() {
+        assert_eq!(bucket_order(1 << 20), 0);
+        assert_eq!(bucket_order(1 << 24), 0);
+        assert_eq!(bucket_order((1 << 24) + 1), 1);
+        assert_eq!(bucket_order(1 << 30), 6);
+    }
 }

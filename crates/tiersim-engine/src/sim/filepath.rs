@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use super::Engine;
 use crate::os::filemap::{FileMap, Stream, MMAP_LOTSAMISS};
 use crate::os::page_runs;
+use crate::os::workingset;
 use crate::pagetable::{CHUNK, CHUNK_SHIFT, DIRTY, DROPPED, FILE, LOCKED, REFERENCED, UNMAPPED, UNTOUCHED};
 use crate::storage::iopath::{Driver, FS_BLOCK};
 use crate::storage::pagecache::{init_ra_size, next_ra_size};
@@ -132,6 +133,9 @@ impl Engine {
                     self.mem.pt.touched += 1;
                 }
                 self.files.stats.misses += 1;
+                if write {
+                    workingset::forget(&mut self.mem, &self.lru, p);
+                }
                 // A write of part of a page the file has no data in reads nothing either (with
                 // `cache_new_pages`: at or past the file's traced end before this call, or, with
                 // "size_at_open" and the file's size record, wholly past what the file held at
