@@ -349,12 +349,17 @@ impl Engine {
         self.start_issue_ps(cpu, a, t0, self.last_issue_ns * 1000)
     }
 
+    /// An open loop on a ns trace issues at the trace's own times, which already order it.
+    fn at_trace_times(&self) -> bool {
+        self.open_loop && self.time_unit == TimeUnit::Ns
+    }
+
     /// `first_issue_ps` with the current simulated time `now_ps` given: for a CPU held back
     /// until the records before its first one (`host.thread_start = "file_order"`) were done,
     /// the last at `now_ps`.
     fn start_issue_ps(&self, cpu: &Cpu, a: &Access, t0: u64, now_ps: u64) -> u64 {
         let clock = IssueClock::of(self);
-        if cpu.started || (self.open_loop && self.time_unit == TimeUnit::Ns) {
+        if cpu.started || self.at_trace_times() {
             return clock.next_issue_ps(cpu, a, t0);
         }
         match self.time_unit {
@@ -653,10 +658,10 @@ struct Feed {
     gated: usize,
     /// The futex records read and the waits they impose (`futex.rs`).
     futex: futex::Futexes,
-    /// Per CPU, whether the others went on without it while its queue was dry (`fill` stopped
-    /// reading at `max_buffered`): its next records, once read, start no earlier than the
-    /// simulated time then reached.
-    passed: Vec<bool>,
+    /// Per CPU, the records issued when its queue last ran dry. `fill` reads on while a queue is
+    /// dry, up to `max_buffered`: if more were issued by the time its next records are read, the
+    /// others went on without it, and it starts no earlier than the simulated time then reached.
+    dry_at: Vec<u64>,
 }
 
 /// A CPU held back until the records before its first one are done.
@@ -728,7 +733,8 @@ impl Feed {
                         continue;
                     }
                     let mut issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
-                    if std::mem::take(&mut self.passed[c]) {
+                    let passed = self.read - self.buffered as u64 > self.dry_at[c];
+                    if eng.cpus[c].started && passed && !eng.at_trace_times() {
                         // More than `max_buffered` records of the others came before its next
                         // one: in the program it did not run then (a thread blocked on a lock or
                         // condition variable, or asleep), so it resumes now, as a thread that
@@ -741,13 +747,6 @@ impl Feed {
                     }
                     eng.cpus[c].next_issue_ps = issue;
                     order.set(c, issue);
-                }
-            }
-        }
-        if self.dry > 0 && !self.eof && !(eng.open_loop && eng.time_unit == TimeUnit::Ns) {
-            for (c, cpu) in eng.cpus.iter().enumerate() {
-                if cpu.started && cpu.queue.is_empty() {
-                    self.passed[c] = true;
                 }
             }
         }
@@ -900,14 +899,12 @@ pub fn simulate_with_future(
         marked: false,
         measure_from: vec![u64::MAX; eng.cpus.len()],
         raw: Vec::new(),
-        // An open loop on a ns trace issues at the trace's own times, which already order it.
-        file_order: platform.host.str("thread_start") == "file_order"
-            && !(eng.open_loop && eng.time_unit == TimeUnit::Ns),
+        file_order: platform.host.str("thread_start") == "file_order" && !eng.at_trace_times(),
         waits: (0..eng.cpus.len()).map(|_| None).collect(),
         release_at: vec![u64::MAX; eng.cpus.len()],
         gated: 0,
         futex: Default::default(),
-        passed: vec![false; eng.cpus.len()],
+        dry_at: vec![0; eng.cpus.len()],
     };
     let mut order = IssueOrder::new();
     let clock = IssueClock::of(&eng);
@@ -988,6 +985,7 @@ pub fn simulate_with_future(
             None => {
                 order.idle(c);
                 feed.dry += 1;
+                feed.dry_at[c] = feed.read - feed.buffered as u64;
             }
         }
         if woken {
