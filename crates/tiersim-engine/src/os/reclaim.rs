@@ -89,16 +89,16 @@ impl Reclaimer {
                 (Victim::Page(p), None) if mem.pt.entries[p as usize].flags & FILE != 0 => {
                     workingset::evict(mem, vm.lru, p, node);
                     // A dirty page is written out first: pageout's cost (stat.nr_pageout).
-                    if mem.pt.entries[p as usize].flags & DIRTY != 0 && vm.lru.workingset == workingset::Mode::All {
-                        workingset::note_cost(&mut mem.nodes[node], true, 1);
+                    if mem.pt.entries[p as usize].flags & DIRTY != 0 {
+                        workingset::note_cost(vm.lru.workingset, &mut mem.nodes[node], true, 1);
                     }
                     drop_file_page(mem, vm, p, node, t)
                 }
                 (Victim::Page(p), None) => {
                     workingset::evict(mem, vm.lru, p, node);
                     // A page still in the swap cache is clean there; any other is written.
-                    if mem.pt.entries[p as usize].flags & SWAPCACHE == 0 && vm.lru.workingset == workingset::Mode::All {
-                        workingset::note_cost(&mut mem.nodes[node], false, 1);
+                    if mem.pt.entries[p as usize].flags & SWAPCACHE == 0 {
+                        workingset::note_cost(vm.lru.workingset, &mut mem.nodes[node], false, 1);
                     }
                     vm.swap.as_deref_mut().expect("checked above").swap_out(mem, p, node)
                 }
@@ -107,11 +107,11 @@ impl Reclaimer {
                 }
                 // Other software's page cache is clean: dropped without a write.
                 (Victim::Occupied { file: true }, None) => {
-                    workingset::evict_untracked(&mut mem.nodes[node]);
+                    workingset::age(&mut mem.nodes[node]);
                     mem.nodes[node].release_occupied(true);
                 }
                 (Victim::Occupied { file: false }, None) => {
-                    workingset::evict_untracked(&mut mem.nodes[node]);
+                    workingset::age(&mut mem.nodes[node]);
                     vm.swap.as_deref_mut().expect("checked above").swap_out_occupied(mem, node)
                 }
             }

@@ -51,7 +51,8 @@ pub(crate) fn bucket_order(total_pages: u64) -> u32 {
     max_order.saturating_sub(NODE_SHIFT)
 }
 
-/// workingset_age_nonresident: a page activated on `node`.
+/// workingset_age_nonresident: a page activated on or evicted from `node` (other software's
+/// pages too, which have no shadow).
 #[inline]
 pub(crate) fn age(node: &mut Node) {
     node.nonresident_age += 1;
@@ -60,10 +61,10 @@ pub(crate) fn age(node: &mut Node) {
 /// workingset_eviction: page `p` leaves `node` for swap or the block device. Off, it keeps no
 /// shadow (nor the per-page array that holds them, where nothing else needs it).
 pub(crate) fn evict(mem: &mut Memory, lru: &Lru, p: u32, node: usize) {
-    let age = mem.nodes[node].nonresident_age;
-    mem.nodes[node].nonresident_age += 1;
+    let stamp = mem.nodes[node].nonresident_age;
+    age(&mut mem.nodes[node]);
     if lru.workingset != Mode::Off && node < MAX_NODES {
-        let stamp = ((age >> lru.ws_order) & AGE_MASK) as u32;
+        let stamp = ((stamp >> lru.ws_order) & AGE_MASK) as u32;
         let ext = mem.pt.ext_mut(p);
         ext.shadow = VALID | [0, WORKINGSET][ext.workingset as usize] | (node as u32) << NODE_SHIFT | stamp;
         ext.workingset = false;
@@ -77,11 +78,6 @@ pub(crate) fn forget(mem: &mut Memory, lru: &Lru, p: u32) {
     if lru.workingset != Mode::Off && mem.pt.ext(p).shadow != 0 {
         mem.pt.ext_mut(p).shadow = 0;
     }
-}
-
-/// One of other software's pages (no page of the trace, so no shadow) leaves `node`.
-pub(crate) fn evict_untracked(node: &mut Node) {
-    node.nonresident_age += 1;
 }
 
 /// workingset_refault: page `p`, of `file` kind, is being read back onto node `to` (`lru` holds
@@ -127,17 +123,19 @@ pub(crate) fn refault(mem: &mut Memory, lru: &mut Lru, p: u32, file: bool, to: u
     // (lru_note_cost_refault, 5.9+).
     if shadow & WORKINGSET != 0 {
         mem.pt.ext_mut(p).workingset = true;
-        if mode == Mode::All {
-            note_cost(&mut mem.nodes[to], file, 1);
-        }
+        note_cost(mode, &mut mem.nodes[to], file, 1);
     }
     ACTIVE
 }
 
 /// lru_note_cost (mm/swap.c, 5.8-6.4): `pages` of reclaim's cost (pages written out, or a
 /// workingset page refaulting) charged to `file`'s kind on `node`, both kinds halved once they
-/// pass a quarter of the node's LRU pages, so the balance follows recent events.
-pub(crate) fn note_cost(node: &mut Node, file: bool, pages: u64) {
+/// pass a quarter of the node's LRU pages, so the balance follows recent events. Only with
+/// `Mode::All` (the balance is 5.8's).
+pub(crate) fn note_cost(mode: Mode, node: &mut Node, file: bool, pages: u64) {
+    if mode != Mode::All {
+        return;
+    }
     let lru_pages: u64 = node.lists.iter().map(|l| l.len).sum();
     add_cost(&mut node.reclaim_cost, file, pages, lru_pages);
 }
