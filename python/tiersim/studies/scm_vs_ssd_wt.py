@@ -112,6 +112,8 @@ WARM = {"os.files_start_cached": True}
 #: 100-200 us block read.
 SSD_LATENCIES = ("10us", "20us", "30us", "50us", "100us", "200us")
 #: The findings' short names, in the claims' order (docs/reproduce.md's table).
+#: The raw device read of finding 2b and of the latency sweep: 8 KiB blocks of a 1 GiB file.
+RAW_READ = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read"}
 LABELS = ("1a", "1b", "1c", "2a", "2b", "2c", "3", "4a", "4b", "4c", "5", "6a", "6b", "6c", "6d", "7", "8")
 #: A page cache small enough for a short run's writes to pass vm.dirty_ratio (wtperf's
 #: evict-btree-1 runs for minutes): 64 MiB of DRAM, dirty limits of 1 % and 2 %.
@@ -330,8 +332,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
         "optane_ssd, on one optane_100 module at the blog's 0.6 GB/s write rate as a block device, on two "
         "(13.2 GB/s read, 1.0 GB/s write) or on fsdax; warm runs start with the files cached "
         "(os.files_start_cached).",
+        sweep.note,
     ]
-    notes.append(sweep.note)
     return StudyResult(
         claims=claims,
         tables=[("Replays of the captured WiredTiger", pl.DataFrame(r.rows)), (sweep.title, sweep.table)],
@@ -665,14 +667,7 @@ def _ssd_latency_sweep(directory: Path, quick: bool, claims: list[Claim]) -> _Sw
         found = _claims(Replays(directory, devices), quick)
         one, many = (
             tiersim.filebench(
-                ops=4000,
-                device="optane_ssd",
-                device_params=params,
-                cache="direct",
-                file_size="1GiB",
-                block_size="8KiB",
-                workload="read",
-                threads=n,
+                ops=4000, device="optane_ssd", device_params=params, cache="direct", threads=n, **RAW_READ
             )
             for n in (1, 32)
         )
@@ -735,7 +730,7 @@ def _raw_read_ratio(quick: bool, ssd_params: Mapping[str, Any]) -> float:
     """PM/SSD bandwidth of raw 8 KiB random reads from one thread, as scm_vs_ssd measures it
     (filebench: O_DIRECT on the SSD, fsdax mmap on PM): a device figure."""
     ops = 1000 if quick else 4000
-    common = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read", "threads": 1}
+    common = {**RAW_READ, "threads": 1}
     ssd = tiersim.filebench(ops=ops, device="optane_ssd", device_params=dict(ssd_params), cache="direct", **common)
     pm = tiersim.filebench(ops=ops, device="optane_100", device_params=BLOG_DIMM, cache="dax", api="mmap", **common)
     return float(pm["bandwidth_gbs"]) / float(ssd["bandwidth_gbs"])
