@@ -104,3 +104,45 @@ def test_waits_between_threads_become_futex_records(tmp_path: Path) -> None:
     assert info["markers_missing"] == 0
     assert _records(out) == [f"20,0,W,{C:#x},1,8", f"10,1,R,{C:#x},1,8", "15,1,R,0x1000,64,0"]
     assert tiersim.trace_stats(out, max_points=2)["futex_records"] == {"wait": 1, "wake": 1}
+
+
+def test_a_sleeping_locker_pairs_with_the_unlock_that_woke_it(tmp_path: Path) -> None:
+    # Under Valgrind one thread runs at a time: CPU 0 holds mutex L and unlocks it three times while
+    # CPUs 1 and 2 sleep in its lock (CPU 1 first), and both return only after the third unlock.
+    # Each unlock wakes one locker, the first to have begun: CPU 1's wait record goes right after
+    # the first unlock and CPU 2's after the second, each carrying its lock call's instructions,
+    # so the replay pairs them with those wakes (the latest earlier in the file), not with the
+    # third, which the latest-wake rule would give both.
+    L = 0x66_0000
+    calls = [(1, "Q"), (2, "Q"), (0, "K"), (0, "K"), (0, "K"), (1, "q"), (2, "q")]
+    log = tmp_path / "calls"
+    log.write_text(
+        f"B {MARKERS:#x} 1073741824 42\n" + "".join(f"42 {i} {k} {L:#x} m\n" for i, (_, k) in enumerate(calls))
+    )
+    mem = tmp_path / "mem.csv"
+    mem.write_text(
+        "# tiersim time_unit=instructions addr_kind=virtual page_size=4096\n"
+        "time,cpu,op,addr,size,file\n"
+        + "".join(f"{10 + i},{cpu},R,{MARKERS + 64 * i:#x},1,0\n" for i, (cpu, _) in enumerate(calls))
+        + "3,1,R,0x1000,64,0\n4,2,R,0x2000,64,0\n"
+    )
+    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
+    tiersim.convert(mem, src, dst_format="native", src_format="csv")
+    info = merge(src, log, out)
+    assert info["waits"] == {
+        "begun": 2,
+        "returned": 2,
+        "wakes": 3,
+        "recorded": 2,
+        "recorded_mutex": 2,
+        "markers_missing": 0,
+    }
+    assert _records(out) == [
+        f"12,0,W,{L:#x},1,8",
+        f"10,1,R,{L:#x},1,8",  # CPU 1's lock call (10 instructions) after the first unlock
+        f"13,0,W,{L:#x},1,8",
+        f"11,2,R,{L:#x},1,8",
+        f"14,0,W,{L:#x},1,8",
+        "18,1,R,0x1000,64,0",  # its return's 15 instructions carried, + 3
+        "20,2,R,0x2000,64,0",  # 16 + 4
+    ]

@@ -285,7 +285,11 @@ RECIPES: dict[str, Recipe] = {
         packages=("libwiredtiger-dev", "wiredtiger"),
         needs=(("/usr/include/wiredtiger.h", "libwiredtiger-dev"),),
         params={
-            "ycsb": Param("a", "YCSB mix: a (50 % updates), b (5 %), c (reads), f (50 % read-modify-write)"),
+            "ycsb": Param(
+                "a",
+                "YCSB mix: a (50 % updates), b (5 %), c (reads), f (50 % read-modify-write); u: updates only "
+                "(wtperf's update threads, as its log.wtperf)",
+            ),
             "records": Param(20000, "records loaded"),
             "ops": Param(20000, "operations of the run phase, over all threads"),
             "threads": Param(4, "client threads"),

@@ -18,7 +18,7 @@ are carried to its thread's next record.
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -147,6 +147,12 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     # Futex words: wakes seen so far per word, and per (cpu, word) that count at a wait's start.
     wakes: Counter[int] = Counter()
     waiting: dict[tuple[str, int], int] = {}
+    # A mutex's sleeping lockers per word in the order they began (each unlock's wake releases the
+    # first), the time of each one's start (a ns trace's wait record keeps it), and those whose wait
+    # record an unlock already wrote.
+    lockers: dict[int, deque[str]] = defaultdict(deque)
+    began_at: dict[tuple[str, int], str] = {}
+    released: set[tuple[str, int]] = set()
     # Per cpu, instructions of dropped wait markers, carried to its next record (instruction
     # traces only: a ns trace's times are absolute).
     carry: Counter[str] = Counter()
@@ -214,13 +220,35 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                     elif call.kind == "K":
                         wakes[call.word] += 1
                         dst.write(f"{time},{cpu},W,{call.word:#x},1,8\n")
+                        # A mutex's unlock wakes one sleeping locker, the first to have begun: its
+                        # wait record goes here, so that the replay pairs it with this wake (the
+                        # latest earlier in the file), not with the holder's later unlocks, which
+                        # Valgrind, running one thread at a time, let come before its return.
+                        queue = lockers.get(call.word)
+                        if queue and queue[0] != cpu:
+                            who = queue.popleft()
+                            at = str(carry.pop(who, 0)) if gaps else began_at[(who, call.word)]
+                            dst.write(f"{at},{who},R,{call.word:#x},1,8\n")
+                            released.add((who, call.word))
                     elif call.kind == "Q":
                         waiting[(cpu, call.word)] = wakes[call.word]
+                        if call.direct:
+                            lockers[call.word].append(cpu)
+                            began_at[(cpu, call.word)] = time
                         if gaps:
                             carry[cpu] += int(time)
                     elif call.kind == "q":
                         began = waiting.pop((cpu, call.word), None)
-                        if began is not None and wakes[call.word] > began:
+                        began_at.pop((cpu, call.word), None)
+                        if cpu in lockers.get(call.word, ()):
+                            lockers[call.word].remove(cpu)
+                        if (cpu, call.word) in released:
+                            released.discard((cpu, call.word))
+                            counts["waits_paired"] += 1
+                            counts["mutex_waits_paired"] += 1
+                            if gaps:
+                                carry[cpu] += int(time)
+                        elif began is not None and wakes[call.word] > began:
                             counts["waits_paired"] += 1
                             counts["mutex_waits_paired"] += call.direct
                             dst.write(f"{time},{cpu},R,{call.word:#x},1,8\n")

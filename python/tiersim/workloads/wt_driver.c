@@ -1,4 +1,5 @@
-/* tiersim's WiredTiger driver: YCSB core workloads A, B, C and F (Cooper et al., SoCC'10) on one
+/* tiersim's WiredTiger driver: YCSB core workloads A, B, C and F (Cooper et al., SoCC'10), and
+ * wtperf's update-only threads (U: bench/wtperf/runners/log.wtperf, `threads=((count=8,updates=1))`), on one
  * WiredTiger table through the public C API (wiredtiger.h, WiredTiger 3.2.1 as Debian ships it),
  * the way seed 001 drives the engine: load N records, then T threads run a read/update mix over
  * scrambled-zipfian keys (YCSB's ZipfianGenerator, theta 0.99, FNV-scrambled). Deterministic for a
@@ -18,7 +19,7 @@
 #include <wiredtiger.h>
 
 static const char *usage =
-    "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f) VALUE_SIZE CACHE_MB LOG(0|1) "
+    "usage: wt_driver DIR RECORDS OPS THREADS WORKLOAD(a|b|c|f|u) VALUE_SIZE CACHE_MB LOG(0|1) "
     "CHECKPOINT_EVERY MMAP(0|1) THETA SEED LOG_FILE_MAX_MB SYNC(0|1) PHASE(all|load|run) CHECKPOINTS "
     "READ_CHECKPOINT(0|1)\n";
 
@@ -122,8 +123,9 @@ static void *run(void *arg) {
     CHECK(conn->open_session(conn, NULL, NULL, &session));
     CHECK(session->open_cursor(session, "table:ycsb", NULL, read_checkpoint ? "checkpoint=WiredTigerCheckpoint" : NULL,
                                &c));
-    /* YCSB workload mixes: A 50 % updates, B 5 %, C reads only, F 50 % read-modify-writes. */
-    double update_share = workload == 'a' ? 0.5 : workload == 'b' ? 0.05 : workload == 'f' ? 0.5 : 0.0;
+    /* YCSB workload mixes: A 50 % updates, B 5 %, C reads only, F 50 % read-modify-writes; U updates only. */
+    double update_share =
+        workload == 'a' ? 0.5 : workload == 'b' ? 0.05 : workload == 'f' ? 0.5 : workload == 'u' ? 1.0 : 0.0;
     for (uint64_t i = 0; i < ops; i++) {
         uint64_t k = zipf_next(&keys, &rng);
         int update = uniform(&rng) < update_share;
@@ -241,7 +243,7 @@ int main(int argc, char **argv) {
     n_checkpoints = strtoull(argv[16], NULL, 10);
     read_checkpoint = atoi(argv[17]);
     int do_load = strcmp(phase, "run") != 0, do_run = strcmp(phase, "load") != 0;
-    if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcf", workload) ||
+    if (n_records < 2 || n_threads == 0 || value_size == 0 || cache_mb == 0 || !strchr("abcfu", workload) ||
         workload == '\0' || theta <= 0 || theta >= 1 || log_max_mb == 0 ||
         (strcmp(phase, "all") != 0 && strcmp(phase, "load") != 0 && strcmp(phase, "run") != 0) ||
         (read_checkpoint != 0 && read_checkpoint != 1)) {
