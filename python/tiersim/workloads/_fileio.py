@@ -233,6 +233,10 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                     elif call.kind == "Q":
                         waiting[(cpu, call.word)] = wakes[call.word]
                         if call.direct:
+                            # A locker whose last return marker was lost is queued once, not twice.
+                            if cpu in lockers[call.word]:
+                                lockers[call.word].remove(cpu)
+                            released.discard((cpu, call.word))
                             lockers[call.word].append(cpu)
                             began_at[(cpu, call.word)] = time
                         if gaps:
