@@ -20,6 +20,16 @@ def _records(path: Path) -> list[str]:
     return csv.read_text().splitlines()[2:]
 
 
+def _merge_waits(tmp_path: Path, log: Path, mem: Path) -> tuple[dict, list[str], Path]:
+    """Merge a hand-written shim log into a hand-written instruction trace: the merge's count of
+    the waits, the merged records, and the merged trace."""
+    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
+    tiersim.convert(mem, src, dst_format="native", src_format="csv")
+    info = merge(src, log, out)
+    assert info["markers_missing"] == 0
+    return info["waits"], _records(out), out
+
+
 def test_accesses_inside_a_file_mapping_become_file_pages(tmp_path: Path) -> None:
     # The shim's log: call 0 opens the file (5,000 B long then), call 1 maps 8 KiB of it from
     # offset 4 KiB (as WiredTiger maps a checkpoint's file, block_map.c), call 2 unmaps it; call
@@ -90,19 +100,9 @@ def test_waits_between_threads_become_futex_records(tmp_path: Path) -> None:
         f"5,1,R,{MARKERS + 256:#x},1,0\n"  # call 4: returns, no wake since: dropped
         "6,1,R,0x1000,64,0\n"  # CPU 1's next access carries 4 + 5
     )
-    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
-    tiersim.convert(mem, src, dst_format="native", src_format="csv")
-    info = merge(src, log, out)
-    assert info["waits"] == {
-        "begun": 2,
-        "returned": 2,
-        "wakes": 1,
-        "recorded": 1,
-        "recorded_mutex": 0,
-        "markers_missing": 0,
-    }
-    assert info["markers_missing"] == 0
-    assert _records(out) == [f"20,0,W,{C:#x},1,8", f"10,1,R,{C:#x},1,8", "15,1,R,0x1000,64,0"]
+    waits, records, out = _merge_waits(tmp_path, log, mem)
+    assert waits == {"begun": 2, "returned": 2, "wakes": 1, "recorded": 1, "recorded_mutex": 0, "markers_missing": 0}
+    assert records == [f"20,0,W,{C:#x},1,8", f"10,1,R,{C:#x},1,8", "15,1,R,0x1000,64,0"]
     assert tiersim.trace_stats(out, max_points=2)["futex_records"] == {"wait": 1, "wake": 1}
 
 
@@ -126,18 +126,9 @@ def test_a_sleeping_locker_pairs_with_the_unlock_that_woke_it(tmp_path: Path) ->
         + "".join(f"{10 + i},{cpu},R,{MARKERS + 64 * i:#x},1,0\n" for i, (cpu, _) in enumerate(calls))
         + "3,1,R,0x1000,64,0\n4,2,R,0x2000,64,0\n"
     )
-    src, out = tmp_path / "mem.trace", tmp_path / "out.trace"
-    tiersim.convert(mem, src, dst_format="native", src_format="csv")
-    info = merge(src, log, out)
-    assert info["waits"] == {
-        "begun": 2,
-        "returned": 2,
-        "wakes": 3,
-        "recorded": 2,
-        "recorded_mutex": 2,
-        "markers_missing": 0,
-    }
-    assert _records(out) == [
+    waits, records, _ = _merge_waits(tmp_path, log, mem)
+    assert waits == {"begun": 2, "returned": 2, "wakes": 3, "recorded": 2, "recorded_mutex": 2, "markers_missing": 0}
+    assert records == [
         f"12,0,W,{L:#x},1,8",
         f"10,1,R,{L:#x},1,8",  # CPU 1's lock call (10 instructions) after the first unlock
         f"13,0,W,{L:#x},1,8",
