@@ -35,16 +35,17 @@ from tiersim.workloads._fileio import files_matching
 TRACES_DIR = Path(__file__).resolve().parent.parent / "workloads" / "traces" / "wiredtiger"
 ENV = "TIERSIM_WT_TRACES"
 
+#: Finding 6c's captures: five of one recipe (below), judged on their median.
+GROUP_COMMIT_RUNS = tuple(f"u_c64_sync_t8{suffix}" for suffix in ("", "_2", "_3", "_4", "_5"))
 #: The captures: name -> the recipe's parameters beyond COMMON. All YCSB-A (50 % updates) except
-#: c_c1 (reads only); "c1"/"c64" is the engine's cache_size in MiB (the 10,000-record table takes
-#: about 2.5 MiB in the engine's memory: a 1 MiB cache is seed 001's table larger than the cache,
-#: 64 MiB holds it); t1 one client thread, else 8 (seed 001: "at least a dozen"); sync: each
+#: the c_ ones (reads only) and the u_ ones (updates only); "c1"/"c64" is the engine's cache_size
+#: in MiB (the 10,000-record table takes about 2.5 MiB in the engine's memory: a 1 MiB cache is
+#: seed 001's table larger than the cache, 64 MiB holds it); t1 one client thread, else 8 (seed 001: "at least a dozen"); sync: each
 #: run-phase operation commits with its log record fdatasynced.
 #: checkpoints: one from a thread of its own, begun when the clients are half way (wtperf's
 #: checkpoint thread, or MongoDB's checkpoint=(wait=60) server: a wtperf run's checkpoints happen
 #: in the background of its run phase; not the 30-120 of a 300-7200 s run, which at 4,000
 #: operations would checkpoint every few dozen).
-GROUP_COMMIT_RUNS = tuple(f"u_c64_sync_t8{suffix}" for suffix in ("", "_2", "_3", "_4", "_5"))
 COMMON: dict[str, Any] = {"records": 10000, "log_file_max_mb": 4, "preload": True, "checkpoints": 1}
 CAPTURES: dict[str, dict[str, Any]] = {
     "a_c1": {"ops": 4000, "threads": 8, "cache_mb": 1},
@@ -309,16 +310,6 @@ def _pc(s: Mapping[str, Any], *path: str) -> float:
 
 def _futex(s: Mapping[str, Any]) -> dict[str, Any]:
     return dict(s.get("futex") or {})
-
-
-def _last_thread_wait_ms(s: Mapping[str, Any]) -> float:
-    """The futex waits (ms) of the thread whose clock ends the run (a replay of futex records)."""
-    f = _futex(s)
-    ends = f.get("end_ns_per_cpu") or {}
-    if not ends:
-        return 0.0
-    last = max(ends, key=lambda c: ends[c])
-    return float((f.get("wait_ns_per_cpu") or {}).get(last, 0)) / 1e6
 
 
 def run(out: Path, quick: bool, workers: int | None) -> StudyResult:

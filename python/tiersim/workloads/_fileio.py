@@ -11,8 +11,10 @@ as file-page accesses (flag 1). With the shim built for waits between threads (T
 wake of a futex word (a condition variable's signal or broadcast, the unlock of a contended mutex)
 becomes a futex wake record (flags 8, op W) and a wait becomes a futex wait record (flags 8, op R)
 at its return, if a wake of its word came between its start and its return in the trace (else it
-timed out or found its condition already true: no record); the instructions before a wait's start
-are carried to its thread's next record.
+timed out or found its condition already true: no record); a mutex's wait record goes instead right
+after the first unlock of its mutex once it began (each unlock releasing one locker, the earliest),
+the unlock that woke it, which under Valgrind may come long before its return. The instructions
+before a wait's start are carried to its thread's next record.
 """
 
 from __future__ import annotations
