@@ -467,3 +467,21 @@ def test_a_tiny_capture_records_each_sync_and_preload_leaves_out_the_load(tmp_pa
     st = tiersim.trace_stats(tmp_path / "r.trace", max_points=2)
     assert st["size_records"] == run["fileio"]["size_records"]
     assert st["size_records"]["files"] >= len(held) and st["size_records"]["empty_at_open"] >= len(logs) + 1
+
+
+def test_a_tiny_update_only_capture_pairs_every_wait(tmp_path: Path) -> None:
+    # The update-only mix (ycsb "u") with synced commits from 4 threads on the Valgrind path, with
+    # the waits between threads: no reads, every update a commit, and every futex wait the merge
+    # wrote (a mutex's right after the unlock that woke it, a condition variable's at its return)
+    # pairs in the replay with an earlier wake of another CPU.
+    from tiersim import workloads
+
+    params = {"records": 2000, "ops": 200, "threads": 4, "log_file_max_mb": 1, "sync": True, "ycsb": "u"}
+    rep = workloads.capture_workload("wiredtiger", tmp_path / "u.trace", path="valgrind", llc="1MiB", params=params)
+    assert (rep["program"]["reads"], rep["program"]["updates"]) == ("0", "200")
+    assert rep["fileio"]["sync_calls"]["fdatasync"] >= 200 // 4
+    waits = rep["fileio"]["waits"]
+    fx = tiersim.trace_stats(tmp_path / "u.trace", max_points=2)["futex_records"]
+    assert fx == {"wait": waits["recorded"], "wake": waits["wakes"]} and fx["wait"] > 0
+    s = _run(tmp_path / "u.trace", **wt.SSD)
+    assert s["futex"]["paired_waits"] == s["futex"]["wait_records"] == waits["recorded"]
