@@ -57,6 +57,9 @@ def test_read_checkpoint_is_checked_before_anything_runs(tmp_path: Path) -> None
         match=r"read_checkpoint = true needs ycsb = c \(checkpoint cursors are read-only\), not ycsb = 'a'",
     ):
         workloads.capture_workload("wiredtiger", tmp_path / "x.trace", params={"read_checkpoint": True})
+    # A mix the driver does not run, named with the ones it does.
+    r = run_cli("workload", "capture", "wiredtiger", "-o", str(tmp_path / "x.trace"), "--param", "ycsb=e")
+    assert r.returncode == 1 and "wiredtiger: ycsb = 'e' is not one of a, b, c, f, u" in r.stderr
     assert not list(tmp_path.iterdir())
 
 

@@ -106,9 +106,15 @@ def _wt_prepare(p: Mapping[str, Any], work: Path, exe: Path | None) -> list[str]
     return [*argv[:-3], "load", *argv[-2:]]
 
 
+#: The driver's operation mixes (wt_driver.c): YCSB A, B, C, F and wtperf's update-only threads.
+WT_MIXES = ("a", "b", "c", "f", "u")
+
+
 def _wt_check(p: Mapping[str, Any]) -> None:
-    """A checkpoint cursor is read-only (WiredTiger returns ENOTSUP to its updates), so only the
-    read-only YCSB-C mix runs on one."""
+    """The mix is one the driver runs; a checkpoint cursor is read-only (WiredTiger returns ENOTSUP
+    to its updates), so only the read-only YCSB-C mix runs on one."""
+    if p["ycsb"] not in WT_MIXES:
+        raise TiersimError(f"workload wiredtiger: ycsb = {p['ycsb']!r} is not one of {', '.join(WT_MIXES)}")
     if p["read_checkpoint"] and p["ycsb"] != "c":
         raise TiersimError(
             f"workload wiredtiger: read_checkpoint = true needs ycsb = c (checkpoint cursors are read-only), "
