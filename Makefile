@@ -13,9 +13,9 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 BUILD_STAMP := $(VENV)/.build-stamp
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind vm workloads
+.PHONY: env demo test test-py lint fuzz bench bench-pgo pgo clean browser valgrind vm workloads clang
 
-env: $(BUILD_STAMP) valgrind vm workloads
+env: $(BUILD_STAMP) valgrind vm workloads clang
 
 # Valgrind runs the programs `tiersim capture` traces (and its tests); its header
 # valgrind/valgrind.h (in Debian's valgrind package) builds the capture's preload shim, and its
@@ -32,6 +32,14 @@ valgrind:
 	@command -v qemu-x86_64 >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user; }
+
+# clang and lld build programs for the instrumented path with LTO, which inlines the tracing
+# runtime's per-access path into them (`tiersim capture --build-runtime --lto`, docs/capture.md).
+# Installed from Debian only when missing, with sudo only when not root.
+clang:
+	@{ command -v clang && command -v ld.lld; } >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang lld; }
 
 # `tiersim validate linux` boots Debian's 6.1 kernel in QEMU (docs/validate.md): QEMU, the static
 # busybox for the guest's shell, ndctl/daxctl for the dax/kmem slow node, and the kernel image with

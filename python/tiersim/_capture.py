@@ -46,6 +46,22 @@ PIPE_SIZE = 1 << 20
 PROGRESS_PERIOD_S = 0.2
 RUNTIME_SRC = Path(__file__).resolve().parent / "runtime" / "tiersim_trace_rt.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall")
+# The runtime as LLVM bitcode, for programs built with clang -flto: the link then inlines the
+# per-access path into each instrumented load and store. LLVM inlines a function only into callers
+# with the same sanitizer attributes, so the runtime is compiled with -fsanitize=thread too, its
+# own accesses, entries, atomics and memory intrinsics left uninstrumented (it would call itself).
+RUNTIME_LTO_CFLAGS = (
+    "-O2",
+    "-flto",
+    "-fPIC",
+    "-Wall",
+    "-fsanitize=thread",
+    *(
+        arg
+        for what in ("memory-accesses", "func-entry-exit", "atomics", "memintrinsics")
+        for arg in ("-mllvm", f"-tsan-instrument-{what}=false")
+    ),
+)
 # tiersim's Valgrind tool (the default Valgrind path), lackey (the fallback), and QEMU user mode
 # with tiersim's plugin in place of Valgrind (the other candidate of issue 36).
 VALGRIND_TOOLS = ("tiersim", "lackey", "qemu")
@@ -362,12 +378,24 @@ def capture_lackey(
     return json.loads(report)
 
 
-def runtime_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+def runtime_object(cache_dir: str | os.PathLike[str] | None = None, lto: bool = False) -> Path:
     """The tracing runtime compiled for this machine: an object file to link into a program
     compiled with -fsanitize=thread, in place of libtsan (`cc prog.o OBJ -pthread -ldl`).
     Built on first use with $CC (default cc) into `cache_dir` (default
-    $XDG_CACHE_HOME/tiersim, else ~/.cache/tiersim), named by a hash of the source and flags."""
-    return _built(RUNTIME_SRC, ("-c", *RUNTIME_CFLAGS), ".o", "the tracing runtime", cache_dir)
+    $XDG_CACHE_HOME/tiersim, else ~/.cache/tiersim), named by a hash of the source and flags.
+    With `lto`, LLVM bitcode built with clang ($CC if it is a clang, else `clang`), for a program
+    compiled with `clang -flto -fsanitize=thread` and linked with `clang -flto -fuse-ld=lld`: the
+    link inlines the runtime's per-access path into the program (docs/capture.md)."""
+    if not lto:
+        return _built(RUNTIME_SRC, ("-c", *RUNTIME_CFLAGS), ".o", "the tracing runtime", cache_dir)
+    cc = os.environ.get("CC", "")
+    if "clang" not in Path(cc).name:
+        cc = "clang"
+    if shutil.which(cc) is None:
+        raise TiersimError(
+            f"no '{cc}' to build the tracing runtime for LTO: it needs clang (`make clang` installs clang and lld)"
+        )
+    return _built(RUNTIME_SRC, ("-c", *RUNTIME_LTO_CFLAGS), ".lto.o", "the tracing runtime for LTO", cache_dir, cc=cc)
 
 
 def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -440,10 +468,11 @@ def _built(
     what: str,
     cache_dir: str | os.PathLike[str] | None,
     extra_key: str = "",
+    cc: str | None = None,
 ) -> Path:
-    """`src` compiled with $CC and `flags` into the cache, once per source (with the headers it
-    includes from beside it, runtime/tiersim_capture.h), compiler and flags."""
-    cc = os.environ.get("CC", "cc")
+    """`src` compiled with `cc` (default $CC, else cc) and `flags` into the cache, once per source
+    (with the headers it includes from beside it, runtime/tiersim_capture.h), compiler and flags."""
+    cc = cc or os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
     source = src.read_bytes()

@@ -4,6 +4,7 @@
 # report's records and its split between the program's run and the merge.
 #   bash tests/capture/bench_big.sh pagerank [VERTICES] [DEGREE] [ITERS]   # native, instrumented 32/1 MiB, QEMU plugin and tool 32 MiB
 #   bash tests/capture/bench_big.sh instrumented [VERTICES] [DEGREE] [ITERS]  # the same without the tool
+#   (both: with clang and lld installed, `make clang`, also clang's builds without and with LTO)
 #   bash tests/capture/bench_big.sh sqlite                                  # Debian's sqlite3: native, tool, QEMU plugin, lackey (NO_LACKEY=1: not lackey)
 #   bash tests/capture/bench_big.sh small [VERTICES]                       # tool vs lackey records on a small pagerank
 # Run from the repository root after `make env`.
@@ -45,6 +46,20 @@ pagerank | instrumented)
     for llc in 32MiB 1MiB; do
         timed "instrumented llc=$llc" $T capture --instrumented --llc "$llc" -o "$W/o.trace" --report "$W/r.json" -- "$W/pr_i" "$V" "$D" "$I"
     done
+    # With clang (`make clang`): built without LTO, and with LTO, which inlines the runtime.
+    if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
+        clang -O2 -o "$W/pr_clang" tests/capture/pagerank.c
+        clang -O2 -fsanitize=thread -c tests/capture/pagerank.c -o "$W/prc.o"
+        clang "$W/prc.o" "$($T capture --build-runtime)" -o "$W/prc_i" -pthread -ldl
+        clang -O2 -flto -fsanitize=thread -c tests/capture/pagerank.c -o "$W/prl.o"
+        clang -O2 -flto -fuse-ld=lld "$W/prl.o" "$($T capture --build-runtime --lto)" -o "$W/prl_i" -pthread -ldl
+        timed "native clang" "$W/pr_clang" "$V" "$D" "$I"
+        timed "native clang" "$W/pr_clang" "$V" "$D" "$I"
+        for llc in 32MiB 1MiB; do
+            timed "instrumented clang llc=$llc" $T capture --instrumented --llc "$llc" -o "$W/o.trace" --report "$W/r.json" -- "$W/prc_i" "$V" "$D" "$I"
+            timed "instrumented clang LTO llc=$llc" $T capture --instrumented --llc "$llc" -o "$W/o.trace" --report "$W/r.json" -- "$W/prl_i" "$V" "$D" "$I"
+        done
+    fi
     [ "$WHAT" = instrumented ] || timed "qemu plugin llc=32MiB" $T capture --valgrind-tool qemu --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     [ "$WHAT" = instrumented ] || timed "valgrind tool llc=32MiB" $T capture --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     ;;

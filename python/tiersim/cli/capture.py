@@ -160,6 +160,15 @@ def capture_cmd(
             "into -fsanitize=thread programs: cc prog.o $(tiersim capture --build-runtime) -pthread -ldl.",
         ),
     ] = False,
+    lto: Annotated[
+        bool,
+        typer.Option(
+            "--lto",
+            help="With --build-runtime: the runtime as LLVM bitcode (built with clang), for programs compiled "
+            "with clang -flto -fsanitize=thread and linked with clang -flto -fuse-ld=lld, whose link inlines its "
+            "per-access path (docs/capture.md).",
+        ),
+    ] = False,
     lackey: Annotated[
         Path | None,
         typer.Option(
@@ -182,8 +191,10 @@ def capture_cmd(
 
     if build_runtime:
         with _user_errors():
-            print(runtime_object())
+            print(runtime_object(lto=lto))
         return
+    if lto:
+        raise typer.BadParameter("--lto goes with --build-runtime", param_hint="--lto")
     if output is None:
         raise typer.BadParameter("a trace to write is needed", param_hint="--out / -o")
     params = _pairs(param, "--param")
