@@ -146,15 +146,13 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     nbytes: Counter[str] = Counter()
     seen: set[int] = set()
     maps: list[tuple[int, int, int]] = []
-    # Futex words: wakes seen so far per word, and per (cpu, word) that count at a wait's start.
+    # Futex words: wakes seen so far per word, and per (cpu, word) that count and the time at a
+    # wait's start (a ns trace's wait record keeps the time).
     wakes: Counter[int] = Counter()
-    waiting: dict[tuple[str, int], int] = {}
-    # A mutex's sleeping lockers per word in the order they began (each unlock's wake releases the
-    # first), the time of each one's start (a ns trace's wait record keeps it), and those whose wait
-    # record an unlock already wrote.
+    waiting: dict[tuple[str, int], tuple[int, str]] = {}
+    # A mutex's sleeping lockers per word in the order they began: each unlock's wake releases the
+    # first, so a locker still waiting but no longer queued has had its wait record written.
     lockers: dict[int, deque[str]] = defaultdict(deque)
-    began_at: dict[tuple[str, int], str] = {}
-    released: set[tuple[str, int]] = set()
     # Per cpu, instructions of dropped wait markers, carried to its next record (instruction
     # traces only: a ns trace's times are absolute).
     carry: Counter[str] = Counter()
@@ -229,32 +227,28 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                         queue = lockers.get(call.word)
                         if queue and queue[0] != cpu:
                             who = queue.popleft()
-                            at = str(carry.pop(who, 0)) if gaps else began_at[(who, call.word)]
+                            at = str(carry.pop(who, 0)) if gaps else waiting[(who, call.word)][1]
                             dst.write(f"{at},{who},R,{call.word:#x},1,8\n")
-                            released.add((who, call.word))
                     elif call.kind == "Q":
-                        waiting[(cpu, call.word)] = wakes[call.word]
+                        waiting[(cpu, call.word)] = (wakes[call.word], time)
                         if call.direct:
                             # A locker whose last return marker was lost is queued once, not twice.
                             if cpu in lockers[call.word]:
                                 lockers[call.word].remove(cpu)
-                            released.discard((cpu, call.word))
                             lockers[call.word].append(cpu)
-                            began_at[(cpu, call.word)] = time
                         if gaps:
                             carry[cpu] += int(time)
                     elif call.kind == "q":
                         began = waiting.pop((cpu, call.word), None)
-                        began_at.pop((cpu, call.word), None)
-                        if cpu in lockers.get(call.word, ()):
+                        queued = cpu in lockers.get(call.word, ())
+                        if queued:
                             lockers[call.word].remove(cpu)
-                        if (cpu, call.word) in released:
-                            released.discard((cpu, call.word))
+                        if call.direct and began is not None and not queued:
                             counts["waits_paired"] += 1
                             counts["mutex_waits_paired"] += 1
                             if gaps:
                                 carry[cpu] += int(time)
-                        elif began is not None and wakes[call.word] > began:
+                        elif began is not None and wakes[call.word] > began[0]:
                             counts["waits_paired"] += 1
                             counts["mutex_waits_paired"] += call.direct
                             dst.write(f"{time},{cpu},R,{call.word:#x},1,8\n")
