@@ -40,8 +40,8 @@ GROUP_COMMIT_RUNS = tuple(f"u_c64_sync_t8{suffix}" for suffix in ("", "_2", "_3"
 #: The captures: name -> the recipe's parameters beyond COMMON. All YCSB-A (50 % updates) except
 #: the c_ ones (reads only) and the u_ ones (updates only); "c1"/"c64" is the engine's cache_size
 #: in MiB (the 10,000-record table takes about 2.5 MiB in the engine's memory: a 1 MiB cache is
-#: seed 001's table larger than the cache, 64 MiB holds it); t1 one client thread, else 8 (seed 001: "at least a dozen"); sync: each
-#: run-phase operation commits with its log record fdatasynced.
+#: seed 001's table larger than the cache, 64 MiB holds it); t1 one client thread, else 8 (seed
+#: 001: "at least a dozen"); sync: each run-phase operation commits with its log record fdatasynced.
 #: checkpoints: one from a thread of its own, begun when the clients are half way (wtperf's
 #: checkpoint thread, or MongoDB's checkpoint=(wait=60) server: a wtperf run's checkpoints happen
 #: in the background of its run phase; not the 30-120 of a 300-7200 s run, which at 4,000
@@ -121,9 +121,9 @@ WARM = {"os.files_start_cached": True}
 #: it (`_ssd_latency_sweep`): the preset's 10 us (P4800X-class, the study's) up to the blog's
 #: 100-200 us block read.
 SSD_LATENCIES = ("10us", "20us", "30us", "50us", "100us", "200us")
-#: The findings' short names, in the claims' order (docs/reproduce.md's table).
 #: The raw device read of finding 2b and of the latency sweep: 8 KiB blocks of a 1 GiB file.
 RAW_READ = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read"}
+#: The findings' short names, in the claims' order (docs/reproduce.md's table).
 LABELS = ("1a", "1b", "1c", "2a", "2b", "2c", "3", "4a", "4b", "4c", "5", "6a", "6b", "6c", "6d", "7", "8")
 #: A page cache small enough for a short run's writes to pass vm.dirty_ratio (wtperf's
 #: evict-btree-1 runs for minutes): 64 MiB of DRAM, dirty limits of 1 % and 2 %.
