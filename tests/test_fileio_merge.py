@@ -137,3 +137,26 @@ def test_a_sleeping_locker_pairs_with_the_unlock_that_woke_it(tmp_path: Path) ->
         "18,1,R,0x1000,64,0",  # its return's 15 instructions carried, + 3
         "20,2,R,0x2000,64,0",  # 16 + 4
     ]
+
+
+def test_nothing_logged_copies_the_trace_as_the_line_by_line_merge_would(tmp_path: Path) -> None:
+    # A program that opened no file (bfs): merge copies the memory trace natively, skipping its
+    # pass over every record as text; the same bytes and figures as that pass gives (the records
+    # through CSV and back: nothing to insert, nothing mapped), for an empty and a missing log.
+    mem = tmp_path / "mem.csv"
+    mem.write_text(
+        "# tiersim time_unit=instructions addr_kind=virtual page_size=4096\n"
+        "time,cpu,op,addr,size,file\n"
+        + "".join(f"{3 + i % 7},{i % 2},{'RW'[i % 3 == 0]},{MAP + 64 * i:#x},64,0\n" for i in range(5000))
+    )
+    src, through_csv = tmp_path / "mem.trace", tmp_path / "csv.trace"
+    tiersim.convert(mem, src, dst_format="native", src_format="csv")
+    tiersim.convert(src, tmp_path / "again.csv", dst_format="csv")
+    tiersim.convert(tmp_path / "again.csv", through_csv, dst_format="native", src_format="csv")
+    (tmp_path / "empty").write_text("")
+    for log in (tmp_path / "empty", tmp_path / "missing"):
+        out = tmp_path / f"{log.name}.trace"
+        info = merge(src, log, out)
+        assert out.read_bytes() == through_csv.read_bytes()
+        assert info["stats"]["accesses"] == 5000 and info["stats"]["writes"] == 1667
+        assert info["calls_logged"] == {} and info["files"] == {} and info["markers_missing"] == 0

@@ -140,6 +140,11 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     """Write `out`: `mem_trace` (a virtual trace) with the logged calls in place of their markers.
     Returns what was merged (calls and bytes per kind, files, markers not found)."""
     log = read_log(log_path)
+    if not log.calls and not log.extent:
+        # Nothing to merge (a program that opened no file and, with waits logged, never waited):
+        # the same records, copied natively rather than line by line through CSV below, which
+        # took 45 s of bfs's 62 s capture at SCALE 20 (80M records).
+        return _report(log, Counter(), Counter(), set(), tiersim.convert(mem_trace, out, dst_format="native"))
     layout = dict(zip(log.extent, _layout(log.extent.values()), strict=True))
     regions = {key: base for key, (base, _) in layout.items()}
     counts: Counter[str] = Counter()
@@ -266,6 +271,13 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
                     continue
                 dst.write(line)
         info = tiersim.convert(dst_csv, out, dst_format="native", src_format="csv")
+    return _report(log, counts, nbytes, seen, info)
+
+
+def _report(
+    log: FileLog, counts: Counter[str], nbytes: Counter[str], seen: set[int], info: dict[str, Any]
+) -> dict[str, Any]:
+    """What `merge` merged: calls and bytes per kind, files, markers not found, the trace's stats."""
     logged = Counter(c.kind for c in log.calls.values())
     seen_kinds = Counter(log.calls[i].kind for i in seen)
     wait_kinds = ("Q", "q", "K")
