@@ -168,6 +168,47 @@ def test_bfs_capture_threads_footprint_and_repeatability(tmp_path: Path) -> None
     assert one[0].read_bytes() == one[1].read_bytes()
 
 
+@pytest.mark.skipif(
+    shutil.which("clang") is None or shutil.which("ld.lld") is None, reason="clang or lld missing: `make env`"
+)
+def test_bfs_built_with_lto_inlines_the_runtime_and_misses_as_gcc_does(tmp_path: Path) -> None:
+    # `--lto`: clang and lld inline the tracing runtime, so the program calls no __tsan_* entry
+    # for a load or store (only the atomics' compare-and-swap, which stay out of line); the same
+    # run misses the same lines as gcc's build, while clang instruments fewer accesses (it keeps
+    # more in registers), so the time base is shorter (docs/workloads.md).
+    exe = workloads.build("bfs", lto=True)
+    calls = [
+        line.split()[-1]
+        for line in subprocess.run(
+            ["objdump", "-d", str(exe)], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if "call" in line and "<__tsan_" in line
+    ]
+    assert calls and all("compare_exchange" in c for c in calls), calls
+    reps = {
+        lto: workloads.capture_workload(
+            "bfs", tmp_path / f"b{lto}.trace", params={"scale": 12, "threads": 1}, llc="1MiB", lto=lto
+        )
+        for lto in (False, True)
+    }
+    gcc, clang = (reps[k]["capture"] for k in (False, True))
+    assert reps[True]["lto"] and not reps[False]["lto"]
+    assert abs(clang["llc"]["misses"] - gcc["llc"]["misses"]) <= 0.005 * gcc["llc"]["misses"]
+    assert clang["footprint_pages"] == gcc["footprint_pages"]
+    assert clang["loads"] + clang["stores"] < 0.8 * (gcc["loads"] + gcc["stores"])
+    r = run_cli("workload", "build", "bfs", "--lto", "--path", "valgrind")
+    assert r.returncode == 1 and "lto builds the instrumented path, not 'valgrind'" in r.stderr
+
+
+def test_lto_build_without_clang_names_the_make_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(TiersimError, match=r"no 'clang' to build the tracing runtime for LTO.*`make clang`"):
+        workloads.build("bfs", lto=True)
+    with pytest.raises(TiersimError, match="workload redis: lto builds the instrumented path, not 'valgrind'"):
+        workloads.build("redis", lto=True)
+
+
 @needs_valgrind
 @pytest.mark.parametrize("name", ["rocksdb", "redis"])
 def test_packaged_program_tiny_capture(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

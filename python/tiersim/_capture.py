@@ -472,7 +472,7 @@ def _built(
 ) -> Path:
     """`src` compiled with `cc` (default $CC, else cc) and `flags` into the cache, once per source
     (with the headers it includes from beside it, runtime/tiersim_capture.h), compiler and flags."""
-    cc = cc or os.environ.get("CC", "cc")
+    cc = cc or os.environ.get("CC") or "cc"
     if shutil.which(cc) is None:
         raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
     source = src.read_bytes()

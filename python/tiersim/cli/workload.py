@@ -14,6 +14,11 @@ from rich.text import Text
 
 from tiersim.cli._common import _bytes, _echo_raw, _int, _kv_table, _pairs, _print, _user_errors, err, out
 
+LTO_HELP = (
+    "Instrumented path: build with clang and LTO, which inlines the tracing runtime (faster capture; "
+    "clang counts fewer loads and stores than gcc: docs/workloads.md). Needs `make clang`."
+)
+
 workload_app = typer.Typer(help="Real programs as workloads: list, build, capture.", no_args_is_help=True)
 
 
@@ -55,12 +60,13 @@ def workload_build(
     path: Annotated[
         str | None, typer.Option("--path", help="valgrind or instrumented (default: the recipe's).")
     ] = None,
+    lto: Annotated[bool, typer.Option("--lto", help=LTO_HELP)] = False,
 ) -> None:
     """Check the workload's packages and build its program (our own drivers); print its path."""
     from tiersim import workloads
 
     with _user_errors():
-        exe = workloads.build(name, path)
+        exe = workloads.build(name, path, lto)
     _echo_raw(str(exe) if exe is not None else f"{name}: a packaged program, nothing to build")
 
 
@@ -80,6 +86,7 @@ def workload_capture(
         Path | None, typer.Option("--dir", help="Directory (file system) the program's files live in.")
     ] = None,
     report: Annotated[Path | None, typer.Option("--report", metavar="FILE", help="Write the report as JSON.")] = None,
+    lto: Annotated[bool, typer.Option("--lto", help=LTO_HELP)] = False,
 ) -> None:
     """Run the workload's program, capture its memory and file I/O into one trace."""
     from tiersim import workloads
@@ -88,7 +95,7 @@ def workload_capture(
     with _user_errors():
         with err.status(Text(f"capturing {name} ...")):
             rep = workloads.capture_workload(
-                name, output, params=params, path=path, llc=llc, cpu_map=cpu_map, workdir=workdir
+                name, output, params=params, path=path, llc=llc, cpu_map=cpu_map, workdir=workdir, lto=lto
             )
         if report is not None:
             workloads.save_report(rep, report)
@@ -102,7 +109,7 @@ def _summary(rep: dict[str, Any]) -> Table:
     rows = [
         ("program", " ".join(rep["argv"])),
         ("program reports", " ".join(f"{k}={v}" for k, v in rep["program"].items()) or "-"),
-        ("capture path", rep["path"]),
+        ("capture path", rep["path"] + (", built with clang and LTO" if rep.get("lto") else "")),
         ("threads", str(len([c for c in info.get("per_cpu") or [] if c]))),
         ("records", _int(info.get("accesses"))),
         ("footprint", f"{_int(info.get('footprint_pages'))} pages, {_bytes(info.get('footprint_bytes'))}"),

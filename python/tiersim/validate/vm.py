@@ -270,7 +270,7 @@ def _tail(path: Path) -> str:
 
 def compile_static(source: Path, out: Path) -> None:
     """A static build of a guest program (the guest has no C library)."""
-    cc = os.environ.get("CC", "cc")
+    cc = os.environ.get("CC") or "cc"
     r = subprocess.run(
         [cc, "-O2", "-static", "-pthread", "-o", str(out), str(source), "-lm"], capture_output=True, text=True
     )

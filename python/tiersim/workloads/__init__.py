@@ -559,7 +559,7 @@ def _cache_dir() -> Path:
 
 
 def _cc() -> str:
-    cc = os.environ.get("CC", "cc")
+    cc = os.environ.get("CC") or "cc"
     if shutil.which(cc) is None:
         raise TiersimError(f"no C compiler '{cc}': install gcc or set CC")
     return cc
@@ -571,23 +571,42 @@ def _compile(args: list[str], what: str) -> None:
         raise TiersimError(f"building {what} failed:\n{r.stderr.strip()}")
 
 
-def build(name: str, path: str | None = None) -> Path | None:
+def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     """Build the recipe's own program (None for packaged binaries), for the Valgrind path or
-    instrumented (-fsanitize=thread, linked with the tracing runtime); cached by source hash."""
+    instrumented (-fsanitize=thread, linked with the tracing runtime); cached by source hash.
+    With `lto` (instrumented only), clang compiles and lld links with LTO against the runtime's
+    bitcode, which inlines the runtime into the program's loads and stores: `workload capture
+    bfs` at SCALE 20 in 13.4-14.0 s against 16.7-18.4 s (BENCHMARKS.md, "Our own recipes built
+    with LTO"). clang
+    instruments fewer accesses than gcc (it leaves more values in registers), so the trace's
+    time base, loads and stores times instructions_per_access, is shorter: docs/workloads.md."""
     r = get(name)
-    _check_packages(r)
     path = path or r.default_path
     if path not in r.paths:
         raise TiersimError(f"workload {name} captures on {', '.join(r.paths)}, not '{path}'")
+    if lto and path != "instrumented":
+        raise TiersimError(f"workload {name}: lto builds the instrumented path, not '{path}'")
+    _check_packages(r)
     if r.source is None:
         return None
     src = HERE / r.source
-    cc = _cc()
     cflags = ["-O2", "-g", "-pthread"]
     extra: list[str] = []
-    if path == "instrumented":
-        cflags.append("-fsanitize=thread")
-        extra = [str(runtime_object()), "-rdynamic", "-ldl"]
+    if lto:
+        # runtime_object checks for clang first, with the error that names `make clang`.
+        bitcode = runtime_object(lto=True)
+        cc = os.environ.get("CC") or ""
+        cc = cc if "clang" in Path(cc).name else "clang"
+        if shutil.which("ld.lld") is None:
+            raise TiersimError("building with lto needs lld (ld.lld): `make clang` installs clang and lld")
+        cflags += ["-fsanitize=thread", "-flto"]
+        # The link optimizes, or LLVM leaves the runtime's calls in place (docs/capture.md).
+        extra = ["-O2", "-flto", "-fuse-ld=lld", str(bitcode), "-rdynamic", "-ldl"]
+    else:
+        cc = _cc()
+        if path == "instrumented":
+            cflags.append("-fsanitize=thread")
+            extra = [str(runtime_object()), "-rdynamic", "-ldl"]
     # The runtime object's name carries its own hash: a changed runtime rebuilds the program.
     key = hashlib.sha256(src.read_bytes() + " ".join([cc, path, *cflags, *r.libs, *extra]).encode()).hexdigest()[:16]
     exe = _cache_dir() / f"{src.stem}-{path}-{key}"
@@ -681,12 +700,14 @@ def capture_workload(
     workdir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[Any], None] | None = None,
     waits: bool | None = None,
+    lto: bool = False,
 ) -> dict[str, Any]:
     """Run workload `name` and write its trace (virtual addresses, memory and file records) to
     `out`. `workdir` is the directory (and so the file system) the program's files live in
     (default: a temporary directory beside `out`, removed after). `waits` overrides the recipe's
     choice of logging the waits between threads (None: the recipe's), so that a trace committed
-    before a recipe logged them can be captured again as it was. Returns a report: the program's
+    before a recipe logged them can be captured again as it was; `lto` builds the program with
+    clang and LTO (see `build`). Returns a report: the program's
     own figures, the capture's, the file I/O merged, elapsed seconds.
 
     A program that exits non-zero raises TiersimError with its status and stderr's tail, and
@@ -696,7 +717,7 @@ def capture_workload(
     if r.check is not None:
         r.check(p)
     path = path or r.default_path
-    exe = build(name, path)
+    exe = build(name, path, lto)
     out_path = Path(out)
     if out_path.is_dir() or not out_path.parent.is_dir():
         raise TiersimError(f"cannot write trace '{out_path}': give a file in an existing directory")
@@ -775,6 +796,7 @@ def capture_workload(
         return {
             "workload": name,
             "path": path,
+            "lto": lto,
             "argv": argv,
             "params": p,
             "program": _program_report(stdout),
