@@ -388,14 +388,22 @@ def runtime_object(cache_dir: str | os.PathLike[str] | None = None, lto: bool = 
     link inlines the runtime's per-access path into the program (docs/capture.md)."""
     if not lto:
         return _built(RUNTIME_SRC, ("-c", *RUNTIME_CFLAGS), ".o", "the tracing runtime", cache_dir)
-    cc = os.environ.get("CC", "")
+    return _built(
+        RUNTIME_SRC, ("-c", *RUNTIME_LTO_CFLAGS), ".lto.o", "the tracing runtime for LTO", cache_dir, cc=lto_cc()
+    )
+
+
+def lto_cc() -> str:
+    """The clang that builds for LTO: $CC if it is a clang, else `clang`; an error naming `make
+    clang` when it is missing."""
+    cc = os.environ.get("CC") or ""
     if "clang" not in Path(cc).name:
         cc = "clang"
     if shutil.which(cc) is None:
         raise TiersimError(
             f"no '{cc}' to build the tracing runtime for LTO: it needs clang (`make clang` installs clang and lld)"
         )
-    return _built(RUNTIME_SRC, ("-c", *RUNTIME_LTO_CFLAGS), ".lto.o", "the tracing runtime for LTO", cache_dir, cc=cc)
+    return cc
 
 
 def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:

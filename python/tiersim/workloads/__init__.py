@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import tiersim
-from tiersim._capture import capture, capture_instrumented, runtime_object
+from tiersim._capture import capture, capture_instrumented, lto_cc, runtime_object
 from tiersim._native import TiersimError
 
 # files_matching is public: a captured trace's files by name, as `dax.files` addresses
@@ -577,9 +577,9 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     With `lto` (instrumented only), clang compiles and lld links with LTO against the runtime's
     bitcode, which inlines the runtime into the program's loads and stores: `workload capture
     bfs` at SCALE 20 in 13.4-14.0 s against 16.7-18.4 s (BENCHMARKS.md, "Our own recipes built
-    with LTO"). clang
-    instruments fewer accesses than gcc (it leaves more values in registers), so the trace's
-    time base, loads and stores times instructions_per_access, is shorter: docs/workloads.md."""
+    with LTO"). clang instruments fewer accesses than gcc (it leaves more values in registers),
+    so the trace's time base, loads and stores times instructions_per_access, is shorter:
+    docs/workloads.md."""
     r = get(name)
     path = path or r.default_path
     if path not in r.paths:
@@ -593,10 +593,8 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     cflags = ["-O2", "-g", "-pthread"]
     extra: list[str] = []
     if lto:
-        # runtime_object checks for clang first, with the error that names `make clang`.
+        cc = lto_cc()
         bitcode = runtime_object(lto=True)
-        cc = os.environ.get("CC") or ""
-        cc = cc if "clang" in Path(cc).name else "clang"
         if shutil.which("ld.lld") is None:
             raise TiersimError("building with lto needs lld (ld.lld): `make clang` installs clang and lld")
         cflags += ["-fsanitize=thread", "-flto"]
