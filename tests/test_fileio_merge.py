@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import tiersim
+from tiersim import TiersimError
 from tiersim.workloads._fileio import FILE_BASE, merge
 
 MARKERS = 0x7F00_0000_0000
@@ -160,3 +162,10 @@ def test_nothing_logged_copies_the_trace_as_the_line_by_line_merge_would(tmp_pat
         assert out.read_bytes() == through_csv.read_bytes()
         assert info["stats"]["accesses"] == 5000 and info["stats"]["writes"] == 1667
         assert info["calls_logged"] == {} and info["files"] == {} and info["markers_missing"] == 0
+    # A physical trace is refused before anything is written, logged calls or none.
+    phys = tmp_path / "phys.csv"
+    phys.write_text(mem.read_text().replace("addr_kind=virtual", "addr_kind=physical"))
+    tiersim.convert(phys, tmp_path / "phys.trace", dst_format="native", src_format="csv")
+    with pytest.raises(TiersimError, match="file I/O merge needs a virtual trace"):
+        merge(tmp_path / "phys.trace", tmp_path / "empty", tmp_path / "p.trace")
+    assert not (tmp_path / "p.trace").exists()

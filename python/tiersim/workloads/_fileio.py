@@ -140,6 +140,8 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
     """Write `out`: `mem_trace` (a virtual trace) with the logged calls in place of their markers.
     Returns what was merged (calls and bytes per kind, files, markers not found)."""
     log = read_log(log_path)
+    if tiersim.inspect(mem_trace)["addr_kind"] != "virtual":
+        raise TiersimError("file I/O merge needs a virtual trace (capture with v2p none)")
     if not log.calls and not log.extent:
         # Nothing to merge (a program that opened no file and, with waits logged, never waited):
         # the same records, copied natively rather than line by line through CSV below, which
@@ -166,8 +168,6 @@ def merge(mem_trace: Path, log_path: Path, out: Path) -> dict[str, Any]:
         tiersim.convert(mem_trace, src_csv, dst_format="csv")
         with open(src_csv) as src, open(dst_csv, "w") as dst:
             header = src.readline()
-            if "addr_kind=virtual" not in header:
-                raise TiersimError("file I/O merge needs a virtual trace (capture with v2p none)")
             dst.write(header)
             dst.write(src.readline())
             gaps = "time_unit=instructions" in header
