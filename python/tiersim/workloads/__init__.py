@@ -425,8 +425,11 @@ RECIPES: dict[str, Recipe] = {
             "AutoTiering's graph500 (SCALE 27-28, tens of GiB); SCALE 14 is 16,384 vertices, 262,144 "
             "edges and 9 MiB of data, SCALE 20 about 600 MiB"
         ),
-        default_path="instrumented",
-        paths=("instrumented", "valgrind"),
+        # Valgrind by default: its gaps are the instructions the program ran, where the instrumented
+        # path's 2 per load or store makes a fifth of them here (6-8 per load or store, more with
+        # SCALE: docs/workloads.md); the instrumented path is 3x faster at SCALE 20.
+        default_path="valgrind",
+        paths=("valgrind", "instrumented"),
         argv=_bfs_argv,
         source="bfs.c",
     ),
@@ -572,6 +575,11 @@ def _compile(args: list[str], what: str) -> None:
         raise TiersimError(f"building {what} failed:\n{r.stderr.strip()}")
 
 
+def _default_path(r: Recipe, lto: bool) -> str:
+    """The recipe's path when none is given: the instrumented one if `lto` asks to build for it."""
+    return "instrumented" if lto and "instrumented" in r.paths else r.default_path
+
+
 def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     """Build the recipe's own program (None for packaged binaries), for the Valgrind path or
     instrumented (-fsanitize=thread, linked with the tracing runtime); cached by source hash.
@@ -582,7 +590,7 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     so the trace's time base, loads and stores times instructions_per_access, is shorter:
     docs/workloads.md."""
     r = get(name)
-    path = path or r.default_path
+    path = path or _default_path(r, lto)
     if path not in r.paths:
         raise TiersimError(f"workload {name} captures on {', '.join(r.paths)}, not '{path}'")
     if lto and path != "instrumented":
@@ -715,7 +723,7 @@ def capture_workload(
     p = resolve(r, params)
     if r.check is not None:
         r.check(p)
-    path = path or r.default_path
+    path = path or _default_path(r, lto)
     exe = build(name, path, lto)
     out_path = Path(out)
     if out_path.is_dir() or not out_path.parent.is_dir():
