@@ -585,8 +585,8 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     instrumented (-fsanitize=thread, linked with the tracing runtime); cached by source hash.
     With `lto` (instrumented only), clang compiles and lld links with LTO against the runtime's
     bitcode, which inlines the runtime into the program's loads and stores: `workload capture
-    bfs` at SCALE 20 in 13.4-14.0 s against 16.7-18.4 s (BENCHMARKS.md, "Our own recipes built
-    with LTO"). clang instruments fewer accesses than gcc (it leaves more values in registers),
+    bfs --path instrumented` at SCALE 20 in 13.4-14.0 s against 16.7-18.4 s with gcc (BENCHMARKS.md,
+    "Our own recipes built with LTO"). clang instruments fewer accesses than gcc (it leaves more values in registers),
     so the trace's time base, loads and stores times instructions_per_access, is shorter:
     docs/workloads.md."""
     r = get(name)
