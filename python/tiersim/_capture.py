@@ -469,6 +469,14 @@ def vg_tool_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return lib
 
 
+def c_compiler(what: str) -> str:
+    """$CC (unset or empty: cc), which must exist; `what` names what it is to build, for the error."""
+    cc = os.environ.get("CC") or "cc"
+    if shutil.which(cc) is None:
+        raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
+    return cc
+
+
 def _built(
     src: Path,
     flags: tuple[str, ...],
@@ -478,11 +486,9 @@ def _built(
     extra_key: str = "",
     cc: str | None = None,
 ) -> Path:
-    """`src` compiled with `cc` (default $CC, else cc) and `flags` into the cache, once per source
+    """`src` compiled with `cc` (default: c_compiler) and `flags` into the cache, once per source
     (with the headers it includes from beside it, runtime/tiersim_capture.h), compiler and flags."""
-    cc = cc or os.environ.get("CC") or "cc"
-    if shutil.which(cc) is None:
-        raise TiersimError(f"no C compiler '{cc}' to build {what}: install gcc or set CC")
+    cc = cc or c_compiler(what)
     source = src.read_bytes()
     for header in re.findall(rb'^#include "([^"]+)"', source, re.M):
         if (src.parent / header.decode()).is_file():

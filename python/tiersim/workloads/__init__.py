@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import tiersim
-from tiersim._capture import capture, capture_instrumented, lto_cc, runtime_object
+from tiersim._capture import c_compiler, capture, capture_instrumented, lto_cc, runtime_object
 from tiersim._native import TiersimError
 
 # files_matching is public: a captured trace's files by name, as `dax.files` addresses
@@ -562,13 +562,6 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiersim"
 
 
-def _cc() -> str:
-    cc = os.environ.get("CC") or "cc"
-    if shutil.which(cc) is None:
-        raise TiersimError(f"no C compiler '{cc}': install gcc or set CC")
-    return cc
-
-
 def _compile(args: list[str], what: str) -> None:
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
@@ -610,7 +603,7 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
         # The link optimizes, or LLVM leaves the runtime's calls in place (docs/capture.md).
         extra = ["-O2", "-flto", "-fuse-ld=lld", str(bitcode), "-rdynamic", "-ldl"]
     else:
-        cc = _cc()
+        cc = c_compiler(f"{name} ({src.name})")
         if path == "instrumented":
             cflags.append("-fsanitize=thread")
             extra = [str(runtime_object()), "-rdynamic", "-ldl"]
@@ -631,7 +624,7 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
 def fileio_shim(waits: bool = False) -> Path:
     """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler; with
     `waits`, the build that also logs condition variables and contended mutexes."""
-    cc = _cc()
+    cc = c_compiler("the file I/O shim")
     flags = ["-O2", "-fPIC", "-shared", "-Wall", *(["-DTIERSIM_WAITS"] if waits else [])]
     key = hashlib.sha256(FILEIO_SRC.read_bytes() + " ".join([cc, *flags]).encode()).hexdigest()[:16]
     so = _cache_dir() / f"tiersim_fileio_rt-{key}.so"
