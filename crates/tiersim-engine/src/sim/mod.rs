@@ -671,6 +671,11 @@ struct Wait {
 }
 
 impl Feed {
+    /// Records issued so far: read from the trace and no longer waiting in a CPU's queue.
+    fn issued(&self) -> u64 {
+        self.read - self.buffered as u64
+    }
+
     /// Read batches while no CPU has work, or while a CPU's queue ran dry and fewer than
     /// `max_buffered` accesses wait. Out of line: the event loop calls it about once a batch.
     #[inline(never)]
@@ -733,7 +738,7 @@ impl Feed {
                         continue;
                     }
                     let mut issue = eng.first_issue_ps(&eng.cpus[c], &part[0], t0);
-                    let passed = self.read - self.buffered as u64 > self.dry_at[c];
+                    let passed = self.issued() > self.dry_at[c];
                     if eng.cpus[c].started && passed && !eng.at_trace_times() {
                         // More than `max_buffered` records of the others came before its next
                         // one: in the program it did not run then (a thread blocked on a lock or
@@ -985,7 +990,7 @@ pub fn simulate_with_future(
             None => {
                 order.idle(c);
                 feed.dry += 1;
-                feed.dry_at[c] = feed.read - feed.buffered as u64;
+                feed.dry_at[c] = feed.issued();
             }
         }
         if woken {
