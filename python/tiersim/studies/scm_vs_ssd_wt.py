@@ -414,12 +414,15 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
     # 6b and 6c as the seed means them: PM as the log device, the log's files on fsdax PM and the
     # table on the SSD through the page cache, against everything on the SSD; judged on the
     # update-only runs, whose every operation commits, with YCSB-A's figures beside.
+    def log_pm_gain(name: str) -> float:
+        return _ms(r.run(name, "ssd")) / _ms(r.run(name, "log_pm"))
+
     upd1 = (r.run("u_c64_sync_t1", "ssd"), r.run("u_c64_sync_t1", "log_pm"), r.run("u_c64_sync_t1", "fsdax"))
-    thr1_pm = _ms(upd1[0]) / _ms(upd1[1])
-    group = sorted(((_ms(r.run(n, "ssd")) / _ms(r.run(n, "log_pm")), n) for n in GROUP_COMMIT_RUNS), key=lambda x: x[0])
+    thr1_pm = log_pm_gain("u_c64_sync_t1")
+    group = sorted(((log_pm_gain(n), n) for n in GROUP_COMMIT_RUNS), key=lambda x: x[0])
     thr8_pm, median8 = group[len(group) // 2]
     upd8 = (r.run(median8, "ssd"), r.run(median8, "log_pm"), r.run(median8, "fsdax"))
-    a1_pm, a8_pm = (_ms(r.run(n, "ssd")) / _ms(r.run(n, "log_pm")) for n in ("a_c64_sync_t1", "a_c64_sync_t8"))
+    a1_pm, a8_pm = log_pm_gain("a_c64_sync_t1"), log_pm_gain("a_c64_sync_t8")
     # The cause left in 6c, measured: the same replays with the module writing at the SSD's rate.
     upd8_fast = r.run(median8, "log_pm", **{"dax.params.media_write_bandwidth": "2.2GB/s"})
     # 16. The log unsynced (WiredTiger's default): batching hides it on either device.
