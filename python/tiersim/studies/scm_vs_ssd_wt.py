@@ -411,6 +411,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
     # 13-15. The log where commits wait for it: fdatasync per commit, 1 and 8 threads.
     log1 = (r.run("a_c64_sync_t1", "ssd"), r.run("a_c64_sync_t1", "pm"), r.run("a_c64_sync_t1", "fsdax"))
     commit = _pc(log1[0], "sync", "mean_ns") / max(_pc(log1[2], "sync", "mean_ns"), 1.0)
+
     # 6b and 6c as the seed means them: PM as the log device, the log's files on fsdax PM and the
     # table on the SSD through the page cache, against everything on the SSD; judged on the
     # update-only runs, whose every operation commits, with YCSB-A's figures beside.

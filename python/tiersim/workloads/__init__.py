@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import tiersim
-from tiersim._capture import c_compiler, capture, capture_instrumented, lto_cc, runtime_object
+from tiersim._capture import (
+    PRELOAD_CFLAGS,
+    _built,
+    c_compiler,
+    capture,
+    capture_instrumented,
+    lto_cc,
+    runtime_object,
+)
 from tiersim._native import TiersimError
 
 # files_matching is public: a captured trace's files by name, as `dax.files` addresses
@@ -622,23 +630,11 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
 
 
 def fileio_shim(waits: bool = False) -> Path:
-    """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler; with
-    `waits`, the build that also logs condition variables and contended mutexes."""
-    cc = c_compiler("the file I/O shim")
-    flags = ["-O2", "-fPIC", "-shared", "-Wall", *(["-DTIERSIM_WAITS"] if waits else [])]
-    key = hashlib.sha256(FILEIO_SRC.read_bytes() + " ".join([cc, *flags]).encode()).hexdigest()[:16]
-    so = _cache_dir() / f"tiersim_fileio_rt-{key}.so"
-    if so.exists():
-        return so
-    so.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=so.parent)
-    os.close(fd)
-    try:
-        _compile([cc, *flags, str(FILEIO_SRC), "-o", tmp, "-ldl"], "the file I/O shim")
-        os.replace(tmp, so)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return so
+    """runtime/tiersim_fileio_rt.c as a shared object, built once per source and compiler (as the
+    Valgrind preload shim is); with `waits`, the build that also logs condition variables and
+    contended mutexes."""
+    flags = (*PRELOAD_CFLAGS, *(["-DTIERSIM_WAITS"] if waits else []), "-ldl")
+    return _built(FILEIO_SRC, flags, ".so", "the file I/O shim", None)
 
 
 @contextlib.contextmanager
