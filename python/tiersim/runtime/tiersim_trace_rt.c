@@ -310,9 +310,12 @@ static inline void stage(struct thr *t, uint64_t addr, uint32_t size, int write,
     t->staged++;
 }
 
-static inline void pend_access(struct thr *t, const struct pend *p, int miss, uint64_t wb) {
-    if (!miss) {
-        t->hits++;
+/* A pending access's records, if it missed; a hit counted in *hits (the caller's register: the
+ * lookups of a flush are a tight loop, and most of them hit). */
+static inline __attribute__((always_inline)) void pend_access(struct thr *t, const struct pend *p, int miss, uint64_t wb,
+                                                              uint64_t *hits) {
+    if (__builtin_expect(!miss, 1)) {
+        ++*hits;
         return;
     }
     unsigned shift = cfg.env.line_shift;
@@ -345,6 +348,7 @@ static void flush_locked(struct thr *t) {
     uint32_t n = t->npend, ways = c->ways;
     const struct pend *p = t->pend;
     t->npend = 0;
+    uint64_t hits = 0;
     t->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(!c->shared, 1)) {
@@ -353,7 +357,7 @@ static void flush_locked(struct thr *t) {
             for (uint32_t i = 0; i < n; i++) {
                 if (i + PREFETCH_AHEAD < n) __builtin_prefetch(c->narrow + (uint64_t)p[i + PREFETCH_AHEAD].set * 16, 1);
                 int miss = narrow_access(c, &p[i], &wb);
-                pend_access(t, &p[i], miss, wb);
+                pend_access(t, &p[i], miss, wb, &hits);
             }
         else if (ways == 16)
             for (uint32_t i = 0; i < n; i++) {
@@ -364,13 +368,13 @@ static void flush_locked(struct thr *t) {
                     __builtin_prefetch(ahead + 15, 1);
                 }
                 int miss = tc_set_access(c->tags + (uint64_t)p[i].set * 16, 16, p[i].key >> 1, p[i].key & 1, &wb);
-                pend_access(t, &p[i], miss, wb);
+                pend_access(t, &p[i], miss, wb, &hits);
             }
         else
             for (uint32_t i = 0; i < n; i++) {
                 int miss =
                     tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
-                pend_access(t, &p[i], miss, wb);
+                pend_access(t, &p[i], miss, wb, &hits);
             }
         atomic_signal_fence(memory_order_seq_cst);
         t->busy = 0;
@@ -387,9 +391,10 @@ static void flush_locked(struct thr *t) {
             else
                 miss = tc_set_access_any(c->tags + (uint64_t)p[i].set * ways, ways, p[i].key >> 1, p[i].key & 1, &wb);
             atomic_store_explicit(l, 0, memory_order_release);
-            pend_access(t, &p[i], miss, wb);
+            pend_access(t, &p[i], miss, wb, &hits);
         }
     }
+    t->hits += hits;
     pub_close(t);
 }
 
@@ -399,59 +404,81 @@ static void flush_lock(struct thr *t) {
 
 static void flush_unlock(struct thr *t) { atomic_store_explicit(&t->flushing, 0, memory_order_release); }
 
-/* Buffered accesses [b, end) counted, and cut into lines: a line the same-line table settles is a
- * hit; any other is pending until the next flush, its set's tags prefetched now. The table entry
- * is rewritten at once: the pending accesses reach the cache in order before any later one, so
- * the entry's line is its set's most recent by the time a later access would meet it. Without a
+/* A line the same-line table did not settle: pending until the next flush, its set's tags
+ * prefetched now (`narrow`, or else the cache's 64-bit tags). The table entry is rewritten at once:
+ * the pending accesses reach the cache in order before any later one, so the entry's line is its
+ * set's most recent by the time a later access would meet it. Returns the pending accesses now
+ * held (t->npend is the caller's, in a register, until it calls flush_locked). */
+static inline __attribute__((always_inline)) uint32_t pend_line(struct thr *t, const uint32_t *narrow, unsigned shift,
+                                                                uint32_t np, uint64_t *e, uint64_t line, uint64_t write,
+                                                                uint64_t set, uint64_t total) {
+    if (narrow) {
+        if (__builtin_expect(line >> (USER_ADDRESS_BITS - shift), 0)) die_high_address(line << shift);
+        __builtin_prefetch(narrow + set * 16, 1);
+    } else {
+        const struct cache *c = t->c;
+        const uint64_t *st = c->tags + set * c->ways;
+        __builtin_prefetch(st, 1);
+        __builtin_prefetch(st + c->ways - 1, 1);
+    }
+    struct pend *p = &t->pend[np];
+    p->key = line << 1 | write;
+    p->set = (uint32_t)set;
+    p->total = (uint32_t)total;
+    *e = line << 1 | write;
+    if (++np < PEND) return np;
+    t->npend = np;
+    flush_locked(t);
+    return 0;
+}
+
+/* Buffered accesses [b, end) cut into lines through the same-line table: returns the hits, every
+ * other line pending (pend_line). Inlined with the usual cache's constants (32-bit tags, sets a
+ * power of two, 64-byte lines), so that the loop keeps the cache's fields and the thread's
+ * counters in registers (a general loop reloaded and spilled them at every access). */
+static inline __attribute__((always_inline)) uint64_t drain_lines(struct thr *t, const uint64_t *b, const uint64_t *end,
+                                                                  uint64_t total, const unsigned shift,
+                                                                  const uint32_t *narrow, const int pow2) {
+    const uint64_t mask = t->c->set_mask, sets = t->c->sets, tab_mask = t->tab_mask;
+    uint64_t *const tab = t->tab;
+    uint64_t hits = 0;
+    uint32_t np = t->npend;
+    for (; b < end; b++) {
+        uint64_t v = *b, addr = v >> 8, write = v & 1, size = (v >> 1) & 127;
+        total++;
+        uint64_t line = addr >> shift, last = (addr + (size ? size : 1) - 1) >> shift;
+        for (;; line++) {
+            uint64_t *e = &tab[line & tab_mask];
+            if (TC_TAB_HIT(*e, line, write))
+                hits++;
+            else
+                np = pend_line(t, narrow, shift, np, e, line, write, pow2 ? line & mask : line % sets, total);
+            if (__builtin_expect(line == last, 1)) break;
+        }
+    }
+    t->npend = np;
+    return hits;
+}
+
+/* Buffered accesses [b, end) counted, and through the same-line table (drain_lines). Without a
  * cache, every access is a record. */
 static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
     uint64_t total = t->count[0] + t->count[1], stores = 0, bytes = 0, n = (uint64_t)(end - b);
     struct cache *c = t->c;
+    for (const uint64_t *q = b; q < end; q++) {
+        stores += *q & 1;
+        bytes += (*q >> 1) & 127;
+    }
     if (!c) {
         for (; b < end; b++) {
             uint64_t v = *b;
-            stores += v & 1;
-            bytes += (v >> 1) & 127;
             stage(t, v >> 8, (v >> 1) & 127, v & 1, (uint32_t)++total);
         }
         pub_close(t);
+    } else if (c->narrow && cfg.env.line_shift == 6) {
+        t->hits += drain_lines(t, b, end, total, 6, c->narrow, 1);
     } else {
-        const unsigned shift = cfg.env.line_shift;
-        const uint64_t mask = c->set_mask, sets = c->sets, ways = c->ways;
-        uint64_t *const tags = c->tags, *const tab = t->tab, tab_mask = t->tab_mask;
-        const uint32_t *const narrow = c->narrow;
-        uint64_t hits = 0;
-        for (; b < end; b++) {
-            uint64_t v = *b, addr = v >> 8, write = v & 1, size = (v >> 1) & 127;
-            stores += write;
-            bytes += size;
-            total++;
-            uint64_t line = addr >> shift, last = (addr + (size ? size : 1) - 1) >> shift;
-            for (;; line++) {
-                uint64_t *e = &tab[line & tab_mask];
-                if (TC_TAB_HIT(*e, line, write)) {
-                    hits++;
-                } else {
-                    uint64_t set = mask ? line & mask : line % sets;
-                    if (narrow) {
-                        if (__builtin_expect(line >> (USER_ADDRESS_BITS - shift), 0)) die_high_address(line << shift);
-                        __builtin_prefetch(narrow + set * 16, 1);
-                    } else {
-                        const uint64_t *st = tags + set * ways;
-                        __builtin_prefetch(st, 1);
-                        __builtin_prefetch(st + ways - 1, 1);
-                    }
-                    struct pend *p = &t->pend[t->npend];
-                    p->key = line << 1 | write;
-                    p->set = (uint32_t)set;
-                    p->total = (uint32_t)total;
-                    *e = line << 1 | write;
-                    if (++t->npend == PEND) flush_locked(t);
-                }
-                if (line == last) break;
-            }
-        }
-        t->hits += hits;
+        t->hits += drain_lines(t, b, end, total, cfg.env.line_shift, c->narrow, c->set_mask != 0);
     }
     t->count[1] += stores;
     t->count[0] += n - stores;
