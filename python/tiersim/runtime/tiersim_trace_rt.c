@@ -433,9 +433,9 @@ static inline __attribute__((always_inline)) uint32_t pend_line(struct thr *t, c
 }
 
 /* Buffered accesses [b, end) cut into lines through the same-line table: returns the hits, every
- * other line pending (pend_line). Inlined with the usual cache's constants (32-bit tags, sets a
- * power of two, 64-byte lines), so that the loop keeps the cache's fields and the thread's
- * counters in registers (a general loop reloaded and spilled them at every access). */
+ * other line pending (pend_line). Inlined with the usual cache's constants (sets a power of two,
+ * 64-byte lines), so that the loop keeps the cache's fields and the thread's counters in
+ * registers (a general loop reloaded and spilled them at every access). */
 static inline __attribute__((always_inline)) uint64_t drain_lines(struct thr *t, const uint64_t *b, const uint64_t *end,
                                                                   uint64_t total, const unsigned shift,
                                                                   const uint32_t *narrow, const int pow2) {
@@ -475,7 +475,7 @@ static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
             stage(t, v >> 8, (v >> 1) & 127, v & 1, (uint32_t)++total);
         }
         pub_close(t);
-    } else if (c->narrow && cfg.env.line_shift == 6) {
+    } else if (c->set_mask && cfg.env.line_shift == 6) {
         t->hits += drain_lines(t, b, end, total, 6, c->narrow, 1);
     } else {
         t->hits += drain_lines(t, b, end, total, cfg.env.line_shift, c->narrow, c->set_mask != 0);
