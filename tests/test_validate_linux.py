@@ -395,6 +395,13 @@ def test_missing_vm_names_the_make_target(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_missing_compiler_for_a_guest_program_is_one_clear_error(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(tiersim.TiersimError, match=r"^no C compiler 'no-such-cc' to build sampler.c for the guest"):
+        vm.compile_static(vm.GUEST / "sampler.c", tmp_path / "sampler")
+    assert list(tmp_path.iterdir()) == []
+
+
 @needs_vm
 def test_missing_valgrind_names_its_make_target_before_a_boot(monkeypatch) -> None:
     # The programs are captured under tiersim's Valgrind tool after the boots: checked first.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tiersim import TiersimError
+from tiersim._capture import c_compiler
 
 GUEST = Path(__file__).parent / "guest"
 PROGRAMS = Path(__file__).parent / "programs"
@@ -270,7 +271,7 @@ def _tail(path: Path) -> str:
 
 def compile_static(source: Path, out: Path) -> None:
     """A static build of a guest program (the guest has no C library)."""
-    cc = os.environ.get("CC") or "cc"
+    cc = c_compiler(f"{source.name} for the guest")
     r = subprocess.run(
         [cc, "-O2", "-static", "-pthread", "-o", str(out), str(source), "-lm"], capture_output=True, text=True
     )
