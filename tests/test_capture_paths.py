@@ -51,18 +51,22 @@ def rows(trace: Path) -> list[tuple]:
 
 
 @pytest.mark.parametrize(
-    ("llc", "ways", "args", "misses"),
+    ("llc", "ways", "line", "args", "misses"),
     [
-        (64 << 10, 8, ["1", "2"], 40_000),
+        (64 << 10, 8, 64, ["1", "2"], 40_000),
         # 2,048 sets of 16 ways: the runtime's 32-bit tags and branch-free set (tc_set_access16n).
         # The array at a fixed address: the runtime's 128 KiB of tags, mapped, would move it.
-        (2 << 20, 16, ["3", "1", "0x300000000000"], 90_000),
+        (2 << 20, 16, 64, ["3", "1", "0x300000000000"], 90_000),
         # 1,024 sets of 16 ways: 64-bit tags, a miss's shift in SSE2 (tc_set_access).
-        (1 << 20, 16, ["3", "1", "0x300000000000"], 90_000),
+        (1 << 20, 16, 64, ["3", "1", "0x300000000000"], 90_000),
+        # 128-byte lines, where the drain's loop takes the line size from the environment (it is a
+        # constant for 64): 1,024 sets in 32-bit tags, then 512 in 64-bit ones.
+        (2 << 20, 16, 128, ["3", "1", "0x300000000000"], 40_000),
+        (1 << 20, 16, 128, ["3", "1", "0x300000000000"], 40_000),
     ],
 )
 def test_runtime_llc_gives_the_native_models_records(
-    progs, tmp_path: Path, monkeypatch, capfd, llc: int, ways: int, args: list[str], misses: int
+    progs, tmp_path: Path, monkeypatch, capfd, llc: int, ways: int, line: int, args: list[str], misses: int
 ):
     # The same run twice (no ASLR; the environment padded to one length, TIERSIM_LLC and
     # TIERSIM_LLC_WAYS being longer in the second, so that the stack is at the same place): every
@@ -73,11 +77,11 @@ def test_runtime_llc_gives_the_native_models_records(
     # give the same accesses twice here: its heap moves with the runtime's own allocations, which
     # differ with and without a cache.)
     argv = [*NO_ASLR, str(progs["sweep_i"]), *args]
-    params = {"llc": llc, "llc_ways": ways, "v2p": "none"}
+    params = {"llc": llc, "llc_ways": ways, "line_size": line, "v2p": "none"}
     # TIERSIM_LLC is 0 and TIERSIM_LLC_WAYS 16 in the unfiltered run.
     pad = len(str(llc)) - 1 + len(str(ways)) - 2
     monkeypatch.setenv("TIERSIM_TEST_PAD", "x" * pad)
-    tiersim.capture_instrumented(argv, tmp_path / "raw.trace", params={"llc": 0, "v2p": "none"})
+    tiersim.capture_instrumented(argv, tmp_path / "raw.trace", params={"llc": 0, "line_size": line, "v2p": "none"})
     monkeypatch.setenv("TIERSIM_TEST_PAD", "")
     filtered = tiersim.capture_instrumented(argv, tmp_path / "f.trace", params=params)
     capfd.readouterr()
