@@ -465,6 +465,7 @@ static inline __attribute__((always_inline)) uint64_t drain_lines(struct thr *t,
 static void drain(struct thr *t, const uint64_t *b, const uint64_t *end) {
     uint64_t total = t->count[0] + t->count[1], stores = 0, bytes = 0, n = (uint64_t)(end - b);
     struct cache *c = t->c;
+    /* A pass of its own (the buffer is in the L1), which leaves drain_lines' registers to it. */
     for (const uint64_t *q = b; q < end; q++) {
         stores += *q & 1;
         bytes += (*q >> 1) & 127;
