@@ -612,7 +612,9 @@ static struct thr *attach(void) {
  * such a call clobbers, and the loops spilled and reloaded them (pagerank's main: 644 stack
  * references, 346 with it, its program CPU about 3 % less). Vector registers stay the caller's to
  * save: the runtime is built without AVX, so it could not keep the upper halves of an AVX
- * caller's registers, which preserve_all would promise. */
+ * caller's registers, which preserve_all would promise. Neither returns a value: clang 14 restores
+ * RAX in a preserve_most function's epilogue, over the value it returns (a buffer_full that
+ * returned the new buffer crashed the program). */
 #if defined(__clang__) && defined(__x86_64__)
 #define TC_SLOW_PATH __attribute__((preserve_most))
 #else
