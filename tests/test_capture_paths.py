@@ -457,7 +457,12 @@ needs_clang = pytest.mark.skipif(
 
 
 @needs_clang
-@pytest.mark.parametrize(("prog", "args"), [("sweep", ["2", "1"]), ("hashmap", ["40000"])])
+@pytest.mark.parametrize(
+    ("prog", "args"),
+    # staggered: threads that start and end at different times, each through the inlined path's
+    # calls out (its first access, its full buffers) and its end's flush.
+    [("sweep", ["2", "1"]), ("hashmap", ["40000"]), ("staggered", ["4", "256"])],
+)
 def test_lto_runtime_is_inlined_and_records_the_same(tmp_path: Path, capfd, prog: str, args: list[str]):
     # The runtime as bitcode (`tiersim capture --build-runtime --lto`) linked into a program built
     # with clang -flto: the link inlines the per-access path, so the program calls no __tsan_*
