@@ -54,6 +54,8 @@ def rows(trace: Path) -> list[tuple]:
     ("llc", "ways", "line", "args", "misses"),
     [
         (64 << 10, 8, 64, ["1", "2"], 40_000),
+        # 96 sets, not a power of two: the set is the line modulo the sets, drain's general loop.
+        (48 << 10, 8, 64, ["1", "2"], 40_000),
         # 2,048 sets of 16 ways: the runtime's 32-bit tags and branch-free set (tc_set_access16n).
         # The array at a fixed address: the runtime's 128 KiB of tags, mapped, would move it.
         (2 << 20, 16, 64, ["3", "1", "0x300000000000"], 90_000),
