@@ -43,6 +43,13 @@ def random_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# The instrumented path's LTO builds (`tiersim capture --build-runtime --lto`, `workload ... --lto`)
+# need clang and lld, which `make env` installs.
+needs_clang = pytest.mark.skipif(
+    shutil.which("clang") is None or shutil.which("ld.lld") is None, reason="clang or lld missing: `make env`"
+)
+
+
 def tiersim_cmd() -> list[str]:
     """The installed console script when there is one (real entry point, real exit codes),
     else the module."""

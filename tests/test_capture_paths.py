@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
-from conftest import tiersim_cmd
+from conftest import needs_clang, tiersim_cmd
 from tiersim._capture import default_virt_out
 
 HERE = Path(__file__).resolve().parent / "capture"
@@ -451,11 +451,6 @@ def test_a_capture_build_is_keyed_on_the_headers_its_source_includes(tmp_path: P
     header.write_text("#define N 2\n")
     second = _built(src, ("-c",), ".o", "a test object", tmp_path / "cache")
     assert second != first and second.exists()
-
-
-needs_clang = pytest.mark.skipif(
-    shutil.which("clang") is None or shutil.which("ld.lld") is None, reason="clang or lld missing: `make env`"
-)
 
 
 @needs_clang

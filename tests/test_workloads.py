@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import tiersim
-from conftest import run_cli
+from conftest import needs_clang, run_cli
 from tiersim import TiersimError, workloads
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind missing: `make env`")
@@ -175,9 +175,7 @@ def test_bfs_capture_threads_footprint_and_repeatability(tmp_path: Path, path: s
     assert one[0].read_bytes() == one[1].read_bytes()
 
 
-@pytest.mark.skipif(
-    shutil.which("clang") is None or shutil.which("ld.lld") is None, reason="clang or lld missing: `make env`"
-)
+@needs_clang
 def test_bfs_built_with_lto_inlines_the_runtime_and_misses_as_gcc_does(tmp_path: Path) -> None:
     # `--lto`: clang and lld inline the tracing runtime, so the program calls no __tsan_* entry
     # for a load or store (only the atomics' compare-and-swap, which stay out of line); the same
