@@ -162,6 +162,19 @@ def test_qemu_plugin_and_valgrind_tool_agree(progs, tmp_path: Path, capfd, prog:
     assert [(t["thread"], t["cpu"]) for t in q["threads"]] == [(t["thread"], t["cpu"]) for t in v["threads"]]
 
 
+@needs_qemu
+def test_qemu_program_that_crashes_is_one_error_and_leaves_nothing(progs, tmp_path: Path, capfd):
+    # QEMU 7.2 calls no plugin exit callback when the guest dies of a signal: the error says the
+    # program was killed (it ran: not "ran no instruction"), and neither a trace nor the record
+    # directory is left.
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(tiersim.TiersimError, match="'.*hashmap' was killed by SIGABRT under qemu-"):
+        tiersim.capture([str(progs["hashmap"]), "3000", "abort"], out_dir / "h.trace", tool="qemu")
+    capfd.readouterr()
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
 @needs_valgrind
 @pytest.mark.parametrize("path", ["valgrind_tool", "instrumented"])
 def test_same_program_same_bytes(progs, tmp_path: Path, capfd, path: str):

@@ -660,6 +660,15 @@ def _capture_files(
             if not messages and _no_space(trace_dir):
                 # Not even Valgrind's log could be written.
                 raise TiersimError(f"no space left writing {out_path}")
+            if runner.startswith("qemu-") and returncode < 0 and any(trace_dir.glob("t*.bin")):
+                # QEMU 7.2 re-raises a guest's fatal signal on itself without calling the plugins'
+                # exit callbacks (later QEMUs call them from preexit_cleanup), so the plugin's last
+                # records and its summary were never written.
+                raise TiersimError(
+                    f"'{argv[0]}' was killed by {signal_name(-returncode)} under {runner}, which runs no plugin "
+                    "exit callback then: its last records were never written, so no trace is left. Capture it "
+                    "with tiersim's Valgrind tool (the default), which keeps the trace up to the signal"
+                )
             # Valgrind or QEMU could not run it (an executable for another machine, say), or died.
             raise TiersimError(
                 f"{runner} ran no instruction of '{argv[0]}' ({runner} exit status {returncode}); its message is "
