@@ -243,3 +243,16 @@ def test_stored_lackey_log_through_the_filter(tmp_path: Path):
     assert not (tmp_path / "b.trace").exists()
     r = run_cli("capture", "--lackey", str(bad), "-o", str(tmp_path / "b.trace"), "--", "true")
     assert r.returncode == 2 and "give either" in r.stderr
+
+
+@needs_valgrind
+@pytest.mark.parametrize("tool", ["tiersim", "lackey"])
+def test_an_output_where_nothing_can_be_written_is_one_error_naming_it(hashmap: Path, tool: str):
+    # /proc takes no new entry: the capture's record directory (the Valgrind tool's), or the
+    # trace itself, cannot be made there. The error names the trace asked for, not a temporary
+    # name, and the program does not run.
+    r = run_cli("capture", "--valgrind-tool", tool, "-o", "/proc/h.trace", "--", str(hashmap), "100")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "/proc/h.trace" in errors[0] and ".tiersim-" not in errors[0], r.stderr
+    assert r.stdout == ""  # hashmap prints its counters when it runs

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -55,6 +57,29 @@ def test_a_result_built_from_frames_writes_the_same_files(hot_run: tiersim.RunRe
     a, b = hot_run.write(tmp_path / "columns"), framed.write(tmp_path / "frames")
     for name in ("timeseries.parquet", "latency_hist.parquet"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_a_run_directory_has_mkdirs_mode_and_a_failed_one_names_the_output(
+    hot_run: tiersim.RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files go into a temporary directory renamed into place: it must not keep mkdtemp's
+    0700 (a run directory others cannot read), and a parent that cannot take it (read-only,
+    gone) is an error naming the directory asked for, not the temporary one."""
+    umask = os.umask(0o027)
+    try:
+        out = hot_run.write(tmp_path / "run")
+    finally:
+        os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o750
+
+    def read_only(**_kw: object) -> str:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / ".run2.xyz.tmp"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    with pytest.raises(OSError) as exc:
+        hot_run.write(tmp_path / "run2")
+    assert exc.value.errno == errno.EROFS and exc.value.filename == str(tmp_path / "run2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_an_empty_run_keeps_the_schema(tmp_path: Path) -> None:

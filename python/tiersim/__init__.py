@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,7 +219,9 @@ def generate_with(
         raise TiersimError(f"cannot write '{out_path}': directory '{parent}' does not exist")
     params_text = params_to_toml(params)
     seed = _check_seed(seed)
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=parent))
+    from tiersim._result import temp_dir_beside
+
+    tmp_dir = temp_dir_beside(out_path, f".{out_path.name}.", ".tmp")
     try:
         # Same file name inside the temp dir: the native writer may go by the extension.
         tmp = tmp_dir / out_path.name

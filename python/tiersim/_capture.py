@@ -34,6 +34,7 @@ from typing import Any
 from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
+from tiersim._result import temp_dir_beside
 
 # --trace-sched=yes: Valgrind says which thread runs (`SCHED[tid]:  acquired lock`), in the same
 # stream, so each access goes to its thread.
@@ -627,7 +628,7 @@ def _capture_files(
     files it left in a temporary directory beside `out_path` (removed in every case)."""
     tool = cmd[0] != argv[0]
     # Absolute: a program that changes directory (redis-server into its --dir) still finds it.
-    trace_dir = Path(tempfile.mkdtemp(prefix=".tiersim-capture-", dir=out_path.parent)).resolve()
+    trace_dir = temp_dir_beside(out_path, ".tiersim-capture-").resolve()
     try:
         start = time.monotonic()
         env = json.loads(_native.capture_runtime_env(os.fspath(trace_dir), params_text))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from tiersim import _native
 from tiersim._convert import params_to_toml
 from tiersim._native import TiersimError
 from tiersim._options import MAX_NS_PER_INSTRUCTION, U32_MAX, Number, Size
-from tiersim._result import check_out_dir, writing
+from tiersim._result import check_out_dir, temp_dir_beside, writing
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAM_FILE = "histogram.parquet"
@@ -60,7 +59,7 @@ class FlashResult:
         renamed into place, so a failure leaves nothing that looks like a result."""
         out = check_flash_dir(out_dir)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        tmp = temp_dir_beside(out, f".{out.name}.", ".tmp")
         try:
             with writing(out / SUMMARY_FILE):
                 (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")

@@ -176,7 +176,7 @@ def files_into(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
     when it does not exist yet, else entry by entry. Otherwise nothing is left."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = temp_dir_beside(out, f".{out.name}.", ".tmp")
     try:
         with writing(out):
             yield tmp
@@ -210,6 +210,20 @@ def writing(target: str | os.PathLike[str]) -> Iterator[None]:
         if isinstance(exc, OSError):
             raise OSError(exc.errno, exc.strerror or text, os.fspath(target)) from exc
         raise
+
+
+def temp_dir_beside(out: str | os.PathLike[str], prefix: str, suffix: str = "", parent: Path | None = None) -> Path:
+    """A new directory in `out`'s parent (or in `parent`), for files that become `out` or for
+    scratch: made with the mode mkdir(2) gives under the umask (mkdtemp's 0700 would stay on a
+    run directory renamed into place), and a failure (a read-only or missing directory) is an
+    OSError naming `out` (or `parent`), not the temporary name."""
+    where = Path(out).parent if parent is None else parent
+    with writing(out if parent is None else parent):
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=where))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    return tmp
 
 
 class RunResult:
@@ -277,7 +291,7 @@ class RunResult:
         """
         out = check_out_dir(out_dir)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        tmp = temp_dir_beside(out, f".{out.name}.", ".tmp")
         try:
             with writing(out / SUMMARY_FILE):
                 (tmp / SUMMARY_FILE).write_text(self.summary_json(), encoding="utf-8")

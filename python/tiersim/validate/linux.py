@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import statistics
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 import tiersim
 from tiersim import TiersimError
+from tiersim._result import temp_dir_beside
 from tiersim.validate import WORK_FACTOR_RANGE, kernel_trace, vm
 
 # The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
@@ -815,7 +815,7 @@ def validate_linux(
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    work = temp_dir_beside(out, f".{out.name}.partial-")
     try:
         result = _validate(
             work,

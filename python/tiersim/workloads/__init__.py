@@ -35,6 +35,7 @@ from tiersim._capture import (
     runtime_object,
 )
 from tiersim._native import TiersimError
+from tiersim._result import temp_dir_beside
 
 # files_matching is public: a captured trace's files by name, as `dax.files` addresses
 # (docs/platform.md).
@@ -720,9 +721,8 @@ def capture_workload(
     if "port" in p and p["port"] == 0:
         p["port"] = _free_port()
     shim = fileio_shim(r.waits if waits is None else waits)
-    base = Path(workdir) if workdir is not None else out_path.parent
     # Absolute: redis-server changes into --dir before it opens --logfile.
-    work = Path(tempfile.mkdtemp(prefix=f".tiersim-{name}-", dir=base)).resolve()
+    work = temp_dir_beside(out_path, f".tiersim-{name}-", parent=None if workdir is None else Path(workdir)).resolve()
     mem = out_path.with_name(out_path.name + ".mem.tmp")
     cap_params: dict[str, Any] = {"v2p": "none", "llc": llc}
     if cpu_map is not None:
