@@ -211,7 +211,7 @@ NUMERIC_OPTIONS = [
     (["gen", "random", "-o", "X"], "--threads", int, 1, _U32),
     (["gen", "random", "-o", "X"], "--seed", int, 0, _U64),
     (["run", "T", "-p", PLATFORM], "--seed", int, 0, _U64),
-    (["capture", "-o", "X", "--"], "--llc-ways", int, 1, _U32),
+    (["capture", "-o", "X", "--"], "--llc-ways", int, 1, 64),
     (["capture", "-o", "X", "--"], "--fragmentation", float, 0, 0.99),
     (["capture", "-o", "X", "--"], "--seed", int, 0, _U64),
     (["trace", "convert", "T", "X", "--to", "mqsim"], "--ns-per-instruction", float, 0, 1e6),

@@ -14,7 +14,6 @@ from rich.text import Text
 
 from tiersim._convert import parse_cli_value
 from tiersim.cli._common import (
-    U32_MAX,
     Number,
     Terminated,
     _bytes,
@@ -75,7 +74,7 @@ def capture_cmd(
     ] = None,
     llc_ways: Annotated[
         int | None,
-        typer.Option("--llc-ways", parser=Number(int, 1, U32_MAX), help=_capture_help("llc_ways", "LLC associativity")),
+        typer.Option("--llc-ways", parser=Number(int, 1, 64), help=_capture_help("llc_ways", "LLC associativity")),
     ] = None,
     v2p: Annotated[
         str | None,
