@@ -563,7 +563,8 @@ def resolve(r: Recipe, params: Mapping[str, Any] | None) -> dict[str, Any]:
             else:
                 out[k] = str(v)
         except ValueError:
-            raise TiersimError(f"workload {r.name}: {k} = {v!r} is not a {type(d).__name__}") from None
+            kind = {bool: "true or false", int: "an integer", float: "a number"}.get(type(d), "a string")
+            raise TiersimError(f"workload {r.name}: {k} = {v!r} is not {kind}") from None
     return out
 
 
