@@ -7,6 +7,7 @@ nothing beside its output. tests/capture/sweep.c and hashmap.c, built here with 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -526,3 +527,23 @@ def test_lto_runtime_without_clang_names_the_make_target(monkeypatch: pytest.Mon
     )
     assert r.returncode == 2 and "--lto goes with --build-runtime" in r.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("path", ["instrumented", "valgrind_tool"])
+def test_the_status_line_counts_what_the_path_has_written(progs, tmp_path: Path, path: str):
+    # On a terminal: the instrumented path's records as tiersim merges them while the program
+    # runs (not "0 B of records"), the Valgrind tool's record files as it writes them.
+    from test_cli_terminal import ANSI, _run_in_terminal
+
+    if path == "valgrind_tool" and shutil.which("valgrind") is None:
+        pytest.skip("valgrind missing: `make env` installs it")
+    how = ["--instrumented", "--", str(progs["sweep_i"])] if path == "instrumented" else ["--", str(progs["sweep"])]
+    raw = _run_in_terminal(["capture", "--llc", "64KiB", "-o", str(tmp_path / "s.trace"), *how, "64", "2"], 100)
+    frames = [ANSI.sub("", f) for f in re.split(r"[\r\n]", raw)]
+    if path == "instrumented":
+        counts = [float(m[1]) for f in frames if (m := re.search(r"capturing \S+: ([0-9.]+) M records, ", f))]
+        assert counts and counts[-1] > 0, frames
+        assert counts == sorted(counts)
+    else:
+        assert any(re.search(r"capturing \S+: [0-9.]+ [KMG]iB of record files, ", f) for f in frames), frames
+    assert not any("0 B of records" in f for f in frames)

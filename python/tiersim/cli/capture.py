@@ -239,8 +239,15 @@ def capture_cmd(
         with err.status(Text(f"starting {prog} {how} ...")) as status:
 
             def show(p: CaptureProgress) -> None:
-                if instrumented or valgrind_tool in ("tiersim", "qemu"):
-                    status.update(Text(f"capturing {prog}: {_bytes(p.input_bytes)} of records, {p.elapsed_s:,.1f} s"))
+                # The instrumented path's records are counted as tiersim merges them, while the
+                # program runs; the Valgrind tool and QEMU write record files, merged after it.
+                if instrumented or (valgrind_tool in ("tiersim", "qemu") and p.records):
+                    status.update(Text(f"capturing {prog}: {p.records / 1e6:,.2f} M records, {p.elapsed_s:,.1f} s"))
+                    return
+                if valgrind_tool in ("tiersim", "qemu"):
+                    status.update(
+                        Text(f"capturing {prog}: {_bytes(p.input_bytes)} of record files, {p.elapsed_s:,.1f} s")
+                    )
                     return
                 rate = p.instructions / p.elapsed_s if p.elapsed_s > 0 else 0.0
                 status.update(
