@@ -351,3 +351,13 @@ def test_committed_traces_replay_with_their_file_calls() -> None:
 def test_committed_trace_unknown_name() -> None:
     with pytest.raises(TiersimError, match="no committed trace of 'mongodb'; there are: redis, rocksdb, bfs"):
         workloads.committed_trace("mongodb")
+
+
+def test_the_summary_counts_files_as_trace_inspect_does() -> None:
+    # `fileio.files` is by path; the trace holds a size record per file (inode): WiredTiger's
+    # rotated logs reuse paths, so the two differ, and the summary gives both.
+    from tiersim.cli.workload import _files
+
+    paths = {f"/db/f{i}": 4096 for i in range(12)}
+    assert _files({"files": paths, "size_records": {"files": 14, "empty_at_open": 8}}) == "14 (12 paths)"
+    assert _files({"files": paths, "size_records": {"files": 12, "empty_at_open": 8}}) == "12"

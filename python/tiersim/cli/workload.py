@@ -102,6 +102,13 @@ def workload_capture(
     _print(_summary(rep))
 
 
+def _files(fio: dict[str, Any]) -> str:
+    """The files the trace holds (one size record each, as `trace inspect --io` counts them), and
+    their paths when fewer: a path reused for a new file (a log rotated, a table rewritten)."""
+    files, paths = fio["size_records"]["files"], len(fio["files"])
+    return _int(files) if files == paths else f"{_int(files)} ({_int(paths)} paths)"
+
+
 def _summary(rep: dict[str, Any]) -> Table:
     info = rep["inspect"]
     fio = rep["fileio"]
@@ -115,7 +122,7 @@ def _summary(rep: dict[str, Any]) -> Table:
         ("footprint", f"{_int(info.get('footprint_pages'))} pages, {_bytes(info.get('footprint_bytes'))}"),
         ("file calls in trace", " ".join(f"{k}={v}" for k, v in fio["calls_in_trace"].items())),
         ("file bytes read / written", f"{_bytes(fio['bytes']['read'])} / {_bytes(fio['bytes']['write'])}"),
-        ("files", str(len(fio["files"]))),
+        ("files", _files(fio)),
         ("program's files on disk", _bytes(rep["disk_bytes"])),
         ("trace", f"{info.get('path')} ({_bytes(info.get('compressed_bytes'))})"),
         ("time", f"{rep['elapsed_s']:.1f} s"),
