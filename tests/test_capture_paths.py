@@ -164,6 +164,13 @@ def test_qemu_plugin_and_valgrind_tool_agree(progs, tmp_path: Path, capfd, prog:
 
 
 @needs_qemu
+def test_qemu_takes_the_buddy_model_and_says_why(progs, tmp_path: Path, capfd):
+    r = tiersim.capture([str(progs["hashmap"]), "2000"], tmp_path / "h.trace", tool="qemu")
+    capfd.readouterr()
+    assert r.report["v2p"] == "buddy" and "QEMU's plugin reads no pagemap" in r.report["v2p_note"], r.report
+
+
+@needs_qemu
 def test_qemu_program_that_crashes_is_one_error_and_leaves_nothing(progs, tmp_path: Path, capfd):
     # QEMU 7.2 calls no plugin exit callback when the guest dies of a signal: the error says the
     # program was killed (it ran: not "ran no instruction"), and neither a trace nor the record

@@ -309,6 +309,8 @@ pub fn capture_instrumented(dir: &Path, req: &CaptureRequest<'_>, progress: &Pro
                 .to_owned())
         }
         "unreadable" => Err("the program could not open /proc/self/pagemap".to_owned()),
+        // QEMU user mode's guest pages are the QEMU process's, which its plugin cannot name.
+        _ if sum.tracer == "qemu_plugin" => Err("QEMU's plugin reads no pagemap".to_owned()),
         _ => Err("the runtime did not read pagemap".to_owned()),
     };
     let mut p = pipeline(req, &s, pm)?;
