@@ -154,6 +154,27 @@ def test_compare_prints_runs_side_by_side(runs: tuple[Path, Path]):
     assert bad.returncode == 1 and "is not a run directory" in bad.stderr
 
 
+def test_runs_on_platforms_with_other_nodes_are_reported_side_by_side(runs: tuple[Path, Path], tmp_path: Path):
+    # dram_only has one node, the first run's platform two: every node's rows are listed, blank
+    # where a run has no such node (the report used to index the first run's rows: IndexError).
+    first, _ = runs
+    dram = tmp_path / "dram"
+    tiersim.run(generator="phased", generator_params=PHASED, platform="dram_only", seed=1, out_dir=dram)
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (first, dram))
+    assert len(a["nodes"]) != len(b["nodes"])
+    data = json.loads(run_cli("compare", str(first), str(dram), "--json").stdout)["metrics"]
+    for n in a["nodes"]:
+        assert data[f"{n['name']} share of accesses"][0] == n["share"]
+        if n["name"] not in {m["name"] for m in b["nodes"]}:
+            assert data[f"{n['name']} share of accesses"][1] is None
+    assert data["time / first"] == [1.0, b["execution_time_ns"] / a["execution_time_ns"]]
+    out = tmp_path / "two.html"
+    proc = run_cli("report", str(first), str(dram), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert all(f"{n['name']} share of accesses" in page for n in a["nodes"] + b["nodes"])
+
+
 def test_sweep_report_normalises_to_the_baseline_and_lists_failures(tiny_sweep: Path, sweep_page: Path):
     assert sweep_page == tiny_sweep / "report.html"
     page = sweep_page.read_text()

@@ -620,6 +620,20 @@ def run_metrics(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     return rows
 
 
+def compared_metrics(summaries: Sequence[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
+    """run_metrics of several runs side by side: every row any of them has, in the order first
+    seen (runs on different platforms have different nodes), None where a run has none; with
+    more than one run, each run's execution time over the first's before the times."""
+    metrics = [dict(run_metrics(s)) for s in summaries]
+    names = list(dict.fromkeys(label for m in metrics for label in m))
+    rows = [(label, [m.get(label) for m in metrics]) for label in names]
+    if len(summaries) > 1:
+        base = summaries[0].get("execution_time_ns") or 0
+        ratios = [s.get("execution_time_ns", 0) / base if base else None for s in summaries]
+        rows.insert(5, ("time / first", ratios))
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # run reports
 
@@ -659,14 +673,7 @@ def runs_report(runs: Sequence[Run], fmt: str = "png", title: str | None = None)
             report.note(f"{run.label}: {line}")
     report.heading("Metrics")
     header = ["metric"] + [r.label for r in runs]
-    metric_rows = [run_metrics(r.summary) for r in runs]
-    rows = [[label] + [m[i][1] for m in metric_rows] for i, (label, _) in enumerate(metric_rows[0])]
-    if len(runs) > 1:
-        base = runs[0].summary.get("execution_time_ns") or 0
-        rows.insert(
-            5, ["time / first run"] + [(r.summary.get("execution_time_ns", 0) / base) if base else None for r in runs]
-        )
-    report.table(header, rows)
+    report.table(header, [[label, *values] for label, values in compared_metrics([r.summary for r in runs])])
     if len(runs) > 1:
         report.heading("Execution time")
         bar_rows = [

@@ -62,20 +62,14 @@ def compare_cmd(
     labels = [r.label for r in loaded]
     if len(set(labels)) != len(labels):
         labels = [str(p) for p in runs]
-    metrics = [rp.run_metrics(r.summary) for r in loaded]
-    base = loaded[0].summary.get("execution_time_ns") or 0
-    ratio = ("time / first", [r.summary.get("execution_time_ns", 0) / base if base else None for r in loaded])
-    names = list(dict.fromkeys(label for m in metrics for label, _ in m))
-    values = {label: [dict(m).get(label) for m in metrics] for label in names}
-    order = names[:5] + [ratio[0]] + names[5:]
-    values[ratio[0]] = ratio[1]
+    rows = rp.compared_metrics([r.summary for r in loaded])
     if as_json:
-        _echo_raw(json.dumps({"runs": labels, "metrics": {k: values[k] for k in order}}, indent=2))
+        _echo_raw(json.dumps({"runs": labels, "metrics": dict(rows)}, indent=2))
         return
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("metric", style="bold", no_wrap=True)
     for label in labels:
         table.add_column(label, justify="right")
-    for key in order:
-        table.add_row(key, *(rp._fmt(v) for v in values[key]))
+    for key, values in rows:
+        table.add_row(key, *(rp._fmt(v) for v in values))
     out.print(table)
