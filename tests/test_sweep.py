@@ -115,6 +115,20 @@ def test_hash_changes_with_every_input(tmp_path: Path, random_trace: Path):
             '[[trace]]\ngen = "random"\n',
             ["epyc_cxl_nps1", "mpl"],
         ),
+        (
+            '[sweep]\nplatforms = ["epyc_cxl_nps1"]\npolicies = ["linux_default"]\n[[trace]]\ngen = "random"\n'
+            "params = { arays = 3 }\n",
+            ["[[trace]] 1", "`arays`", "footprint"],
+        ),
+        (
+            '[sweep]\nplatforms = ["epyc_cxl_nps1"]\npolicies = ["linux_default"]\n[[trace]]\ngen = "random"\n'
+            'params = { footprint = "12XB" }\n',
+            ["[[trace]] 1", "`footprint`", "12XB"],
+        ),
+        (
+            '[sweep]\nplatforms = ["epyc_cxl_nps1"]\npolicies = ["linux_default"]\n[[trace]]\ngen = "randomm"\n',
+            ["[[trace]] 1", "randomm", "stride"],
+        ),
         ('[[trace]]\npath = "missing.trace"\n', ["[[trace]] 1.path", "does not exist"]),
         ("[sweep\n", ["invalid TOML"]),
     ],

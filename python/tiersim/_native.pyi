@@ -31,6 +31,10 @@ def verify(path: str) -> str:
 def generate(name: str, out: str, params: str = "", seed: int = 0) -> str:
     """Writes generator `name`'s trace to `out`; returns inspect JSON of the written file."""
 
+def check_generator(name: str, params: str = "", seed: int = 0) -> None:
+    """Builds generator `name` from `params` (TOML) and drops it: TiersimError for an unknown
+    name, key or bad value, as `generate` would give, without writing anything."""
+
 def convert(
     src: str,
     src_format: str | None,

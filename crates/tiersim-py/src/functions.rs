@@ -115,6 +115,17 @@ pub(crate) fn generate(py: Python<'_>, name: String, out: String, params: String
     })
 }
 
+/// Generator `name` built from `params` and dropped: its name, keys and values checked, as a
+/// sweep does before any run starts.
+#[pyfunction]
+#[pyo3(signature = (name, params="", seed=0))]
+pub(crate) fn check_generator(py: Python<'_>, name: String, params: &str, seed: u64) -> PyResult<()> {
+    guarded(py, || {
+        let p = table("params", &params)?;
+        tiersim_trace::gen::open_generator(&name, p.as_ref(), seed).map(drop)
+    })
+}
+
 #[pyfunction]
 #[pyo3(signature = (src, src_format, dst, dst_format, addr_kind="virtual", page_size=4096, ns_per_instruction=0.5, csv_time_unit="instructions"))]
 #[allow(clippy::too_many_arguments)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import tiersim
+from tiersim import _native
 from tiersim._convert import overrides_to_list, params_to_toml, toml_value
 from tiersim._native import TiersimError
 
@@ -182,6 +183,11 @@ def _traces(spec_path: Path, entries: Any, digests: dict[str, Any]) -> list[Trac
             seed = t.get("seed", 0)
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
                 raise _err(f"{where}.seed", f"expected an integer in [0, 2^64), got {seed!r}")
+            # Built and dropped here, so that an unknown generator, key or value fails before any run.
+            try:
+                _native.check_generator(gen, params_to_toml(params), seed)
+            except TiersimError as exc:
+                raise _err(where, str(exc)) from None
             label = _str(f"{where}.label", t.get("label", gen))
             ref = TraceRef(label, source=f"gen:{gen}", gen=gen, gen_params=tuple(sorted(params.items())), gen_seed=seed)
             ident = json.dumps(ref.identity(), sort_keys=True)
