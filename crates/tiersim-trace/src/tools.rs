@@ -62,7 +62,9 @@ pub fn sample(
     // Per CPU: instructions so far, and at the last kept access (or the window start).
     let mut now: Vec<u64> = Vec::new();
     let mut kept_at: Vec<u64> = Vec::new();
-    let mut passed = 0u64;
+    // Every Nth access of each CPU, not of the file: a CPU whose accesses fall between another's
+    // (threads interleaved one access each) would otherwise be dropped whole.
+    let mut passed: Vec<u64> = Vec::new();
     crate::for_each_access(r.as_mut(), |a| {
         let cpu = a.cpu as usize;
         let t = match h.time_unit {
@@ -91,8 +93,11 @@ pub fn sample(
         if opts.cpus.is_some() && !want.get(cpu).copied().unwrap_or(false) {
             return Ok(());
         }
-        passed += 1;
-        if !(passed - 1).is_multiple_of(opts.every) {
+        if cpu >= passed.len() {
+            passed.resize(cpu + 1, 0);
+        }
+        passed[cpu] += 1;
+        if !(passed[cpu] - 1).is_multiple_of(opts.every) {
             return Ok(());
         }
         let mut out = *a;

@@ -47,6 +47,11 @@ fn sample_every_nth_cpus_and_window() {
     assert_eq!(s.per_cpu, vec![100, 100]);
     let got = read(&out);
     assert_eq!((got[0].time, got[2].time), (0, 10));
+    // Every 2nd access of each CPU: the two threads alternate access by access, and each keeps
+    // half of its 500, its instructions carried to the end (its last kept access at 990 + 10).
+    let s = sample(&src, None, &out, &SampleOptions { every: 2, ..Default::default() }, &t).unwrap();
+    assert_eq!(s.per_cpu, vec![250, 250]);
+    assert_eq!(s.time_last, 4990);
     let bad = SampleOptions { every: 0, ..Default::default() };
     assert!(sample(&src, None, &out, &bad, &t).unwrap_err().to_string().contains("every"));
 }
