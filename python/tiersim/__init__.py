@@ -318,7 +318,7 @@ def sample(
     every: int = 1,
 ) -> dict[str, Any]:
     """A smaller native trace: accesses in the time window [start, end) (ns, or each CPU's
-    instruction count), of the given CPUs, then every Nth of those. Returns its statistics."""
+    instruction count), of the given CPUs, then every Nth of those of each CPU. Returns its statistics."""
     return json.loads(
         _native.sample(
             os.fspath(src),

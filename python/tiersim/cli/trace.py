@@ -198,10 +198,12 @@ def trace_sample(
     ] = None,
     end: Annotated[int | None, typer.Option(parser=Number(int, 0), help="Window end (exclusive), same unit.")] = None,
     cpus: Annotated[str | None, typer.Option(help="Only these CPUs, e.g. 0,2,4-7.")] = None,
-    every: Annotated[int, typer.Option(parser=Number(int, 1), help="Keep every Nth of the selected accesses.")] = 1,
+    every: Annotated[
+        int, typer.Option(parser=Number(int, 1), help="Keep every Nth of the selected accesses of each CPU.")
+    ] = 1,
     from_: Annotated[TraceFormat | None, typer.Option("--from", help=_FROM_HELP)] = None,
 ) -> None:
-    """Make a small trace: a time window, a CPU subset, every Nth access."""
+    """Make a small trace: a time window, a CPU subset, every Nth access of each CPU."""
     cpu_list = _cpu_list(cpus)
     with _user_errors():
         info = tiersim.sample(src, output, src_format=_fmt(from_), start=start, end=end, cpus=cpu_list, every=every)
