@@ -160,3 +160,21 @@ def test_calibrate_bad_input_is_one_error_line(tmp_path: Path):
     )
     proc = run_cli("calibrate", str(MY_CURVES), "--device", "ssd", "-o", str(tmp_path / "p.toml"))
     assert proc.returncode == 1 and "`ssd` cannot be calibrated; valid: dram, cxl" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "dram", "--base", "ddr4_266"], "invalid argument `base`: `ddr4_266` is neither a preset"),
+        (["--device", "ddr4_2666"], "invalid argument `device`: `ddr4_2666` cannot be calibrated; valid: dram, cxl"),
+        (
+            ["--device", "cxl", "--base", "ddr4_2666"],
+            "invalid argument `base`: `ddr4_2666` is a dram preset, not a cxl one",
+        ),
+    ],
+)
+def test_calibrate_names_the_option_that_is_wrong(tmp_path: Path, args: list[str], message: str):
+    proc = run_cli("calibrate", str(MY_CURVES), *args, "-o", str(tmp_path / "p.toml"))
+    assert proc.returncode == 1 and proc.stderr.count("error:") == 1, proc.stderr
+    assert message in proc.stderr, proc.stderr
+    assert not (tmp_path / "p.toml").exists()

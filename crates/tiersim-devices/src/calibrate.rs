@@ -342,16 +342,21 @@ pub fn calibrate(
 ) -> Result<Calibration> {
     use crate::characterize::{characterize, Target};
     let curves = &set.curves;
-    let target = Target::resolve(base, overrides)?;
-    if target.entry.info.name != device {
-        return Err(Error::arg("base", format!("`{base}` is a {} preset, not {device}", target.entry.info.name)));
-    }
-    let resolved = target.resolved()?;
-    let fit = match device {
-        "dram" => fit_dram(curves, &resolved)?,
-        "cxl" => fit_cxl(curves, &resolved)?,
+    let fit_device = match device {
+        "dram" => fit_dram,
+        "cxl" => fit_cxl,
         _ => return Err(Error::arg("device", format!("`{device}` cannot be calibrated; valid: dram, cxl"))),
     };
+    // The base is a preset named by `--base`: Target names its argument `device`.
+    let target = Target::resolve(base, overrides).map_err(|e| match e {
+        Error::Arg { arg, msg } if arg == "device" => Error::Arg { arg: "base".to_owned(), msg },
+        e => e,
+    })?;
+    if target.entry.info.name != device {
+        return Err(Error::arg("base", format!("`{base}` is a {} preset, not a {device} one", target.entry.info.name)));
+    }
+    let resolved = target.resolved()?;
+    let fit = fit_device(curves, &resolved)?;
     let mut params = overrides.cloned().unwrap_or_default();
     params.extend(fit.params.clone());
     let fitted = Target::resolve(base, Some(&params))?;
