@@ -55,7 +55,7 @@ def run_sweep(
     runner: Runner = run_task,
     progress: Callable[[SweepReport, RunSpec | None], None] | None = None,
 ) -> SweepReport:
-    """Run (or resume) a sweep. out_dir defaults to `sweeps/NAME` beside the spec file.
+    """Run (or resume) a sweep. out_dir defaults to `sweeps/STEM` beside the spec file (STEM: its file name without .toml).
 
     runner: the function a worker calls per run (default `run_task`); it must be importable by
     the workers (a module-level function). progress(report, run) is called in the driver at the
