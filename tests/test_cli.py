@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,14 @@ def test_demo_gives_the_readme_table(tmp_path: Path):
     }
     verdict = "Here: 50:50 -13.8%, 66:34 +13.3%, 80:20 +15.3% vs DRAM-only, which is not the paper's pattern."
     assert verdict in " ".join(stdout.split())
+
+
+def test_run_without_an_input_or_with_two_says_which(tmp_path: Path, random_trace: Path):
+    def text(stderr: str) -> str:  # the usage panel's words, without its box and wrapping
+        return " ".join(re.sub(r"[│╭╮╰╯─]", " ", stderr).split())
+
+    none = run_cli("run", "-p", PLATFORM)
+    assert none.returncode == 2 and "give a TRACE file or --gen NAME (a run directory" in text(none.stderr)
+    assert "not both" not in text(none.stderr)
+    both = run_cli("run", str(random_trace), "--gen", "random", "-p", PLATFORM)
+    assert both.returncode == 2 and "--gen NAME, not both" in text(both.stderr)

@@ -282,8 +282,15 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
 ) -> None:
     """Simulate a trace (or a generator) on a platform under a placement policy."""
-    if (trace is None) == (gen is None):
-        raise typer.BadParameter("give either a TRACE file or --gen NAME (not both)", param_hint="TRACE / --gen")
+    if trace is not None and gen is not None:
+        raise typer.BadParameter("give either a TRACE file or --gen NAME, not both", param_hint="TRACE / --gen")
+    if trace is None and gen is None:
+        # A run directory as the platform re-runs its platform and policy, not its input.
+        raise typer.BadParameter(
+            "give a TRACE file or --gen NAME (a run directory given to -p supplies the platform, policy, "
+            "parameters and seed, not the trace)",
+            param_hint="TRACE / --gen",
+        )
     if gen_param and gen is None:
         raise typer.BadParameter("--gen-param needs --gen", param_hint="--gen-param")
     params = _pairs(param, "--param")
