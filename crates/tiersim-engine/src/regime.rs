@@ -56,8 +56,9 @@ pub fn diagnostics(summary: &Value, scan: Option<ScanSpec>) -> (Value, Vec<Strin
     let scanner = scan.map(|s| {
         if (passes as u64) < MIN_SCAN_PASSES {
             warnings.push(format!(
-                "the NUMA-hinting scanner completed {passes} full passes over memory (fewer than {MIN_SCAN_PASSES}): the policy \
-                 had too few rounds to act; run longer or lower os.daemon_time_scale (docs/model.md, \"When a result can be trusted\")"
+                "the NUMA-hinting scanner completed {passes} full pass{} over memory (fewer than {MIN_SCAN_PASSES}): the policy \
+                 had too few rounds to act; run longer or lower os.daemon_time_scale (docs/model.md, \"When a result can be trusted\")",
+                if passes == 1.0 { "" } else { "es" }
             ));
         }
         json!({
@@ -132,6 +133,8 @@ mod tests {
         let (_, w) = diagnostics(&summary(3, 100_000, 50, 0), Some(spec()));
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("completed 3 full passes over memory (fewer than 4)"), "{w:?}");
+        let (_, w) = diagnostics(&summary(1, 100_000, 50, 0), Some(spec()));
+        assert!(w[0].contains("completed 1 full pass over memory (fewer than 4)"), "{w:?}");
         // No scanner, no pass warning; 200 + 10 of 400 us is more than half.
         let (_, w) = diagnostics(&summary(0, 200_000, 50, 0), None);
         assert_eq!(w.len(), 1);
