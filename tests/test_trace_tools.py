@@ -135,3 +135,22 @@ def test_cli_stats_counts_mapping_records_apart(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "file mapping records" in ln)
     assert "2 (300.00 MiB of files)" in line, line
+
+
+def test_the_api_names_a_bad_argument(tmp_path: Path, random_trace: Path):
+    # Negative counts reached the native call as OverflowError ("can't convert negative int to
+    # unsigned"), and a path given where a list goes was split into characters.
+    out = tmp_path / "o.trace"
+    with pytest.raises(tiersim.TiersimError, match=r"every: -1 is out of range; expected an integer in \[1, 2\^64-1\]"):
+        tiersim.sample(random_trace, out, every=-1)
+    with pytest.raises(tiersim.TiersimError, match=r"page_size: -1 is out of range"):
+        tiersim.convert(random_trace, tmp_path / "o.csv", dst_format="csv", page_size=-1)
+    with pytest.raises(tiersim.TiersimError, match=r"max_points: -1 is out of range"):
+        tiersim.trace_stats(random_trace, max_points=-1)
+    with pytest.raises(TypeError, match="inputs: a list of trace paths, not one path"):
+        tiersim.mix(str(random_trace), out)
+    with pytest.raises(TypeError, match="argv: a list of strings"):
+        tiersim.capture("/bin/true", out)
+    with pytest.raises(TypeError, match="argv: a list of strings"):
+        tiersim.capture_instrumented("/bin/true", out)
+    assert not out.exists() and not (tmp_path / "o.csv").exists()

@@ -247,7 +247,7 @@ def inspect(path: PathLike) -> dict[str, Any]:
 
 def verify(path: PathLike) -> dict[str, Any]:
     """As `inspect`, after decoding and checking every frame and recomputing the statistics
-    from the records; raises ValueError naming the offset and what disagrees."""
+    from the records; raises TiersimError naming the offset and what disagrees."""
     return json.loads(_native.verify(os.fspath(path)))
 
 
@@ -300,8 +300,10 @@ def convert(
             _writable(dst, src),
             dst_format,
             addr_kind=addr_kind,
-            page_size=page_size,
-            ns_per_instruction=ns_per_instruction,
+            page_size=_options.Number(int, 64, _options.U32_MAX).check("page_size", page_size),
+            ns_per_instruction=_options.Number(float, 0.0, _options.MAX_NS_PER_INSTRUCTION).check(
+                "ns_per_instruction", ns_per_instruction
+            ),
             csv_time_unit=csv_time_unit,
         )
     )
@@ -324,10 +326,10 @@ def sample(
             os.fspath(src),
             _writable(dst, src),
             src_format=src_format,
-            start=start,
-            end=end,
-            cpus=None if cpus is None else list(cpus),
-            every=every,
+            start=None if start is None else _options.Number(int, 0).check("start", start),
+            end=None if end is None else _options.Number(int, 0).check("end", end),
+            cpus=None if cpus is None else [_options.Number(int, 0, _options.U32_MAX).check("cpus", c) for c in cpus],
+            every=_options.Number(int, 1).check("every", every),
         )
     )
 
@@ -336,6 +338,8 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
     """One multi-program trace from several native traces: each gets its own CPUs (after the
     previous input's, or from `first_cpus`) and, for virtual addresses, its own address space;
     accesses merge in time order. Returns the statistics of the result."""
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        raise TypeError(f"inputs: a list of trace paths, not one path ({inputs!r})")
     return json.loads(
         _native.mix(
             [os.fspath(p) for p in inputs], _writable(dst, *inputs), None if first_cpus is None else list(first_cpus)
@@ -345,6 +349,7 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
 
 def trace_stats(path: PathLike, *, src_format: str | None = None, max_points: int = 100_000) -> dict[str, Any]:
     """Page reuse-distance and hotness histograms and page-vs-access scatter points."""
+    max_points = _options.Number(int, 2, _options.I64_MAX).check("max_points", max_points)
     return json.loads(_native.trace_stats(os.fspath(path), src_format, max_points))
 
 

@@ -230,6 +230,7 @@ def capture(
     mode (qemu-x86_64) with tiersim's plugin (runtime/tiersim_qemu_plugin.c), which writes the
     tool's records (no pagemap: v2p auto takes the buddy model).
     """
+    _check_argv(argv)
     if not argv:
         raise TiersimError("no program given: tiersim capture -o OUT -- PROG [ARGS]...")
     if tool not in VALGRIND_TOOLS:
@@ -413,6 +414,12 @@ def preload_object(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return _built(PRELOAD_SRC, (*PRELOAD_CFLAGS, "-ldl"), ".so", "the Valgrind preload shim", cache_dir)
 
 
+def _check_argv(argv: Any) -> None:
+    """A program and its arguments as a list: a string would run its first character."""
+    if isinstance(argv, (str, bytes, os.PathLike)) or not all(isinstance(a, (str, os.PathLike)) for a in argv):
+        raise TypeError(f"argv: a list of strings (the program and its arguments), not {argv!r}")
+
+
 def _find_qemu() -> str:
     import platform
 
@@ -539,6 +546,7 @@ def capture_instrumented(
     the program inherits; nothing is written beside `out` but the traces). Raises TiersimError
     when the program did not load the runtime or ended without its exit handler (killed by a
     signal, or _exit); no trace is left then."""
+    _check_argv(argv)
     if not argv:
         raise TiersimError("no program given: tiersim capture --instrumented -o OUT -- PROG [ARGS]...")
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)

@@ -1,7 +1,7 @@
 """Typed stub of the PyO3 extension built from crates/tiersim-py."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 class TiersimError(Exception):
     """Every user error (message names the file/offset/key and what was expected) and every
@@ -137,7 +137,10 @@ def write_parquet(path: str, columns: list[tuple[str, str, list[Any]]]) -> None:
     create or write the file raises OSError with its errno and `path`."""
 
 def version() -> str: ...
+def _panic_for_test() -> None:
+    """Panics inside the extension, so that tests see the panic reach Python as one TiersimError."""
 
+@final
 class CaptureProgress:
     """Counters of a running capture, read from another thread."""
 
