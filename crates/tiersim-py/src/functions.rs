@@ -121,7 +121,7 @@ pub(crate) fn generate(py: Python<'_>, name: String, out: String, params: String
 #[pyo3(signature = (name, params="", seed=0))]
 pub(crate) fn check_generator(py: Python<'_>, name: String, params: &str, seed: u64) -> PyResult<()> {
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         tiersim_trace::gen::open_generator(&name, p.as_ref(), seed).map(drop)
     })
 }
