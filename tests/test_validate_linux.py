@@ -2,15 +2,17 @@
 the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
 `make test` on two shared cores), a hung VM (5 s), a program crashing in the guest after the sizing
 boot (16 s; 12 s with the sizing boot on an idle host of 2026-11-30) and one running it out of
-memory (21 s); the full matrix is a slow test."""
+memory (21 s), SIGTERM mid-boot (about 10 s); the full matrix is a slow test."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -418,11 +420,53 @@ def test_hung_vm_is_stopped_and_leaves_no_result(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def _qemus_under(path: Path) -> list[int]:
+    """Processes running qemu-system on files under `path`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and b"qemu-system" in cmd[0] and any(str(path).encode() in c for c in cmd):
+            found.append(int(proc.name))
+    return found
+
+
+@needs_vm
+def test_sigterm_mid_boot_stops_the_vm_too(tmp_path: Path) -> None:
+    # SIGTERM raised while the VM runs: tiersim stops with one line, and its QEMU with it (it
+    # used to outlive tiersim, writing into the removed work directory until the guest ended).
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiersim", "validate", "linux", "--quick", "-o", str(tmp_path / "q")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _qemus_under(tmp_path) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert _qemus_under(tmp_path), "the VM never started"
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in stderr, stderr
+    time.sleep(0.5)
+    assert _qemus_under(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+
+
 @needs_vm
 def test_quick_case_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "q"
     r = _cli("validate", "linux", "--quick", "--kernel-trace", "-o", str(out))
     assert r.returncode == 0, r.stderr
+    # --quick runs no balancing-off case: its scale is the calibration's, and the line says so.
+    assert "daemon time scale per case: kv-tiering" in r.stdout and "(from the calibration)" in r.stdout, r.stdout
     assert "daemon time scale" in r.stdout and "kv-tiering" in r.stdout
     doc = json.loads((out / "validate.json").read_text())
     # The VM's shape: node 1 (dax/kmem) in a lower memory tier than node 0.
@@ -497,6 +541,38 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     bad = _cli("validate", "linux", "--replay", str(tmp_path / "nothing"), "-o", str(tmp_path / "r2"))
     assert bad.returncode != 0 and "not a `tiersim validate linux` result" in bad.stderr
     assert not (tmp_path / "r2").exists()
+    # An edited earlier result: one error naming its validate.json, before anything is written.
+    edited = tmp_path / "edited"
+    shutil.copytree(out, edited)
+    doc_e = json.loads((edited / "validate.json").read_text())
+    doc_e["sizing"]["factor"] = "nan"
+    (edited / "validate.json").write_text(json.dumps(doc_e))
+    bad = _cli("validate", "linux", "--replay", str(edited), "-o", str(tmp_path / "r4"))
+    assert bad.returncode == 1 and f"{edited / 'validate.json'}: cannot replay it" in bad.stderr, bad.stderr
+    assert not (tmp_path / "r4").exists()
+    # A trace of the earlier result cut short: the error names that file, not the hidden copy.
+    cut = tmp_path / "cut"
+    shutil.copytree(out, cut)
+    kv = cut / "traces" / "kv.trace"
+    kv.write_bytes(kv.read_bytes()[:100_000])
+    bad = _cli("validate", "linux", "--replay", str(cut), "-o", str(tmp_path / "r5"))
+    assert bad.returncode == 1 and f"{kv}: " in bad.stderr and ".partial-" not in bad.stderr, bad.stderr
+    assert not (tmp_path / "r5").exists()
+
+
+def test_errors_name_the_result_and_the_replayed_files_not_the_work_directory(tmp_path: Path) -> None:
+    work, out, replay = tmp_path / ".v.partial-x1", tmp_path / "v", tmp_path / "earlier"
+    e = linux._named_for_the_user(
+        tiersim.TiersimError(f"{work}/traces/kv.trace: at byte offset 24: records_end is beyond end of file"),
+        work,
+        out,
+        replay,
+    )
+    assert str(e) == f"{replay}/traces/kv.trace: at byte offset 24: records_end is beyond end of file"
+    e = linux._named_for_the_user(
+        OSError(28, "No space left on device", f"{work}/tiersim/kv/t.parquet"), work, out, None
+    )
+    assert isinstance(e, OSError) and e.errno == 28 and e.filename == f"{out}/tiersim/kv/t.parquet"
 
 
 def _with_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, source: str) -> None:
@@ -607,3 +683,26 @@ def test_a_boot_that_stalls_in_the_kernel_is_made_again(tmp_path: Path, stalls: 
         with pytest.raises(tiersim.TiersimError, match=r"did not finish within 8 s \(hung boot or run\).*soft lockup"):
             vm.boot(tools, vm.Shape(), tmp_path / "initrd", 8.0, run)
     assert int((tmp_path / "qemu.count").read_text()) == boots
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("@ calib_touch ", "@ calib_touch abc "), ("pgpromote_success=", "pgpromote_success=x")],
+)
+def test_a_guest_output_edited_by_hand_is_one_error_naming_its_line(old: str, new: str) -> None:
+    good = GUEST_OUT.replace("@ calib begin", "@ calib begin\n@ calib_touch 81920000 4096")
+    linux.parse_guest(good, "", "kv-tiering")
+    # The last occurrence: the run's final sample, or the calibration's one line.
+    head, _, tail = good.rpartition(old)
+    bad = head + new + tail
+    assert bad != good
+    n = max(i for i, line in enumerate(bad.splitlines(), 1) if new in line)
+    with pytest.raises(tiersim.TiersimError, match=rf"^kv-tiering: guest output line {n}: cannot read '"):
+        linux.parse_guest(bad, "", "kv-tiering")
+
+
+def test_quick_takes_no_program_or_setting(tmp_path: Path) -> None:
+    # --quick runs its one case; a --program or --setting beside it was silently dropped.
+    r = _cli("validate", "linux", "--quick", "--program", "graph", "-o", str(tmp_path / "q"))
+    assert r.returncode == 1 and "--quick runs its one case, kv-tiering" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []

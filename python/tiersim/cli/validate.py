@@ -99,8 +99,12 @@ def linux_cmd(
         f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}"
     )
     if sp["time_scale"] == "program":
-        scales = ", ".join(f"{cid} {c['daemon_time_scale']:.3f}" for cid, c in doc["cases"].items())
-        out.print(f"daemon time scale per case, from the program's speed in the guest: {scales}")
+        # Each case says where its scale came from: its program's speed with balancing off, or
+        # the calibration's (--quick runs no balancing-off case).
+        scales = ", ".join(
+            f"{cid} {c['daemon_time_scale']:.3f} (from {c['time_scale_from']})" for cid, c in doc["cases"].items()
+        )
+        out.print(f"daemon time scale per case: {scales}")
     table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():

@@ -26,7 +26,7 @@ from typing import Any
 
 import tiersim
 from tiersim import TiersimError
-from tiersim._result import temp_dir_beside
+from tiersim._result import temp_dir_beside, writing
 from tiersim.validate import WORK_FACTOR_RANGE, kernel_trace, vm
 
 # The kernel's defaults for the knobs every case sets (kernel/sched/fair.c: sysctl_numa_balancing_*;
@@ -152,51 +152,56 @@ def parse_guest(
     oom = 0
     failed = crashed = None
     trace: list[str] = []
-    for line in data.splitlines():
-        if line.startswith("T "):
-            trace.append(line)
-        elif line.startswith("! "):
-            failed = failed or line[2:]
-        elif line.startswith("@ "):
-            parts = line[2:].split()
-            key, rest = parts[0], parts[1:]
-            if key == "node":
-                machine["nodes"][int(rest[0])] = dict(x.split("=", 1) for x in rest[1:])
-            elif key == "tier":
-                machine["tiers"][int(rest[0])] = rest[1].split("=", 1)[1]
-            elif key == "zone":
-                z: dict[str, Any] = dict(x.split("=", 1) for x in rest[2:])
-                z = {k: [int(p) for p in v.split(",")] if k == "protection" else int(v) for k, v in z.items()}
-                machine["zones"][f"{rest[0]}/{rest[1]}"] = z
-            elif key == "lru":
-                machine.setdefault("lru", {})[int(rest[0])] = {
-                    k: int(v) for k, v in (x.split("=", 1) for x in rest[1:])
-                }
-            elif key == "sysctl":
-                machine["sysctl"][rest[0]] = rest[1]
-            elif key in ("calib", "run"):
-                section = key
-            elif key == "calib_touch":
-                machine["calib_touch"] = {"ns": int(rest[0]), "pages": int(rest[1])}
-            elif key in ("calib_sweep", "calib_random", "calib_mprotect", "calib_migrate"):
-                machine[key] = {"ns": int(rest[0]), "count": int(rest[1])}
-            elif key == "oom":
-                oom = int(rest[0])
-            elif key == "done":
-                done = True
-            elif rest:
-                machine[key] = rest[0]
-        elif line.startswith("X "):
-            _, t, status = line.split()
-            if status != "exit=0":
-                name = "the calibration program" if section == "calib" else "the program"
-                crashed = crashed or f"{name} failed in the guest ({status.replace('=', ' ')})"
-            elif section == "calib":
-                calib_s = int(t) / 1e9
-            else:
-                program_s = int(t) / 1e9
-        elif line[:2] in ("S ", "E ") and section == "run":
-            samples.append(_parse_sample(line))
+    n, line = 0, ""
+    try:
+        for n, line in enumerate(data.splitlines(), 1):  # noqa: B007 (n names the line an error is on)
+            if line.startswith("T "):
+                trace.append(line)
+            elif line.startswith("! "):
+                failed = failed or line[2:]
+            elif line.startswith("@ "):
+                parts = line[2:].split()
+                key, rest = parts[0], parts[1:]
+                if key == "node":
+                    machine["nodes"][int(rest[0])] = dict(x.split("=", 1) for x in rest[1:])
+                elif key == "tier":
+                    machine["tiers"][int(rest[0])] = rest[1].split("=", 1)[1]
+                elif key == "zone":
+                    z: dict[str, Any] = dict(x.split("=", 1) for x in rest[2:])
+                    z = {k: [int(p) for p in v.split(",")] if k == "protection" else int(v) for k, v in z.items()}
+                    machine["zones"][f"{rest[0]}/{rest[1]}"] = z
+                elif key == "lru":
+                    machine.setdefault("lru", {})[int(rest[0])] = {
+                        k: int(v) for k, v in (x.split("=", 1) for x in rest[1:])
+                    }
+                elif key == "sysctl":
+                    machine["sysctl"][rest[0]] = rest[1]
+                elif key in ("calib", "run"):
+                    section = key
+                elif key == "calib_touch":
+                    machine["calib_touch"] = {"ns": int(rest[0]), "pages": int(rest[1])}
+                elif key in ("calib_sweep", "calib_random", "calib_mprotect", "calib_migrate"):
+                    machine[key] = {"ns": int(rest[0]), "count": int(rest[1])}
+                elif key == "oom":
+                    oom = int(rest[0])
+                elif key == "done":
+                    done = True
+                elif rest:
+                    machine[key] = rest[0]
+            elif line.startswith("X "):
+                _, t, status = line.split()
+                if status != "exit=0":
+                    name = "the calibration program" if section == "calib" else "the program"
+                    crashed = crashed or f"{name} failed in the guest ({status.replace('=', ' ')})"
+                elif section == "calib":
+                    calib_s = int(t) / 1e9
+                else:
+                    program_s = int(t) / 1e9
+            elif line[:2] in ("S ", "E ") and section == "run":
+                samples.append(_parse_sample(line))
+    except (ValueError, IndexError, KeyError) as exc:
+        # A guest.out edited or cut short by hand: the line that cannot be read, not a traceback.
+        raise TiersimError(f"{what}: guest output line {n}: cannot read {line!r} ({exc})") from None
     if trace:
         machine["kernel_trace"] = kernel_trace.parse(trace)
     # The OOM killer's SIGKILL also ends the program: say which it was.
@@ -782,6 +787,8 @@ def validate_linux(
     the guest's speed with a calibration boot first (`size_factor`), except for `quick`,
     whose case keeps its own size."""
     say = progress or (lambda _msg: None)
+    if quick and replay is None and (programs or settings):
+        raise TiersimError(f"--quick runs its one case, {QUICK[0]}-{QUICK[1]}: give no --program or --setting with it")
     tools = None if replay is not None else vm.find_tools()
     if replay is not None and not programs and not settings:
         try:
@@ -791,6 +798,10 @@ def validate_linux(
         programs = list(dict.fromkeys(c["program"]["name"] for c in done.values()))
         settings = list(dict.fromkeys(c["setting"]["name"] for c in done.values()))
     elif quick:
+        if programs or settings:
+            raise TiersimError(
+                f"--quick runs its one case, {QUICK[0]}-{QUICK[1]}: give no --program or --setting with it"
+            )
         programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
     programs = list(programs or PROGRAMS)
     settings = list(settings or SETTINGS)
@@ -832,10 +843,30 @@ def validate_linux(
             work_factor,
         )
         work.rename(out)
+    except (OSError, TiersimError) as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        raise _named_for_the_user(exc, work, out, None if replay is None else Path(replay)) from None
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return result
+
+
+def _named_for_the_user(exc: OSError | TiersimError, work: Path, out: Path, replay: Path | None) -> Exception:
+    """`exc` with the hidden work directory's paths as the user knows them: a replay's traces and
+    guest output as the earlier result's files it took them from, everything else as the result
+    directory it would have become."""
+
+    def name(text: str) -> str:
+        if replay is not None:
+            for sub in ("traces", "guest"):
+                text = text.replace(f"{work / sub}", f"{replay / sub}")
+        return text.replace(str(work), str(out))
+
+    if isinstance(exc, OSError):
+        filename = None if exc.filename is None else name(os.fspath(exc.filename))
+        return OSError(exc.errno, exc.strerror or str(exc), filename)
+    return TiersimError(name(str(exc)))
 
 
 def _validate(
@@ -864,15 +895,21 @@ def _validate(
         ipas, captures = _capture_programs(work, run_programs, say)
     else:
         old, cases = _replayed_cases(replay, work, programs, settings, say)
-        knobs, quick = old["knobs"], old["quick"]
-        sizing = old.get("sizing") or {"how": "before sizing (the programs' defaults)"}
-        ipas = old["guest_speed"]["instructions_per_access"]
-        captures = {
-            "calib": {
-                "records": old["guest_speed"]["calib_records"],
-                "instructions": old["guest_speed"]["calib_instructions_est"],
+        try:
+            knobs, quick = old["knobs"], old["quick"]
+            sizing = old.get("sizing") or {"how": "before sizing (the programs' defaults)"}
+            if "factor" in sizing and not math.isfinite(sizing["factor"]):
+                raise ValueError(f"sizing.factor {sizing['factor']!r} is not a finite number")
+            ipas = old["guest_speed"]["instructions_per_access"]
+            captures = {
+                "calib": {
+                    "records": old["guest_speed"]["calib_records"],
+                    "instructions": old["guest_speed"]["calib_instructions_est"],
+                }
             }
-        }
+        except (KeyError, TypeError, ValueError) as e:
+            # An edited or foreign validate.json: said before anything is written, not a traceback.
+            raise TiersimError(f"{replay / 'validate.json'}: cannot replay it: {type(e).__name__} {e}") from None
 
     calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
     # Both sides without the touch phase when the boots timed it: tiersim's calibration platform
@@ -1135,7 +1172,9 @@ def _replayed_cases(
             while (rdir := replay / "guest" / f"{cid}-{r}").is_dir():
                 data = (rdir / "guest.out").read_text(errors="replace")
                 console = (rdir / "console.log").read_text(errors="replace") if (rdir / "console.log").exists() else ""
-                machine, calib_s, program_s, samples = parse_guest(data, console, f"{replay}: {cid} run {r + 1}")
+                machine, calib_s, program_s, samples = parse_guest(
+                    data, console, f"{rdir / 'guest.out'} ({cid} run {r + 1})"
+                )
                 wall = old["cases"].get(cid, {}).get("vm_wall_s", [])
                 case.runs.append(
                     GuestRun(
@@ -1155,7 +1194,8 @@ def _replayed_cases(
         try:
             os.link(src, work / "traces" / src.name)
         except OSError:
-            shutil.copy2(src, work / "traces" / src.name)
+            with writing(work / "traces" / src.name):
+                shutil.copy2(src, work / "traces" / src.name)
     return old, cases
 
 

@@ -255,6 +255,13 @@ def _boot_once(
             raise TiersimError(
                 f"the VM did not finish within {timeout_s:.0f} s (hung boot or run); console: {tail}"
             ) from None
+        except BaseException:
+            # SIGTERM, SIGHUP or Ctrl-C raised here: QEMU is a child of ours and must not outlive
+            # the command, writing into a result directory already removed.
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            raise
     wall = time.monotonic() - start
     if proc.returncode != 0:
         raise TiersimError(f"QEMU failed (exit {proc.returncode}): {out.decode(errors='replace').strip()[-300:]}")
