@@ -203,7 +203,10 @@ def parse_guest(
         # A guest.out edited or cut short by hand: the line that cannot be read, not a traceback.
         raise TiersimError(f"{what}: guest output line {n}: cannot read {line!r} ({exc})") from None
     if trace:
-        machine["kernel_trace"] = kernel_trace.parse(trace)
+        try:
+            machine["kernel_trace"] = kernel_trace.parse(trace)
+        except (ValueError, IndexError, KeyError) as exc:
+            raise TiersimError(f"{what}: guest output: cannot read its kernel trace lines (T ...): {exc}") from None
     # The OOM killer's SIGKILL also ends the program: say which it was.
     if oom or "Out of memory" in console:
         raise TiersimError(f"{what}: the guest ran out of memory (the OOM killer ran)")
