@@ -118,7 +118,7 @@ def _check_signature(where: str, stub: ast.FunctionDef, real: Any, skip_self: bo
         if p.default is inspect.Parameter.empty:
             assert default is inspect.Parameter.empty, f"{where}({name}): required in the extension"
         elif p.default is Ellipsis:
-            # PyO3 writes `...` for defaults it does not render (strings, lists): only presence is checkable.
+            # PyO3 writes `...` for defaults that are not literals (lists): only presence is checkable.
             assert default is not inspect.Parameter.empty, f"{where}({name}): optional in the extension"
         else:
             assert default == p.default and type(default) is type(p.default), (
@@ -131,6 +131,15 @@ def test_native_stub_names_match_the_extension() -> None:
     stub_names = {n for n in _top_level_names(tree) if not n.startswith("_")}
     real_names = {n for n in dir(_native) if not n.startswith("_")}
     assert stub_names == real_names
+
+
+def test_native_stub_all_matches_the_extension() -> None:
+    (stub_all,) = [
+        n.value
+        for n in _module_tree(STUB).body
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)
+    ]
+    assert sorted(ast.literal_eval(stub_all)) == sorted(_native.__all__)
 
 
 def test_native_stub_signatures_match_the_extension() -> None:

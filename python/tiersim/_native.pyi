@@ -3,6 +3,37 @@
 from collections.abc import Callable
 from typing import Any, final
 
+# PyO3 keeps the module's __all__ as it adds each function and class.
+__all__ = [
+    "CaptureProgress",
+    "TiersimError",
+    "_panic_for_test",
+    "calibrate",
+    "capture",
+    "capture_instrumented",
+    "capture_params",
+    "capture_resolve",
+    "capture_runtime_env",
+    "capture_shm_init",
+    "capture_stream",
+    "characterize",
+    "check_generator",
+    "convert",
+    "filebench",
+    "flash_replay",
+    "generate",
+    "inspect",
+    "list_plugins",
+    "mix",
+    "resolve_platform",
+    "run",
+    "sample",
+    "trace_stats",
+    "verify",
+    "version",
+    "write_parquet",
+]
+
 class TiersimError(Exception):
     """Every user error (message names the file/offset/key and what was expected) and every
     internal error (message starts with "internal error")."""

@@ -24,7 +24,7 @@ pub(crate) fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params=String::new(), seed=0, generator=None, generator_params=String::new(), progress=None))]
+#[pyo3(signature = (platform, policy, trace, overrides=Vec::new(), policy_params="", seed=0, generator=None, generator_params="", progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     py: Python<'_>,
@@ -32,16 +32,16 @@ pub(crate) fn run(
     policy: String,
     trace: String,
     overrides: Vec<String>,
-    policy_params: String,
+    policy_params: &str,
     seed: u64,
     generator: Option<String>,
-    generator_params: String,
+    generator_params: &str,
     progress: Option<PyObject>,
 ) -> PyResult<PyObject> {
     let stopped = Mutex::new(None);
     let out = guarded(py, || {
-        let pp = table("policy_params", &policy_params)?;
-        let gp = table("generator_params", &generator_params)?;
+        let pp = table("policy_params", policy_params)?;
+        let gp = table("generator_params", generator_params)?;
         let input = match &generator {
             Some(name) => TraceInput::Generator { name, params: gp.as_ref() },
             None => TraceInput::File(Path::new(&trace)),
@@ -106,10 +106,10 @@ pub(crate) fn verify(py: Python<'_>, path: String) -> PyResult<String> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (name, out, params=String::new(), seed=0))]
-pub(crate) fn generate(py: Python<'_>, name: String, out: String, params: String, seed: u64) -> PyResult<String> {
+#[pyo3(signature = (name, out, params="", seed=0))]
+pub(crate) fn generate(py: Python<'_>, name: String, out: String, params: &str, seed: u64) -> PyResult<String> {
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         tiersim_trace::gen::generate(&name, p.as_ref(), Path::new(&out), seed)?;
         tiersim_trace::inspect(Path::new(&out)).map(|v| v.to_string())
     })
@@ -225,12 +225,12 @@ pub(crate) fn resolve_platform(py: Python<'_>, platform: String, overrides: Vec<
 }
 
 #[pyfunction]
-#[pyo3(signature = (device_or_preset, params=String::new(), tests=Vec::new(), quick=false, ratios=Vec::new(), compare=Vec::new(), cycles_ghz=None, node=None, port_ns=0.0))]
+#[pyo3(signature = (device_or_preset, params="", tests=Vec::new(), quick=false, ratios=Vec::new(), compare=Vec::new(), cycles_ghz=None, node=None, port_ns=0.0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn characterize(
     py: Python<'_>,
     device_or_preset: String,
-    params: String,
+    params: &str,
     tests: Vec<String>,
     quick: bool,
     ratios: Vec<u32>,
@@ -241,7 +241,7 @@ pub(crate) fn characterize(
 ) -> PyResult<String> {
     use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         let target = target_of(&device_or_preset, p.as_ref(), node.as_deref())?;
         let mut ratios = ratios;
         let set = if compare.is_empty() {
@@ -271,21 +271,21 @@ pub(crate) fn characterize(
 }
 
 #[pyfunction]
-#[pyo3(signature = (curves, device, base, params=String::new(), ratios=Vec::new(), cycles_ghz=None, port_ns=0.0))]
+#[pyo3(signature = (curves, device, base, params="", ratios=Vec::new(), cycles_ghz=None, port_ns=0.0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn calibrate(
     py: Python<'_>,
     curves: Vec<String>,
     device: String,
     base: String,
-    params: String,
+    params: &str,
     ratios: Vec<u32>,
     cycles_ghz: Option<f64>,
     port_ns: f64,
 ) -> PyResult<String> {
     use tiersim_devices::{calibrate as cal, characterize as ch};
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         let units = tiersim_devices::curves::Units { cycles_ghz, port_ns };
         let set = tiersim_devices::curves::read_paths(&curve_paths(&curves), &ratios, units)?;
         let c = cal::calibrate(&set, &curves.join(" "), &device, &base, p.as_ref())?;
@@ -306,31 +306,31 @@ pub(crate) fn calibrate(
 }
 
 #[pyfunction]
-#[pyo3(signature = (params=String::new()))]
-pub(crate) fn filebench(py: Python<'_>, params: String) -> PyResult<String> {
+#[pyo3(signature = (params=""))]
+pub(crate) fn filebench(py: Python<'_>, params: &str) -> PyResult<String> {
     guarded(py, || {
-        let t = table("params", &params)?.unwrap_or_default();
+        let t = table("params", params)?.unwrap_or_default();
         let out = tiersim_engine::storage::Bench::new(&t)?.run()?;
         Ok(out.to_json().to_string())
     })
 }
 
 #[pyfunction]
-#[pyo3(signature = (source, out, virt_out=None, params=String::new(), seed=0, pid=None, pipe_capacity=None, progress=None, source_name=None))]
+#[pyo3(signature = (source, out, virt_out=None, params="", seed=0, pid=None, pipe_capacity=None, progress=None, source_name=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn capture(
     py: Python<'_>,
     source: String,
     out: String,
     virt_out: Option<String>,
-    params: String,
+    params: &str,
     seed: u64,
     pid: Option<u32>,
     pipe_capacity: Option<usize>,
     progress: Option<Bound<'_, CaptureProgress>>,
     source_name: Option<String>,
 ) -> PyResult<String> {
-    let target = CaptureTarget { out: &out, virt_out: virt_out.as_deref(), params: &params, seed, pid, pipe_capacity };
+    let target = CaptureTarget { out: &out, virt_out: virt_out.as_deref(), params, seed, pid, pipe_capacity };
     run_capture(py, target, progress, |req, progress| {
         let mut input = std::fs::File::open(&source).map_err(|e| Error::io(&source, e))?;
         let name = source_name.as_deref().unwrap_or(&source);
@@ -386,7 +386,7 @@ pub(crate) fn capture_shm_init(py: Python<'_>, fd: i32) -> PyResult<()> {
 /// Merge, while it runs, what the program `pid` publishes into the memfd `fd` (the instrumented
 /// path) into traces.
 #[pyfunction]
-#[pyo3(signature = (fd, pid, out, virt_out=None, params=String::new(), seed=0, progress=None))]
+#[pyo3(signature = (fd, pid, out, virt_out=None, params="", seed=0, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn capture_stream(
     py: Python<'_>,
@@ -394,18 +394,12 @@ pub(crate) fn capture_stream(
     pid: u32,
     out: String,
     virt_out: Option<String>,
-    params: String,
+    params: &str,
     seed: u64,
     progress: Option<Bound<'_, CaptureProgress>>,
 ) -> PyResult<String> {
-    let target = CaptureTarget {
-        out: &out,
-        virt_out: virt_out.as_deref(),
-        params: &params,
-        seed,
-        pid: Some(pid),
-        pipe_capacity: None,
-    };
+    let target =
+        CaptureTarget { out: &out, virt_out: virt_out.as_deref(), params, seed, pid: Some(pid), pipe_capacity: None };
     run_capture(py, target, progress, |req, progress| {
         tiersim_trace::capture::stream::capture_stream(fd, pid, req, progress)
     })
@@ -413,24 +407,18 @@ pub(crate) fn capture_stream(
 
 /// Merge the per-thread files in `dir` that tiersim's Valgrind tool wrote into traces.
 #[pyfunction]
-#[pyo3(signature = (dir, out, virt_out=None, params=String::new(), seed=0, progress=None))]
+#[pyo3(signature = (dir, out, virt_out=None, params="", seed=0, progress=None))]
 pub(crate) fn capture_instrumented(
     py: Python<'_>,
     dir: String,
     out: String,
     virt_out: Option<String>,
-    params: String,
+    params: &str,
     seed: u64,
     progress: Option<Bound<'_, CaptureProgress>>,
 ) -> PyResult<String> {
-    let target = CaptureTarget {
-        out: &out,
-        virt_out: virt_out.as_deref(),
-        params: &params,
-        seed,
-        pid: None,
-        pipe_capacity: None,
-    };
+    let target =
+        CaptureTarget { out: &out, virt_out: virt_out.as_deref(), params, seed, pid: None, pipe_capacity: None };
     run_capture(py, target, progress, |req, progress| {
         tiersim_trace::capture::instrumented::capture_instrumented(Path::new(&dir), req, progress)
     })
@@ -438,10 +426,10 @@ pub(crate) fn capture_instrumented(
 
 /// JSON object: the environment the tracing runtime reads for a capture with `params` into `dir`.
 #[pyfunction]
-#[pyo3(signature = (dir, params=String::new()))]
-pub(crate) fn capture_runtime_env(py: Python<'_>, dir: String, params: String) -> PyResult<String> {
+#[pyo3(signature = (dir, params=""))]
+pub(crate) fn capture_runtime_env(py: Python<'_>, dir: String, params: &str) -> PyResult<String> {
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         let env = tiersim_trace::capture::instrumented::runtime_env(p.as_ref(), Path::new(&dir))?;
         let map: serde_json::Map<String, serde_json::Value> = env.into_iter().map(|(k, v)| (k, v.into())).collect();
         Ok(serde_json::Value::Object(map).to_string())
@@ -450,10 +438,10 @@ pub(crate) fn capture_runtime_env(py: Python<'_>, dir: String, params: String) -
 
 /// The resolved capture parameters as JSON, or the error a capture with them would give.
 #[pyfunction]
-#[pyo3(signature = (params=String::new()))]
-pub(crate) fn capture_resolve(py: Python<'_>, params: String) -> PyResult<String> {
+#[pyo3(signature = (params=""))]
+pub(crate) fn capture_resolve(py: Python<'_>, params: &str) -> PyResult<String> {
     guarded(py, || {
-        let p = table("params", &params)?;
+        let p = table("params", params)?;
         let t = tiersim_trace::capture::resolve_params(p.as_ref())?;
         serde_json::to_string(&t).map_err(|e| Error::Sim(format!("writing the capture parameters: {e}")))
     })
@@ -472,14 +460,14 @@ pub(crate) fn capture_params() -> String {
 }
 
 #[pyfunction]
-#[pyo3(signature = (trace=None, src_format=None, preset=None, params=String::new(), closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params=String::new(), scatter=None, progress=None))]
+#[pyo3(signature = (trace=None, src_format=None, preset=None, params="", closed_loop=None, ns_per_instruction=0.5, limit=0, llc_bytes=0, llc_ways=16, hint_file=None, hint_top=None, hint_probability=0.1, hint_lead=1000, seed=0, generator=None, generator_params="", scatter=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn flash_replay(
     py: Python<'_>,
     trace: Option<String>,
     src_format: Option<String>,
     preset: Option<String>,
-    params: String,
+    params: &str,
     closed_loop: Option<u32>,
     ns_per_instruction: f64,
     limit: u64,
@@ -491,15 +479,15 @@ pub(crate) fn flash_replay(
     hint_lead: usize,
     seed: u64,
     generator: Option<String>,
-    generator_params: String,
+    generator_params: &str,
     scatter: Option<u64>,
     progress: Option<PyObject>,
 ) -> PyResult<String> {
     use tiersim_engine::flash_replay::{self as replay, HotHints, Input, ReplayOptions};
     let stopped = Mutex::new(None);
     let out = guarded(py, || {
-        let overrides = table("params", &params)?;
-        let gp = table("generator_params", &generator_params)?;
+        let overrides = table("params", params)?;
+        let gp = table("generator_params", generator_params)?;
         let p = replay::resolve_params(preset.as_deref(), overrides.as_ref())?;
         let format = self::src_format(src_format.as_deref())?;
         let input = match (&trace, &generator) {
