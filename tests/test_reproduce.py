@@ -103,6 +103,15 @@ def test_scm_vs_ssd_quick(tmp_path: Path):
     assert [c["real"] for c in saved] == [c.real for c in result.claims]
 
 
+def test_cxl_expansion_relation_shows_the_operator_that_holds():
+    from tiersim.studies.cxl_expansion import _relation
+
+    assert _relation(1.52, 2.35) == "1.52x < 2.35x"
+    # 1.0938 against 1.0934 printed "1.09x < 1.09x" beside a disagree verdict.
+    assert _relation(1.0938, 1.0934) == "1.094x > 1.093x"
+    assert _relation(1.25, 1.25) == "1.25x = 1.25x"
+
+
 @pytest.mark.slow  # about 20 s on 2 cores: 16 simulations and a report
 def test_cxl_expansion_quick(tmp_path: Path):
     result, path, _ = studies.reproduce("cxl_expansion", tmp_path / "c", quick=True, workers=2)
@@ -114,6 +123,8 @@ def test_cxl_expansion_quick(tmp_path: Path):
     assert by["stream: interleave 80:20 (NPS4) is faster than DDR only"].agree == (gain > 0)
     # 19 findings plus, per capacity workload, what orders the 768 vs 1152 GB speedups.
     assert len(result.claims) == 21
+    fewer = by["kv: with 1152 GB DRAM, CXL helps less than with 768 GB"]
+    assert (" < " in fewer.ours) == fewer.agree, fewer.ours
     assert "Capacity expansion" in path.read_text()
     # The kv findings also on the committed redis and rocksdb traces, a column of their own.
     for c in result.claims:
@@ -197,6 +208,21 @@ def test_cxl_flash_parallelism_claims_on_hand_made_rows():
     sens = by["random is sensitive to the cache size, stride is not (Fig. 10)"]
     assert sens.agree and "random 75.0 pt, stride 0.5 pt" in sens.ours
     assert by["stride is more sensitive to parallelism than to the cache size (Fig. 10)"].agree
+
+
+def test_cxl_flash_prefetcher_claims_where_no_prefetcher_hurts():
+    def value(run: fl.StudyRun, metric: str) -> float:
+        on = dict(run.params).get("prefetcher", "none") != "none"
+        return {"under 1 us": 0.5 + 0.1 * on, "accuracy": 0.8, "lifetime years": 5.0}.get(metric, 0.1)
+
+    by = {c.finding: c for c in cxl_flash.claims(_frame("prefetchers", value))}
+    obs1 = by["Obs. 1: prefetchers hurt some workloads and help others"]
+    assert not obs1.agree and obs1.ours.endswith(
+        "graph (4 of 4 prefetchers, most next_n_line +10.0 pt); hurts on nowhere"
+    )
+    obs4 = by["Obs. 4: where a prefetcher helps, it is accurate"]
+    # No pair hurts: its mean accuracy is none, not "nan%".
+    assert obs4.agree and obs4.ours.startswith("mean accuracy 80.0% where it helps, - where it hurts"), obs4.ours
 
 
 def test_cxl_flash_hint_claims_on_hand_made_rows():

@@ -284,12 +284,12 @@ def test_the_study_runs_on_the_committed_traces(tmp_path: Path, monkeypatch: pyt
     assert len(claims) == 17 and sum(c["agree"] for c in claims) == 14
     by = {c["finding"]: c for c in claims}
     # The disagreements, each with its measured cause in the report (docs/reproduce.md).
-    assert [c["finding"][:12] for c in claims if not c["agree"]] == [
-        "2. cold page",  # 2c: PM behind since the block devices' journal commits move the checkpoint's sync
-        "3. WiredTige",  # 3: the write volume the page cache absorbs, not allocation
-        "5. reading a",  # 5: the SSD at queue depth 1-2
+    assert [c["finding"].split(".")[0] for c in claims if not c["agree"]] == [
+        "2c",  # PM behind since the block devices' journal commits move the checkpoint's sync
+        "3",  # the write volume the page cache absorbs, not allocation
+        "5",  # the SSD at queue depth 1-2
     ]
-    assert by["2. cold page cache: buffered writes to PM exceed the SSD (YCSB-A)"]["ours"] == (
+    assert by["2c. cold page cache: buffered writes to PM exceed the SSD (YCSB-A)"]["ours"] == (
         "PM/SSD time 1.05x (1 module), 1.00x (2 modules)"
     )
     # 4a agrees since a_c64 runs 40,000 operations: 20.54 ms on the SSD, 19.95 on one module,
@@ -297,18 +297,18 @@ def test_the_study_runs_on_the_committed_traces(tmp_path: Path, monkeypatch: pyt
     # first write in part are holes of log files created in the trace, not read); 7.2 % with
     # "past_traced_end" on the same trace, 6.4 % on the capture before it, 9.7 % before any rule;
     # at 4,000 operations the clients' first reads were a third of the SSD's run: 22.3 %.
-    four = by["4. wtperf: no significant difference PM (1 or 2 modules) vs SSD"]
+    four = by["4a. wtperf: no significant difference PM (1 or 2 modules) vs SSD"]
     assert four["agree"] and four["ours"].startswith("largest PM/SSD gap 3.0%")
     # What is left of the gap, measured: warm, the same runs take the same time (19.46 ms).
     assert "1297 pages, 309 read from the device" in four["note"] and "warm, the devices are 0.0% apart" in four["note"]
     assert "A run of 40,000 operations" in four["note"]
     assert (
-        by["4. two PM modules no faster than one"]["ours"] == "1/2 modules time 1.002x (64 MiB cache), 1.044x (1 MiB)"
+        by["4b. two PM modules no faster than one"]["ours"] == "1/2 modules time 1.002x (64 MiB cache), 1.044x (1 MiB)"
     )
     # 7 agrees since the file size records: 6.8 % against 4.4 % with "past_traced_end" on these
     # traces (5.7 % against 4.8 % on the captures before them); 4.4 % at 1 MiB before the block
     # devices' journal commits.
-    seven = by["caching masks the devices' difference: less PM/SSD gap with the table in the engine's cache"]
+    seven = by["7. caching masks the devices' difference: less PM/SSD gap with the table in the engine's cache"]
     assert seven["agree"] and seven["ours"] == "PM/SSD gap, one module, 2.8% (64 MiB cache) vs 4.9% (1 MiB)"
     # 3 with dax_new_blocks = "size_at_open": the table's writes into holes below its traced end
     # (blocks its block manager handed out to writers that wrote later than one further out)
@@ -318,19 +318,19 @@ def test_the_study_runs_on_the_committed_traces(tmp_path: Path, monkeypatch: pyt
     assert "fsdax/PM block device 3.61x" in three["ours"] and "155 calls, 2.00 MiB zeroed" in three["note"]
     # 1c on checkpoint cursors, the one kind of cursor WiredTiger 3.2.1 maps: 1.23x (short of
     # scm_vs_ssd's 1.3x, the test fixed before the run) until the clients' window was their run.
-    assert by["1. warm page cache: mmap much faster than read/write calls from 8 threads"]["ours"] == (
+    assert by["1c. warm page cache: mmap much faster than read/write calls from 8 threads"]["ours"] == (
         "read/write / mmap time 2.92x on the SSD (5.75 vs 1.97 ms), 2.92x on PM (YCSB-C on checkpoint cursors)"
     )
     # 6b and 6c judged with the log on fsdax PM and the table on the SSD (dax.files), against all
     # on the SSD, on update-only runs (every operation commits): 1 thread 1.95x; 8 threads the
     # median of five captures of one recipe, 1.53x (1.35-1.76x), just over 1.5x. On YCSB-A, whose
     # reads commit nothing, 1.42x and 1.44x, which the study judged before.
-    six_c = by["6. logging with 8 threads (group commit): PM still ahead"]
+    six_c = by["6c. logging with 8 threads (group commit): PM still ahead"]
     assert six_c["ours"].startswith(
         "SSD / log on fsdax PM (table on the SSD) time 1.53x, the median of 5 captures (1.35, 1.51, 1.53, 1.54, 1.76)"
     )
     assert "734 fdatasyncs (1 thread: 1006); YCSB-A 1.44x" in six_c["ours"]
-    six_b = by["6. logging: synced commits run faster on PM (1 thread)"]
+    six_b = by["6b. logging: synced commits run faster on PM (1 thread)"]
     assert six_b["ours"].startswith("SSD / log on fsdax PM (table on the SSD) time 1.95x (35.10 vs 18.02 ms")
     assert "all on fsdax 1.72x; YCSB-A 1.42x" in six_b["ours"]
     html = (tmp_path / "out" / "report.html").read_text()

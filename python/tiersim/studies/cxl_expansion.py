@@ -182,6 +182,16 @@ def _capacity_figures(df: pl.DataFrame, trace: str, swap_rows: list[dict[str, ob
     return speedup, io_cut, t
 
 
+def _relation(a: float, b: float) -> str:
+    """`a < b` with the operator that holds, and digits enough to show it (1.094x > 1.093x, not
+    1.09x < 1.09x)."""
+    op = "<" if a < b else ">" if a > b else "="
+    digits = 2
+    while digits < 6 and op != "=" and f"{a:.{digits}f}" == f"{b:.{digits}f}":
+        digits += 1
+    return f"{a:.{digits}f}x {op} {b:.{digits}f}x"
+
+
 def _gains(t: dict[tuple[str, str], float]) -> tuple[float, float]:
     """What 1152 GB of DRAM gives over 768 GB: DDR only, DDR + CXL."""
     return t[("ddr_only", "768GiB")] / t[("ddr_only", "1152GiB")], t[("ddr_cxl", "768GiB")] / t[("ddr_cxl", "1152GiB")]
@@ -363,11 +373,11 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
             Claim(
                 f"{trace}: with 1152 GB DRAM, CXL helps less than with 768 GB",
                 f"{PAPER_SPEEDUP_1152}x < {PAPER_SPEEDUP_768}x",
-                f"{speedup['1152GiB']:.2f}x < {speedup['768GiB']:.2f}x",
+                _relation(speedup["1152GiB"], speedup["768GiB"]),
                 "ours(1152) < ours(768)",
                 speedup["1152GiB"] < speedup["768GiB"],
                 real=on_real(
-                    lambda f: f"{f[0]['1152GiB']:.2f}x < {f[0]['768GiB']:.2f}x",
+                    lambda f: _relation(f[0]["1152GiB"], f[0]["768GiB"]),
                     lambda f: f[0]["1152GiB"] < f[0]["768GiB"],
                 ),
             ),

@@ -44,7 +44,8 @@ class Rows:
 
 
 def p1(x: float) -> str:
-    return f"{100 * x:.1f}%"
+    # nan is the mean of no pair (no prefetcher hurt anywhere, say): shown as none, not "nan%".
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
 def years(x: float | None) -> str:
@@ -308,7 +309,8 @@ def _prefetchers_claims(v: Rows) -> list[Claim]:
         by_w = {w: [k for k in ks if k[0] == w] for w in dict.fromkeys(k[0] for k in ks)}
         return (
             ", ".join(
-                f"{w} ({len(g)}, {(b := pick(g, key=lambda k: gain[k]))[1]} {100 * gain[b]:+.1f} pt)"
+                f"{w} ({len(g)} of {len(pfs)} prefetchers, most {(b := pick(g, key=lambda k: gain[k]))[1]} "
+                f"{100 * gain[b]:+.1f} pt)"
                 for w, g in by_w.items()
             )
             or "nowhere"
@@ -327,7 +329,7 @@ def _prefetchers_claims(v: Rows) -> list[Claim]:
         Claim(
             "Obs. 1: prefetchers hurt some workloads and help others",
             "hurt BERT/XZ/YCSB, help Page Rank/Radiosity",
-            f"helps on {names(helps, max)}; hurts on {names(hurts, min)} (workload (prefetchers, the extreme))",
+            f"helps on {names(helps, max)}; hurts on {names(hurts, min)}",
             "at least one (workload, prefetcher) pair moves each way by >= 1 pt",
             bool(helps) and bool(hurts),
         ),

@@ -123,7 +123,7 @@ WARM = {"os.files_start_cached": True}
 SSD_LATENCIES = ("10us", "20us", "30us", "50us", "100us", "200us")
 #: The raw device read of finding 2b and of the latency sweep: 8 KiB blocks of a 1 GiB file.
 RAW_READ = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read"}
-#: The findings' short names, in the claims' order (docs/reproduce.md's table).
+#: The findings' short names, in the claims' order, each opening its finding (docs/reproduce.md's table).
 LABELS = ("1a", "1b", "1c", "2a", "2b", "2c", "3", "4a", "4b", "4c", "5", "6a", "6b", "6c", "6d", "7", "8")
 #: A page cache small enough for a short run's writes to pass vm.dirty_ratio (wtperf's
 #: evict-btree-1 runs for minutes): 64 MiB of DRAM, dirty limits of 1 % and 2 %.
@@ -440,7 +440,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
     ckpt = _pc(warm_a[1], "sync", "mean_ns") / max(_pc(warm_a[0], "sync", "mean_ns"), 1.0)
     claims = [
         Claim(
-            "1. warm page cache: PM and SSD the same (YCSB-A, reads and writes, 8 threads)",
+            "1a. warm page cache: PM and SSD the same (YCSB-A, reads and writes, 8 threads)",
             "about the same",
             f"PM/SSD time {1 + gap_a:.2f}x ({_ms(warm_a[1]):.2f} vs {_ms(warm_a[0]):.2f} ms)",
             "within +-10%",
@@ -450,7 +450,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "waits for it, and with no reads to queue behind its writes the devices do not show",
         ),
         Claim(
-            "1. warm page cache: PM and SSD the same (read-only YCSB-C, 8 threads)",
+            "1b. warm page cache: PM and SSD the same (read-only YCSB-C, 8 threads)",
             "about the same",
             f"PM/SSD time {1 + gap_c:.2f}x ({_ms(warm_c[1]):.2f} vs {_ms(warm_c[0]):.2f} ms)",
             "within +-10%",
@@ -458,7 +458,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "reads only: every call is a hit, the device is idle",
         ),
         Claim(
-            "1. warm page cache: mmap much faster than read/write calls from 8 threads",
+            "1c. warm page cache: mmap much faster than read/write calls from 8 threads",
             "much faster",
             f"read/write / mmap time {mm_ssd:.2f}x on the SSD ({_ms(by_call[0]):.2f} vs {_ms(by_map[0]):.2f} ms), "
             f"{mm_pm:.2f}x on PM (YCSB-C on checkpoint cursors)",
@@ -476,7 +476,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             f"are not ({inuse[1]:.2f} MiB). The rest of both runs is the engine's own B-tree work",
         ),
         Claim(
-            "2. cold page cache: PM reads ahead of the SSD (read-only YCSB-C, 8 threads)",
+            "2a. cold page cache: PM reads ahead of the SSD (read-only YCSB-C, 8 threads)",
             "PM ahead",
             f"SSD/PM time {cold_ratio:.2f}x",
             "ours > 1",
@@ -484,7 +484,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "the misses read 4 KiB pages through the page cache from each device",
         ),
         Claim(
-            "2. cold page cache: PM's advantage smaller than raw",
+            "2b. cold page cache: PM's advantage smaller than raw",
             "less than raw",
             f"engine {cold_ratio:.2f}x vs raw 8 KiB reads {raw:.1f}x (1 thread; device figure from filebench)",
             "engine ratio < raw ratio",
@@ -493,7 +493,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "engine's; on the engine the page cache's copies and the engine's own work are the same on both devices",
         ),
         Claim(
-            "2. cold page cache: buffered writes to PM exceed the SSD (YCSB-A)",
+            "2c. cold page cache: buffered writes to PM exceed the SSD (YCSB-A)",
             "PM > SSD",
             f"PM/SSD time {_ms(cold_a[1]) / _ms(cold_a[0]):.2f}x (1 module), "
             f"{_ms(cold_a[2]) / _ms(cold_a[0]):.2f}x (2 modules)",
@@ -525,7 +525,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "WiredTiger extends its files little in this run. The 30x is not reached",
         ),
         Claim(
-            "4. wtperf: no significant difference PM (1 or 2 modules) vs SSD",
+            "4a. wtperf: no significant difference PM (1 or 2 modules) vs SSD",
             "no significant difference",
             f"largest PM/SSD gap {100 * big_gap:.1f}% (YCSB-A, 64 MiB engine cache holding the table, cold)",
             "within +-10%",
@@ -535,7 +535,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             + "; the background checkpoint's syncs are on the checkpoint thread, which no client waits for",
         ),
         Claim(
-            "4. two PM modules no faster than one",
+            "4b. two PM modules no faster than one",
             "no benefit",
             f"1/2 modules time {two_vs_one[0]:.3f}x (64 MiB cache), {two_vs_one[1]:.3f}x (1 MiB)",
             "within +-10% with the 64 MiB cache",
@@ -544,7 +544,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "queued behind them see it",
         ),
         Claim(
-            "4. except write-heavy evict-btree-1: faster on the SSD",
+            "4c. except write-heavy evict-btree-1: faster on the SSD",
             "SSD faster",
             f"PM/SSD throughput {wb:.2f}x (YCSB-A, 1 MiB engine cache)",
             "ours < 1",
@@ -564,7 +564,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "queueing (scm_vs_ssd finds it with 32 concurrent readers)",
         ),
         Claim(
-            "6. logging: PM shines where latency cannot be hidden (commit latency, 1 thread)",
+            "6a. logging: PM shines where latency cannot be hidden (commit latency, 1 thread)",
             "PM far ahead",
             f"fdatasync per commit SSD {_pc(log1[0], 'sync', 'mean_ns') / 1e3:.1f} us vs fsdax PM "
             f"{_pc(log1[2], 'sync', 'mean_ns') / 1e3:.1f} us ({commit:.1f}x); PM block device "
@@ -577,7 +577,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             f"{int(_pc(log1[2], 'sync', 'fdatasync_calls'))} syncs)",
         ),
         Claim(
-            "6. logging: synced commits run faster on PM (1 thread)",
+            "6b. logging: synced commits run faster on PM (1 thread)",
             "PM far ahead",
             f"SSD / log on fsdax PM (table on the SSD) time {thr1_pm:.2f}x ({_ms(upd1[0]):.2f} vs "
             f"{_ms(upd1[1]):.2f} ms, {_ops(directory, 'u_c64_sync_t1'):,} updates); all on fsdax "
@@ -598,7 +598,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "file preallocated and written once would not",
         ),
         Claim(
-            "6. logging with 8 threads (group commit): PM still ahead",
+            "6c. logging with 8 threads (group commit): PM still ahead",
             "PM ahead",
             f"SSD / log on fsdax PM (table on the SSD) time {thr8_pm:.2f}x, the median of {len(group)} captures "
             f"({', '.join(f'{x:.2f}' for x, _ in group)}); in the median one {_ms(upd8[0]):.2f} vs "
@@ -618,7 +618,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             f"{_ms(upd8_fast):.2f} ms ({_ms(upd8[0]) / _ms(upd8_fast):.2f}x)",
         ),
         Claim(
-            "6. batching hides the log: unsynced, it costs about the same on both devices",
+            "6d. batching hides the log: unsynced, it costs about the same on both devices",
             "hidden by batching",
             f"log on/off time SSD {log_cost[0]:.2f}x, PM {log_cost[1]:.2f}x",
             "the two within +-10% of each other",
@@ -627,7 +627,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             "synced only at checkpoints and log file switches",
         ),
         Claim(
-            "caching masks the devices' difference: less PM/SSD gap with the table in the engine's cache",
+            "7. caching masks the devices' difference: less PM/SSD gap with the table in the engine's cache",
             "masked by DRAM caching",
             f"PM/SSD gap, one module, {100 * big_gap_one:.1f}% (64 MiB cache) vs {100 * small_gap:.1f}% (1 MiB)",
             "64 MiB gap < 1 MiB gap",
@@ -641,7 +641,7 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
             f"{_ops(directory, 'a_c1'):,} at 1 MiB",
         ),
         Claim(
-            "dozens of threads turn into concurrent I/O; the device gap does not grow with threads",
+            "8. dozens of threads turn into concurrent I/O; the device gap does not grow with threads",
             "high concurrency, same conclusion",
             f"PM/SSD time {gap_t1:.2f}x with 1 thread, {gap_t8:.2f}x with 8",
             "the two within +-10% of each other",
@@ -663,8 +663,8 @@ def _ssd_latency_sweep(directory: Path, quick: bool, claims: list[Claim]) -> _Sw
     """Every finding again with the SSD's device latency at each of SSD_LATENCIES, beside what
     the drive alone does at it: an 8 KiB O_DIRECT read from 1 thread and from 32 (filebench), the
     blog's "100-200 us" block read and its 2.5 GB/s read bandwidth."""
-    if len(LABELS) != len(claims):
-        raise TiersimError(f"scm_vs_ssd_wt: {len(claims)} findings but {len(LABELS)} labels")
+    if [c.finding.split(". ")[0] for c in claims] != list(LABELS):
+        raise TiersimError(f"scm_vs_ssd_wt: the findings' labels are not {', '.join(LABELS)}")
     rows: list[dict[str, Any]] = []
     for lat in SSD_LATENCIES:
         params = {"read_latency": lat, "write_latency": lat}
