@@ -93,12 +93,13 @@ test: env browser lint
 	$(VPY) -m pytest
 
 # The habits CI holds: rustfmt (rustfmt.toml), clippy with warnings as errors, ruff's lint and
-# format on the Python.
+# format on the Python, and mypy --strict on the tiersim package (pyproject.toml [tool.mypy]).
 lint: $(DEPS_STAMP)
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests tools
 	$(VENV)/bin/ruff format --check python tests tools
+	$(VENV)/bin/mypy
 
 # Headless Chromium from Debian, for the test that opens report.html in a real browser. Installed
 # only when missing; sudo only when not already root.

@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
     ) from exc
 
 from tiersim import _options
-from tiersim._convert import overrides_to_list, params_to_toml
+from tiersim._convert import json_object, overrides_to_list, params_to_toml
 from tiersim._native import TiersimError
 from tiersim.bound import BOUND
 
@@ -226,7 +226,7 @@ def generate_with(
         # Same file name inside the temp dir: the native writer may go by the extension.
         tmp = tmp_dir / out_path.name
         try:
-            info = json.loads(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
+            info = json_object(_native.generate(name, os.fspath(tmp), params=params_text, seed=seed))
         except TiersimError as exc:
             # Name the user's file, not the temporary one ("no space left writing OUT").
             raise TiersimError(str(exc).replace(os.fspath(tmp), os.fspath(out_path))) from None
@@ -242,18 +242,18 @@ def inspect(path: PathLike) -> dict[str, Any]:
 
     When the header carries statistics they are its own, unverified (``"verified": False``).
     """
-    return json.loads(_native.inspect(os.fspath(path)))
+    return json_object(_native.inspect(os.fspath(path)))
 
 
 def verify(path: PathLike) -> dict[str, Any]:
     """As `inspect`, after decoding and checking every frame and recomputing the statistics
     from the records; raises TiersimError naming the offset and what disagrees."""
-    return json.loads(_native.verify(os.fspath(path)))
+    return json_object(_native.verify(os.fspath(path)))
 
 
 def list_plugins() -> dict[str, Any]:
     """Every registered policy, device, generator, platform and device preset with its params."""
-    return json.loads(_native.list_plugins())
+    return json_object(_native.list_plugins())
 
 
 def resolve_platform(platform: PathLike, overrides: Overrides = None) -> str:
@@ -293,7 +293,7 @@ def convert(
     trace (recognised by its magic; text formats are never guessed). addr_kind, page_size and
     csv_time_unit describe text input that does not say; ns_per_instruction turns an
     instruction trace into MQSim's ns. Returns the statistics of the written accesses."""
-    return json.loads(
+    return json_object(
         _native.convert(
             os.fspath(src),
             src_format,
@@ -321,7 +321,7 @@ def sample(
 ) -> dict[str, Any]:
     """A smaller native trace: accesses in the time window [start, end) (ns, or each CPU's
     instruction count), of the given CPUs, then every Nth of those of each CPU. Returns its statistics."""
-    return json.loads(
+    return json_object(
         _native.sample(
             os.fspath(src),
             _writable(dst, src),
@@ -340,7 +340,7 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
     accesses merge in time order. Returns the statistics of the result."""
     if isinstance(inputs, (str, bytes, os.PathLike)):
         raise TypeError(f"inputs: a list of trace paths, not one path ({inputs!r})")
-    return json.loads(
+    return json_object(
         _native.mix(
             [os.fspath(p) for p in inputs], _writable(dst, *inputs), None if first_cpus is None else list(first_cpus)
         )
@@ -350,7 +350,7 @@ def mix(inputs: Sequence[PathLike], dst: PathLike, *, first_cpus: Sequence[int] 
 def trace_stats(path: PathLike, *, src_format: str | None = None, max_points: int = 100_000) -> dict[str, Any]:
     """Page reuse-distance and hotness histograms and page-vs-access scatter points."""
     max_points = _options.Number(int, 2, _options.I64_MAX).check("max_points", max_points)
-    return json.loads(_native.trace_stats(os.fspath(path), src_format, max_points))
+    return json_object(_native.trace_stats(os.fspath(path), src_format, max_points))
 
 
 def _curve_paths(curves: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -472,4 +472,4 @@ def filebench(
     for name, sub in (("device_params", device_params), ("iopath", iopath)):
         if sub:
             text += f"\n[{name}]\n" + params_to_toml(sub)
-    return json.loads(_native.filebench(text))
+    return json_object(_native.filebench(text))

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim import _native
-from tiersim._convert import params_to_toml
+from tiersim._convert import json_object, params_to_toml
 from tiersim._native import TiersimError
 from tiersim._result import temp_dir_beside
 
@@ -137,7 +137,7 @@ def default_virt_out(out: str | os.PathLike[str]) -> Path:
 
 def capture_params() -> dict[str, Any]:
     """The capture's parameters with kinds, defaults, bounds and help."""
-    return json.loads(_native.capture_params())
+    return json_object(_native.capture_params())
 
 
 def _find_program(prog: str) -> str:
@@ -377,7 +377,7 @@ def capture_lackey(
         params=params_text,
         seed=seed,
     )
-    return json.loads(report)
+    return json_object(report)
 
 
 def runtime_object(cache_dir: str | os.PathLike[str] | None = None, lto: bool = False) -> Path:
@@ -760,7 +760,8 @@ def _merge_in_worker(
         raise
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["report"]
+    report: str = outcome["report"]
+    return report
 
 
 def _result(

@@ -3,11 +3,14 @@
 The native side owns all validation (names, kinds, bounds); this module only has to produce
 syntactically exact TOML so that what the user wrote reaches it unchanged. Errors raised here
 are `TiersimError` so callers handle one exception type for every user mistake.
+
+The other way, `json_object` types the JSON reports the native side returns as text.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
 import re
@@ -99,6 +102,13 @@ def params_to_toml(params: Mapping[str, Any] | str | None) -> str:
             raise _error(f"parameter '{key}' is None; leave it out to get the default")
         lines.append(f"{toml_key(key)} = {toml_value(value, key)}")
     return "\n".join(lines)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """`json.loads` of a JSON object tiersim wrote (a native function's report, a run's
+    summary.json): typed as the dict it is, not checked."""
+    obj: dict[str, Any] = json.loads(text)
+    return obj
 
 
 def check_override(item: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -174,11 +174,18 @@ STUDY_WORKLOADS: dict[str, dict[str, Any]] = {
 SYNTHETIC = ("hashmap", "matmul", "minheap", "random", "stride")
 APPLICATIONS = ("kv", "graph")
 
+
+class _StudyHost(TypedDict):
+    gap_instructions: int
+    ns_per_instruction: float
+    llc: int
+
+
 #: Host side of every study run: accesses 1 us of compute apart (gap_instructions x
 #: ns_per_instruction), filtered by a 1 MiB 16-way LLC, replayed open loop as the paper does.
 #: The rate keeps the 8x8-die back end below saturation on the random workload, so that the
 #: comparisons measure the design rather than an ever-growing queue.
-STUDY_HOST = {"gap_instructions": 2000, "ns_per_instruction": 0.5, "llc": 1 << 20}
+STUDY_HOST: _StudyHost = {"gap_instructions": 2000, "ns_per_instruction": 0.5, "llc": 1 << 20}
 
 #: Trace accesses per run (quick, full).
 STUDY_ACCESSES = {True: 300_000, False: 1_500_000}
@@ -293,7 +300,13 @@ def _run(
     return StudyRun(workload, preset or base_preset, tuple(sorted(params.items())), scatter, top, prob, lead)
 
 
-def dies(channels: int, ways: int) -> dict[str, int]:
+class _Dies(TypedDict):
+    flash_channels: int
+    flash_ways: int
+    flash_blocks_per_plane: int
+
+
+def dies(channels: int, ways: int) -> _Dies:
     return {"flash_channels": channels, "flash_ways": ways, "flash_blocks_per_plane": _DIE_BLOCKS // (channels * ways)}
 
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsFloat, cast
 
 if TYPE_CHECKING:
     import polars as pl
@@ -115,6 +115,13 @@ def nodes_frame(nodes: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(nodes, schema_overrides=overrides, infer_schema_length=None)
 
 
+def aggregate_float(value: object) -> float:
+    """An aggregate of a numeric polars column (`Series.max()`, `.min()`) as a float. polars
+    types it as any Python value or None; of the non-empty numeric columns aggregated here it is
+    an int or a float, and float() converts it as before."""
+    return float(cast(SupportsFloat, value))
+
+
 # What the summary says about how far a run's figures can be trusted; here, not in report.py,
 # so that `tiersim run` prints them without importing polars.
 def run_warnings(summary: dict[str, Any]) -> list[str]:
@@ -126,7 +133,10 @@ def regime_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """The run's regime (summary.json `regime`, docs/model.md "When a result can be trusted")."""
     r = summary.get("regime") or {}
     scan = r.get("scanner") or {}
-    share = lambda k: f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None  # noqa: E731
+
+    def share(k: str) -> str | None:
+        return f"{100 * r[k]:.1f}%" if isinstance(r.get(k), (int, float)) else None
+
     return [
         ("scan passes (full sweeps of memory)", scan.get("scan_passes")),
         ("run length / scan_period_min", scan.get("scan_periods_min_covered")),

@@ -36,6 +36,7 @@ from tiersim._result import (
     REPORT_FILE,
     SUMMARY_FILE,
     TIMESERIES_FILE,
+    aggregate_float,
     regime_rows,
     run_warnings,
     writing,
@@ -167,8 +168,8 @@ def occupancy_figure(run: Run, fmt: str) -> str | None:
         if name in wide.columns:
             pages = wide[name].fill_null(0).to_numpy().astype(float)
             grid[i] = pages / caps[name] if caps.get(name) else 0.0
-    t_end_ms = float(epochs["t_end_ns"].max()) / 1e6
-    t0_ms = float(epochs["t_start_ns"].min()) / 1e6
+    t_end_ms = aggregate_float(epochs["t_end_ns"].max()) / 1e6
+    t0_ms = aggregate_float(epochs["t_start_ns"].min()) / 1e6
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(names) + 1.6), constrained_layout=True)
     im = ax.imshow(
         grid,
@@ -372,11 +373,13 @@ def latency_cdf_figure(curves: Sequence[Curve], fmt: str, title: str) -> str | N
 
 def exec_bars_figure(rows: Sequence[dict[str, Any]], baseline: str, fmt: str) -> str | None:
     """Grouped bars: per group (same trace, platform, grid values, seed), each policy's execution
-    time / the baseline policy's. 1.0 = baseline, lower is faster."""
+    time / the baseline policy's. 1.0 = baseline, lower is faster. Each row has its `group`, its
+    `normalized` time and its bar's label: `bar` (sweep_rows) or else `policy`."""
     groups: dict[str, dict[str, float]] = {}
     for r in rows:
         if r.get("normalized") is not None:
-            groups.setdefault(r["group"], {})[r.get("bar", r.get("policy"))] = r["normalized"]
+            bar: str = r["bar"] if "bar" in r else r["policy"]
+            groups.setdefault(r["group"], {})[bar] = r["normalized"]
     if not groups:
         return None
     plt = _plt()

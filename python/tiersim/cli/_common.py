@@ -22,7 +22,6 @@ from rich.text import Text
 import tiersim
 from tiersim import _options
 from tiersim._convert import parse_cli_pairs
-from tiersim._options import I64_MAX, MAX_NS_PER_INSTRUCTION, MAX_WORKERS, U32_MAX  # noqa: F401 (for the commands)
 
 # Every command and command group: name -> (the module that defines it, the module's Typer for a
 # group, None for a command the module registers on `app`), in the order of `tiersim --help`.

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
-from tiersim.cli._common import I64_MAX, Number, _bytes, _gbs, _ms, _num, _pct, _user_errors, app, err, out
+from tiersim._options import I64_MAX
+from tiersim.cli._common import Number, _bytes, _gbs, _ms, _num, _pct, _user_errors, app, err, out
 
 # The white paper's CloverLeaf experiment (Micron/AMD, EPYC + 4 CXL modules): interleave over all
 # of a socket's nodes with equal weights gives 50:50 in NPS1, 66:34 in NPS2 and 80:20 in NPS4.

@@ -12,11 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
+from tiersim._options import MAX_NS_PER_INSTRUCTION, MAX_WORKERS, U32_MAX
 from tiersim.cli._common import (
     _FROM_HELP,
-    MAX_NS_PER_INSTRUCTION,
-    MAX_WORKERS,
-    U32_MAX,
     Number,
     Size,
     TraceFormat,

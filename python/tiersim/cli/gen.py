@@ -10,9 +10,8 @@ from rich.text import Text
 
 import tiersim
 from tiersim._convert import parse_cli_value
+from tiersim._options import I64_MAX, U32_MAX
 from tiersim.cli._common import (
-    I64_MAX,
-    U32_MAX,
     Number,
     _inspect_tables,
     _merge_shortcuts,

@@ -10,7 +10,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from tiersim.cli._common import MAX_WORKERS, Number, _user_errors, app, err, out
+from tiersim._options import MAX_WORKERS
+from tiersim.cli._common import Number, _user_errors, app, err, out
 
 
 @app.command("reproduce")

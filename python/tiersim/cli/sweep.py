@@ -18,8 +18,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from tiersim._options import MAX_WORKERS
 from tiersim.cli._common import (
-    MAX_WORKERS,
     Number,
     Terminated,
     _int,

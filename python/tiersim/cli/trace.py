@@ -13,11 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 import tiersim
+from tiersim._options import I64_MAX, MAX_NS_PER_INSTRUCTION, U32_MAX
 from tiersim.cli._common import (
     _FROM_HELP,
-    I64_MAX,
-    MAX_NS_PER_INSTRUCTION,
-    U32_MAX,
     Number,
     TraceFormat,
     _bytes,

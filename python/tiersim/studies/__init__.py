@@ -131,6 +131,7 @@ def reproduce(
     """Run study `name` into out_dir and write report.html and claims.json there. Returns the
     result, the report path and the wall time in seconds."""
     from tiersim import report as rp
+    from tiersim._result import REPORT_FILE
 
     study = get(name)
     out = Path(out_dir)
@@ -179,7 +180,7 @@ def reproduce(
             p.replace("<h3>", "<h4>").replace("</h3>", "</h4>").replace("<h2>", "<h3>").replace("</h2>", "</h3>")
             for p in sub.parts
         )
-    path = report.write(out / rp.REPORT_FILE)
+    path = report.write(out / REPORT_FILE)
     elapsed = time.perf_counter() - start
     claims = {"study": study.name, "quick": quick, "claims": [asdict(c) for c in result.claims]}
     (out / CLAIMS_FILE).write_text(json.dumps(claims, indent=2) + "\n", encoding="utf-8")

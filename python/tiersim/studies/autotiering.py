@@ -90,7 +90,7 @@ def with_bound(df: pl.DataFrame) -> pl.DataFrame:
 def workloads_spec(
     name: str,
     footprint_mib: int,
-    accesses: int | dict[str, int],
+    accesses: int | dict[str, int] | None,
     scale: float,
     policies: list[str],
     extra: str,
@@ -100,9 +100,10 @@ def workloads_spec(
 ) -> str:
     """A sweep of the three workloads under `policies` (and the `extra` [[policy]] tables) on
     cascadelake_dcpmm at `scale`, daemons by the lens default; the scaling study uses it too.
-    `accesses` is one count for every workload or one per workload label; `gen_seed` seeds the
-    generators (the scaling study draws other workload instances with it); `only` keeps those
-    workload labels; `settings` are further platform overrides."""
+    `accesses` is one count for every workload or one per workload label (None with `only` empty:
+    the sweep's traces are all in `extra`); `gen_seed` seeds the generators (the scaling study
+    draws other workload instances with it); `only` keeps those workload labels; `settings` are
+    further platform overrides."""
     per = accesses if isinstance(accesses, dict) else dict.fromkeys(WORKLOADS, accesses)
     traces = "".join(
         f"""
@@ -216,7 +217,9 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
 
     r = {(w, p): t_real(w, BASELINE) / t_real(w, p) for w in REAL for p in real_policies}
     s.update(r)
-    x = lambda v: f"{v:.2f}x"  # noqa: E731
+
+    def x(v: float) -> str:
+        return f"{v:.2f}x"
 
     def on_real(text: str, ok: bool) -> str:
         return f"{REAL_GRAPH}: {text} ({'agrees' if ok else 'disagrees'})"
@@ -365,7 +368,10 @@ def _lap_claim(sweep_dir: Path, df: pl.DataFrame) -> Claim:
         share[r["node"]] = (r["hot_7"] + r["hot_8"]) / total if total else 0.0
     dram = [share[n] for n in share if n.startswith("dram")]
     pmem = [share[n] for n in share if n.startswith("pmem")]
-    fmt = lambda v: ", ".join(f"{100 * x:.0f}%" for x in v)  # noqa: E731
+
+    def fmt(v: list[float]) -> str:
+        return ", ".join(f"{100 * x:.0f}%" for x in v)
+
     return Claim(
         "LAP levels (fig. 11): under OPMX, DRAM holds the frequently accessed pages (levels 7-8), DCPMM the rest",
         "hot levels in DRAM",
@@ -376,7 +382,7 @@ def _lap_claim(sweep_dir: Path, df: pl.DataFrame) -> Claim:
     )
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="autotiering",
     title="AutoTiering (CPM/CPMX/OPM/OPMX/OPM-BD) vs Linux and Tiering-0.6 on a 2-socket DRAM + DCPMM machine",
     source="Kim, Choe, Ahn, AutoTiering, USENIX ATC'21 (seed 002)",

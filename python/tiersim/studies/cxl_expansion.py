@@ -12,9 +12,11 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from tiersim._result import aggregate_float
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, pct, study_sweep, within
 from tiersim.workloads import TRACES, memory_footprint
 
@@ -152,6 +154,11 @@ CapacityFigures = tuple[dict[str, float], dict[str, float], dict[tuple[str, str]
 def _capacity_figures(df: pl.DataFrame, trace: str, swap_rows: list[dict[str, object]]) -> CapacityFigures:
     """`trace`'s figures from a capacity sweep; appends its runs' swap rows to `swap_rows`."""
     speedup, io_cut, t = {}, {}, {}
+
+    def io(r: dict[str, Any]) -> int:
+        pages: int = (r.get("swap.swap_ins") or 0) + (r.get("swap.swap_outs") or 0)
+        return pages
+
     for dram in ("768GiB", "1152GiB"):
         sel = df.filter((pl.col("set.nodes.dram0.capacity") == dram) & (pl.col("trace") == trace))
         rows = {r["platform"]: r for r in sel.iter_rows(named=True)}
@@ -177,7 +184,6 @@ def _capacity_figures(df: pl.DataFrame, trace: str, swap_rows: list[dict[str, ob
                     },
                 }
             )
-        io = lambda r: (r.get("swap.swap_ins") or 0) + (r.get("swap.swap_outs") or 0)  # noqa: E731
         io_cut[dram] = 1 - io(rows["ddr_cxl"]) / io(rows["ddr_only"]) if io(rows["ddr_only"]) else 0.0
     return speedup, io_cut, t
 
@@ -229,7 +235,7 @@ def _seed003_bandwidths() -> tuple[float, float, float]:
     import tiersim
 
     dram = tiersim.characterize("ddr5_4800", {"channels": 12}, tests=["bwlat"], ratios=[100])
-    nominal = dram.tables["bwlat"]["bandwidth_mbs"].max() / 1000 / dram.params["efficiency"]
+    nominal = aggregate_float(dram.tables["bwlat"]["bandwidth_mbs"].max()) / 1000 / dram.params["efficiency"]
     cxl = tiersim.characterize("cxl_cz120", {"count": 4}, tests=["bwlat"], ratios=[100, 67, 50])
     best = cxl.tables["bwlat"].sort("bandwidth_mbs", descending=True).row(0, named=True)
     return nominal, best["bandwidth_mbs"] / 1000, best["read_ratio"]
@@ -332,8 +338,8 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     swap_rows: list[dict[str, object]] = []
     real = {}
     for label in REAL_KV:
-        trace = TRACES[label].path
-        rdf = study_sweep(out, f"capacity-{label}", _capacity_real_spec(label, trace), workers)
+        path = TRACES[label].path
+        rdf = study_sweep(out, f"capacity-{label}", _capacity_real_spec(label, path), workers)
         parts.append(
             SweepPart(f"Capacity expansion: {label}", rdf, out / f"capacity-{label}", "ddr_only", compare="platform")
         )
@@ -440,7 +446,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     return StudyResult(claims=claims, tables=tables, sweeps=parts, notes=notes)
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="cxl_expansion",
     title="CXL memory expansion: bandwidth by interleaving, capacity by tiering",
     source="Micron/AMD white paper 'CXL Memory Expansion: A Closer Look on Actual Platform' (seed 003)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -44,7 +45,7 @@ def plots(df: pl.DataFrame, out: Path) -> list[tuple[Path, str]]:
     images: list[tuple[Path, str]] = []
     if {"cache_size", "parallelism"} <= v.comparisons:
         labels = [fl.cache_label(s) for s in fl.CACHE_SIZES]
-        panels = [
+        panels: list[dict[str, Any]] = [
             {
                 "title": "sub-us share vs device cache (16-way LRU, SLC 32x32)",
                 "xlabel": "cache",
@@ -104,7 +105,9 @@ def plots(df: pl.DataFrame, out: Path) -> list[tuple[Path, str]]:
     if "hints" in v.comparisons:
         top0, p0, lead0 = fl.HINT_DEFAULT
 
-        def sweep(metric: str, title: str, xlabel: str, xs: tuple[float, ...], label: Callable[[float], str]) -> dict:
+        def sweep(
+            metric: str, title: str, xlabel: str, xs: tuple[float, ...], label: Callable[[float], str]
+        ) -> dict[str, Any]:
             series = [
                 (w, [0.0, *xs], [v("hints", w, "no hints", metric)] + [v("hints", w, label(x), metric) for x in xs])
                 for w in fl.HINT_WORKLOADS
@@ -197,7 +200,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     )
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="cxl_flash",
     title="CXL-flash design space and policies",
     source="Yang et al., 'Overcoming the Memory Wall with CXL-Enabled SSDs', USENIX ATC'23 (seed 004)",

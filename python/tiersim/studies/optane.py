@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 import tiersim
+from tiersim._result import aggregate_float
 from tiersim.studies import Claim, Study, StudyResult, within
 
 
@@ -37,10 +38,10 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     nt = _pick(lat, "latency_ns", pattern="random write", store="ntstore")
     clwb = _pick(lat, "latency_ns", pattern="random write", store="clwb")
     bt = one.tables["bandwidth_threads"]
-    rd_peak = float(bt.filter(pl.col("op") == "read")["bandwidth_gbs"].max())
+    rd_peak = aggregate_float(bt.filter(pl.col("op") == "read")["bandwidth_gbs"].max())
     wr = bt.filter(pl.col("op") == "write").sort("threads")
-    wr_peak = float(wr["bandwidth_gbs"].max())
-    wr_peak_threads = float(wr.filter(pl.col("bandwidth_gbs") == wr_peak)["threads"].min())
+    wr_peak = aggregate_float(wr["bandwidth_gbs"].max())
+    wr_peak_threads = aggregate_float(wr.filter(pl.col("bandwidth_gbs") == wr_peak)["threads"].min())
     wr8 = _pick(wr, "bandwidth_gbs", threads=8.0)
     bs = one.tables["bandwidth_size"]
     r64 = _pick(bs, "bandwidth_gbs", pattern="random", op="read", size=64.0)
@@ -49,7 +50,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     ewr64, ewr256 = _pick(ewr, "ewr", size=64.0), _pick(ewr, "ewr", size=256.0)
     ws = one.tables["ewr_working_set"].sort("working_set")
     at16 = _pick(ws, "ewr", working_set=16384.0)
-    above = float(ws.filter(pl.col("working_set") > 16384)["ewr"].max())
+    above = aggregate_float(ws.filter(pl.col("working_set") > 16384)["ewr"].max())
     sc = six.tables["scaling"]
     read6 = _pick(sc, "read_gbs", devices=6.0) / _pick(sc, "read_gbs", devices=1.0)
     write6 = _pick(sc, "write_gbs", devices=6.0) / _pick(sc, "write_gbs", devices=1.0)
@@ -233,7 +234,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     return StudyResult(claims=claims, tables=tables, notes=notes, images=[i for i in images if i[0].is_file()])
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="optane",
     title="Optane DC PMEM characterization tables",
     source="Yang et al., 'An Empirical Guide to the Behavior and Use of Scalable Persistent Memory', FAST'20 (seed 000)",

@@ -13,17 +13,17 @@ the fastest of a family of free-migration oracle runs) is checked against every 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from tiersim._native import TiersimError
+from tiersim.bound import BOUND, BOUND_MEMBERS, ORACLE_FREE
 from tiersim.studies import Claim, Study, StudyResult, SweepPart, inline_table, study_sweep
 from tiersim.studies.autotiering import (
     BASELINE,
-    BOUND,
-    BOUND_MEMBERS,
-    ORACLE_FREE,
     ORACLE_FREE_TOML,
     POLICIES,
     THREADS,
@@ -34,18 +34,23 @@ from tiersim.studies.autotiering import (
 from tiersim.studies.autotiering import SCALE as README_SCALE
 
 LABELS = [*POLICIES, ORACLE_FREE, BOUND]
+# A sweep of one size: (directory name, footprint MiB, kernel accesses, scale, the workloads
+# WORKLOADS and KV_SELF_SIMILAR it runs, None: all). Accesses None: MORE's generators, each with
+# accesses in proportion to the footprint, and no others.
+SizePart = tuple[str, int, int | None, float, list[str] | None]
 # (footprint MiB, kernel accesses, scale): each size doubles all three. The full variant's
 # largest size is the README's setting (160 MiB, 8M accesses, 1/512); the quick one stops at
 # 1/4096, below which absolute quantities (AutoTiering's per-CPU pools, 8-page scan windows)
 # change the regime (docs/model.md, "When a result can be trusted").
-SIZES = {
+SIZES: dict[bool, list[tuple[int, int, float]]] = {
     True: [(20, 1_000_000, 1 / 4096), (40, 2_000_000, 1 / 2048), (80, 4_000_000, 1 / 1024)],
     False: [(40, 2_000_000, 1 / 2048), (80, 4_000_000, 1 / 1024), (160, 8_000_000, 1 / 512)],
 }
 # kv mostly hits DRAM, so at the sizes above its runs end within 1-2 scanner passes (warned):
 # the full variant gives it 4x the accesses per page at half the footprint, which covers 4 or
 # more passes (docs/model.md). The quick one keeps kv at the shared sizes (warned).
-KV_SIZES = {True: None, False: [(20, 4_000_000, 1 / 4096), (40, 8_000_000, 1 / 2048), (80, 16_000_000, 1 / 1024)]}
+KV_SIZES_FULL = [(20, 4_000_000, 1 / 4096), (40, 8_000_000, 1 / 2048), (80, 16_000_000, 1 / 1024)]
+KV_SIZES: dict[bool, list[tuple[int, int, float]] | None] = {True: None, False: KV_SIZES_FULL}
 # Other workload instances (generator seeds) run at the middle size in the full variant: how
 # far a speedup moves with the instance alone, at one size.
 NOISE_SEEDS = {True: (), False: (2, 3)}
@@ -85,14 +90,17 @@ SELF_SIMILAR = {"popularity": "self_similar", "hot_fraction": 0.2, "head_fractio
 # stride at its default is stream's sequential sweep without the writes (other strides only thin
 # it), left out to keep the study's time; fileio reads and writes a file through the page cache,
 # a storage workload, not one for memory tiering.
-MORE = {
+MORE: dict[str, tuple[str, dict[str, object], int]] = {
     "graph": ("graph", {}, 600_000),
     "hashmap": ("hashmap", {}, 400_000),
     "minheap": ("minheap", {}, 400_000),
     "stencil": ("stencil", {}, 400_000),
     "stream": ("stream", {}, 400_000),
 }
-MORE_SIZES = {True: None, False: [(fp, None, sc) for fp, _, sc in KV_SIZES[False]]}
+MORE_SIZES: dict[bool, list[tuple[int, None, float]] | None] = {
+    True: None,
+    False: [(fp, None, sc) for fp, _, sc in KV_SIZES_FULL],
+}
 TRACES = [*WORKLOADS, KV_SELF_SIMILAR, *MORE]
 # The controlled run (full variant): kv, kv_self_similar and uniform again at every size with
 # DCPMM's write contention off on both sockets. The contention is bistable (docs/model.md): a
@@ -120,31 +128,34 @@ WIDE_DCPMM = {
 QUEUE_WORKLOADS = {True: ["uniform"], False: ["uniform", "hashmap"]}
 
 
-def sweeps(quick: bool, calm: bool = False) -> list[list[tuple[str, int, int, float, list[str] | None]]]:
+def sweeps(quick: bool, calm: bool = False) -> list[list[SizePart]]:
     """Per size (smallest first): the sweeps (directory name, footprint, accesses, scale, workloads) it takes;
     the sweep that runs kv runs kv_self_similar too (full variant). `calm`: the controlled run's."""
     kv = KV_SIZES[quick]
     others = [w for w in WORKLOADS if kv is None or w != KV]
     if calm:
         others = [w for w in others if w in CALM_WORKLOADS[quick]]
+    more = MORE_SIZES[quick]
     out = []
     for i, (fp, acc, sc) in enumerate(SIZES[quick]):
-        parts = [(f"scaling_{fp}MiB", fp, acc, sc, None if kv is None else others)]
+        parts: list[SizePart] = [(f"scaling_{fp}MiB", fp, acc, sc, None if kv is None else others)]
         if kv is not None:
             kfp, kacc, ksc = kv[i]
             parts.append((f"scaling_kv_{kfp}MiB", kfp, kacc, ksc, [KV]))
-        if MORE_SIZES[quick] is not None and not calm:
-            mfp, _, msc = MORE_SIZES[quick][i]
+        if more is not None and not calm:
+            mfp, _, msc = more[i]
             parts.append((f"scaling_more_{mfp}MiB", mfp, None, msc, [*MORE]))
-        out.append([(name + "_calm", *rest) for name, *rest in parts] if calm else parts)
+        out.append([(name + "_calm", fp, acc, sc, only) for name, fp, acc, sc, only in parts] if calm else parts)
     return out
 
 
 def size_label(workload: str, quick: bool) -> str:
+    more, kv = MORE_SIZES[quick], KV_SIZES[quick]
     if workload in MORE:
-        sizes = [(fp, MORE[workload][2] * fp, sc) for fp, _, sc in MORE_SIZES[quick]]
+        assert more is not None, "MORE's generators run in the full variant only"
+        sizes = [(fp, MORE[workload][2] * fp, sc) for fp, _, sc in more]
     else:
-        sizes = KV_SIZES[quick] if workload in (KV, KV_SELF_SIMILAR) and KV_SIZES[quick] else SIZES[quick]
+        sizes = kv if workload in (KV, KV_SELF_SIMILAR) and kv else SIZES[quick]
     return f"{'/'.join(str(fp) for fp, _, _ in sizes)} MiB, {'/'.join(f'{a / 1e6:g}' for _, a, _ in sizes)}M"
 
 
@@ -235,7 +246,13 @@ def _more_traces(fp: int, gen_seed: int, only: list[str] | None = None) -> str:
     )
 
 
-def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings: dict | None = None) -> pl.DataFrame:
+def _run_size(
+    out: Path,
+    parts: list[SizePart],
+    workers: int | None,
+    gen_seed: int = 1,
+    settings: Mapping[str, object] | None = None,
+) -> pl.DataFrame:
     frames = []
     for name, fp, acc, sc, only in parts:
         name = name + (f"_seed{gen_seed}" if gen_seed != 1 else "")
@@ -254,7 +271,7 @@ def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings
             extra,
             gen_seed=gen_seed,
             only=only,
-            settings={"host.read_ahead": read_ahead(sc)} | (settings or {}),
+            settings={"host.read_ahead": read_ahead(sc), **(settings or {})},
         )
         frames.append(with_bound(study_sweep(out, name, text, workers)))
     return pl.concat(frames, how="diagonal_relaxed")
@@ -263,10 +280,11 @@ def _run_size(out: Path, parts, workers: int | None, gen_seed: int = 1, settings
 def _calm_more(out: Path, quick: bool, workers: int | None) -> list[pl.DataFrame]:
     """The controlled run of the other generators (full variant): CALM_MORE's workloads under
     its policies at every size with DCPMM's write contention off."""
-    if MORE_SIZES[quick] is None:
+    more = MORE_SIZES[quick]
+    if more is None:
         return []
     frames = []
-    for fp, _, sc in MORE_SIZES[quick]:
+    for fp, _, sc in more:
         name = f"scaling_more_{fp}MiB_calm"
         text = workloads_spec(
             name,
@@ -276,7 +294,7 @@ def _calm_more(out: Path, quick: bool, workers: int | None) -> list[pl.DataFrame
             CALM_MORE_POLICIES,
             _more_traces(fp, 1, CALM_MORE),
             only=[],
-            settings={"host.read_ahead": read_ahead(sc)} | CALM,
+            settings={"host.read_ahead": read_ahead(sc), **CALM},
         )
         frames.append(study_sweep(out, name, text, workers))
     return frames
@@ -302,14 +320,16 @@ def _wide_dcpmm(out: Path, quick: bool, workers: int | None) -> list[pl.DataFram
                         [BASELINE],
                         ORACLE_FREE_TOML,
                         only=[w for w in QUEUE_WORKLOADS[quick] if w in WORKLOADS],
-                        settings={"host.read_ahead": read_ahead(sc)} | WIDE_DCPMM,
+                        settings={"host.read_ahead": read_ahead(sc), **WIDE_DCPMM},
                     ),
                     workers,
                 )
             )
         more = [w for w in QUEUE_WORKLOADS[quick] if w in MORE]
         if more:
-            mfp, _, msc = MORE_SIZES[quick][i]
+            more_sizes = MORE_SIZES[quick]
+            assert more_sizes is not None, "MORE's generators run in the full variant only"
+            mfp, _, msc = more_sizes[i]
             name = f"scaling_more_{mfp}MiB_wide_dcpmm"
             parts.append(
                 study_sweep(
@@ -323,7 +343,7 @@ def _wide_dcpmm(out: Path, quick: bool, workers: int | None) -> list[pl.DataFram
                         [BASELINE],
                         ORACLE_FREE_TOML + _more_traces(mfp, 1, more),
                         only=[],
-                        settings={"host.read_ahead": read_ahead(msc)} | WIDE_DCPMM,
+                        settings={"host.read_ahead": read_ahead(msc), **WIDE_DCPMM},
                     ),
                     workers,
                 )
@@ -411,7 +431,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     calm_more = _calm_more(out, quick, workers)
     calm |= {k: v for k, v in calm_speedups(calm_more).items() if k[1] != BASELINE}
     size_cols = ["x1", "x2", "x4"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (w, p), v in s.items():
         if p == BASELINE:
             continue
@@ -440,7 +460,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     regimes = _regimes(frames)
     calm_base = time_growth(calm_more)
 
-    def base_row(w: str) -> dict:
+    def base_row(w: str) -> dict[str, Any]:
         t = [
             df.filter((pl.col("trace") == w) & (pl.col("policy") == BASELINE))["execution_time_ns"][0] for df in frames
         ]
@@ -565,7 +585,7 @@ def _regimes(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.DataFrame(rows).sort("workload", "policy", "size")
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="scaling",
     title="Scale invariance: every policy's speedup at three lens-consistent sizes",
     source='tiersim\'s own model (docs/model.md, "Time scale")',

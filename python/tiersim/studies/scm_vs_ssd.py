@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 import tiersim
+from tiersim._result import aggregate_float
 from tiersim.studies import Claim, Study, StudyResult, within
 from tiersim.studies.optane import _pick
 
@@ -26,7 +27,7 @@ def run(out: Path, quick: bool, workers: int | None) -> StudyResult:
     ssd.write(out / "optane_ssd")
     pm.write(out / "optane_100_x6")
     bs = ssd.tables["bandwidth_size"]
-    big = float(bs["size"].max())
+    big = aggregate_float(bs["size"].max())
     ssd_read = _pick(bs, "bandwidth_gbs", pattern="sequential", op="read", size=big)
     ssd_write = _pick(bs, "bandwidth_gbs", pattern="sequential", op="write", size=big)
     sc = pm.tables["scaling"]
@@ -174,9 +175,9 @@ def _bench(rows: list[dict[str, Any]], label: str, ops: int, **params: Any) -> d
 def _kernel_path(out: Path, quick: bool) -> tuple[list[Claim], list[tuple[str, pl.DataFrame]], list[str]]:
     ops = 4000 if quick else 16000
     rows: list[dict[str, Any]] = []
-    ssd = {"device": "optane_ssd"}
-    pm = {"device": "optane_100", "device_params": BLOG_DIMM}
-    pm2 = {"device": "optane_100", "count": 2, "device_params": BLOG_DIMM}
+    ssd: dict[str, Any] = {"device": "optane_ssd"}
+    pm: dict[str, Any] = {"device": "optane_100", "device_params": BLOG_DIMM}
+    pm2: dict[str, Any] = {"device": "optane_100", "count": 2, "device_params": BLOG_DIMM}
 
     def bw(label: str, **p: Any) -> float:
         return float(_bench(rows, label, ops, **p)["bandwidth_gbs"])
@@ -419,7 +420,7 @@ def _kernel_path(out: Path, quick: bool) -> tuple[list[Claim], list[tuple[str, p
     return claims, [("Kernel I/O path runs (per operation: latency and mean time per layer)", table)], notes
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="scm_vs_ssd",
     title="Storage-class memory vs an Optane SSD: raw bandwidth and latency",
     source="MongoDB engineering blog 'We Replaced an SSD with Storage Class Memory' (2020, seed 001)",

@@ -122,12 +122,12 @@ WARM = {"os.files_start_cached": True}
 #: 100-200 us block read.
 SSD_LATENCIES = ("10us", "20us", "30us", "50us", "100us", "200us")
 #: The raw device read of finding 2b and of the latency sweep: 8 KiB blocks of a 1 GiB file.
-RAW_READ = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read"}
+RAW_READ: dict[str, Any] = {"file_size": "1GiB", "block_size": "8KiB", "workload": "read"}
 #: The findings' short names, in the claims' order, each opening its finding (docs/reproduce.md's table).
 LABELS = ("1a", "1b", "1c", "2a", "2b", "2c", "3", "4a", "4b", "4c", "5", "6a", "6b", "6c", "6d", "7", "8")
 #: A page cache small enough for a short run's writes to pass vm.dirty_ratio (wtperf's
 #: evict-btree-1 runs for minutes): 64 MiB of DRAM, dirty limits of 1 % and 2 %.
-SMALL_PC = {"scale": 1 / 4096, "os.dirty_background_ratio": 1, "os.dirty_ratio": 2}
+SMALL_PC: dict[str, Any] = {"scale": 1 / 4096, "os.dirty_background_ratio": 1, "os.dirty_ratio": 2}
 PLATFORM = "dram_only"
 #: Each thread starts where the program created it: its first record is issued only once the
 #: record before it in the file is done (`host.thread_start`, docs/platform.md), so the clients,
@@ -373,7 +373,8 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
     # 6. Cold cache, the write-heavy mix: buffered writes PM vs SSD.
     cold_a = (r.run("a_c1", "ssd"), r.run("a_c1", "pm"), r.run("a_c1", "pm2"))
     # The cause, measured: the same module with its media writing at the SSD's 2.2 GB/s.
-    pm_fast_writes = r.run("a_c1", "pm", **{"swap.params.media_write_bandwidth": "2.2GB/s"})
+    ssd_write_rate: dict[str, Any] = {"swap.params.media_write_bandwidth": "2.2GB/s"}
+    pm_fast_writes = r.run("a_c1", "pm", **ssd_write_rate)
     # 7. fsdax: no page cache.
     dax_a = r.run("a_c1", "fsdax")
     dax_slow = _ms(dax_a) / _ms(cold_a[1])
@@ -425,7 +426,8 @@ def _claims(r: Replays, quick: bool) -> list[Claim]:
     upd8 = (r.run(median8, "ssd"), r.run(median8, "log_pm"), r.run(median8, "fsdax"))
     a1_pm, a8_pm = log_pm_gain("a_c64_sync_t1"), log_pm_gain("a_c64_sync_t8")
     # The cause left in 6c, measured: the same replays with the module writing at the SSD's rate.
-    upd8_fast = r.run(median8, "log_pm", **{"dax.params.media_write_bandwidth": "2.2GB/s"})
+    log_write_rate: dict[str, Any] = {"dax.params.media_write_bandwidth": "2.2GB/s"}
+    upd8_fast = r.run(median8, "log_pm", **log_write_rate)
     # 16. The log unsynced (WiredTiger's default): batching hides it on either device.
     nolog = (r.run("a_c1_nolog", "ssd"), r.run("a_c1_nolog", "pm"))
     log_cost = (_ms(cold_a[0]) / _ms(nolog[0]), _ms(cold_a[1]) / _ms(nolog[1]))
@@ -736,13 +738,13 @@ def _raw_read_ratio(quick: bool, ssd_params: Mapping[str, Any]) -> float:
     """PM/SSD bandwidth of raw 8 KiB random reads from one thread, as scm_vs_ssd measures it
     (filebench: O_DIRECT on the SSD, fsdax mmap on PM): a device figure."""
     ops = 1000 if quick else 4000
-    common = {**RAW_READ, "threads": 1}
+    common: dict[str, Any] = {**RAW_READ, "threads": 1}
     ssd = tiersim.filebench(ops=ops, device="optane_ssd", device_params=dict(ssd_params), cache="direct", **common)
     pm = tiersim.filebench(ops=ops, device="optane_100", device_params=BLOG_DIMM, cache="dax", api="mmap", **common)
     return float(pm["bandwidth_gbs"]) / float(ssd["bandwidth_gbs"])
 
 
-STUDY = Study(
+STUDY: Study = Study(
     name="scm_vs_ssd_wt",
     title="Seed 001's findings on captured WiredTiger: PM vs Optane SSD under the real storage engine",
     source="MongoDB engineering blog 'We Replaced an SSD with Storage Class Memory' (2020, seed 001)",

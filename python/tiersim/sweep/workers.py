@@ -152,7 +152,7 @@ def run_isolated(runner: Runner, task: RunTask, ctx: Any) -> Outcome:
     start = time.perf_counter()
     proc.start()
     send.close()
-    outcome = None
+    outcome: Outcome | None = None
     try:
         outcome = recv.recv()
     except EOFError:

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import tiersim
 from tiersim import TiersimError
@@ -216,10 +216,13 @@ def parse_guest(
         raise TiersimError(f"{what}: the guest failed: {failed}")
     if "Kernel panic" in console:
         raise TiersimError(f"{what}: the guest kernel panicked: {_panic_line(console)}")
-    if not done or calib_s is None or (program_s is None and not calib_only):
-        raise TiersimError(f"{what}: the guest stopped before the end of the run")
+    stopped = f"{what}: the guest stopped before the end of the run"
+    if not done or calib_s is None:
+        raise TiersimError(stopped)
     if calib_only:
         return machine, calib_s, 0.0, []
+    if program_s is None:
+        raise TiersimError(stopped)
     if not any(s["tag"] == "E" for s in samples):
         raise TiersimError(f"{what}: the program ended without its final sample")
     return machine, calib_s, program_s, samples
@@ -292,11 +295,23 @@ def fast_node_room(run: GuestRun) -> tuple[int, int]:
     return free - reserved, wmin
 
 
+def _phase(run: GuestRun, key: str) -> dict[str, int] | None:
+    """A calibration phase the boot timed (calib_touch: ns and pages; calib_sweep, calib_random,
+    calib_mprotect, calib_migrate: ns and count), None for boots made before it was timed."""
+    phase: dict[str, int] | None = run.machine.get(key)
+    return phase
+
+
+def _all_timed(phases: list[dict[str, int] | None]) -> TypeGuard[list[dict[str, int]]]:
+    """Whether every boot timed the phase (`all`, which mypy does not narrow by)."""
+    return all(phases)
+
+
 def calib_work_s(run: GuestRun) -> float:
     """The calibration's time in the guest without its page-touch, mprotect and migrate phases,
     whose cost is the guest kernel's (a page fault, a page-table walk, a migration), not the
     CPU's."""
-    kernel = [run.machine.get(k) for k in ("calib_touch", "calib_mprotect", "calib_migrate")]
+    kernel = [_phase(run, k) for k in ("calib_touch", "calib_mprotect", "calib_migrate")]
     return run.calib_s - sum(k["ns"] / 1e9 for k in kernel if k)
 
 
@@ -458,15 +473,15 @@ def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> di
     program's measured cost (`path`, kernel_path_costs) where the matrix has it; without, a
     hint fault costs what a page fault does (the same entry and page-table walk, without the
     zeroing). Empty for boots made before the touch phase."""
-    touches = [run.machine.get("calib_touch") for run in case.runs]
-    if not all(touches):
+    touches = [_phase(run, "calib_touch") for run in case.runs]
+    if not _all_timed(touches):
         return {}
     per_page = sum(t["ns"] / t["pages"] for t in touches) / len(touches)
     out = {"guest_ns_per_fault": per_page, "fault_ns": per_page * d}
     if path and "hint_fault_guest_ns" in path:
         out["hint_fault_ns"] = path["hint_fault_guest_ns"] * d
-    walks = [run.machine.get("calib_mprotect") for run in case.runs]
-    if all(walks):
+    walks = [_phase(run, "calib_mprotect") for run in case.runs]
+    if _all_timed(walks):
         # The scanner's walk: change_protection per PTE, as the calibration's mprotect timed it.
         per_pte = statistics.median(w["ns"] / w["count"] for w in walks)
         out |= {"guest_ns_per_pte": per_pte, "pte_scan_ns": per_pte * d}
@@ -913,8 +928,8 @@ def _validate(
     calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
     # Both sides without the touch phase when the boots timed it: tiersim's calibration platform
     # charges each page the guest reports touching the default fault latency (1 us).
-    touches = [run.machine.get("calib_touch") for c in cases.values() for run in c.runs]
-    sim_touch_s = touches[0]["pages"] * 1e-6 if all(touches) else 0.0
+    touches = [_phase(run, "calib_touch") for c in cases.values() for run in c.runs]
+    sim_touch_s = touches[0]["pages"] * 1e-6 if _all_timed(touches) else 0.0
     calib_sim_s = calib_sim.summary["execution_time_ns"] / 1e9 - sim_touch_s
 
     all_calib = [calib_work_s(run) for c in cases.values() for run in c.runs]

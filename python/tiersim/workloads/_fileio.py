@@ -77,8 +77,8 @@ def read_log(path: Path) -> FileLog:
         if line.startswith("B "):
             # A process started (the program, or a wrapper such as setarch that then execs it, in
             # the same pid): its calls are numbered from 0 again. The last one is the program.
-            _, base, size, pid = line.split(" ")
-            log.marker_base, log.marker_bytes = int(base, 16), int(size)
+            _, base, marker_bytes, pid = line.split(" ")
+            log.marker_base, log.marker_bytes = int(base, 16), int(marker_bytes)
             entries = []
             continue
         # An open's line is the longest: "pid i O fd direct dev:ino size path" (a path may hold spaces).
