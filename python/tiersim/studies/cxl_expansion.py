@@ -450,6 +450,6 @@ STUDY: Study = Study(
     name="cxl_expansion",
     title="CXL memory expansion: bandwidth by interleaving, capacity by tiering",
     source="Micron/AMD white paper 'CXL Memory Expansion: A Closer Look on Actual Platform' (seed 003)",
-    runtime="--quick 22 s, full 71 s; then 8 capacity runs of the committed redis and rocksdb traces",
+    runtime="--quick 8 s, full 25-40 s; then 8 capacity runs of the committed redis and rocksdb traces",
     run=run,
 )

@@ -424,6 +424,6 @@ STUDY: Study = Study(
     name="scm_vs_ssd",
     title="Storage-class memory vs an Optane SSD: raw bandwidth and latency",
     source="MongoDB engineering blog 'We Replaced an SSD with Storage Class Memory' (2020, seed 001)",
-    runtime="--quick 20 s, full 129 s",
+    runtime="--quick 8 s, full 13-22 s",
     run=run,
 )
