@@ -171,6 +171,15 @@ def test_qemu_takes_the_buddy_model_and_says_why(progs, tmp_path: Path, capfd):
 
 
 @needs_qemu
+def test_qemu_finds_a_program_on_path(progs, tmp_path: Path, capfd, monkeypatch: pytest.MonkeyPatch):
+    # qemu-x86_64 does not search PATH: a bare name gave "ran no instruction" with no message.
+    monkeypatch.setenv("PATH", f"{progs['hashmap'].parent}{os.pathsep}{os.environ['PATH']}")
+    r = tiersim.capture([progs["hashmap"].name, "2000"], tmp_path / "h.trace", tool="qemu")
+    capfd.readouterr()
+    assert r.report["instructions"] > 300_000 and tiersim.inspect(r.out)["accesses"] > 1_000
+
+
+@needs_qemu
 def test_qemu_program_that_crashes_is_one_error_and_leaves_nothing(progs, tmp_path: Path, capfd):
     # QEMU 7.2 calls no plugin exit callback when the guest dies of a signal: the error says the
     # program was killed (it ran: not "ran no instruction"), and neither a trace nor the record

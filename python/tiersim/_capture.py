@@ -238,10 +238,12 @@ def capture(
     # Bad parameters and outputs are refused before the program runs.
     params_text, out_path, virt_path = _checked(params, seed, out, virt_out)
     if tool == "qemu":
-        _find_program(argv[0])
+        # qemu-x86_64 does not search PATH: it gets the program's path, and `-0` keeps the
+        # argv[0] the user gave.
+        program = _find_program(argv[0])
         qemu = _find_qemu()
         return _capture_files(
-            [qemu, "-plugin", str(qemu_plugin()), *argv],
+            [qemu, "-plugin", str(qemu_plugin()), "-0", argv[0], program, *argv[1:]],
             argv,
             params_text,
             seed,
