@@ -92,6 +92,21 @@ def test_capture_stopped_by_a_signal_leaves_no_temporary(hashmap: Path, tmp_path
     assert "Traceback" not in stderr
 
 
+@needs_valgrind
+def test_workload_capture_stopped_by_sigint_says_so(tmp_path: Path):
+    # Ctrl-C reached click as a KeyboardInterrupt, which ended the command with status 130 and
+    # not a word; it now takes the way of SIGTERM and SIGHUP.
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = _start("workload", "capture", "bfs", "-o", str(out_dir / "b.trace"), "--param", "scale=19", cwd=tmp_path)
+    _wait_for(lambda: any(out_dir.iterdir()), proc, "the capture's temporary directory")
+    time.sleep(1)
+    stdout, stderr = _stop(proc, signal.SIGINT)
+    assert proc.returncode == 128 + signal.SIGINT, stderr
+    assert stderr.strip().splitlines()[-1] == "error: stopped by SIGINT; outputs not finished were removed", stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_run_stopped_by_a_signal_writes_nothing(tmp_path: Path, sig: int):
     # A billion generated accesses: the run cannot end before the signal. stderr is a pipe, so

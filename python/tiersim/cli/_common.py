@@ -129,10 +129,11 @@ err = Console(stderr=True, highlight=False)
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised in the main thread so that every `finally` and every
+    """SIGTERM, SIGHUP or SIGINT, raised in the main thread so that every `finally` and every
     `except BaseException` on the way out removes the temporaries it made (with the default
     action the process just vanished, leaving `.tmpPID` files). Not a KeyboardInterrupt: click
-    would turn that into "Aborted!"; `main` prints one line and exits 128 + the signal."""
+    would take that and exit with no word or "Aborted!"; `main` prints one line and exits 128 +
+    the signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -144,7 +145,7 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 
 
 def _install_signal_handlers() -> None:
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, _raise_terminated)
 
 
