@@ -245,6 +245,20 @@ def test_stored_lackey_log_through_the_filter(tmp_path: Path):
     assert r.returncode == 2 and "give either" in r.stderr
 
 
+@pytest.mark.parametrize("command", [["capture"], ["workload", "capture", "bfs"]])
+def test_a_report_that_cannot_be_written_is_refused_before_the_capture(tmp_path: Path, command: list[str]):
+    # It was checked when written, after the whole capture, which left the trace without it.
+    tail = ["--", "true"] if command == ["capture"] else ["--param", "scale=10"]
+    for report, why in [
+        (tmp_path / "missing" / "r.json", "directory '{}' does not exist".format(tmp_path / "missing")),
+        (tmp_path, "is a directory; give a file name"),
+    ]:
+        r = run_cli(*command, "-o", str(tmp_path / "x.trace"), "--report", str(report), *tail)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.returncode == 1 and len(errors) == 1 and str(report) in errors[0] and why in errors[0], r.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], r.stderr
+
+
 @needs_valgrind
 @pytest.mark.parametrize("tool", ["tiersim", "lackey"])
 def test_an_output_where_nothing_can_be_written_is_one_error_naming_it(hashmap: Path, tool: str):

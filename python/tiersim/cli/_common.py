@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -196,6 +198,20 @@ class Size(_OptionParser, _options.Size):
     """A size option ("8MiB"), as bytes."""
 
     __name__ = "SIZE"
+
+
+def _check_report_path(path: Path | None) -> None:
+    """A --report file is refused before the command's work, not after a capture of minutes
+    that would then leave its trace without the report."""
+    if path is None:
+        return
+    if path.is_dir():
+        _fail(f"report '{path}' is a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        _fail(f"cannot write report '{path}': directory '{parent}' does not exist")
+    if not os.access(parent, os.W_OK):
+        _fail(f"cannot write report '{path}': directory '{parent}' is not writable")
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from tiersim.cli._common import (
     Number,
     Terminated,
     _bytes,
+    _check_report_path,
     _int,
     _interrupt_status,
     _kv_table,
@@ -196,6 +197,7 @@ def capture_cmd(
         raise typer.BadParameter("--lto goes with --build-runtime", param_hint="--lto")
     if output is None:
         raise typer.BadParameter("a trace to write is needed", param_hint="--out / -o")
+    _check_report_path(report)
     params = _pairs(param, "--param")
     shortcuts = {
         "llc": ("--llc", None if llc is None else parse_cli_value(llc)),

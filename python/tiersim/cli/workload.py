@@ -12,7 +12,18 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from tiersim.cli._common import _bytes, _echo_raw, _int, _kv_table, _pairs, _print, _user_errors, err, out
+from tiersim.cli._common import (
+    _bytes,
+    _check_report_path,
+    _echo_raw,
+    _int,
+    _kv_table,
+    _pairs,
+    _print,
+    _user_errors,
+    err,
+    out,
+)
 
 LTO_HELP = (
     "Instrumented path: build with clang and LTO, which inlines the tracing runtime (faster capture; "
@@ -92,6 +103,7 @@ def workload_capture(
     from tiersim import workloads
 
     params = _pairs(param, "--param")
+    _check_report_path(report)
     with _user_errors():
         with err.status(Text(f"capturing {name} ...")):
             rep = workloads.capture_workload(
