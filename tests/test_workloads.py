@@ -215,7 +215,12 @@ def test_lto_build_without_clang_names_the_make_target(monkeypatch: pytest.Monke
     monkeypatch.delenv("CC", raising=False)
     with pytest.raises(TiersimError, match=r"no 'clang' to build the tracing runtime for LTO.*`make clang`"):
         workloads.build("bfs", lto=True)
-    with pytest.raises(TiersimError, match="workload redis: lto builds the instrumented path, not 'valgrind'"):
+    # redis has no instrumented path: the user asked for no path, so none is named as theirs.
+    with pytest.raises(
+        TiersimError,
+        match="workload redis: lto builds our own programs for the instrumented path; "
+        "redis is a packaged program, captured on valgrind$",
+    ):
         workloads.build("redis", lto=True)
 
 
@@ -233,6 +238,11 @@ def test_packaged_program_tiny_capture(name: str, tmp_path: Path, monkeypatch: p
     )
     monkeypatch.chdir(tmp_path)
     out = Path(f"{name}.trace")
+    if name == "redis":
+        # redis-benchmark skips a -t name it does not know and exits 0: a run of no test is refused.
+        with pytest.raises(TiersimError, match="redis-benchmark ran none of the tests 'bogus'"):
+            workloads.capture_workload(name, out, llc="1MiB", params={**params, "tests": "bogus"})
+        assert list(tmp_path.iterdir()) == []
     rep = workloads.capture_workload(name, out, llc="1MiB", params=params)
     info = tiersim.inspect(out)
     kinds = tiersim.trace_stats(out, max_points=2)["by_kind"]
@@ -241,6 +251,7 @@ def test_packaged_program_tiny_capture(name: str, tmp_path: Path, monkeypatch: p
     if name == "redis":
         # The main thread and redis's three bio threads at least (io threads are off by default).
         assert busy_cpus(info) >= 4
+        assert [line.split(":")[0] for line in rep["client"]["benchmark"]] == ["SET", "GET"], rep["client"]
         used = rep["client"]["used_memory"]
         assert used <= mem <= 4 * rep["client"]["used_memory_rss"]
         # The AOF: what the server appended is in the trace's write records; the base file of the
@@ -361,3 +372,13 @@ def test_the_summary_counts_files_as_trace_inspect_does() -> None:
     paths = {f"/db/f{i}": 4096 for i in range(12)}
     assert _files({"files": paths, "size_records": {"files": 14, "empty_at_open": 8}}) == "14 (12 paths)"
     assert _files({"files": paths, "size_records": {"files": 12, "empty_at_open": 8}}) == "12"
+
+
+def test_the_client_row_reads_as_text() -> None:
+    # It was the client's JSON cut at 300 characters, with redis-benchmark's progress lines in it.
+    from tiersim.cli.workload import _client_text
+
+    client = {"benchmark": ["SET: 1.0 requests per second"], "benchmark_status": 0, "used_memory": 2_441_000}
+    assert _client_text(client | {"curr_items": 12_000}) == (
+        "SET: 1.0 requests per second; used_memory 2.33 MiB; curr_items 12,000"
+    )

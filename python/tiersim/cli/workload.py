@@ -121,6 +121,23 @@ def _files(fio: dict[str, Any]) -> str:
     return _int(files) if files == paths else f"{_int(files)} ({_int(paths)} paths)"
 
 
+def _client_text(client: dict[str, Any]) -> str:
+    """What the load generator measured: its result lines, then the server's figures."""
+    parts = []
+    for key, value in client.items():
+        if key == "benchmark_status":
+            continue
+        if isinstance(value, list):
+            parts.append("; ".join(str(v) for v in value))
+        elif isinstance(value, int) and ("memory" in key or key == "bytes"):
+            parts.append(f"{key} {_bytes(value)}")
+        elif isinstance(value, int):
+            parts.append(f"{key} {_int(value)}")
+        else:
+            parts.append(f"{key} {value}")
+    return "; ".join(parts)
+
+
 def _summary(rep: dict[str, Any]) -> Table:
     info = rep["inspect"]
     fio = rep["fileio"]
@@ -142,7 +159,7 @@ def _summary(rep: dict[str, Any]) -> Table:
     if cap.get("instructions"):
         rows.insert(3, ("instructions", _int(cap["instructions"])))
     if rep.get("client"):
-        rows.insert(2, ("client", json.dumps(rep["client"])[:300]))
+        rows.insert(2, ("client", _client_text(rep["client"])))
     if fio["markers_missing"]:
         out.print(Text(f"note: {fio['markers_missing']} logged calls were not placed in the trace"))
     return _kv_table(f"workload {rep['workload']}", rows)

@@ -239,8 +239,14 @@ def _redis_client(p: Mapping[str, Any], work: Path, gone: threading.Event) -> di
     info = _client_run(["redis-cli", "-p", port, "info", "memory"]).stdout
     mem = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
     _client_run(["redis-cli", "-p", port, "shutdown", "nosave"])
+    # -q prints each test's result on a line of its own, after progress lines it overwrites
+    # with carriage returns.
+    results = [line.strip() for line in bench.stdout.replace("\r", "\n").splitlines() if "requests per second" in line]
+    if not results:
+        # redis-benchmark skips a test name it does not know and exits 0.
+        return {"error": f"redis-benchmark ran none of the tests {p['tests']!r} (its -t names, such as get,set,lpush)"}
     return {
-        "benchmark": bench.stdout.strip().replace("\r", "\n").splitlines()[-8:],
+        "benchmark": results,
         "benchmark_status": bench.returncode,
         "used_memory": int(mem.get("used_memory", "0").strip() or 0),
         "used_memory_rss": int(mem.get("used_memory_rss", "0").strip() or 0),
@@ -596,6 +602,11 @@ def build(name: str, path: str | None = None, lto: bool = False) -> Path | None:
     path = path or _default_path(r, lto)
     if path not in r.paths:
         raise TiersimError(f"workload {name} captures on {', '.join(r.paths)}, not '{path}'")
+    if lto and "instrumented" not in r.paths:
+        raise TiersimError(
+            f"workload {name}: lto builds our own programs for the instrumented path; {name} is a packaged "
+            f"program, captured on {', '.join(r.paths)}"
+        )
     if lto and path != "instrumented":
         raise TiersimError(f"workload {name}: lto builds the instrumented path, not '{path}'")
     _check_packages(r)
