@@ -140,6 +140,14 @@ def capture_params() -> dict[str, Any]:
     return json_object(_native.capture_params())
 
 
+def _program_name(argv: Sequence[str]) -> str:
+    """The program a command line runs: past `setarch ARCH -R` (ASLR off, docs/capture.md), which
+    execs it in the same process."""
+    if len(argv) > 3 and Path(argv[0]).name == "setarch" and argv[2] == "-R":
+        return argv[3]
+    return argv[0]
+
+
 def _find_program(prog: str) -> str:
     if os.sep in prog:
         p = Path(prog)
@@ -589,6 +597,13 @@ def capture_instrumented(
                 (out_path, virt_path),
                 tick,
             )
+        except TiersimError as exc:
+            killed = proc.poll()
+            if killed is None or killed >= 0:
+                _stop(proc)
+                raise
+            # The runtime's exit handler did not run because a signal ended the program: say which.
+            raise TiersimError(f"'{_program_name(argv)}' was killed by {signal_name(-killed)}: {exc}") from None
         except BaseException:
             _stop(proc)
             raise

@@ -33,6 +33,7 @@ from tiersim._capture import (
     capture_instrumented,
     lto_cc,
     runtime_object,
+    signal_name,
 )
 from tiersim._native import TiersimError
 from tiersim._result import temp_dir_beside
@@ -778,6 +779,8 @@ def capture_workload(
                         res = capture_instrumented(argv, mem, params=cap_params, on_progress=on_progress)
                     else:
                         res = capture(argv, mem, params=cap_params, on_progress=on_progress)
+                except TiersimError as exc:
+                    raise TiersimError(f"workload {name}: {exc}") from None
                 finally:
                     gone.set()
         if client_thread is not None:
@@ -787,9 +790,14 @@ def capture_workload(
             # The program's own log file (redis-server writes there, not to stderr) counts as stderr.
             text = "".join(f.read_text(errors="replace") for f in (work / "stderr", *sorted(work.glob("*.log"))))
             tail = "\n".join(text.splitlines()[-STDERR_TAIL:])
+            how = (
+                f"was killed by {signal_name(res.signal)}"
+                if res.signal is not None
+                else f"exited with status {res.exit_status}"
+            )
             raise TiersimError(
-                f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} exited with status {res.exit_status}; "
-                f"no trace written. Its stderr ends:\n{tail}"
+                f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} {how}; no trace written. "
+                + (f"Its stderr ends:\n{tail}" if tail.strip() else "It wrote nothing to stderr.")
             )
         if "error" in client_out:
             raise TiersimError(f"workload {name}: {client_out['error']}; no trace written")
