@@ -105,7 +105,11 @@ def test_cli_pairs_reject_malformed_and_repeated():
         "weights": [4, 1],
         "nodes": ["dram0", "cxl0"],
     }
-    with pytest.raises(ValueError, match="KEY=VALUE"):
-        parse_cli_pairs(["weights"], "--param")
+    with pytest.raises(
+        ValueError, match=r"^--param expects KEY=VALUE \(e.g. --param requests=VALUE\), got 'requests'$"
+    ):
+        parse_cli_pairs(["requests"], "--param")
+    with pytest.raises(ValueError, match=r"\(e.g. --set KEY=VALUE\), got '=4'$"):
+        parse_cli_pairs(["=4"], "--set")
     with pytest.raises(ValueError, match="given twice"):
         parse_cli_pairs(["a=1", "a=2"], "--param")

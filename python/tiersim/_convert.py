@@ -168,7 +168,10 @@ def parse_cli_pairs(items: Sequence[str], option: str) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key or not value.strip():
-            raise ValueError(f"{option} expects KEY=VALUE (e.g. {option} weights=[4,1]), got '{item}'")
+            # The example is the user's own key where there is one: a policy's weights=[4,1] read
+            # as a non sequitur beside a workload's `--param requests`.
+            example = f"{option} {key}=VALUE" if key and not sep else f"{option} KEY=VALUE"
+            raise ValueError(f"{option} expects KEY=VALUE (e.g. {example}), got '{item}'")
         if key in out:
             raise ValueError(f"{option} {key} is given twice")
         out[key] = parse_cli_value(value)
