@@ -73,7 +73,7 @@ def linux_cmd(
     memory tier), run each program there under each kernel setting, and replay the program's
     captured trace in tiersim on a platform built from the VM; write validate.json,
     series.parquet and report.html. Needs `make vm`."""
-    from tiersim.validate.linux import error_text, validate_linux
+    from tiersim.validate.linux import error_text, hint_fault_text, validate_linux
 
     with _user_errors():
         doc = validate_linux(
@@ -105,6 +105,9 @@ def linux_cmd(
             f"{cid} {c['daemon_time_scale']:.3f} (from {c['time_scale_from']})" for cid, c in doc["cases"].items()
         )
         out.print(f"daemon time scale per case: {scales}")
+    # Each program's hint-fault cost, or why it was not measured (its boots' system times overlap).
+    for prog, costs in sp.get("kernel_path_costs", {}).items():
+        out.print(hint_fault_text(prog, costs), soft_wrap=True)
     table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():

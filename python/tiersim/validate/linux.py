@@ -425,18 +425,25 @@ def solve_time_scale(
     return res, d, steps
 
 
-def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
+def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, Any]]:
     """Per program, the guest kernel's cost of a NUMA hint fault, from the program's system time
-    (the sampler's prog_sys_ns; means over each case's boots): what AutoNUMA adds to the system
-    time of no balancing, per hint fault. That is the fault, its failed migration attempt (node 0
-    has no room, so migrate_misplaced_page gives up at migrate_balanced_pgdat) and the scanner's
-    walk, which runs in the same context (counted in: an upper bound). Not a promotion's cost:
-    tiering mode's system time beyond its hint faults, per page promoted, came out at 0.33 and
-    1.13 ms for stream and graph and below zero for kv in the 08:13 matrix, the tick-sampled
-    system time too coarse for it. Needs the program's none and autonuma cases from boots that
-    recorded the system time; a cost that comes out not positive is left out. With boots that
-    timed the calibration's migrate phase, every program also gets a page migration's cost
-    (`migration_guest_ns`), the least over all of them."""
+    (the sampler's prog_sys_ns): what AutoNUMA adds to the system time of no balancing, per hint
+    fault (the difference of the means over each case's boots). That is the fault, its failed
+    migration attempt (node 0 has no room, so migrate_misplaced_page gives up at
+    migrate_balanced_pgdat) and the scanner's walk, which runs in the same context (counted in: an
+    upper bound). Not a promotion's cost: tiering mode's system time beyond its hint faults, per
+    page promoted, came out at 0.33 and 1.13 ms for stream and graph and below zero for kv in the
+    08:13 matrix, the tick-sampled system time too coarse for it.
+
+    Measured only where it stands above the boots' noise: the least system time of the autonuma
+    boots above the greatest of the none boots (`hint_fault_sys_s_runs` keeps both). Otherwise,
+    or without the program's none and autonuma cases from boots that recorded the system time, or
+    without a hint fault, `hint_fault_not_measured` says why and a hint fault costs what a page
+    fault does (fault_cost). In the 16:38 matrix of 2026-11-30 graph's autonuma boots took
+    1.00-1.82 s of system time against its none boots' 1.14-1.75 s: the difference of the means
+    came out at 0.146 us a hint fault, noise. With boots that timed the calibration's migrate
+    phase, every program also gets a page migration's cost (`migration_guest_ns`), the least over
+    all of them."""
     # A page's migration, from the calibration's migrate phase: the same work in every boot of the
     # matrix, so the fastest boot's. The others' flushes stall (TCG's cross-CPU TLB flush waits
     # for the host to run the other vCPU's thread): 0.16-2.9 ms a page in a third to two thirds
@@ -445,8 +452,8 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
     # under tiering 0.19 s slower than with balancing off after a calibration at 2.6 ms a page,
     # for 2,885 promotions). The median was the estimate before; on a busy host it is a stall.
     moves = _phase_ns(cases, "calib_migrate")
-    common = {"migration_guest_ns": min(moves)} if moves else {}
-    out: dict[str, dict[str, float]] = {}
+    common: dict[str, Any] = {"migration_guest_ns": min(moves)} if moves else {}
+    out: dict[str, dict[str, Any]] = {}
     for prog in dict.fromkeys(c.program.name for c in cases.values()):
         out[prog] = dict(common)
         runs = {
@@ -454,14 +461,45 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
             for c in cases.values()
             if c.program.name == prog
         }
-        if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
+        missing = [f"{prog}-{s}" for s in ("none", "autonuma") if s not in runs]
+        if missing:
+            out[prog]["hint_fault_not_measured"] = f"the run has no {' or '.join(missing)} case"
             continue
-        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ("hint_faults", "sys_s")} for s, ks in runs.items()}
-        faults = m["autonuma"]["hint_faults"]
-        hint = (m["autonuma"]["sys_s"] - m["none"]["sys_s"]) / faults if faults else 0.0
-        if hint > 0:
-            out[prog]["hint_fault_guest_ns"] = hint * 1e9
-    return {prog: costs for prog, costs in out.items() if costs}
+        if any(k["sys_s"] is None for s in ("none", "autonuma") for k in runs[s]):
+            out[prog]["hint_fault_not_measured"] = "the boots did not record the program's system time"
+            continue
+        sys_s = {s: [k["sys_s"] for k in runs[s]] for s in ("none", "autonuma")}
+        out[prog]["hint_fault_sys_s_runs"] = sys_s
+        faults = sum(k["hint_faults"] for k in runs["autonuma"]) / len(runs["autonuma"])
+        if not faults:
+            out[prog]["hint_fault_not_measured"] = "no hint fault under AutoNUMA"
+        elif min(sys_s["autonuma"]) <= max(sys_s["none"]):
+            out[prog]["hint_fault_not_measured"] = (
+                f"the program's system time under AutoNUMA, {_range_s(sys_s['autonuma'])}, does not stand above"
+                f" its system time with no balancing, {_range_s(sys_s['none'])} (the boots' noise)"
+            )
+        else:
+            mean = {s: sum(v) / len(v) for s, v in sys_s.items()}
+            out[prog]["hint_fault_guest_ns"] = (mean["autonuma"] - mean["none"]) / faults * 1e9
+    return out
+
+
+def _range_s(values: Sequence[float]) -> str:
+    return f"{min(values):.3f}-{max(values):.3f} s"
+
+
+def hint_fault_text(prog: str, costs: dict[str, Any]) -> str:
+    """One line on the program's hint-fault cost (kernel_path_costs): measured, from what, or why
+    not."""
+    if "hint_fault_guest_ns" in costs:
+        sys_s = costs["hint_fault_sys_s_runs"]
+        return (
+            f"{prog}: a hint fault costs {costs['hint_fault_guest_ns'] / 1e3:.1f} us of guest time (the program's"
+            f" system time under AutoNUMA, {_range_s(sys_s['autonuma'])}, over its system time with no balancing,"
+            f" {_range_s(sys_s['none'])}, per hint fault)"
+        )
+    why = costs.get("hint_fault_not_measured", "a result from before the reason was recorded")
+    return f"{prog}: hint-fault cost not measured: {why}; a hint fault costs what a page fault does"
 
 
 def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
