@@ -587,7 +587,7 @@ def test_quick_case_end_to_end(tmp_path: Path) -> None:
     assert no.returncode != 0 and "a replay keeps whatever its boots recorded" in no.stderr
     assert replayed["guest_speed"] == doc["guest_speed"]
     bad = _cli("validate", "linux", "--replay", str(tmp_path / "nothing"), "-o", str(tmp_path / "r2"))
-    assert bad.returncode != 0 and "not a `tiersim validate linux` result" in bad.stderr
+    assert bad.returncode != 0 and f"{tmp_path / 'nothing'} does not exist" in bad.stderr
     assert not (tmp_path / "r2").exists()
     # An edited earlier result: one error naming its validate.json, before anything is written.
     edited = tmp_path / "edited"
@@ -845,3 +845,137 @@ def test_the_cli_says_each_programs_hint_fault_cost_or_why_not(monkeypatch: pyte
     why = _fake_doc()["guest_speed"]["kernel_path_costs"]["kv"]["hint_fault_not_measured"]
     line = f"kv: hint-fault cost not measured: {why}; a hint fault costs what a page fault does"
     assert line in r.stdout.splitlines(), r.stdout
+
+
+def _fake_result(path: Path, cases: Sequence[str] = ("kv-none", "kv-autonuma", "kv-tiering"), runs: int = 3) -> Path:
+    """A `tiersim validate linux` result as far as a replay reads it before replaying: validate.json
+    (sorted, as written) and each boot's guest output; no traces."""
+    doc = {
+        "runs": runs,
+        "knobs": linux.KNOBS,
+        "quick": False,
+        "accel": "tcg",
+        "sizing": {"how": "given", "factor": 1.0},
+        "guest_speed": {"instructions_per_access": {}, "calib_records": 1, "calib_instructions_est": 1},
+        "cases": {
+            cid: {
+                "program": {"name": cid.split("-")[0], "args": [256, 8000, 2]},
+                "setting": {"name": cid.split("-")[1]},
+            }
+            for cid in cases
+        },
+    }
+    path.mkdir()
+    (path / "validate.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    for cid in cases:
+        for r in range(runs):
+            (path / "guest" / f"{cid}-{r}").mkdir(parents=True)
+            (path / "guest" / f"{cid}-{r}" / "guest.out").write_text(GUEST_OUT)
+    return path
+
+
+def test_a_replay_takes_the_results_cases_in_their_canonical_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # validate.json stores the cases sorted by name; the replay runs (and its table, its scale
+    # line and report.html list) them as the boots ran: PROGRAMS' order, then SETTINGS'.
+    cases = [f"{p}-{s}" for p in ("stream", "kv", "graph") for s in ("tiering", "none", "autonuma")]
+    src = _fake_result(tmp_path / "r", cases, runs=2)
+    seen: dict[str, Any] = {}
+
+    def fake(work: Path, tools: Any, programs: list[str], settings: list[str], runs: int, *rest: Any) -> Any:
+        seen.update(programs=programs, settings=settings, runs=runs)
+        raise tiersim.TiersimError("stop")
+
+    monkeypatch.setattr(linux, "_validate", fake)
+    with pytest.raises(tiersim.TiersimError, match="^stop$"):
+        linux.validate_linux(tmp_path / "o", replay=src)
+    assert seen == {"programs": ["graph", "kv", "stream"], "settings": ["none", "autonuma", "tiering"], "runs": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        # A boot's directory gone: the replay took the boots before the gap and dropped the rest.
+        (
+            lambda r: shutil.rmtree(r / "guest" / "kv-tiering-1"),
+            r"^{r}/guest/kv-tiering-1 is missing: a damaged result, whose validate.json says each case booted 3 times "
+            r"\(runs = 3: guest/kv-tiering-0 to guest/kv-tiering-2\)$",
+        ),
+        (
+            lambda r: (r / "guest" / "kv-none-2" / "guest.out").unlink(),
+            r"^{r}/guest/kv-none-2/guest.out is missing: a damaged `tiersim validate linux` result$",
+        ),
+        (lambda r: shutil.rmtree(r), r"^{r} does not exist: give the directory of a `tiersim validate linux` result$"),
+        (
+            lambda r: (r / "validate.json").unlink(),
+            r"^{r}: not a `tiersim validate linux` result \(it has no validate.json\)$",
+        ),
+        (
+            lambda r: _edit_json(r, lambda d: d.pop("knobs")),
+            r"^{r}/validate.json: cannot replay it: it has no `knobs` \(a damaged or edited result\)$",
+        ),
+        (
+            lambda r: _edit_json(r, lambda d: d["guest_speed"].pop("calib_records")),
+            r"^{r}/validate.json: cannot replay it: it has no `guest_speed.calib_records` \(a damaged or edited result\)$",
+        ),
+        (
+            lambda r: _edit_json(r, lambda d: d.pop("runs")),
+            r"^{r}/validate.json: cannot replay it: it has no `runs` \(a damaged or edited result\)$",
+        ),
+    ],
+)
+def test_a_damaged_result_to_replay_is_one_clear_error(tmp_path: Path, damage: Any, message: str) -> None:
+    src = _fake_result(tmp_path / "r")
+    damage(src)
+    with pytest.raises(tiersim.TiersimError, match=message.replace("{r}", str(src))):
+        linux.validate_linux(tmp_path / "o", replay=src)
+    assert not (tmp_path / "o").exists() and [p.name for p in tmp_path.iterdir()] in ([], ["r"])
+
+
+def _edit_json(result: Path, edit: Any) -> None:
+    doc = json.loads((result / "validate.json").read_text())
+    edit(doc)
+    (result / "validate.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"trace_kernel": True}, "--kernel-trace records a new boot: a replay keeps whatever its boots recorded"),
+        ({"work_factor": 2.0}, "--work-factor sizes new boots: a replay keeps the programs its boots ran"),
+        ({"quick": True}, "--quick boots its one case: a replay takes the cases of the result it replays"),
+        ({"runs": 2}, "--runs sets how many times a case boots: a replay takes every boot of its result"),
+    ],
+)
+def test_an_option_a_replay_cannot_take_is_said_before_the_directory_is_read(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    # The conflict first, even where the directory does not exist.
+    with pytest.raises(tiersim.TiersimError, match=f"^{message}$"):
+        linux.validate_linux(tmp_path / "o", replay=tmp_path / "nosuchdir", **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_replay_refuses_an_output_inside_the_result(tmp_path: Path) -> None:
+    src = _fake_result(tmp_path / "r")
+    with pytest.raises(
+        tiersim.TiersimError, match=rf"^{src}/sub is inside the replayed result {src}: give a directory outside it$"
+    ):
+        linux.validate_linux(src / "sub", replay=src)
+    assert sorted(p.name for p in src.iterdir()) == ["guest", "validate.json"]
+
+
+def test_a_replay_of_a_case_the_result_lacks_suggests_the_setting(tmp_path: Path) -> None:
+    src = _fake_result(tmp_path / "r", ["kv-tiering"], runs=1)
+    with pytest.raises(
+        tiersim.TiersimError,
+        match=rf"^{src} holds no VM run of case kv-none; it holds kv-tiering of kv: add --setting tiering$",
+    ):
+        linux.validate_linux(tmp_path / "o", replay=src, programs=["kv"])
+    with pytest.raises(
+        tiersim.TiersimError,
+        match=rf"^{src} holds no VM run of case graph-tiering; its cases are kv-tiering: give --program and --setting for those$",
+    ):
+        linux.validate_linux(tmp_path / "o", replay=src, settings=["tiering"])

@@ -25,8 +25,14 @@ def linux_cmd(
         typer.Option("--setting", help="none, autonuma or tiering; repeatable (default all three)."),
     ] = None,
     runs: Annotated[
-        int, typer.Option("--runs", parser=Number(int, 1, 100), metavar="N", help="VM runs per case, for the spread.")
-    ] = 3,
+        int | None,
+        typer.Option(
+            "--runs",
+            parser=Number(int, 1, 100),
+            metavar="N",
+            help="VM runs per case, for the spread (default 3; a replay takes its result's).",
+        ),
+    ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="One case (kv under tiering mode), one VM run: a few minutes.")
     ] = False,
