@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from tiersim.cli._common import Number, _user_errors, err, out
 from tiersim.validate import WORK_FACTOR_RANGE
@@ -81,28 +83,39 @@ def linux_cmd(
     series.parquet and report.html. Needs `make vm`."""
     from tiersim.validate.linux import error_text, hint_fault_text, validate_linux
 
-    with _user_errors():
-        doc = validate_linux(
-            out_dir,
-            programs=program,
-            settings=setting,
-            runs=runs,
-            quick=quick,
-            timeout_s=timeout,
-            replay=replay,
-            time_scale=time_scale,
-            trace_kernel=kernel_trace,
-            work_factor=work_factor,
-            progress=lambda msg: err.print(msg, highlight=False),
+    try:
+        with _user_errors():
+            doc = validate_linux(
+                out_dir,
+                programs=program,
+                settings=setting,
+                runs=runs,
+                quick=quick,
+                timeout_s=timeout,
+                replay=replay,
+                time_scale=time_scale,
+                trace_kernel=kernel_trace,
+                work_factor=work_factor,
+                # Progress lines whole, whatever the width: piped stderr is 80 columns to rich.
+                progress=lambda msg: err.print(msg, highlight=False, soft_wrap=True),
+            )
+    except KeyboardInterrupt:
+        # Ctrl-C: the same line as SIGTERM's (tiersim.cli.main); validate_linux has removed its
+        # work directory and stopped its VM.
+        err.print(
+            Text.assemble(("error: ", "bold red"), "stopped by SIGINT; outputs not finished were removed"),
+            soft_wrap=True,
         )
+        raise typer.Exit(128 + signal.SIGINT) from None
     sz = doc["sizing"]
     if "args" in sz:
         ran = ", ".join(f"{p} {' '.join(map(str, a))}" for p, a in sz["args"].items())
-        out.print(f"work factor {sz['factor']:.3f} ({sz['how']}): {ran}")
+        out.print(f"work factor {sz['factor']:.3f} ({sz['how']}): {ran}", soft_wrap=True)
     sp = doc["guest_speed"]
     out.print(
         f"guest speed: the calibration takes {sp['calib_guest_s']:.3f} s in the guest, {sp['calib_tiersim_s']:.3f} s "
-        f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}"
+        f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}",
+        soft_wrap=True,
     )
     if sp["time_scale"] == "program":
         # Each case says where its scale came from: its program's speed with balancing off, or
@@ -110,7 +123,7 @@ def linux_cmd(
         scales = ", ".join(
             f"{cid} {c['daemon_time_scale']:.3f} (from {c['time_scale_from']})" for cid, c in doc["cases"].items()
         )
-        out.print(f"daemon time scale per case: {scales}")
+        out.print(f"daemon time scale per case: {scales}", soft_wrap=True)
     # Each program's hint-fault cost, or why it was not measured (its boots' system times overlap).
     for prog, costs in sp.get("kernel_path_costs", {}).items():
         out.print(hint_fault_text(prog, costs), soft_wrap=True)
@@ -132,6 +145,7 @@ def linux_cmd(
             f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
             if by_spread
             else ""
-        )
+        ),
+        soft_wrap=True,
     )
-    out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html")
+    out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html", soft_wrap=True)
