@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -1006,3 +1007,46 @@ def test_ctrl_c_is_one_line_as_sigterm_is(monkeypatch: pytest.MonkeyPatch, tmp_p
         "VM kv-none run 1/3",
         "error: stopped by SIGINT; outputs not finished were removed",
     ], r.stderr
+
+
+def _fake_series(doc: dict[str, Any]) -> pl.DataFrame:
+    rows = []
+    for cid in doc["cases"]:
+        for source, hint in (("kernel", 0), ("tiersim", None)):
+            for t in (0.0, 1.0):
+                rows.append(
+                    {"case": cid, "source": source, "run": 0, "t_s": t, "fast_pages": 10, "slow_pages": 5}
+                    | {"fast_share": 66.7, "promotions": 0, "demotions": 0, "hint_faults": hint}
+                )
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def test_report_html_reads_as_the_cli_table_does(tmp_path: Path) -> None:
+    from tiersim.validate.report import write_report
+
+    doc = _fake_doc()
+    write_report(tmp_path, doc, _fake_series(doc))
+    text = (tmp_path / "report.html").read_text()
+    head = text[text.index("<p>Kernel") : text.index("</p>", text.index("<p>Kernel"))]
+    # The VM's nodes and tiers in words, not Python's dict reprs.
+    assert "{" not in head and "&#x27;" not in head, head
+    assert (
+        "node 0: 211,064 KiB (158,868 KiB free), CPUs 0-1; node 1: 524,288 KiB (524,288 KiB free), no CPUs; "
+        "node 2: 3,600 KiB (3,524 KiB free), no CPUs; memory tiers: memory_tier4 nodes 0,2, memory_tier22 node 1"
+    ) in head, head
+    # The CLI's count of agreeing metrics, and its verdicts.
+    assert "<p>8 of 8 agree, 1 of them only within the VM's run-to-run spread" in text
+    rows = text[text.index("<table>") : text.index("</table>")].split("<tr")[2:]
+    assert len(rows) == 8
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in rows]
+    assert [c[-1] for c in cells].count("yes, by the spread") == 1 and {c[-1] for c in cells} == {
+        "yes",
+        "yes, by the spread",
+    }
+    # Counts as whole numbers with thousands separators (0, not 0.000), the share to a tenth.
+    hint = next(c for c in cells if c[:2] == ["kv-autonuma", "hint_faults"])
+    assert hint[2:5] == ["43,375", "65,531 / 1,000 / 63,595", "29,878"] and hint[6] == "64,531", hint
+    zero = next(c for c in cells if c[:2] == ["kv-none", "promotions"])
+    assert zero[2:5] == ["0", "0 / 0 / 0", "0"] and zero[6] == "0", zero
+    share = next(c for c in cells if c[:2] == ["kv-none", "fast_share"])
+    assert share[2:5] == ["54.3", "54.3 / 54.3 / 54.4", "54.4"] and share[6] == "10.0", share

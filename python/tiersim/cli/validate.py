@@ -81,7 +81,14 @@ def linux_cmd(
     memory tier), run each program there under each kernel setting, and replay the program's
     captured trace in tiersim on a platform built from the VM; write validate.json,
     series.parquet and report.html. Needs `make vm`."""
-    from tiersim.validate.linux import error_text, hint_fault_text, validate_linux
+    from tiersim.validate.linux import (
+        agreement_text,
+        count_text,
+        error_text,
+        hint_fault_text,
+        validate_linux,
+        verdict_text,
+    )
 
     try:
         with _user_errors():
@@ -130,22 +137,8 @@ def linux_cmd(
     table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():
-            rel = error_text(m, v)
-            fmt = "{:.1f}" if m == "fast_share" else "{:,.0f}"
-            runs_text = " / ".join(fmt.format(x) for x in v["kernel_runs"])
-            verdict = ("yes, by the spread" if v.get("by_spread") else "yes") if v["agree"] else "no"
-            table.add_row(cid, m, runs_text, fmt.format(v["tiersim"]), rel, verdict)
+            runs_text = " / ".join(count_text(m, x) for x in v["kernel_runs"])
+            table.add_row(cid, m, runs_text, count_text(m, v["tiersim"]), error_text(m, v), verdict_text(v))
     out.print(table)
-    verdicts = [v for case in doc["cases"].values() for v in case["metrics"].values()]
-    agree = sum(v["agree"] for v in verdicts)
-    by_spread = sum(bool(v.get("by_spread")) for v in verdicts)
-    out.print(
-        f"{agree} of {len(verdicts)} agree"
-        + (
-            f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
-            if by_spread
-            else ""
-        ),
-        soft_wrap=True,
-    )
+    out.print(agreement_text(doc), soft_wrap=True)
     out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html", soft_wrap=True)

@@ -757,6 +757,31 @@ def error_text(metric: str, v: dict[str, Any]) -> str:
     return "-" if v["relative_error"] is None else f"{100 * v['relative_error']:+.0f} %"
 
 
+def verdict_text(v: dict[str, Any]) -> str:
+    """A metric's verdict as the CLI's table and report.html show it."""
+    if not v["agree"]:
+        return "no"
+    return "yes, by the spread" if v.get("by_spread") else "yes"
+
+
+def count_text(metric: str, value: float) -> str:
+    """A metric's value as shown: the fast share to a tenth of a point, counts (and means and
+    tolerances of counts) whole, with thousands separators."""
+    return f"{value:.1f}" if metric == "fast_share" else f"{value:,.0f}"
+
+
+def agreement_text(doc: dict[str, Any]) -> str:
+    """The line that counts the agreeing metrics, and those agreeing only by the spread."""
+    verdicts = [v for case in doc["cases"].values() for v in case["metrics"].values()]
+    agree = sum(v["agree"] for v in verdicts)
+    by_spread = sum(bool(v.get("by_spread")) for v in verdicts)
+    return f"{agree} of {len(verdicts)} agree" + (
+        f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
+        if by_spread
+        else ""
+    )
+
+
 def _series(case_id: str, case: Case, sim_ts: Any, d: float) -> list[dict[str, Any]]:
     """Rows of series.parquet: the kernel's samples per run and tiersim's epochs, on the guest's
     time axis (tiersim's simulated time divided by the daemon time scale)."""
