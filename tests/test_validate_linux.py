@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -662,14 +663,9 @@ def test_guest_out_of_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
-@needs_vm
-def test_full_matrix(tmp_path: Path) -> None:
-    """Nine cases x three VM runs (about 30 minutes on two cores): docs/validate.md's table."""
-    out = tmp_path / "m"
-    r = _cli("validate", "linux", "-o", str(out), "--runs", "3")
-    assert r.returncode == 0, r.stderr
-    doc = json.loads((out / "validate.json").read_text())
+def _check_matrix(doc: dict[str, Any], out: Path | None = None) -> None:
+    """What a full matrix's validate.json (and, given `out`, its platforms) must hold, whatever the
+    guest's speed: test_full_matrix's checks, also run on a stored matrix."""
     assert len(doc["cases"]) == 9
     # Sized to the guest's speed by a calibration boot: every case ran its program's sized work.
     sizing = doc["sizing"]
@@ -682,7 +678,7 @@ def test_full_matrix(tmp_path: Path) -> None:
             == list(linux.sized(linux.PROGRAMS[name], sizing["factor"]).args)
         )
     for cid, case in doc["cases"].items():
-        assert len(case["kernel_program_s"]) == 3, cid
+        assert len(case["kernel_program_s"]) == doc["runs"] == 3, cid
         if cid.endswith("-none"):
             # No balancing: nothing moves on either side, and first touch places the same pages.
             for metric in ("promotions", "demotions", "hint_faults"):
@@ -692,20 +688,66 @@ def test_full_matrix(tmp_path: Path) -> None:
     sp = doc["guest_speed"]
     for prog in ("graph", "kv", "stream"):
         # Each program's time scale is its own speed with balancing off: there tiersim's program
-        # takes as long on the guest's axis as the guest's did.
+        # takes as long on the guest's axis as the guest's did, the median of the none boots (one
+        # boot slowed by the host's load moves the mean, not the median).
         none = doc["cases"][f"{prog}-none"]
-        guest = sum(none["kernel_program_s"]) / 3
+        guest = statistics.median(none["kernel_program_s"])
+        lens = sp["program_time_scales"][prog]
+        assert lens["case"] == f"{prog}-none" and lens["guest_program_s"] == guest, prog
         assert none["tiersim_program_s_on_guest_axis"] == pytest.approx(guest, rel=linux.LENS_TOLERANCE), prog
-        assert sp["program_time_scales"][prog]["case"] == f"{prog}-none"
-        # The guest kernel's hint-fault cost, from AutoNUMA's system time over no balancing's.
-        assert sp["kernel_path_costs"][prog]["hint_fault_guest_ns"] > 0, prog
+        # The guest kernel's hint-fault cost, from AutoNUMA's system time over no balancing's: where
+        # the autonuma boots' least stands above the none boots' greatest, every case of the
+        # program takes it at its scale; else the result says why and a hint fault costs what a
+        # page fault does.
+        costs = sp["kernel_path_costs"][prog]
+        sys_s = costs["hint_fault_sys_s_runs"]
+        measured = min(sys_s["autonuma"]) > max(sys_s["none"])
+        assert ("hint_fault_guest_ns" in costs) == measured != ("hint_fault_not_measured" in costs), (prog, costs)
+        for cid in (f"{prog}-{s}" for s in linux.SETTINGS):
+            case = doc["cases"][cid]
+            if measured:
+                assert costs["hint_fault_guest_ns"] > 0, prog
+                assert case["faults"]["hint_fault_ns"] == pytest.approx(
+                    costs["hint_fault_guest_ns"] * case["daemon_time_scale"]
+                ), cid
+            else:
+                assert "does not stand above" in costs["hint_fault_not_measured"], (prog, costs)
+                assert "hint_fault_ns" not in case["faults"], cid
+            if out is not None:
+                os_ = tomllib.loads((out / "platforms" / f"{cid}.toml").read_text())["os"]
+                assert (os_["hint_fault_latency"] == os_["fault_latency"]) != measured, (cid, os_)
+
+
+# validate.json of the matrix of 2026-11-30 16:38 (the walkthrough's `tiersim validate linux -o
+# full`, 27 boots), replayed with --replay after the hint-fault cost's noise rule, cut down to
+# what _check_matrix reads. Its none boots of graph ran 9.3, 12.8 and 10.1 s: the mean, 10.75 s,
+# is not what the solver matched (the median, 10.13 s); no program's hint-fault cost was measured.
+MATRIX = DATA / "matrix-2026-11-30.validate.json"
+
+
+def test_a_stored_matrix_holds_what_the_full_matrix_test_checks() -> None:
+    doc = json.loads(MATRIX.read_text())
+    _check_matrix(doc)
+    graph = doc["cases"]["graph-none"]["kernel_program_s"]
+    assert abs(doc["cases"]["graph-none"]["tiersim_program_s_on_guest_axis"] - sum(graph) / 3) > 0.5
+
+
+@pytest.mark.slow
+@needs_vm
+def test_full_matrix(tmp_path: Path) -> None:
+    """Nine cases x three VM runs, docs/validate.md's table: 11 minutes on two shared cores on
+    2026-11-30 (load 3.8-5.4), the matrix itself 8 minutes at load 1-3.5."""
+    out = tmp_path / "m"
+    r = _cli("validate", "linux", "-o", str(out), "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    _check_matrix(json.loads((out / "validate.json").read_text()), out)
+    # One line per program on its hint-fault cost, measured or not.
+    assert sum(line.startswith(("graph: ", "kv: ", "stream: ")) for line in r.stdout.splitlines()) == 3, r.stdout
 
 
 FAKE_QEMU = """#!/usr/bin/env python3
 import sys, time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 files = [a[5:] for a in sys.argv if a.startswith("file:")]
 console, data = Path(files[0]), Path(files[1])
 count = Path(sys.argv[0]).with_suffix(".count")
