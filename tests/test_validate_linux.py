@@ -645,7 +645,11 @@ def test_program_crashing_in_the_guest(tmp_path: Path, monkeypatch: pytest.Monke
     assert not (tmp_path / "out").exists()
     # Without a work factor the matrix first boots to time the calibration alone and sizes the
     # program's work by it (the crash comes in the next boot).
-    assert said[:2] == ["VM sizing: the calibration alone", said[1]]
+    assert said[:3] == [
+        "VM sizing: the calibration alone (guest/sizing)",
+        said[1],
+        "VM crash-none run 1/1 (guest/crash-none-0)",
+    ]
     factor = float(said[1].split()[2])
     assert linux.SIZE_FACTORS[0] <= factor <= linux.SIZE_FACTORS[1]
     # The printed factor is rounded to 3 decimals; the program's argument comes from the exact
@@ -1094,3 +1098,37 @@ def test_report_html_reads_as_the_cli_table_does(tmp_path: Path) -> None:
     assert zero[2:5] == ["0", "0 / 0 / 0", "0"] and zero[6] == "0", zero
     share = next(c for c in cells if c[:2] == ["kv-none", "fast_share"])
     assert share[2:5] == ["54.3", "54.3 / 54.3 / 54.4", "54.4"] and share[6] == "10.0", share
+
+
+def test_progress_names_each_boots_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Progress counts boots from 1 ("run 1/2"), their directories from 0 (guest/kv-none-0): the
+    # line names the directory, so the two do not read as different boots.
+    booted: list[str] = []
+
+    def boot(work: Path, tools: Any, name: str, *rest: Any) -> linux.GuestRun:
+        booted.append(name)
+        return linux.GuestRun(*linux.parse_guest(GUEST_OUT, "", name), 1.0, "tcg")
+
+    monkeypatch.setattr(linux, "_boot", boot)
+    said: list[str] = []
+    cases = linux._boot_cases(
+        tmp_path,
+        None,
+        {"kv": linux.PROGRAMS["kv"]},
+        ["none"],
+        2,
+        linux.KNOBS,
+        60.0,
+        said.append,  # type: ignore[arg-type]
+    )
+    assert len(cases["kv-none"].runs) == 2 and booted == ["kv-none-0", "kv-none-1"]
+    assert said == ["VM kv-none run 1/2 (guest/kv-none-0)", "VM kv-none run 2/2 (guest/kv-none-1)"]
+
+
+def test_help_gives_the_quick_cases_time_as_measured() -> None:
+    from tiersim.cli import app
+    from typer.testing import CliRunner
+
+    text = " ".join(CliRunner().invoke(app, ["validate", "linux", "--help"], env={"COLUMNS": "400"}).output.split())
+    # 18.6 s on 2026-11-30 at load 1.4 (docs/validate.md: 17 s idle, 40-60 s busy); it said "a few minutes".
+    assert "one VM run: about 20 s on an idle two-core host, up to a minute on a busy one." in text, text

@@ -36,7 +36,11 @@ def linux_cmd(
         ),
     ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="One case (kv under tiering mode), one VM run: a few minutes.")
+        bool,
+        typer.Option(
+            "--quick",
+            help="One case (kv under tiering mode), one VM run: about 20 s on an idle two-core host, up to a minute on a busy one.",
+        ),
     ] = False,
     timeout: Annotated[
         float,

@@ -1158,7 +1158,7 @@ def _size_programs(
         info |= {"how": "the quick case's own size", "factor": 1.0}
         factor = 1.0
     else:
-        say("VM sizing: the calibration alone")
+        say("VM sizing: the calibration alone (guest/sizing)")
         first = base[programs[0]]
         env = _case_env(first, SETTINGS["none"], first.args, KNOBS) | {"CALIB_ONLY": "1"}
         calib_s = calib_work_s(_boot(work, tools, "sizing", first.name, env, timeout_s, "the sizing boot", True))
@@ -1216,7 +1216,7 @@ def _boot_cases(
             cid = f"{p}-{s}"
             cases[cid] = case
             for r in range(runs):
-                say(f"VM {cid} run {r + 1}/{runs}")
+                say(f"VM {cid} run {r + 1}/{runs} (guest/{cid}-{r})")
                 env = _case_env(case.program, case.setting, args, knobs)
                 if trace_kernel:
                     env |= kernel_trace.case_env()
