@@ -2,7 +2,7 @@
 the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
 `make test` on two shared cores), a hung VM (5 s), a program crashing in the guest after the sizing
 boot (16 s; 12 s with the sizing boot on an idle host of 2026-11-30) and one running it out of
-memory (21 s), SIGTERM mid-boot (about 10 s); the full matrix is a slow test."""
+memory (21 s), SIGTERM or SIGINT mid-boot (3 s each); the full matrix is a slow test (11 min)."""
 
 from __future__ import annotations
 
