@@ -2,7 +2,7 @@
 the failures a guest can have, and the real VM: the quick case end to end (default suite: 39 s in
 `make test` on two shared cores), a hung VM (5 s), a program crashing in the guest after the sizing
 boot (16 s; 12 s with the sizing boot on an idle host of 2026-11-30) and one running it out of
-memory (21 s), SIGTERM or SIGINT mid-boot (3 s each); the full matrix is a slow test (11 min)."""
+memory (21 s), SIGTERM or SIGINT mid-boot (3 s each); the full matrix is a slow test (6-11 min)."""
 
 from __future__ import annotations
 
@@ -741,8 +741,8 @@ def test_a_stored_matrix_holds_what_the_full_matrix_test_checks() -> None:
 @pytest.mark.slow
 @needs_vm
 def test_full_matrix(tmp_path: Path) -> None:
-    """Nine cases x three VM runs, docs/validate.md's table: 11 minutes on two shared cores on
-    2026-11-30 (load 3.8-5.4), the matrix itself 8 minutes at load 1-3.5."""
+    """Nine cases x three VM runs, docs/validate.md's table: on two shared cores on 2026-11-30,
+    11 minutes at load 3.8-5.4 and 6 minutes at load 1.3-1.9."""
     out = tmp_path / "m"
     r = _cli("validate", "linux", "-o", str(out), "--runs", "3")
     assert r.returncode == 0, r.stderr
