@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from tiersim.cli._common import Number, _user_errors, err, out
 from tiersim.validate import WORK_FACTOR_RANGE
@@ -25,10 +27,20 @@ def linux_cmd(
         typer.Option("--setting", help="none, autonuma or tiering; repeatable (default all three)."),
     ] = None,
     runs: Annotated[
-        int, typer.Option("--runs", parser=Number(int, 1, 100), metavar="N", help="VM runs per case, for the spread.")
-    ] = 3,
+        int | None,
+        typer.Option(
+            "--runs",
+            parser=Number(int, 1, 100),
+            metavar="N",
+            help="VM runs per case, for the spread (default 3; a replay takes its result's).",
+        ),
+    ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="One case (kv under tiering mode), one VM run: a few minutes.")
+        bool,
+        typer.Option(
+            "--quick",
+            help="One case (kv under tiering mode), one VM run: about 20 s on an idle two-core host, up to a minute on a busy one.",
+        ),
     ] = False,
     timeout: Annotated[
         float,
@@ -73,30 +85,48 @@ def linux_cmd(
     memory tier), run each program there under each kernel setting, and replay the program's
     captured trace in tiersim on a platform built from the VM; write validate.json,
     series.parquet and report.html. Needs `make vm`."""
-    from tiersim.validate.linux import error_text, validate_linux
+    from tiersim.validate.linux import (
+        agreement_text,
+        count_text,
+        error_text,
+        hint_fault_text,
+        validate_linux,
+        verdict_text,
+    )
 
-    with _user_errors():
-        doc = validate_linux(
-            out_dir,
-            programs=program,
-            settings=setting,
-            runs=runs,
-            quick=quick,
-            timeout_s=timeout,
-            replay=replay,
-            time_scale=time_scale,
-            trace_kernel=kernel_trace,
-            work_factor=work_factor,
-            progress=lambda msg: err.print(msg, highlight=False),
+    try:
+        with _user_errors():
+            doc = validate_linux(
+                out_dir,
+                programs=program,
+                settings=setting,
+                runs=runs,
+                quick=quick,
+                timeout_s=timeout,
+                replay=replay,
+                time_scale=time_scale,
+                trace_kernel=kernel_trace,
+                work_factor=work_factor,
+                # Progress lines whole, whatever the width: piped stderr is 80 columns to rich.
+                progress=lambda msg: err.print(msg, highlight=False, soft_wrap=True),
+            )
+    except KeyboardInterrupt:
+        # Ctrl-C: the same line as SIGTERM's (tiersim.cli.main); validate_linux has removed its
+        # work directory and stopped its VM.
+        err.print(
+            Text.assemble(("error: ", "bold red"), "stopped by SIGINT; outputs not finished were removed"),
+            soft_wrap=True,
         )
+        raise typer.Exit(128 + signal.SIGINT) from None
     sz = doc["sizing"]
     if "args" in sz:
         ran = ", ".join(f"{p} {' '.join(map(str, a))}" for p, a in sz["args"].items())
-        out.print(f"work factor {sz['factor']:.3f} ({sz['how']}): {ran}")
+        out.print(f"work factor {sz['factor']:.3f} ({sz['how']}): {ran}", soft_wrap=True)
     sp = doc["guest_speed"]
     out.print(
         f"guest speed: the calibration takes {sp['calib_guest_s']:.3f} s in the guest, {sp['calib_tiersim_s']:.3f} s "
-        f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}"
+        f"in tiersim ({sp['guest_slowdown']:.2f}x slower); daemon time scale {sp['daemon_time_scale']:.4f}",
+        soft_wrap=True,
     )
     if sp["time_scale"] == "program":
         # Each case says where its scale came from: its program's speed with balancing off, or
@@ -104,25 +134,15 @@ def linux_cmd(
         scales = ", ".join(
             f"{cid} {c['daemon_time_scale']:.3f} (from {c['time_scale_from']})" for cid, c in doc["cases"].items()
         )
-        out.print(f"daemon time scale per case: {scales}")
+        out.print(f"daemon time scale per case: {scales}", soft_wrap=True)
+    # Each program's hint-fault cost, or why it was not measured (its boots' system times overlap).
+    for prog, costs in sp.get("kernel_path_costs", {}).items():
+        out.print(hint_fault_text(prog, costs), soft_wrap=True)
     table = Table("case", "metric", "kernel", "tiersim", "error", "agree")
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():
-            rel = error_text(m, v)
-            fmt = "{:.1f}" if m == "fast_share" else "{:,.0f}"
-            runs_text = " / ".join(fmt.format(x) for x in v["kernel_runs"])
-            verdict = ("yes, by the spread" if v.get("by_spread") else "yes") if v["agree"] else "no"
-            table.add_row(cid, m, runs_text, fmt.format(v["tiersim"]), rel, verdict)
+            runs_text = " / ".join(count_text(m, x) for x in v["kernel_runs"])
+            table.add_row(cid, m, runs_text, count_text(m, v["tiersim"]), error_text(m, v), verdict_text(v))
     out.print(table)
-    verdicts = [v for case in doc["cases"].values() for v in case["metrics"].values()]
-    agree = sum(v["agree"] for v in verdicts)
-    by_spread = sum(bool(v.get("by_spread")) for v in verdicts)
-    out.print(
-        f"{agree} of {len(verdicts)} agree"
-        + (
-            f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
-            if by_spread
-            else ""
-        )
-    )
-    out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html")
+    out.print(agreement_text(doc), soft_wrap=True)
+    out.print(f"wrote {out_dir}/validate.json, series.parquet, report.html", soft_wrap=True)

@@ -425,18 +425,25 @@ def solve_time_scale(
     return res, d, steps
 
 
-def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
+def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, Any]]:
     """Per program, the guest kernel's cost of a NUMA hint fault, from the program's system time
-    (the sampler's prog_sys_ns; means over each case's boots): what AutoNUMA adds to the system
-    time of no balancing, per hint fault. That is the fault, its failed migration attempt (node 0
-    has no room, so migrate_misplaced_page gives up at migrate_balanced_pgdat) and the scanner's
-    walk, which runs in the same context (counted in: an upper bound). Not a promotion's cost:
-    tiering mode's system time beyond its hint faults, per page promoted, came out at 0.33 and
-    1.13 ms for stream and graph and below zero for kv in the 08:13 matrix, the tick-sampled
-    system time too coarse for it. Needs the program's none and autonuma cases from boots that
-    recorded the system time; a cost that comes out not positive is left out. With boots that
-    timed the calibration's migrate phase, every program also gets a page migration's cost
-    (`migration_guest_ns`), the least over all of them."""
+    (the sampler's prog_sys_ns): what AutoNUMA adds to the system time of no balancing, per hint
+    fault (the difference of the means over each case's boots). That is the fault, its failed
+    migration attempt (node 0 has no room, so migrate_misplaced_page gives up at
+    migrate_balanced_pgdat) and the scanner's walk, which runs in the same context (counted in: an
+    upper bound). Not a promotion's cost: tiering mode's system time beyond its hint faults, per
+    page promoted, came out at 0.33 and 1.13 ms for stream and graph and below zero for kv in the
+    08:13 matrix, the tick-sampled system time too coarse for it.
+
+    Measured only where it stands above the boots' noise: the least system time of the autonuma
+    boots above the greatest of the none boots (`hint_fault_sys_s_runs` keeps both). Otherwise,
+    or without the program's none and autonuma cases from boots that recorded the system time, or
+    without a hint fault, `hint_fault_not_measured` says why and a hint fault costs what a page
+    fault does (fault_cost). In the 16:38 matrix of 2026-11-30 graph's autonuma boots took
+    1.00-1.82 s of system time against its none boots' 1.14-1.75 s: the difference of the means
+    came out at 0.146 us a hint fault, noise. With boots that timed the calibration's migrate
+    phase, every program also gets a page migration's cost (`migration_guest_ns`), the least over
+    all of them."""
     # A page's migration, from the calibration's migrate phase: the same work in every boot of the
     # matrix, so the fastest boot's. The others' flushes stall (TCG's cross-CPU TLB flush waits
     # for the host to run the other vCPU's thread): 0.16-2.9 ms a page in a third to two thirds
@@ -445,8 +452,8 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
     # under tiering 0.19 s slower than with balancing off after a calibration at 2.6 ms a page,
     # for 2,885 promotions). The median was the estimate before; on a busy host it is a stall.
     moves = _phase_ns(cases, "calib_migrate")
-    common = {"migration_guest_ns": min(moves)} if moves else {}
-    out: dict[str, dict[str, float]] = {}
+    common: dict[str, Any] = {"migration_guest_ns": min(moves)} if moves else {}
+    out: dict[str, dict[str, Any]] = {}
     for prog in dict.fromkeys(c.program.name for c in cases.values()):
         out[prog] = dict(common)
         runs = {
@@ -454,14 +461,45 @@ def kernel_path_costs(cases: dict[str, Case]) -> dict[str, dict[str, float]]:
             for c in cases.values()
             if c.program.name == prog
         }
-        if "none" not in runs or "autonuma" not in runs or any(k["sys_s"] is None for ks in runs.values() for k in ks):
+        missing = [f"{prog}-{s}" for s in ("none", "autonuma") if s not in runs]
+        if missing:
+            out[prog]["hint_fault_not_measured"] = f"the run has no {' or '.join(missing)} case"
             continue
-        m = {s: {key: sum(k[key] for k in ks) / len(ks) for key in ("hint_faults", "sys_s")} for s, ks in runs.items()}
-        faults = m["autonuma"]["hint_faults"]
-        hint = (m["autonuma"]["sys_s"] - m["none"]["sys_s"]) / faults if faults else 0.0
-        if hint > 0:
-            out[prog]["hint_fault_guest_ns"] = hint * 1e9
-    return {prog: costs for prog, costs in out.items() if costs}
+        if any(k["sys_s"] is None for s in ("none", "autonuma") for k in runs[s]):
+            out[prog]["hint_fault_not_measured"] = "the boots did not record the program's system time"
+            continue
+        sys_s = {s: [k["sys_s"] for k in runs[s]] for s in ("none", "autonuma")}
+        out[prog]["hint_fault_sys_s_runs"] = sys_s
+        faults = sum(k["hint_faults"] for k in runs["autonuma"]) / len(runs["autonuma"])
+        if not faults:
+            out[prog]["hint_fault_not_measured"] = "no hint fault under AutoNUMA"
+        elif min(sys_s["autonuma"]) <= max(sys_s["none"]):
+            out[prog]["hint_fault_not_measured"] = (
+                f"the program's system time under AutoNUMA, {_range_s(sys_s['autonuma'])}, does not stand above"
+                f" its system time with no balancing, {_range_s(sys_s['none'])} (the boots' noise)"
+            )
+        else:
+            mean = {s: sum(v) / len(v) for s, v in sys_s.items()}
+            out[prog]["hint_fault_guest_ns"] = (mean["autonuma"] - mean["none"]) / faults * 1e9
+    return out
+
+
+def _range_s(values: Sequence[float]) -> str:
+    return f"{min(values):.3f}-{max(values):.3f} s"
+
+
+def hint_fault_text(prog: str, costs: dict[str, Any]) -> str:
+    """One line on the program's hint-fault cost (kernel_path_costs): measured, from what, or why
+    not."""
+    if "hint_fault_guest_ns" in costs:
+        sys_s = costs["hint_fault_sys_s_runs"]
+        return (
+            f"{prog}: a hint fault costs {costs['hint_fault_guest_ns'] / 1e3:.1f} us of guest time (the program's"
+            f" system time under AutoNUMA, {_range_s(sys_s['autonuma'])}, over its system time with no balancing,"
+            f" {_range_s(sys_s['none'])}, per hint fault)"
+        )
+    why = costs.get("hint_fault_not_measured", "a result from before the reason was recorded")
+    return f"{prog}: hint-fault cost not measured: {why}; a hint fault costs what a page fault does"
 
 
 def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
@@ -719,6 +757,31 @@ def error_text(metric: str, v: dict[str, Any]) -> str:
     return "-" if v["relative_error"] is None else f"{100 * v['relative_error']:+.0f} %"
 
 
+def verdict_text(v: dict[str, Any]) -> str:
+    """A metric's verdict as the CLI's table and report.html show it."""
+    if not v["agree"]:
+        return "no"
+    return "yes, by the spread" if v.get("by_spread") else "yes"
+
+
+def count_text(metric: str, value: float) -> str:
+    """A metric's value as shown: the fast share to a tenth of a point, counts (and means and
+    tolerances of counts) whole, with thousands separators."""
+    return f"{value:.1f}" if metric == "fast_share" else f"{value:,.0f}"
+
+
+def agreement_text(doc: dict[str, Any]) -> str:
+    """The line that counts the agreeing metrics, and those agreeing only by the spread."""
+    verdicts = [v for case in doc["cases"].values() for v in case["metrics"].values()]
+    agree = sum(v["agree"] for v in verdicts)
+    by_spread = sum(bool(v.get("by_spread")) for v in verdicts)
+    return f"{agree} of {len(verdicts)} agree" + (
+        f", {by_spread} of them only within the VM's run-to-run spread (its runs differ by more than 25 %)"
+        if by_spread
+        else ""
+    )
+
+
 def _series(case_id: str, case: Case, sim_ts: Any, d: float) -> list[dict[str, Any]]:
     """Rows of series.parquet: the kernel's samples per run and tiersim's epochs, on the guest's
     time axis (tiersim's simulated time divided by the daemon time scale)."""
@@ -786,7 +849,7 @@ def validate_linux(
     *,
     programs: Sequence[str] | None = None,
     settings: Sequence[str] | None = None,
-    runs: int = 3,
+    runs: int | None = None,
     quick: bool = False,
     timeout_s: float = 600.0,
     progress: Progress | None = None,
@@ -801,22 +864,39 @@ def validate_linux(
     temporary directory beside it and renamed at the end, so a failed validation leaves nothing
     that looks like a result. With `replay`, an earlier result directory, no VM boots and nothing
     is captured: its guest runs and traces are taken and only tiersim's side is run again (after a
-    change to the model). `work_factor` scales every program's work (`sized`); None sizes it to
-    the guest's speed with a calibration boot first (`size_factor`), except for `quick`,
-    whose case keeps its own size."""
+    change to the model), every boot of its cases (`runs` is the result's; giving it is an error).
+    `runs` defaults to 3 (1 with `quick`). `work_factor` scales every program's work (`sized`);
+    None sizes it to the guest's speed with a calibration boot first (`size_factor`), except for
+    `quick`, whose case keeps its own size."""
     say = progress or (lambda _msg: None)
     if quick and (programs or settings):
         raise TiersimError(f"--quick runs its one case, {QUICK[0]}-{QUICK[1]}: give no --program or --setting with it")
+    # Options that only new boots take, refused before the replayed result is read: the conflict
+    # is the user's first error whatever the directory holds.
+    if replay is not None:
+        if trace_kernel:
+            raise TiersimError("--kernel-trace records a new boot: a replay keeps whatever its boots recorded")
+        if work_factor is not None:
+            raise TiersimError("--work-factor sizes new boots: a replay keeps the programs its boots ran")
+        if quick:
+            raise TiersimError("--quick boots its one case: a replay takes the cases of the result it replays")
+        if runs is not None:
+            raise TiersimError("--runs sets how many times a case boots: a replay takes every boot of its result")
     tools = None if replay is not None else vm.find_tools()
-    if replay is not None and not programs and not settings:
-        try:
-            done = json.loads((Path(replay) / "validate.json").read_text())["cases"]
-        except (OSError, ValueError, KeyError) as e:
-            raise TiersimError(f"{replay}: not a `tiersim validate linux` result ({e})") from None
-        programs = list(dict.fromkeys(c["program"]["name"] for c in done.values()))
-        settings = list(dict.fromkeys(c["setting"]["name"] for c in done.values()))
+    source: tuple[Path, dict[str, Any]] | None = None
+    if replay is not None:
+        old = _read_result(Path(replay))
+        source = (Path(replay), old)
+        runs = old["runs"]
+        if not programs and not settings:
+            # The result's cases in the canonical order (PROGRAMS, SETTINGS), as its boots ran them:
+            # validate.json stores them sorted by name.
+            done = old["cases"].values()
+            programs = _canonical([c["program"]["name"] for c in done], PROGRAMS)
+            settings = _canonical([c["setting"]["name"] for c in done], SETTINGS)
     elif quick:
         programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
+    runs = 3 if runs is None else runs
     programs = list(programs or PROGRAMS)
     settings = list(settings or SETTINGS)
     for p in programs:
@@ -829,13 +909,11 @@ def validate_linux(
         raise TiersimError("runs must be at least 1")
     if time_scale not in TIME_SCALES:
         raise TiersimError(f"unknown time scale '{time_scale}': expected one of {', '.join(TIME_SCALES)}")
-    if trace_kernel and replay is not None:
-        raise TiersimError("--kernel-trace records a new boot: a replay keeps whatever its boots recorded")
-    if work_factor is not None and replay is not None:
-        raise TiersimError("--work-factor sizes new boots: a replay keeps the programs its boots ran")
     lo, hi = WORK_FACTOR_RANGE
     if work_factor is not None and not lo <= work_factor <= hi:
         raise TiersimError(f"work factor {work_factor} out of range: expected {lo:g} to {hi:g}")
+    if source is not None:
+        _check_replay(*source, programs, settings, Path(out_dir))
     out = Path(out_dir)
     if out.exists():
         raise TiersimError(f"{out} exists: give a new directory")
@@ -851,7 +929,7 @@ def validate_linux(
             quick,
             timeout_s,
             say,
-            Path(replay) if replay is not None else None,
+            source,
             time_scale,
             trace_kernel,
             work_factor,
@@ -892,11 +970,13 @@ def _validate(
     quick: bool,
     timeout_s: float,
     say: Progress,
-    replay: Path | None = None,
+    replay: tuple[Path, dict[str, Any]] | None = None,
     time_scale: str = "program",
     trace_kernel: bool = False,
     factor: float | None = None,
 ) -> dict[str, Any]:
+    """The validation into `work`; `replay` is an earlier result's directory and its validate.json,
+    as _read_result and _check_replay accepted them."""
     bins, traces = work / "bin", work / "traces"
     bins.mkdir()
     traces.mkdir()
@@ -908,22 +988,17 @@ def _validate(
         cases = _boot_cases(work, tools, run_programs, settings, runs, knobs, timeout_s, say, trace_kernel)
         ipas, captures = _capture_programs(work, run_programs, say)
     else:
-        old, cases = _replayed_cases(replay, work, programs, settings, say)
-        try:
-            knobs, quick = old["knobs"], old["quick"]
-            sizing = old.get("sizing") or {"how": "before sizing (the programs' defaults)"}
-            if "factor" in sizing and not math.isfinite(sizing["factor"]):
-                raise ValueError(f"sizing.factor {sizing['factor']!r} is not a finite number")
-            ipas = old["guest_speed"]["instructions_per_access"]
-            captures = {
-                "calib": {
-                    "records": old["guest_speed"]["calib_records"],
-                    "instructions": old["guest_speed"]["calib_instructions_est"],
-                }
+        rdir, old = replay
+        cases = _replayed_cases(rdir, old, work, programs, settings, say)
+        knobs, quick = old["knobs"], old["quick"]
+        sizing = old.get("sizing") or {"how": "before sizing (the programs' defaults)"}
+        ipas = old["guest_speed"]["instructions_per_access"]
+        captures = {
+            "calib": {
+                "records": old["guest_speed"]["calib_records"],
+                "instructions": old["guest_speed"]["calib_instructions_est"],
             }
-        except (KeyError, TypeError, ValueError) as e:
-            # An edited or foreign validate.json: said before anything is written, not a traceback.
-            raise TiersimError(f"{replay / 'validate.json'}: cannot replay it: {type(e).__name__} {e}") from None
+        }
 
     calib_sim = _simulate(work, "calib", None, None, SETTINGS["none"], 1.0)
     # Both sides without the touch phase when the boots timed it: tiersim's calibration platform
@@ -1083,7 +1158,7 @@ def _size_programs(
         info |= {"how": "the quick case's own size", "factor": 1.0}
         factor = 1.0
     else:
-        say("VM sizing: the calibration alone")
+        say("VM sizing: the calibration alone (guest/sizing)")
         first = base[programs[0]]
         env = _case_env(first, SETTINGS["none"], first.args, KNOBS) | {"CALIB_ONLY": "1"}
         calib_s = calib_work_s(_boot(work, tools, "sizing", first.name, env, timeout_s, "the sizing boot", True))
@@ -1141,7 +1216,7 @@ def _boot_cases(
             cid = f"{p}-{s}"
             cases[cid] = case
             for r in range(runs):
-                say(f"VM {cid} run {r + 1}/{runs}")
+                say(f"VM {cid} run {r + 1}/{runs} (guest/{cid}-{r})")
                 env = _case_env(case.program, case.setting, args, knobs)
                 if trace_kernel:
                     env |= kernel_trace.case_env()
@@ -1168,38 +1243,124 @@ def _capture_programs(
     return ipas, captures
 
 
-def _replayed_cases(
-    replay: Path, work: Path, programs: list[str], settings: list[str], say: Progress
-) -> tuple[dict[str, Any], dict[str, Case]]:
-    """An earlier result directory's boots and traces, for a replay of the tiersim side alone."""
+class _Missing(Exception):
+    """A key a replay needs, absent from the earlier result's validate.json (its dotted path)."""
+
+
+def _get(doc: Any, *keys: str) -> Any:
+    for i, key in enumerate(keys):
+        if not isinstance(doc, dict) or key not in doc:
+            raise _Missing(".".join(keys[: i + 1]))
+        doc = doc[key]
+    return doc
+
+
+def _canonical(names: Sequence[str], order: dict[str, Any]) -> list[str]:
+    """`names` once each, in `order`'s order (names it lacks last, as they come)."""
+    known = list(order)
+    return sorted(dict.fromkeys(names), key=lambda n: known.index(n) if n in known else len(known))
+
+
+def _read_result(replay: Path) -> dict[str, Any]:
+    """An earlier result's validate.json, with every key a replay reads; or one error saying what
+    is wrong with the directory or the file, before anything is written."""
+    if not replay.exists():
+        raise TiersimError(f"{replay} does not exist: give the directory of a `tiersim validate linux` result")
+    if not replay.is_dir():
+        raise TiersimError(f"{replay} is not a directory: give the directory of a `tiersim validate linux` result")
+    path = replay / "validate.json"
+    if not path.is_file():
+        raise TiersimError(f"{replay}: not a `tiersim validate linux` result (it has no validate.json)")
     try:
-        old = json.loads((replay / "validate.json").read_text())
+        old = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise TiersimError(f"{replay}: not a `tiersim validate linux` result ({e})") from None
+        raise TiersimError(f"{replay}: not a `tiersim validate linux` result ({path.name}: {e})") from None
+    try:
+        # An edited or foreign validate.json: said before anything is written, not a traceback.
+        runs = _get(old, "runs")
+        if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+            raise ValueError(f"runs {runs!r} is not a positive whole number")
+        for key in ("knobs", "quick"):
+            _get(old, key)
+        for key in ("instructions_per_access", "calib_records", "calib_instructions_est"):
+            _get(old, "guest_speed", key)
+        sizing = old.get("sizing") or {}
+        if "factor" in sizing and not (isinstance(sizing["factor"], int | float) and math.isfinite(sizing["factor"])):
+            raise ValueError(f"sizing.factor {sizing['factor']!r} is not a finite number")
+        cases = _get(old, "cases")
+        if not isinstance(cases, dict) or not cases:
+            raise ValueError("it holds no case")
+        for cid in cases:
+            _get(old, "cases", cid, "program", "name")
+            _get(old, "cases", cid, "setting", "name")
+    except _Missing as e:
+        raise TiersimError(f"{path}: cannot replay it: it has no `{e}` (a damaged or edited result)") from None
+    except (TypeError, ValueError) as e:
+        raise TiersimError(f"{path}: cannot replay it: {e}") from None
+    if not isinstance(old, dict):  # pragma: no cover - _get above has refused anything else
+        raise TiersimError(f"{path}: cannot replay it")
+    return old
+
+
+def _check_replay(replay: Path, old: dict[str, Any], programs: list[str], settings: list[str], out: Path) -> None:
+    """That the earlier result holds every boot of the cases to replay (validate.json's `runs` of
+    each, guest/CASE-0 to guest/CASE-(runs-1), each with its guest.out) and that the new result is
+    not inside it; else one error, before anything is written."""
+    if out.resolve().is_relative_to(replay.resolve()):
+        raise TiersimError(f"{out} is inside the replayed result {replay}: give a directory outside it")
+    held = list(old["cases"])
+    runs = old["runs"]
+    for p in programs:
+        for s in settings:
+            cid = f"{p}-{s}"
+            if cid not in old["cases"]:
+                others = [c for c in held if old["cases"][c]["program"]["name"] == p]
+                if others:
+                    given = " ".join(f"--setting {old['cases'][c]['setting']['name']}" for c in others)
+                    hint = f"it holds {', '.join(others)} of {p}: add {given}"
+                else:
+                    hint = f"its cases are {', '.join(held)}: give --program and --setting for those"
+                raise TiersimError(f"{replay} holds no VM run of case {cid}; {hint}")
+            for r in range(runs):
+                rdir = replay / "guest" / f"{cid}-{r}"
+                if not rdir.is_dir():
+                    raise TiersimError(
+                        f"{rdir} is missing: a damaged result, whose validate.json says each case booted"
+                        f" {runs} times (runs = {runs}: guest/{cid}-0 to guest/{cid}-{runs - 1})"
+                    )
+                if not (rdir / "guest.out").is_file():
+                    raise TiersimError(f"{rdir / 'guest.out'} is missing: a damaged `tiersim validate linux` result")
+
+
+def _replayed_cases(
+    replay: Path, old: dict[str, Any], work: Path, programs: list[str], settings: list[str], say: Progress
+) -> dict[str, Case]:
+    """An earlier result directory's boots (every one of each case: _check_replay) and traces, for
+    a replay of the tiersim side alone; the sizing boot's output is kept too, as it was."""
     cases: dict[str, Case] = {}
     for p in programs:
         for s in settings:
             cid = f"{p}-{s}"
-            ran = old.get("cases", {}).get(cid, {}).get("program")
+            done = old["cases"][cid]
+            ran = done.get("program")
             case = Case(replace(PROGRAMS[p], args=tuple(ran["args"])) if ran else PROGRAMS[p], SETTINGS[s])
-            r = 0
-            while (rdir := replay / "guest" / f"{cid}-{r}").is_dir():
+            wall = done.get("vm_wall_s", [])
+            for r in range(old["runs"]):
+                rdir = replay / "guest" / f"{cid}-{r}"
                 data = (rdir / "guest.out").read_text(errors="replace")
                 console = (rdir / "console.log").read_text(errors="replace") if (rdir / "console.log").exists() else ""
                 machine, calib_s, program_s, samples = parse_guest(
                     data, console, f"{rdir / 'guest.out'} ({cid} run {r + 1})"
                 )
-                wall = old["cases"].get(cid, {}).get("vm_wall_s", [])
                 case.runs.append(
                     GuestRun(
                         machine, calib_s, program_s, samples, wall[r] if r < len(wall) else 0.0, old.get("accel", "")
                     )
                 )
                 shutil.copytree(rdir, work / "guest" / f"{cid}-{r}")
-                r += 1
-            if not case.runs:
-                raise TiersimError(f"{replay} holds no VM run of case {cid}")
             cases[cid] = case
+    if (replay / "guest" / "sizing").is_dir():
+        shutil.copytree(replay / "guest" / "sizing", work / "guest" / "sizing")
     for name in ["calib", *programs]:
         src = replay / "traces" / f"{name}.trace"
         if not src.exists():
@@ -1210,7 +1371,7 @@ def _replayed_cases(
         except OSError:
             with writing(work / "traces" / src.name):
                 shutil.copy2(src, work / "traces" / src.name)
-    return old, cases
+    return cases
 
 
 def _check_tiers(machine: dict[str, Any], what: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from tiersim.report import _encode, _plt
-from tiersim.validate.linux import error_text
+from tiersim.validate.linux import agreement_text, count_text, error_text, verdict_text
 
 PANELS = (
     ("fast_share", "fast-node share of pages (%)"),
@@ -42,12 +42,23 @@ def _figure(cid: str, case: dict[str, Any], series: pl.DataFrame) -> str:
     return _encode(fig, "svg")
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3f}"
-    return f"{v:,}"
+def _kib(value: Any) -> str:
+    return f"{int(value):,} KiB"
+
+
+def _machine_text(vm: dict[str, Any]) -> str:
+    """The VM's nodes (memory, free memory as the guest reported it, CPUs) and memory tiers, in
+    words: "node 0: 211,064 KiB (158,868 KiB free), CPUs 0-1; ...; memory tiers: memory_tier4 nodes
+    0,2, memory_tier22 node 1" (validate.json keys them by number, as text once read back)."""
+    nodes = []
+    for n, v in sorted(vm["nodes"].items(), key=lambda item: int(item[0])):
+        cpus = f"CPUs {v['cpus']}" if v.get("cpus") else "no CPUs"
+        nodes.append(f"node {n}: {_kib(v['MemTotal'])} ({_kib(v['MemFree'])} free), {cpus}")
+    tiers = [
+        f"memory_tier{t} {'nodes' if any(c in ns for c in ',-') else 'node'} {ns}"
+        for t, ns in sorted(vm["tiers"].items(), key=lambda item: int(item[0]))
+    ]
+    return "; ".join(nodes) + "; memory tiers: " + ", ".join(tiers)
 
 
 def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
@@ -57,9 +68,9 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}.no{background:#fdd}.ok{background:#dfd}</style>",
         "</head><body><h1>tiersim against the Linux kernel</h1>",
-        f"<p>Kernel {html.escape(str(doc['kernel']))} under QEMU ({doc['accel']}); nodes: "
-        + html.escape(", ".join(f"node {n}: {v}" for n, v in doc["vm"]["nodes"].items()))
-        + f"; memory tiers: {html.escape(str(doc['vm']['tiers']))}.</p>",
+        f"<p>Kernel {html.escape(str(doc['kernel']))} under QEMU ({html.escape(str(doc['accel']))}); "
+        + html.escape(_machine_text(doc["vm"]))
+        + ".</p>",
         f"<p>Guest speed: the calibration program takes {sp['calib_guest_s']:.3f} s in the guest and "
         f"{sp['calib_tiersim_s']:.4f} s in tiersim: the guest runs {sp['guest_slowdown']:.1f}x slower than "
         f"the modelled CPU, so the calibration's daemon time scale is {sp['daemon_time_scale']:.4f}"
@@ -74,13 +85,19 @@ def write_report(out: Path, doc: dict[str, Any], series: pl.DataFrame) -> None:
     ]
     for cid, case in doc["cases"].items():
         for m, v in case["metrics"].items():
-            rel = error_text(m, v)
-            parts.append(
-                f"<tr class='{'ok' if v['agree'] else 'no'}'><td>{cid}</td><td>{m}</td><td>{_fmt(v['kernel'])}</td>"
-                f"<td>{html.escape(' / '.join(_fmt(x) for x in v['kernel_runs']))}</td><td>{_fmt(v['tiersim'])}</td>"
-                f"<td>{rel}</td><td>{_fmt(v['tolerance'])}</td><td>{'yes' if v['agree'] else 'no'}</td></tr>"
-            )
-    parts.append("</table>")
+            cells = [
+                cid,
+                m,
+                count_text(m, v["kernel"]),
+                " / ".join(count_text(m, x) for x in v["kernel_runs"]),
+                count_text(m, v["tiersim"]),
+                error_text(m, v),
+                count_text(m, v["tolerance"]),
+                verdict_text(v),
+            ]
+            row = "".join(f"<td>{html.escape(c, quote=False)}</td>" for c in cells)
+            parts.append(f"<tr class='{'ok' if v['agree'] else 'no'}'>{row}</tr>")
+    parts.append(f"</table><p>{html.escape(agreement_text(doc), quote=False)}.</p>")
     for cid, case in doc["cases"].items():
         parts.append(f"<h2>{html.escape(cid)}</h2><p>{html.escape(case['program']['summary'])}; ")
         parts.append(
