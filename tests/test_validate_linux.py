@@ -1048,15 +1048,6 @@ def test_progress_and_result_lines_are_not_wrapped(monkeypatch: pytest.MonkeyPat
     assert len(scales) == 1 and scales[0].endswith("kv-x3 0.389 (from kv-none (the program's speed))"), r.stdout
 
 
-def test_ctrl_c_is_one_line_as_sigterm_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    r = _cli_with(monkeypatch, ["-o", str(tmp_path / "o")], said=["VM kv-none run 1/3"], stop=KeyboardInterrupt())
-    assert r.exit_code == 128 + signal.SIGINT
-    assert r.stderr.splitlines() == [
-        "VM kv-none run 1/3",
-        "error: stopped by SIGINT; outputs not finished were removed",
-    ], r.stderr
-
-
 def _fake_series(doc: dict[str, Any]) -> pl.DataFrame:
     rows = []
     for cid in doc["cases"]:

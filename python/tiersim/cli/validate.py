@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
 from tiersim.cli._common import Number, _user_errors, err, out
 from tiersim.validate import WORK_FACTOR_RANGE
@@ -94,30 +92,23 @@ def linux_cmd(
         verdict_text,
     )
 
-    try:
-        with _user_errors():
-            doc = validate_linux(
-                out_dir,
-                programs=program,
-                settings=setting,
-                runs=runs,
-                quick=quick,
-                timeout_s=timeout,
-                replay=replay,
-                time_scale=time_scale,
-                trace_kernel=kernel_trace,
-                work_factor=work_factor,
-                # Progress lines whole, whatever the width: piped stderr is 80 columns to rich.
-                progress=lambda msg: err.print(msg, highlight=False, soft_wrap=True),
-            )
-    except KeyboardInterrupt:
-        # Ctrl-C: the same line as SIGTERM's (tiersim.cli.main); validate_linux has removed its
-        # work directory and stopped its VM.
-        err.print(
-            Text.assemble(("error: ", "bold red"), "stopped by SIGINT; outputs not finished were removed"),
-            soft_wrap=True,
+    # Ctrl-C, like SIGTERM, ends in tiersim.cli.main's line: validate_linux has removed its work
+    # directory and stopped its VM on the way out.
+    with _user_errors():
+        doc = validate_linux(
+            out_dir,
+            programs=program,
+            settings=setting,
+            runs=runs,
+            quick=quick,
+            timeout_s=timeout,
+            replay=replay,
+            time_scale=time_scale,
+            trace_kernel=kernel_trace,
+            work_factor=work_factor,
+            # Progress lines whole, whatever the width: piped stderr is 80 columns to rich.
+            progress=lambda msg: err.print(msg, highlight=False, soft_wrap=True),
         )
-        raise typer.Exit(128 + signal.SIGINT) from None
     sz = doc["sizing"]
     if "args" in sz:
         ran = ", ".join(f"{p} {' '.join(map(str, a))}" for p, a in sz["args"].items())
