@@ -124,6 +124,23 @@ def test_run_stopped_by_a_signal_writes_nothing(tmp_path: Path, sig: int):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_signal_the_parent_ignores_stays_ignored(tmp_path: Path):
+    # nohup ignores SIGHUP, and a script's `cmd &` SIGINT: tiersim must not take them back.
+    proc = subprocess.Popen(
+        ["nohup", *tiersim_cmd(), "run", "--gen", "random", "--gen-param", "accesses=1000000000",
+         "--gen-param", "footprint=64MiB", "-p", PLATFORM, "-o", str(tmp_path / "run")],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(4)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        stdout, stderr = _stop(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+
+
 SWEEP = """
 [sweep]
 platforms = ["epyc_cxl_nps1"]

@@ -148,7 +148,10 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 
 def _install_signal_handlers() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, _raise_terminated)
+        # A signal the parent set to be ignored stays ignored: `nohup` (SIGHUP), a script's `cmd &`
+        # (SIGINT).
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _raise_terminated)
 
 
 def _interrupt_status(exc: BaseException) -> int:
