@@ -808,6 +808,10 @@ def test_quick_takes_no_program_or_setting(tmp_path: Path) -> None:
     r = _cli("validate", "linux", "--quick", "--program", "graph", "-o", str(tmp_path / "q"))
     assert r.returncode == 1 and "--quick runs its one case, kv-tiering" in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
+    # Nor --runs, which it set to 1 without a word.
+    with pytest.raises(tiersim.TiersimError, match=r"^--quick boots its one case once: give no --runs with it"):
+        linux.validate_linux(tmp_path / "q", quick=True, runs=3)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _fake_doc() -> dict[str, Any]:
@@ -976,6 +980,12 @@ def test_a_replay_takes_the_results_cases_in_their_canonical_order(
             lambda r: _edit_json(r, lambda d: d.pop("runs")),
             r"^{r}/validate.json: cannot replay it: it has no `runs` \(a damaged or edited result\)$",
         ),
+        # It reached the replay's Case as a KeyError, an internal error.
+        (
+            lambda r: _edit_json(r, lambda d: d["cases"]["kv-none"]["program"].pop("args")),
+            r"^{r}/validate.json: cannot replay it: it has no `cases.kv-none.program.args` "
+            r"\(a damaged or edited result\)$",
+        ),
     ],
 )
 def test_a_damaged_result_to_replay_is_one_clear_error(tmp_path: Path, damage: Any, message: str) -> None:
@@ -1023,9 +1033,18 @@ def test_a_replay_of_a_case_the_result_lacks_suggests_the_setting(tmp_path: Path
     src = _fake_result(tmp_path / "r", ["kv-tiering"], runs=1)
     with pytest.raises(
         tiersim.TiersimError,
-        match=rf"^{src} holds no VM run of case kv-none; it holds kv-tiering of kv: add --setting tiering$",
+        match=rf"^{src} holds no VM run of case kv-none; of kv it holds kv-tiering: give --setting tiering instead$",
     ):
         linux.validate_linux(tmp_path / "o", replay=src, programs=["kv"])
+    # Two settings held, in the matrix's order (none before autonuma), and the one asked for is not
+    # among them: the hint replaces it.
+    two = _fake_result(tmp_path / "r2", ["kv-none", "kv-autonuma"], runs=1)
+    with pytest.raises(
+        tiersim.TiersimError,
+        match=rf"^{two} holds no VM run of case kv-tiering; of kv it holds kv-none, kv-autonuma: "
+        "give --setting none --setting autonuma instead$",
+    ):
+        linux.validate_linux(tmp_path / "o", replay=two, programs=["kv"], settings=["tiering"])
     with pytest.raises(
         tiersim.TiersimError,
         match=rf"^{src} holds no VM run of case graph-tiering; its cases are kv-tiering: give --program and --setting for those$",

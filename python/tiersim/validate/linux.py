@@ -347,7 +347,7 @@ def _phase_ns(cases: dict[str, Case], key: str, count: str = "count") -> list[fl
 
 
 def _replayer(
-    work: Path, case: Case, cid: str, knobs: dict[str, int], path: dict[str, float] | None = None
+    work: Path, case: Case, cid: str, knobs: dict[str, int], path: dict[str, Any] | None = None
 ) -> Callable[[float], tuple[Any, float]]:
     """The case's replay at a given daemon time scale, with its simulated time (s)."""
 
@@ -364,7 +364,7 @@ def program_lenses(
     cases: dict[str, Case],
     calib_sim_s: float,
     knobs: dict[str, int],
-    paths: dict[str, dict[str, float]],
+    paths: dict[str, dict[str, Any]],
     say: Progress,
 ) -> dict[str, dict[str, Any]]:
     """Each program's daemon time scale, from its own speed in the guest with balancing off (its
@@ -502,7 +502,7 @@ def hint_fault_text(prog: str, costs: dict[str, Any]) -> str:
     return f"{prog}: hint-fault cost not measured: {why}; a hint fault costs what a page fault does"
 
 
-def fault_cost(case: Case, d: float, path: dict[str, float] | None = None) -> dict[str, Any]:
+def fault_cost(case: Case, d: float, path: dict[str, Any] | None = None) -> dict[str, Any]:
     """The guest kernel's cost of a page fault, for the case's platform: the calibration's touch
     phase (one write to each page of a fresh region) over its pages, mean of the case's boots, on
     tiersim's time axis (times the daemon time scale). Under TCG a kernel entry costs far more
@@ -871,6 +871,8 @@ def validate_linux(
     say = progress or (lambda _msg: None)
     if quick and (programs or settings):
         raise TiersimError(f"--quick runs its one case, {QUICK[0]}-{QUICK[1]}: give no --program or --setting with it")
+    if quick and runs is not None and replay is None:
+        raise TiersimError(f"--quick boots its one case once: give no --runs with it (it would be {runs})")
     # Options that only new boots take, refused before the replayed result is read: the conflict
     # is the user's first error whatever the directory holds.
     if replay is not None:
@@ -1292,6 +1294,7 @@ def _read_result(replay: Path) -> dict[str, Any]:
             raise ValueError("it holds no case")
         for cid in cases:
             _get(old, "cases", cid, "program", "name")
+            _get(old, "cases", cid, "program", "args")
             _get(old, "cases", cid, "setting", "name")
     except _Missing as e:
         raise TiersimError(f"{path}: cannot replay it: it has no `{e}` (a damaged or edited result)") from None
@@ -1316,8 +1319,9 @@ def _check_replay(replay: Path, old: dict[str, Any], programs: list[str], settin
             if cid not in old["cases"]:
                 others = [c for c in held if old["cases"][c]["program"]["name"] == p]
                 if others:
-                    given = " ".join(f"--setting {old['cases'][c]['setting']['name']}" for c in others)
-                    hint = f"it holds {', '.join(others)} of {p}: add {given}"
+                    names = _canonical([old["cases"][c]["setting"]["name"] for c in others], SETTINGS)
+                    given = " ".join(f"--setting {n}" for n in names)
+                    hint = f"of {p} it holds {', '.join(f'{p}-{n}' for n in names)}: give {given} instead"
                 else:
                     hint = f"its cases are {', '.join(held)}: give --program and --setting for those"
                 raise TiersimError(f"{replay} holds no VM run of case {cid}; {hint}")
