@@ -170,6 +170,15 @@ def test_qemu_takes_the_buddy_model_and_says_why(progs, tmp_path: Path, capfd):
     assert r.report["v2p"] == "buddy" and "QEMU's plugin reads no pagemap" in r.report["v2p_note"], r.report
 
 
+def test_the_program_named_in_an_error_is_past_setarch():
+    from tiersim._capture import _program_name
+
+    assert _program_name(["setarch", "x86_64", "-R", "./p", "a"]) == "./p"
+    assert _program_name(["setarch", "x86_64", "-R", "-L", "./p"]) == "./p"
+    assert _program_name(["setarch", "-R", "./p", "x"]) == "./p"
+    assert _program_name(["./p", "-R", "x"]) == "./p"
+
+
 @needs_qemu
 def test_qemu_finds_a_program_on_path(progs, tmp_path: Path, capfd, monkeypatch: pytest.MonkeyPatch):
     # qemu-x86_64 does not search PATH: a bare name gave "ran no instruction" with no message.

@@ -142,9 +142,14 @@ def capture_params() -> dict[str, Any]:
 
 def _program_name(argv: Sequence[str]) -> str:
     """The program a command line runs: past `setarch ARCH -R` (ASLR off, docs/capture.md), which
-    execs it in the same process."""
-    if len(argv) > 3 and Path(argv[0]).name == "setarch" and argv[2] == "-R":
-        return argv[3]
+    execs it in the same process (setarch's options take no value)."""
+    if Path(argv[0]).name == "setarch":
+        # setarch [ARCH] [OPTIONS] PROGRAM: the first word after the architecture not an option.
+        rest = [a for a in argv[1:] if not a.startswith("-")]
+        arch_given = len(argv) > 1 and not argv[1].startswith("-")
+        program = rest[1:] if arch_given else rest
+        if program:
+            return program[0]
     return argv[0]
 
 

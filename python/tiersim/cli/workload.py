@@ -123,12 +123,12 @@ def _files(fio: dict[str, Any]) -> str:
 
 def _client_text(client: dict[str, Any]) -> str:
     """What the load generator measured: its result lines, then the server's figures."""
-    parts = []
+    parts: list[str] = []
     for key, value in client.items():
         if key == "benchmark_status":
             continue
         if isinstance(value, list):
-            parts.append("; ".join(str(v) for v in value))
+            parts.extend(str(v) for v in value)
         elif isinstance(value, int) and ("memory" in key or key == "bytes"):
             parts.append(f"{key} {_bytes(value)}")
         elif isinstance(value, int):
