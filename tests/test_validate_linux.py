@@ -905,7 +905,7 @@ def test_the_cli_says_each_programs_hint_fault_cost_or_why_not(monkeypatch: pyte
 
 def _fake_result(path: Path, cases: Sequence[str] = ("kv-none", "kv-autonuma", "kv-tiering"), runs: int = 3) -> Path:
     """A `tiersim validate linux` result as far as a replay reads it before replaying: validate.json
-    (sorted, as written) and each boot's guest output; no traces."""
+    (sorted, as written), each boot's guest output and the traces (empty)."""
     doc = {
         "runs": runs,
         "knobs": linux.KNOBS,
@@ -927,6 +927,9 @@ def _fake_result(path: Path, cases: Sequence[str] = ("kv-none", "kv-autonuma", "
         for r in range(runs):
             (path / "guest" / f"{cid}-{r}").mkdir(parents=True)
             (path / "guest" / f"{cid}-{r}" / "guest.out").write_text(GUEST_OUT)
+    (path / "traces").mkdir()
+    for name in {"calib", *(cid.split("-")[0] for cid in cases)}:
+        (path / "traces" / f"{name}.trace").write_bytes(b"")
     return path
 
 
@@ -947,7 +950,17 @@ def test_a_replay_takes_the_results_cases_in_their_canonical_order(
     with pytest.raises(tiersim.TiersimError, match="^stop$"):
         linux.validate_linux(tmp_path / "o", replay=src)
     assert seen == {"programs": ["graph", "kv", "stream"], "settings": ["none", "autonuma", "tiering"], "runs": 2}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    # Only --setting given: the programs are the result's (they were all three, and a kv-only
+    # result failed on graph-none); a program given twice is taken once (its boots were copied
+    # twice: "File exists").
+    kv = _fake_result(tmp_path / "kv", ["kv-none", "kv-tiering"], runs=1)
+    with pytest.raises(tiersim.TiersimError, match="^stop$"):
+        linux.validate_linux(tmp_path / "o", replay=kv, settings=["tiering", "none", "tiering"])
+    assert seen == {"programs": ["kv"], "settings": ["tiering", "none"], "runs": 1}
+    with pytest.raises(tiersim.TiersimError, match="^stop$"):
+        linux.validate_linux(tmp_path / "o", replay=kv, programs=["kv", "kv"])
+    assert seen == {"programs": ["kv"], "settings": ["none", "tiering"], "runs": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kv", "r"]
 
 
 @pytest.mark.parametrize(
@@ -964,6 +977,8 @@ def test_a_replay_takes_the_results_cases_in_their_canonical_order(
             r"^{r}/guest/kv-none-2/guest.out is missing: a damaged `tiersim validate linux` result$",
         ),
         (lambda r: shutil.rmtree(r), r"^{r} does not exist: give the directory of a `tiersim validate linux` result$"),
+        # Found after the boots had been copied.
+        (lambda r: (r / "traces" / "kv.trace").unlink(), r"^{r}: no trace kv.trace to replay$"),
         (
             lambda r: (r / "validate.json").unlink(),
             r"^{r}: not a `tiersim validate linux` result \(it has no validate.json\)$",
@@ -1026,7 +1041,7 @@ def test_a_replay_refuses_an_output_inside_the_result(tmp_path: Path) -> None:
         tiersim.TiersimError, match=rf"^{src}/sub is inside the replayed result {src}: give a directory outside it$"
     ):
         linux.validate_linux(src / "sub", replay=src)
-    assert sorted(p.name for p in src.iterdir()) == ["guest", "validate.json"]
+    assert sorted(p.name for p in src.iterdir()) == ["guest", "traces", "validate.json"]
 
 
 def test_a_replay_of_a_case_the_result_lacks_suggests_the_setting(tmp_path: Path) -> None:
@@ -1035,7 +1050,7 @@ def test_a_replay_of_a_case_the_result_lacks_suggests_the_setting(tmp_path: Path
         tiersim.TiersimError,
         match=rf"^{src} holds no VM run of case kv-none; of kv it holds kv-tiering: give --setting tiering instead$",
     ):
-        linux.validate_linux(tmp_path / "o", replay=src, programs=["kv"])
+        linux.validate_linux(tmp_path / "o", replay=src, programs=["kv"], settings=["none"])
     # Two settings held, in the matrix's order (none before autonuma), and the one asked for is not
     # among them: the hint replaces it.
     two = _fake_result(tmp_path / "r2", ["kv-none", "kv-autonuma"], runs=1)
@@ -1049,7 +1064,7 @@ def test_a_replay_of_a_case_the_result_lacks_suggests_the_setting(tmp_path: Path
         tiersim.TiersimError,
         match=rf"^{src} holds no VM run of case graph-tiering; its cases are kv-tiering: give --program and --setting for those$",
     ):
-        linux.validate_linux(tmp_path / "o", replay=src, settings=["tiering"])
+        linux.validate_linux(tmp_path / "o", replay=src, programs=["graph"], settings=["tiering"])
 
 
 def test_progress_and_result_lines_are_not_wrapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -890,17 +890,19 @@ def validate_linux(
         old = _read_result(Path(replay))
         source = (Path(replay), old)
         runs = old["runs"]
-        if not programs and not settings:
-            # The result's cases in the canonical order (PROGRAMS, SETTINGS), as its boots ran them:
-            # validate.json stores them sorted by name.
-            done = old["cases"].values()
+        # What is not given is the result's, in the canonical order (PROGRAMS, SETTINGS), as its
+        # boots ran them: validate.json stores the cases sorted by name.
+        done = old["cases"].values()
+        if not programs:
             programs = _canonical([c["program"]["name"] for c in done], PROGRAMS)
+        if not settings:
             settings = _canonical([c["setting"]["name"] for c in done], SETTINGS)
     elif quick:
         programs, settings, runs = [QUICK[0]], [QUICK[1]], 1
     runs = 3 if runs is None else runs
-    programs = list(programs or PROGRAMS)
-    settings = list(settings or SETTINGS)
+    # Each once: `--program kv --program kv` would boot it twice, and a replay copied its boots twice.
+    programs = list(dict.fromkeys(programs or PROGRAMS))
+    settings = list(dict.fromkeys(settings or SETTINGS))
     for p in programs:
         if p not in PROGRAMS:
             raise TiersimError(f"unknown program '{p}': expected one of {', '.join(PROGRAMS)}")
@@ -1307,8 +1309,9 @@ def _read_result(replay: Path) -> dict[str, Any]:
 
 def _check_replay(replay: Path, old: dict[str, Any], programs: list[str], settings: list[str], out: Path) -> None:
     """That the earlier result holds every boot of the cases to replay (validate.json's `runs` of
-    each, guest/CASE-0 to guest/CASE-(runs-1), each with its guest.out) and that the new result is
-    not inside it; else one error, before anything is written."""
+    each, guest/CASE-0 to guest/CASE-(runs-1), each with its guest.out) and the traces (the
+    calibration's and each program's), and that the new result is not inside it; else one error,
+    before anything is written."""
     if out.resolve().is_relative_to(replay.resolve()):
         raise TiersimError(f"{out} is inside the replayed result {replay}: give a directory outside it")
     held = list(old["cases"])
@@ -1334,6 +1337,9 @@ def _check_replay(replay: Path, old: dict[str, Any], programs: list[str], settin
                     )
                 if not (rdir / "guest.out").is_file():
                     raise TiersimError(f"{rdir / 'guest.out'} is missing: a damaged `tiersim validate linux` result")
+    for name in ["calib", *programs]:
+        if not (replay / "traces" / f"{name}.trace").exists():
+            raise TiersimError(f"{replay}: no trace {name}.trace to replay")
 
 
 def _replayed_cases(
