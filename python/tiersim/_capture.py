@@ -128,6 +128,12 @@ class CaptureResult:
     elapsed_s: float
     report: dict[str, Any] = field(default_factory=dict)
 
+    def how_it_ended(self) -> str:
+        """How the program ended, for a message on one that failed: was killed by SIGSEGV, exited with status 3."""
+        if self.signal is not None:
+            return f"was killed by {signal_name(self.signal)}"
+        return f"exited with status {self.exit_status}"
+
 
 def default_virt_out(out: str | os.PathLike[str]) -> Path:
     """Where the virtual twin of a physical trace goes: prog.trace -> prog.virt.trace."""

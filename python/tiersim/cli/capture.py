@@ -186,7 +186,6 @@ def capture_cmd(
         capture_instrumented,
         capture_lackey,
         runtime_object,
-        signal_name,
     )
 
     if build_runtime:
@@ -288,15 +287,10 @@ def capture_cmd(
     for t in _capture_tables(result):
         err.print(t)
     if result.exit_status != 0:
-        how = (
-            f"was killed by {signal_name(result.signal)}"
-            if result.signal is not None
-            else f"exited with status {result.exit_status}"
-        )
         err.print(
             Text.assemble(
                 ("warning: ", "bold yellow"),
-                f"{prog} {how}; the trace covers its run until then, and tiersim capture exits with "
+                f"{prog} {result.how_it_ended()}; the trace covers its run until then, and tiersim capture exits with "
                 f"status {result.exit_status}",
             ),
             soft_wrap=True,

@@ -33,7 +33,6 @@ from tiersim._capture import (
     capture_instrumented,
     lto_cc,
     runtime_object,
-    signal_name,
 )
 from tiersim._native import TiersimError
 from tiersim._result import temp_dir_beside
@@ -796,13 +795,8 @@ def capture_workload(
             # The program's own log file (redis-server writes there, not to stderr) counts as stderr.
             text = "".join(f.read_text(errors="replace") for f in (work / "stderr", *sorted(work.glob("*.log"))))
             tail = "\n".join(text.splitlines()[-STDERR_TAIL:])
-            how = (
-                f"was killed by {signal_name(res.signal)}"
-                if res.signal is not None
-                else f"exited with status {res.exit_status}"
-            )
             raise TiersimError(
-                f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} {how}; no trace written. "
+                f"workload {name}: {Path(r.argv(p, work, exe)[0]).name} {res.how_it_ended()}; no trace written. "
                 + (f"Its stderr ends:\n{tail}" if tail.strip() else "It wrote nothing to stderr.")
             )
         if "error" in client_out:
