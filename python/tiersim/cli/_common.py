@@ -206,15 +206,16 @@ class Size(_OptionParser, _options.Size):
 def _check_report_path(path: Path | None) -> None:
     """A --report file is refused before the command's work, not after a capture of minutes
     that would then leave its trace without the report."""
+    from tiersim._capture import _writable
+
     if path is None:
         return
-    if path.is_dir():
-        _fail(f"report '{path}' is a directory; give a file name")
-    parent = path.parent
-    if not parent.is_dir():
-        _fail(f"cannot write report '{path}': directory '{parent}' does not exist")
-    if not os.access(parent, os.W_OK):
-        _fail(f"cannot write report '{path}': directory '{parent}' is not writable")
+    with _user_errors():
+        _writable(path, "report")
+    # The trace's own directory is proven writable when its temporary is made; the report's is
+    # not written until the end.
+    if not os.access(path.parent, os.W_OK):
+        _fail(f"cannot write report '{path}': directory '{path.parent}' is not writable")
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, Any]:
