@@ -189,6 +189,14 @@ def test_qemu_finds_a_program_on_path(progs, tmp_path: Path, capfd, monkeypatch:
 
 
 @needs_qemu
+def test_qemu_keeps_the_programs_argv0(tmp_path: Path, capfd):
+    # The path found on PATH is given to qemu-x86_64 with -0 NAME, so the program sees the name
+    # it was called by, as it would natively: `sh -c 'echo $0'` prints argv[0].
+    tiersim.capture(["sh", "-c", "echo argv0=$0"], tmp_path / "s.trace", tool="qemu")
+    assert "argv0=sh\n" in capfd.readouterr().out
+
+
+@needs_qemu
 def test_qemu_program_that_crashes_is_one_error_and_leaves_nothing(progs, tmp_path: Path, capfd):
     # QEMU 7.2 calls no plugin exit callback when the guest dies of a signal: the error says the
     # program was killed (it ran: not "ran no instruction"), and neither a trace nor the record

@@ -5,6 +5,7 @@
 #   bash tests/capture/bench_big.sh pagerank [VERTICES] [DEGREE] [ITERS]   # native, instrumented 32/1 MiB, QEMU plugin and tool 32 MiB
 #   bash tests/capture/bench_big.sh instrumented [VERTICES] [DEGREE] [ITERS]  # the same without the tool
 #   (both: with clang and lld installed, `make clang`, also clang's builds without and with LTO)
+#   bash tests/capture/bench_big.sh sizes                                   # clang with LTO, 32/1 MiB, on four graph sizes (issue 36's table)
 #   bash tests/capture/bench_big.sh sqlite                                  # Debian's sqlite3: native, tool, QEMU plugin, lackey (NO_LACKEY=1: not lackey)
 #   bash tests/capture/bench_big.sh small [VERTICES]                       # tool vs lackey records on a small pagerank
 # Run from the repository root after `make env`.
@@ -63,6 +64,25 @@ pagerank | instrumented)
     [ "$WHAT" = instrumented ] || timed "qemu plugin llc=32MiB" $T capture --valgrind-tool qemu --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     [ "$WHAT" = instrumented ] || timed "valgrind tool llc=32MiB" $T capture --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     ;;
+sizes)
+    # The same 96-128M edges an iteration over rank arrays of 16, 32, 64 and 128 MiB: the first sits
+    # in a 32 MiB host L3, the last two do not, and the capture's cost over native follows.
+    command -v clang >/dev/null && command -v ld.lld >/dev/null || { echo "sizes needs clang and lld: make clang" >&2; exit 2; }
+    clang -O2 -o "$W/pr_clang" tests/capture/pagerank.c
+    clang -O2 -flto -fsanitize=thread -c tests/capture/pagerank.c -o "$W/prl.o"
+    clang -O2 -flto -fuse-ld=lld "$W/prl.o" "$($T capture --build-runtime --lto)" -o "$W/prl_i" -pthread -ldl
+    for size in "2000000 48 14" "4000000 24 6" "8000000 16 4" "16000000 8 4"; do
+        # shellcheck disable=SC2086 # the size is three words on purpose
+        timed "native clang $size" "$W/pr_clang" $size
+        for llc in 32MiB 1MiB; do
+            # shellcheck disable=SC2086
+            timed "instrumented clang LTO llc=$llc $size" $T capture --instrumented --llc "$llc" -o "$W/o.trace" --report "$W/r.json" -- "$W/prl_i" $size
+        done
+        # shellcheck disable=SC2086
+        timed "native clang $size" "$W/pr_clang" $size
+        rm -f "$W/o.trace"
+    done
+    ;;
 sqlite)
     # 20,000 rows inserted in one transaction into an in-memory database, then scanned.
     cat >"$W/q.sql" <<'SQL'
@@ -88,7 +108,7 @@ small)
     done
     ;;
 *)
-    echo "usage: $0 pagerank|instrumented|sqlite|small [ARGS]" >&2
+    echo "usage: $0 pagerank|instrumented|sizes|sqlite|small [ARGS]" >&2
     exit 2
     ;;
 esac

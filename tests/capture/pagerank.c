@@ -1,9 +1,11 @@
 /* A memory-bound program of real size for `tiersim capture` speed figures (BENCHMARKS.md, "Capture"):
  * PageRank, pull style, over a random graph in CSR form whose in-edges favour low vertex numbers
  * (target = V * r^2, r uniform), so a few vertices are hot and most are cold, as in a power-law
- * graph. The default, 2,000,000 vertices of 48 in-edges and 4 iterations, holds about 440 MiB
- * (384 MiB of edges) and runs about 2 s natively. Deterministic: the same arguments give the same
- * graph, the same accesses and the same checksum line.
+ * graph. The default, 2,000,000 vertices of 48 in-edges and 4 iterations, holds about 420 MiB
+ * (384 MiB of edges); its 16 MiB of rank contributions fit a large host L3, so its random loads
+ * are cache hits natively. 8000000 16 4 (about 700 MiB, 64 MiB of them) is memory-bound: its
+ * random loads go to memory. Deterministic: the same arguments give the same graph, the same
+ * accesses and the same checksum line.
  *   pagerank [VERTICES] [DEGREE] [ITERATIONS]                                                   */
 #include <stdint.h>
 #include <stdio.h>
