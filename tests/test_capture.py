@@ -6,6 +6,7 @@ runs the program under Valgrind (about a second)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import tiersim
-from conftest import run_cli
+from conftest import run_cli, tiersim_cmd
 
 SRC = Path(__file__).resolve().parent / "capture" / "hashmap.c"
 KEYS = 3000
@@ -165,6 +166,17 @@ def test_cli_keeps_the_programs_output_and_status_and_the_trace_runs(hashmap: Pa
     run = run_cli("run", str(out), "-p", "epyc_cxl_nps1", "--json", "-o", str(tmp_path / "run"))
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["accesses"] == rep["records"]
+
+
+@needs_valgrind
+def test_the_summary_in_a_log_is_not_cut_at_80_columns(hashmap: Path, tmp_path: Path):
+    # Piped with no COLUMNS, as in a script's log: capture's summary on stderr is as wide as the
+    # tables other commands print on stdout; it was cut at 80 columns, the LLC row over three lines.
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    cmd = [*tiersim_cmd(), "capture", "-o", str(tmp_path / "h.trace"), "--llc", "1MiB"]
+    r = subprocess.run([*cmd, "--", str(hashmap), "1000"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"LLC +1\.00 MiB, .* misses \(.*\), [\d,]+ writebacks", r.stderr), r.stderr
 
 
 @needs_valgrind
