@@ -204,6 +204,6 @@ STUDY: Study = Study(
     name="cxl_flash",
     title="CXL-flash design space and policies",
     source="Yang et al., 'Overcoming the Memory Wall with CXL-Enabled SSDs', USENIX ATC'23 (seed 004)",
-    runtime="--quick 64 s of CPU (both device modes; 467 s wall on a loaded 2-core machine), full about 5x that",
+    runtime="--quick 28 s (54 s of CPU, both device modes), full 160 s (272 s of CPU), quiet machine",
     run=run,
 )
