@@ -65,7 +65,7 @@ pagerank | instrumented)
     [ "$WHAT" = instrumented ] || timed "valgrind tool llc=32MiB" $T capture --llc 32MiB -o "$W/o.trace" --report "$W/r.json" -- "$W/pr" "$V" "$D" "$I"
     ;;
 sizes)
-    # The same 96-128M edges an iteration over rank arrays of 16, 32, 64 and 128 MiB: the first sits
+    # The same 96-128M edges an iteration over rank arrays of 16, 32, 64 and 128 MB: the first sits
     # in a 32 MiB host L3, the last two do not, and the capture's cost over native follows.
     command -v clang >/dev/null && command -v ld.lld >/dev/null || { echo "sizes needs clang and lld: make clang" >&2; exit 2; }
     clang -O2 -o "$W/pr_clang" tests/capture/pagerank.c

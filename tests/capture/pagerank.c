@@ -2,9 +2,9 @@
  * PageRank, pull style, over a random graph in CSR form whose in-edges favour low vertex numbers
  * (target = V * r^2, r uniform), so a few vertices are hot and most are cold, as in a power-law
  * graph. The default, 2,000,000 vertices of 48 in-edges and 4 iterations, holds about 420 MiB
- * (384 MiB of edges); its 16 MiB of rank contributions fit a large host L3, so its random loads
- * are cache hits natively. 8000000 16 4 (about 700 MiB, 64 MiB of them) is memory-bound: its
- * random loads go to memory. Deterministic: the same arguments give the same graph, the same
+ * (384 MB of edges); its 16 MB of rank contributions fit a large host L3, so its random loads
+ * are mostly cache hits natively. 8000000 16 4 (about 700 MiB, 64 MB of them) is memory-bound: its
+ * random loads often go to memory. Deterministic: the same arguments give the same graph, the same
  * accesses and the same checksum line.
  *   pagerank [VERTICES] [DEGREE] [ITERATIONS]                                                   */
 #include <stdint.h>
