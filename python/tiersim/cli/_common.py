@@ -126,7 +126,7 @@ app = typer.Typer(
 
 # Piped or captured output gets a wide console so that tables land in logs unwrapped; a
 # terminal gets its own width. stderr the same: capture's summary goes there (the program's
-# output owns stdout) and was cut at 80 columns in a log where workload capture's was not.
+# output owns stdout), and a log should hold it as whole as the tables on stdout.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 

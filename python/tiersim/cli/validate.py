@@ -106,7 +106,7 @@ def linux_cmd(
             time_scale=time_scale,
             trace_kernel=kernel_trace,
             work_factor=work_factor,
-            # Progress lines whole, whatever the width: piped stderr is 80 columns to rich.
+            # Progress lines whole, whatever the width: a terminal narrower than a line wraps it itself.
             progress=lambda msg: err.print(msg, highlight=False, soft_wrap=True),
         )
     sz = doc["sizing"]
